@@ -1,0 +1,3 @@
+from ninfer_kits.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""The `ninfer-kits` command: one subcommand per job, one error handler at the top."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Protocol
+
+from ninfer_kits import __version__
+from ninfer_kits.errors import EXIT_BAD_INPUT, NinferKitsError
+
+# Each subcommand is a module with configure_parser() and execute(); imported only when chosen,
+# so that a quick `inspect` does not pay for the imports of `build` or `publish`.
+SUBCOMMANDS: dict[str, str] = {
+    "matrix": "ninfer_kits.commands.matrix_cmd",
+    "inspect": "ninfer_kits.commands.inspect_cmd",
+}
+
+SUMMARIES: dict[str, str] = {
+    "matrix": "show what the pipeline builds (upstream × arch)",
+    "inspect": "derive the runtime floor of an ELF file, a folder or a kit tarball",
+}
+
+
+class Subcommand(Protocol):
+    def configure_parser(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def execute(self, args: argparse.Namespace) -> int: ...
+
+
+def _load(name: str) -> Subcommand:
+    module: Subcommand = importlib.import_module(SUBCOMMANDS[name])  # type: ignore[assignment]
+    return module
+
+
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ninfer-kits",
+        description="Build, inspect and publish prebuilt NInfer kits.",
+    )
+    parser.add_argument("--version", action="version", version=f"ninfer-kits {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = next((a for a in argv if a in SUBCOMMANDS), None)
+    for name, summary in SUMMARIES.items():
+        child = sub.add_parser(name, help=summary, description=summary)
+        child.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                           help="show tracebacks on errors")
+        if name == chosen:
+            _load(name).configure_parser(child)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(args_list).parse_args(args_list)
+    try:
+        return _load(args.command).execute(args)
+    except NinferKitsError as error:
+        if args.debug:
+            traceback.print_exc()
+        print(f"ninfer-kits: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("ninfer-kits: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except OSError as error:
+        if args.debug:
+            traceback.print_exc()
+        print(f"ninfer-kits: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT

@@ -32,7 +32,7 @@ class Subcommand(Protocol):
 
 
 def _load(name: str) -> Subcommand:
-    module: Subcommand = importlib.import_module(SUBCOMMANDS[name])  # type: ignore[assignment]
+    module: Subcommand = importlib.import_module(SUBCOMMANDS[name])
     return module
 
 

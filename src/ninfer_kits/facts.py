@@ -1,0 +1,68 @@
+"""Runtime-library facts (data/runtime_facts.toml), validated every time they load."""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+VERSION_KEY = re.compile(r"^\d+(\.\d+)*$")
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+@dataclass(frozen=True)
+class RuntimeFacts:
+    glibcxx: tuple[tuple[tuple[int, ...], str], ...]  # sorted by version
+    cxxabi: tuple[tuple[tuple[int, ...], str], ...]
+    families: tuple[tuple[str, tuple[str, ...]], ...]
+    glibc_sonames: frozenset[str]
+
+    def gcc_advice(self, prefix: str, version: tuple[int, ...]) -> str:
+        """Which GCC's libstdc++ provides PREFIX_version, as advice for the floor table."""
+        table = {"GLIBCXX": self.glibcxx, "CXXABI": self.cxxabi}.get(prefix, ())
+        if not table:
+            return "a libstdc++ that provides it"
+        if version < table[0][0]:
+            return "any GCC of the last decade"
+        gcc = next((gcc for known, gcc in table if known >= version), None)
+        return f"{gcc} or newer" if gcc else "a libstdc++ newer than any this tool knows"
+
+    def family_of(self, soname: str) -> str | None:
+        return next((name for name, members in self.families if soname in members), None)
+
+
+@functools.cache
+def runtime_facts() -> RuntimeFacts:
+    text = resources.files("ninfer_kits").joinpath("data/runtime_facts.toml").read_text()
+    return _validate(tomllib.loads(text))
+
+
+def _validate(raw: dict[str, Any]) -> RuntimeFacts:
+    if raw.get("schema") != 1:
+        raise ValueError("runtime_facts.toml: unsupported schema")
+    return RuntimeFacts(
+        glibcxx=_version_table(raw, "glibcxx"),
+        cxxabi=_version_table(raw, "cxxabi"),
+        families=tuple((name, tuple(members)) for name, members in raw["families"].items()),
+        glibc_sonames=frozenset(raw["glibc_sonames"]),
+    )
+
+
+def _version_table(raw: dict[str, Any], name: str) -> tuple[tuple[tuple[int, ...], str], ...]:
+    table = raw[name]
+    bad = [key for key, value in table.items()
+           if not VERSION_KEY.match(key) or not isinstance(value, str)]
+    if bad:
+        raise ValueError(f"runtime_facts.toml: [{name}] has invalid entries {bad}")
+    return tuple(sorted((parse_version(key), value) for key, value in table.items()))

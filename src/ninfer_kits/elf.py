@@ -7,11 +7,11 @@ ValueError/IndexError...), so each read is fenced and turned into one `NotAnElf`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
@@ -20,6 +20,8 @@ from elftools.elf.sections import NoteSection
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.fatbin import FATBIN_SECTIONS, FatbinEntry, read_fatbin
+
+T = TypeVar("T")
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -71,13 +73,16 @@ def is_elf(path: Path) -> bool:
 
 def read_elf(path: Path, name: str | None = None) -> ElfInfo:
     """Inspect one file; `name` is how it is shown (e.g. its path inside a tarball)."""
-    shown = name or str(path)
     with path.open("rb") as stream:
-        if stream.read(4) != ELF_MAGIC:
-            raise NotAnElf(f"{shown}: not an ELF file")
-        stream.seek(0)
-        with _fenced(shown):
-            return _read(stream, shown)
+        return read_elf_stream(stream, name or str(path))
+
+
+def read_elf_stream(stream: BinaryIO, shown: str) -> ElfInfo:
+    if stream.read(4) != ELF_MAGIC:
+        raise NotAnElf(f"{shown}: not an ELF file")
+    stream.seek(0)
+    with _fenced(shown):
+        return _read(stream, shown)
 
 
 @contextmanager
@@ -117,6 +122,16 @@ def _read(stream: BinaryIO, shown: str) -> ElfInfo:
     )
 
 
+def _bounded(items: Iterable[T], section: Any, entry_size: int) -> Iterator[T]:
+    """Stop a corrupt count or a self-referencing `next` link from looping forever: a section
+    cannot hold more entries than its size allows."""
+    limit = section["sh_size"] // entry_size + 1
+    for count, item in enumerate(items):
+        if count >= limit:
+            raise NotAnElf(f"section {section.name} lists more entries than it can hold")
+        yield item
+
+
 def _dynamic_tags(elf: Any) -> dict[str, list[str]]:
     wanted = {"DT_NEEDED": "needed", "DT_SONAME": "soname", "DT_RPATH": "rpath",
               "DT_RUNPATH": "runpath"}
@@ -124,7 +139,7 @@ def _dynamic_tags(elf: Any) -> dict[str, list[str]]:
     for section in elf.iter_sections():
         if not isinstance(section, DynamicSection):
             continue
-        for tag in section.iter_tags():
+        for tag in _bounded(section.iter_tags(), section, 8):
             if tag.entry.d_tag in wanted:
                 tags.setdefault(tag.entry.d_tag, []).append(getattr(tag, wanted[tag.entry.d_tag]))
     return tags
@@ -145,7 +160,7 @@ def _build_id(elf: Any) -> str | None:
     for section in elf.iter_sections():
         if not isinstance(section, NoteSection):
             continue
-        for note in section.iter_notes():
+        for note in _bounded(section.iter_notes(), section, 12):
             if note["n_type"] == "NT_GNU_BUILD_ID":
                 return str(note["n_desc"])
     return None
@@ -155,8 +170,8 @@ def _version_needs(elf: Any) -> tuple[VersionNeed, ...]:
     needs = []
     for section in elf.iter_sections():
         if isinstance(section, GNUVerNeedSection):
-            for verneed, auxiliaries in section.iter_versions():
-                versions = tuple(aux.name for aux in auxiliaries)
+            for verneed, auxiliaries in _bounded(section.iter_versions(), section, 16):
+                versions = tuple(aux.name for aux in _bounded(auxiliaries, section, 16))
                 needs.append(VersionNeed(library=str(verneed.name), versions=versions))
     return tuple(needs)
 
@@ -165,7 +180,7 @@ def _version_defs(elf: Any) -> tuple[str, ...]:
     names: list[str] = []
     for section in elf.iter_sections():
         if isinstance(section, GNUVerDefSection):
-            for verdef, auxiliaries in section.iter_versions():
+            for verdef, auxiliaries in _bounded(section.iter_versions(), section, 20):
                 if verdef["vd_flags"] & 0x1:  # VER_FLG_BASE: the file's own name, not a version
                     continue
                 first = next(iter(auxiliaries), None)

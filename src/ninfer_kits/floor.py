@@ -64,6 +64,8 @@ class KitFloor:
     provided_in_kit: tuple[str, ...]
     rpath: tuple[str, ...]
     runpath: tuple[str, ...]
+    # soname → the RUNPATH (or, without one, RPATH) entries of the files that need it
+    search_paths: tuple[tuple[str, tuple[str, ...]], ...]
     sass: tuple[str, ...]
     ptx: tuple[str, ...]
     table: tuple[Requirement, ...]
@@ -86,6 +88,7 @@ def kit_floor(files: Sequence[ElfInfo], facts: RuntimeFacts | None = None) -> Ki
         provided_in_kit=tuple(provided),
         rpath=_unique(path for info in files for path in info.rpath),
         runpath=_unique(path for info in files for path in info.runpath),
+        search_paths=_search_paths(files, sonames),
         sass=_archs(files, "sass"),
         ptx=_archs(files, "ptx"),
         table=(),
@@ -95,6 +98,17 @@ def kit_floor(files: Sequence[ElfInfo], facts: RuntimeFacts | None = None) -> Ki
 
 def _unique(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
+
+
+def _search_paths(
+    files: Sequence[ElfInfo], sonames: Sequence[str]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The loader ignores RPATH when RUNPATH is present, so each file offers one or the other."""
+    return tuple(
+        (soname, _unique(path for info in files if soname in info.needed
+                         for path in (info.runpath or info.rpath)))
+        for soname in sonames
+    )
 
 
 def _archs(files: Sequence[ElfInfo], kind: str) -> tuple[str, ...]:
@@ -216,8 +230,8 @@ def _cuda_rows(floor: KitFloor) -> list[Requirement]:
     rows = []
     majors = [m["major"] for m in map(CUDART.match, floor.sonames) if m]
     for major in majors:
-        where = (f"RUNPATH is {':'.join(floor.runpath)}" if floor.runpath
-                 else f"RPATH is {':'.join(floor.rpath)}" if floor.rpath
+        paths = dict(floor.search_paths)[f"libcudart.so.{major}"]
+        where = (f"RUNPATH is {':'.join(paths)}" if paths
                  else "no RUNPATH: found through LD_LIBRARY_PATH or the loader's cache")
         rows.append(Requirement(f"CUDA {major} runtime — libcudart.so.{major}", where))
     if majors or floor.sass or floor.ptx:

@@ -100,6 +100,7 @@ def to_json(inspection: Inspection) -> dict[str, object]:
             "provided_in_kit": list(floor.provided_in_kit),
             "rpath": list(floor.rpath),
             "runpath": list(floor.runpath),
+            "search_paths": {soname: list(paths) for soname, paths in floor.search_paths},
             "cuda": {"sass": list(floor.sass), "ptx": list(floor.ptx)},
             "table": [{"requirement": row.requirement, "why": row.why} for row in floor.table],
         },

@@ -1,0 +1,162 @@
+"""Run the benchmarks beside this file and print one table: ours, baseline, ratio, target.
+
+    python tests/benchmarks/run.py [NAMES...] [--repeat N] [--strict] [--list]
+
+Each `bench_*.py` module exposes NAME, DESCRIPTION and run(ctx) -> list[Result]. A missed
+target is printed, not raised: the exit status is 0 unless a benchmark crashed (or, with
+--strict, missed a target or reported an error). The table is also written, atomically, to
+.cache/bench/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # so that bench modules can `import common` however we are run
+    sys.path.insert(0, str(HERE))
+
+from common import CACHE_DIR, Context, Result, seconds, write_json_atomic  # noqa: E402
+
+RESULTS_FILE = CACHE_DIR / "results.json"
+COLUMNS = ("benchmark", "measured", "ours", "baseline", "ratio", "target", "status")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    description: str
+    run: Callable[[Context], list[Result]]
+
+
+def _import(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench.{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _broken(path: Path, error: Exception) -> Benchmark:
+    """A module that fails to import still gets a row (and makes the run exit 1)."""
+
+    def run(ctx: Context) -> list[Result]:
+        raise RuntimeError(f"cannot import {path.name}") from error
+
+    return Benchmark(path.stem.removeprefix("bench_"), f"(import of {path.name} failed)", run)
+
+
+def discover() -> list[Benchmark]:
+    found = []
+    for path in sorted(HERE.glob("bench_*.py")):
+        try:
+            module = _import(path)
+        except Exception as error:
+            found.append(_broken(path, error))
+            continue
+        found.append(Benchmark(module.NAME, module.DESCRIPTION, module.run))
+    return found
+
+
+def _select(available: list[Benchmark], names: Sequence[str]) -> list[Benchmark]:
+    if not names:
+        return available
+    known = {bench.name: bench for bench in available}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise SystemExit(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(known)}")
+    return [known[name] for name in names]
+
+
+def _run_one(bench: Benchmark, ctx: Context) -> tuple[list[Result], bool]:
+    print(f"== {bench.name}: {bench.description}", flush=True)
+    start = time.perf_counter()
+    try:
+        results = bench.run(ctx)
+    except Exception as error:
+        traceback.print_exc()
+        message = f"{type(error).__name__}: {error}"
+        return [Result(bench.name, "(benchmark crashed)", "-", error=message)], True
+    print(f"== {bench.name}: done in {time.perf_counter() - start:.1f} s", flush=True)
+    return results, False
+
+
+def _cells(result: Result) -> tuple[str, ...]:
+    ratio = result.ratio
+    baseline = f"{seconds(result.baseline)} ({result.baseline_name})"
+    status = result.status if result.error is None else f"ERROR: {result.error}"
+    if result.note:
+        status = f"{status} [{result.note}]"
+    return (
+        result.benchmark, result.measured, seconds(result.ours), baseline,
+        "-" if ratio is None else f"{ratio:.3f}x",
+        "-" if result.target is None else f"<= {result.target:g}x",
+        status,
+    )
+
+
+def print_table(results: list[Result]) -> None:
+    rows = [COLUMNS, *(_cells(result) for result in results)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
+    print()
+    for index, row in enumerate(rows):
+        head = "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1]))
+        print(f"{head}  {row[-1]}")
+        if index == 0:
+            print("-" * (sum(widths) + 2 * len(widths) + len(COLUMNS[-1])))
+    sys.stdout.flush()
+
+
+def _report(results: list[Result], repeat: int) -> dict[str, object]:
+    return {
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "python": sys.version.split()[0],
+        "machine": platform.platform(),
+        "repeat": repeat,
+        "results": [result.as_dict() for result in results],
+    }
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("names", nargs="*", help="benchmarks to run (default: all)")
+    parser.add_argument("--repeat", type=int, default=7, help="timed runs per command (default 7)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 on a missed target")
+    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    available = discover()
+    if args.list:
+        for bench in available:
+            print(f"{bench.name:12}  {bench.description}")
+        return 0
+    ctx = Context(cache=CACHE_DIR, repeat=args.repeat)
+    results: list[Result] = []
+    crashed = False
+    for bench in _select(available, args.names):
+        rows, failed = _run_one(bench, ctx)
+        results.extend(rows)
+        crashed = crashed or failed
+    print_table(results)
+    write_json_atomic(RESULTS_FILE, _report(results, args.repeat))
+    print(f"\nresults written to {RESULTS_FILE}")
+    missed = any(result.status in ("MISS", "ERROR") for result in results)
+    return 1 if crashed or (args.strict and missed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Shared fixtures: real binaries compiled once per test run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools import DATA, nvcc, run, tool
+
+CUDA_ARCHS = [
+    "-gencode", "arch=compute_86,code=sm_86",
+    "-gencode", "arch=compute_120a,code=sm_120a",
+    "-gencode", "arch=compute_100f,code=sm_100f",
+    "-gencode", "arch=compute_90,code=compute_90",
+]
+
+
+@pytest.fixture(scope="session")
+def c_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """C and C++ programs with known needs: symbol versions, RUNPATH/$ORIGIN, RPATH."""
+    out = tmp_path_factory.mktemp("c-binaries")
+    cc, cxx = tool("gcc"), tool("g++")
+    (out / "lib").mkdir()
+    (out / "bin").mkdir()
+    lib = out / "lib" / "libkitdemo.so.1"
+    run(cc, "-shared", "-fPIC", "-o", lib, DATA / "kitlib.c", "-Wl,-soname,libkitdemo.so.1",
+        f"-Wl,--version-script={DATA / 'kitlib.map'}")
+    (out / "lib" / "libkitdemo.so").symlink_to("libkitdemo.so.1")
+    link = ["-L", out / "lib", "-lkitdemo"]
+    built = {
+        "glibc234": out / "bin" / "glibc234",
+        "recent_cxx": out / "bin" / "recent_cxx",
+        "runpath": out / "bin" / "runpath",
+        "rpath": out / "bin" / "rpath",
+        "kitlib": lib,
+    }
+    run(cc, "-O1", "-fno-builtin", "-o", built["glibc234"], DATA / "glibc234.c")
+    run(cxx, "-O1", "-std=c++17", "-o", built["recent_cxx"], DATA / "recent_cxx.cpp")
+    run(cc, "-o", built["runpath"], DATA / "kitapp.c", *link,
+        "-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/../lib:/opt/kitdemo/lib")
+    run(cc, "-o", built["rpath"], DATA / "kitapp.c", *link,
+        "-Wl,--disable-new-dtags", "-Wl,-rpath,$ORIGIN/../lib")
+    return built
+
+
+@pytest.fixture(scope="session")
+def cuda_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """CUDA programs with sm_86, sm_120a and sm_100f SASS and compute_90 PTX, in every form the
+    inspector must read: uncompressed, compressed, nvcc's default, relocatable (-rdc)."""
+    compiler = nvcc()
+    out = tmp_path_factory.mktemp("cuda-binaries")
+    source = DATA / "kernels.cu"
+    built = {name: out / name for name in
+             ("plain", "compressed", "default", "rdc.o", "rdc", "shared_cudart")}
+    run(compiler, "-o", built["plain"], source, *CUDA_ARCHS, "--compress-mode=none")
+    run(compiler, "-o", built["compressed"], source, *CUDA_ARCHS, "--compress-mode=size")
+    run(compiler, "-o", built["default"], source, *CUDA_ARCHS)
+    run(compiler, "-rdc=true", "-c", "-o", built["rdc.o"], source, *CUDA_ARCHS)
+    run(compiler, "-rdc=true", "-o", built["rdc"], built["rdc.o"], *CUDA_ARCHS)
+    run(compiler, "-o", built["shared_cudart"], source, "-cudart", "shared",
+        "-gencode", "arch=compute_86,code=sm_86", "-Xlinker", "-rpath=/usr/local/cuda/lib64")
+    return built
+
+
+SYSTEM_LIBRARIES = [
+    "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+    "/usr/lib/x86_64-linux-gnu/libc.so.6",
+    "/usr/lib/x86_64-linux-gnu/libcurl.so.4",
+    "/bin/ls",
+    "/usr/bin/python3",
+    "/usr/local/cuda/lib64/libcudart.so.13",
+]
+
+
+def system_libraries() -> list[Path]:
+    return [Path(p) for p in SYSTEM_LIBRARIES if Path(p).exists()]

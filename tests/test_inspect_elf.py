@@ -1,0 +1,148 @@
+"""The inspector against the ground truth (readelf, cuobjdump) on binaries compiled here."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ninfer_kits.elf import ElfInfo, read_elf
+from ninfer_kits.floor import SymbolVersion, kit_floor
+
+from conftest import system_libraries
+from oracles import as_cuobjdump_names, cuobjdump_entries, readelf
+
+
+def assert_matches_readelf(info: ElfInfo, path: Path) -> None:
+    truth = readelf(path)
+    assert info.needed == truth.needed
+    assert info.soname == truth.soname
+    assert info.rpath == truth.rpath
+    assert info.runpath == truth.runpath
+    assert info.interpreter == truth.interpreter
+    assert info.build_id == truth.build_id
+    assert {n.library: set(n.versions) for n in info.version_needs} == truth.version_needs
+    floor = kit_floor([info])
+    for prefix, highest in _highest_by_prefix(truth.version_needs).items():
+        item = floor.floor(prefix)
+        assert item is not None and item.name == highest, prefix
+
+
+def _highest_by_prefix(needs: dict[str, set[str]]) -> dict[str, str]:
+    best: dict[str, SymbolVersion] = {}
+    for names in needs.values():
+        for version in map(SymbolVersion.parse, names):
+            if version.number and (version.prefix not in best or version > best[version.prefix]):
+                best[version.prefix] = version
+    return {prefix: version.name for prefix, version in best.items()}
+
+
+@pytest.mark.parametrize("name", ["glibc234", "recent_cxx", "runpath", "rpath", "kitlib"])
+def test_c_programs_match_readelf(c_binaries: dict[str, Path], name: str) -> None:
+    assert_matches_readelf(read_elf(c_binaries[name]), c_binaries[name])
+
+
+@pytest.mark.parametrize("path", system_libraries(), ids=lambda p: p.name)
+def test_system_files_match_readelf(path: Path) -> None:
+    assert_matches_readelf(read_elf(path), path)
+
+
+def test_glibc_floor_is_the_bound_version(c_binaries: dict[str, Path]) -> None:
+    floor = kit_floor([read_elf(c_binaries["glibc234"])])
+    glibc = floor.floor("GLIBC")
+    assert glibc is not None and glibc.name == "GLIBC_2.34"
+    assert "GLIBC_2.14" in dict(floor.versions_by_library)["libc.so.6"]
+    assert floor.table[0].requirement == "x86-64 Linux, glibc ≥ 2.34"
+
+
+def test_cxx_floor_names_gcc(c_binaries: dict[str, Path]) -> None:
+    floor = kit_floor([read_elf(c_binaries["recent_cxx"])])
+    glibcxx = floor.floor("GLIBCXX")
+    assert glibcxx is not None and glibcxx.libraries == ("libstdc++.so.6",)
+    assert SymbolVersion.parse(glibcxx.name).number >= (3, 4, 30)
+    row = next(r for r in floor.table if "GLIBCXX" in r.requirement)
+    assert row.requirement == f"libstdc++.so.6 providing {glibcxx.name}"
+    assert row.why.startswith("GCC ") and row.why.endswith(" or newer")
+
+
+def test_runpath_with_origin_and_own_symbol_versions(c_binaries: dict[str, Path]) -> None:
+    info = read_elf(c_binaries["runpath"])
+    assert info.runpath == ("$ORIGIN/../lib", "/opt/kitdemo/lib")
+    assert info.rpath == ()
+    floor = kit_floor([info])
+    assert floor.floor("KITDEMO") is not None and floor.floor("KITDEMO").name == "KITDEMO_1.2"
+    row = next(r for r in floor.table if r.requirement.startswith("libkitdemo.so.1"))
+    assert row.requirement == "libkitdemo.so.1 (KITDEMO_1.2)"
+
+
+def test_library_defines_its_versions(c_binaries: dict[str, Path]) -> None:
+    info = read_elf(c_binaries["kitlib"])
+    assert info.soname == "libkitdemo.so.1"
+    assert set(info.version_defs) >= {"KITDEMO_1.0", "KITDEMO_1.2"}
+
+
+def test_kit_view_does_not_require_what_the_kit_carries(c_binaries: dict[str, Path]) -> None:
+    floor = kit_floor([read_elf(c_binaries["runpath"]), read_elf(c_binaries["kitlib"])])
+    assert "libkitdemo.so.1" not in floor.sonames
+    assert floor.provided_in_kit == ("libkitdemo.so.1",)
+
+
+@pytest.mark.parametrize("name", ["plain", "compressed", "default", "rdc.o", "rdc",
+                                  "shared_cudart"])
+def test_device_code_matches_cuobjdump(cuda_binaries: dict[str, Path], name: str) -> None:
+    info = read_elf(cuda_binaries[name])
+    ours = [(entry.kind, entry.arch) for entry in info.device_code]
+    assert as_cuobjdump_names(ours) == cuobjdump_entries(cuda_binaries[name])
+
+
+def test_archs_keep_their_suffixes(cuda_binaries: dict[str, Path]) -> None:
+    floor = kit_floor([read_elf(cuda_binaries["plain"])])
+    assert floor.sass == ("sm_86", "sm_100f", "sm_120a")
+    assert floor.ptx == ("compute_90",)
+
+
+def test_compression_is_reported_per_entry(cuda_binaries: dict[str, Path]) -> None:
+    plain = read_elf(cuda_binaries["plain"]).device_code
+    packed = read_elf(cuda_binaries["compressed"]).device_code
+    default = read_elf(cuda_binaries["default"]).device_code
+    assert not any(entry.compressed for entry in plain)
+    assert all(entry.compressed for entry in packed)
+    # nvcc's default compresses PTX but leaves small SASS entries as they are.
+    assert Counter((e.kind, e.compressed) for e in default if e.kind == "ptx") == Counter(
+        {("ptx", True): sum(1 for e in default if e.kind == "ptx")})
+
+
+def test_relocatable_fatbin_is_read(cuda_binaries: dict[str, Path]) -> None:
+    sections = {entry.section for entry in read_elf(cuda_binaries["rdc"]).device_code}
+    assert sections == {".nv_fatbin", "__nv_relfatbin"}
+    only = {entry.section for entry in read_elf(cuda_binaries["rdc.o"]).device_code}
+    assert only == {"__nv_relfatbin"}
+
+
+def test_shared_cudart_row(cuda_binaries: dict[str, Path]) -> None:
+    path = cuda_binaries["shared_cudart"]
+    info = read_elf(path)
+    assert_matches_readelf(info, path)
+    table = kit_floor([info]).table
+    cudart = next(row for row in table if "libcudart" in row.requirement)
+    assert cudart.requirement == "CUDA 13 runtime — libcudart.so.13"
+    assert cudart.why == "RUNPATH is /usr/local/cuda/lib64"
+    arch = table[-1]
+    assert arch.requirement == "The matching GPU architecture — sm_86"
+    assert "no PTX" in arch.why
+
+
+@pytest.mark.parametrize(
+    ("smaller", "larger"),
+    [("GLIBC_2.9", "GLIBC_2.38"), ("GLIBCXX_3.4.9", "GLIBCXX_3.4.32"), ("CXXABI_1.3.9",
+     "CXXABI_1.3.15"), ("GLIBC_2.3", "GLIBC_2.3.4"), ("CURL_OPENSSL_3", "CURL_OPENSSL_4")],
+)
+def test_versions_compare_numerically(smaller: str, larger: str) -> None:
+    assert SymbolVersion.parse(smaller) < SymbolVersion.parse(larger)
+
+
+def test_prefixes_are_split_at_the_number() -> None:
+    assert SymbolVersion.parse("CURL_OPENSSL_4").prefix == "CURL_OPENSSL"
+    assert SymbolVersion.parse("CXXABI_TM_1").prefix == "CXXABI_TM"
+    assert SymbolVersion.parse("GLIBC_PRIVATE").number == ()

@@ -1,0 +1,132 @@
+"""`ninfer-kits matrix`, run as a user runs it: a subprocess with the real matrix.toml."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCTION = ROOT / "matrix.toml"
+KITS = ("ninfer-sm120a", "ninfer-3090-sm86", "ninfer-all-sm86", "ninfer-all-sm89",
+        "ninfer-all-sm120a", "example")
+
+
+def run_matrix(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k != "NINFER_KITS_MATRIX"}
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "ninfer_kits", "matrix", *args],
+        cwd=cwd, env=environment, capture_output=True, text=True, check=False,
+    )
+
+
+def test_table_lists_every_kit_from_the_current_directory() -> None:
+    run = run_matrix()
+    assert (run.returncode, run.stderr) == (0, "")
+    header, *rows = run.stdout.splitlines()
+    assert header.split() == ["KIT", "UPSTREAM", "BRANCH", "REVISION", "ARCH", "CARD",
+                              "TOOLCHAIN", "TAG", "ASSET"]
+    assert [row.split()[0] for row in rows] == list(KITS)
+    by_kit = {row.split()[0]: row for row in rows}
+    assert "v0.6.1-rtx3090-linux-sm86" in by_kit["ninfer-3090-sm86"]
+    assert "ninfer-3090-kit-v0.6.1-sm86.tar.gz" in by_kit["ninfer-3090-sm86"]
+    assert "rtx5090-linux-sm120a-feaf4dd0" in by_kit["ninfer-sm120a"]
+    assert "branch head" in by_kit["ninfer-all-sm89"]
+    assert "ninfer-all-kit-{rev12}-sm89.tar.gz" in by_kit["ninfer-all-sm89"]
+    # Aligned: every column starts at the same offset in every row.
+    start = header.index("ASSET")
+    assert all(row[start - 2 : start] == "  " and row[start] != " " for row in rows)
+
+
+def test_json_has_every_field() -> None:
+    run = run_matrix("--json", "--matrix", str(PRODUCTION))
+    assert run.returncode == 0
+    document = json.loads(run.stdout)
+    assert document["schema_version"] == 1
+    assert document["matrix"] == str(PRODUCTION)
+    kits = {kit["kit"]: kit for kit in document["kits"]}
+    assert list(kits) == list(KITS)
+    kit = kits["ninfer-3090-sm86"]
+    assert kit["tag"] == "v0.6.1-rtx3090-linux-sm86"
+    assert kit["asset"] == "ninfer-3090-kit-v0.6.1-sm86.tar.gz"
+    assert kit["pending"] == []
+    assert kit["upstream"]["revision"] == "403fc56d"
+    assert kit["upstream"]["version"] == "0.6.1-rtx3090"
+    assert kit["upstream"]["cmake_options"] == [["CMAKE_BUILD_TYPE", "Release"]]
+    assert kit["toolchain"] == {
+        "id": "ubuntu2404-cuda131", "cuda": "13.1.2",
+        "dockerfile": "dockerfiles/toolchain-cuda-ubuntu.Dockerfile",
+        "base_image": "nvidia/cuda:13.1.2-devel-ubuntu24.04",
+    }
+    assert kits["ninfer-all-sm86"]["pending"] == ["version", "rev8", "rev12"]
+    assert kits["example"]["upstream"]["source"] == str(ROOT / "examples" / "engine")
+    # Stable: sorted keys, two-space indent, the same bytes on a second run.
+    assert run.stdout == json.dumps(document, indent=2, sort_keys=True) + "\n"
+    assert run_matrix("--json", "--matrix", str(PRODUCTION)).stdout == run.stdout
+
+
+def test_github_is_one_line_for_a_job_matrix() -> None:
+    run = run_matrix("--github", env={"NINFER_KITS_MATRIX": str(PRODUCTION)}, cwd=Path("/"))
+    assert run.returncode == 0
+    assert run.stdout.count("\n") == 1
+    include = json.loads(run.stdout)["include"]
+    assert len(include) == 6
+    assert include[1] == {"kit": "ninfer-3090-sm86", "upstream": "ninfer-3090", "arch": "sm_86",
+                          "toolchain": "ubuntu2404-cuda131", "card": "RTX 3090"}
+
+
+def test_filter_by_kit() -> None:
+    run = run_matrix("--github", "example", "ninfer-sm120a")
+    assert run.returncode == 0
+    assert [entry["kit"] for entry in json.loads(run.stdout)["include"]] == [
+        "example", "ninfer-sm120a"]
+    table = run_matrix("ninfer-all-sm89")
+    assert [row.split()[0] for row in table.stdout.splitlines()] == ["KIT", "ninfer-all-sm89"]
+
+
+def test_unknown_kit_suggests_and_exits_2() -> None:
+    run = run_matrix("ninfer-all-sm98")
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr == (
+        "ninfer-kits: error: unknown kit 'ninfer-all-sm98'; did you mean 'ninfer-all-sm89'?\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line_text", "expected"),
+    [
+        ('arch = "sm_86"\ntoolchain = "trixie-cuda130"',
+         'arch = "sm86"\ntoolchain = "trixie-cuda130"', 'arch = "sm86"',
+         "[kits.example] key 'arch': invalid arch 'sm86'"),
+        ("schema = 1", "schema = 1\nschema = 2", "schema = 2",
+         "invalid TOML: Cannot overwrite a value"),
+    ],
+)
+def test_bad_matrix_is_one_line_and_exit_2(tmp_path: Path, old: str, new: str, line_text: str,
+                                           expected: str) -> None:
+    text = PRODUCTION.read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    text = text.replace(old, new)
+    line = text[: text.index(line_text)].count("\n") + 1
+    path = tmp_path / "matrix.toml"
+    path.write_text(text, encoding="utf-8")
+    run = run_matrix("--matrix", str(path))
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr.startswith(f"ninfer-kits: error: {path}:{line}: {expected}")
+    assert run.stderr.count("\n") == 1
+    assert "Traceback" not in run.stderr
+
+
+def test_missing_matrix_exits_2(tmp_path: Path) -> None:
+    run = run_matrix(cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr == ("ninfer-kits: error: matrix file not found: matrix.toml "
+                          "(give --matrix PATH or set NINFER_KITS_MATRIX)\n")

@@ -1,0 +1,68 @@
+"""Where the tests find real tools, and how they say so when one is missing.
+
+Locally a missing tool skips the tests that need it, naming the tool; under CI (CI=1) it fails
+instead, because CI installs everything and a silent skip would hide a broken setup.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+IN_CI = bool(os.environ.get("CI"))
+
+
+def missing(what: str) -> None:
+    message = f"{what} is not available here"
+    if IN_CI:
+        pytest.fail(f"{message}, and CI must run these tests", pytrace=False)
+    pytest.skip(message)
+
+
+def nvcc() -> Path:
+    candidates = [os.environ.get("NVCC", ""), "/usr/local/cuda/bin/nvcc", shutil.which("nvcc")]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    missing("nvcc (the CUDA compiler; set NVCC or install it at /usr/local/cuda)")
+    raise AssertionError  # unreachable: missing() raises
+
+
+def cuobjdump() -> Path:
+    try:
+        import nvidia
+
+        for base in nvidia.__path__:
+            found = sorted(Path(base).glob("cu*/bin/cuobjdump"))
+            if found:
+                return found[-1]
+    except ImportError:
+        pass
+    which = shutil.which("cuobjdump")
+    if which:
+        return Path(which)
+    missing("cuobjdump (pip install nvidia-cuda-cuobjdump)")
+    raise AssertionError
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        missing(name)
+        raise AssertionError
+    return path
+
+
+def run(*command: str | Path, cwd: Path | None = None) -> str:
+    result = subprocess.run(
+        [str(part) for part in command], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"{command} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return result.stdout

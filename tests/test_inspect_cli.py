@@ -121,3 +121,17 @@ def _tar(path: Path, members: dict[str, bytes]) -> Path:
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
     return path
+
+
+def test_json_follows_its_published_schema(kit_folder: Path, c_binaries: dict[str, Path],
+                                           cuda_binaries: dict[str, Path]) -> None:
+    import jsonschema
+
+    schema_path = Path(__file__).parent.parent / "src/ninfer_kits/data/inspect.schema.json"
+    schema = json.loads(schema_path.read_text())
+    for target in (kit_folder, cuda_binaries["rdc.o"], c_binaries["recent_cxx"]):
+        jsonschema.validate(json.loads(inspect("--json", target).stdout), schema)
+    broken = json.loads(inspect("--json", kit_folder).stdout)
+    broken["files"][0]["cuda"][0]["arch"] = "sm86"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)

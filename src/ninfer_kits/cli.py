@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -60,9 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _load(args.command).execute(args)
     except NinferKitsError as error:
-        if args.debug:
-            traceback.print_exc()
-        print(f"ninfer-kits: error: {error}", file=sys.stderr)
+        _report(error, args.debug)
         return error.exit_code
     except KeyboardInterrupt:
         print("ninfer-kits: interrupted", file=sys.stderr)
@@ -70,7 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except OSError as error:
-        if args.debug:
-            traceback.print_exc()
-        print(f"ninfer-kits: error: {error}", file=sys.stderr)
+        _report(error, args.debug)
         return EXIT_BAD_INPUT
+
+
+def _report(error: BaseException, debug: bool) -> None:
+    if debug:
+        import traceback  # only when asked: it costs start-up time on every run otherwise
+
+        traceback.print_exception(error)
+    print(f"ninfer-kits: error: {error}", file=sys.stderr)

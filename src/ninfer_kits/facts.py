@@ -6,7 +6,7 @@ import functools
 import re
 import sys
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -44,7 +44,7 @@ class RuntimeFacts:
 
 @functools.cache
 def runtime_facts() -> RuntimeFacts:
-    text = resources.files("ninfer_kits").joinpath("data/runtime_facts.toml").read_text()
+    text = (Path(__file__).parent / "data" / "runtime_facts.toml").read_text(encoding="utf-8")
     return _validate(tomllib.loads(text))
 
 

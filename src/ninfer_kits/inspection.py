@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import shutil
-import tarfile
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ninfer_kits.elf import ELF_MAGIC, ElfInfo, is_elf, read_elf
 from ninfer_kits.errors import BadInput
 from ninfer_kits.floor import KitFloor, kit_floor
+
+if TYPE_CHECKING:
+    import tarfile
 
 JSON_SCHEMA_VERSION = 1
 
@@ -52,6 +54,9 @@ def _is_tarball(path: Path) -> bool:
 
 def _inspect_tarball(path: Path) -> tuple[ElfInfo, ...]:
     """Copy each ELF member to a private temporary folder, under a numbered name we choose."""
+    import tarfile  # imported here: most runs inspect files or folders, and start-up counts
+    import tempfile
+
     workdir = Path(tempfile.mkdtemp(prefix="ninfer-kits-inspect-"))
     try:
         with tarfile.open(path, "r:*") as archive:

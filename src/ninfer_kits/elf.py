@@ -104,7 +104,8 @@ def _describe(error: BaseException) -> str:
 
 def _read(stream: BinaryIO, shown: str) -> ElfInfo:
     elf = ELFFile(stream)
-    dynamic = _dynamic_tags(elf)
+    sections = list(elf.iter_sections())  # pyelftools re-parses headers on every iteration
+    dynamic = _dynamic_tags(sections)
     return ElfInfo(
         path=shown,
         elf_class=elf.elfclass,
@@ -115,10 +116,10 @@ def _read(stream: BinaryIO, shown: str) -> ElfInfo:
         needed=tuple(dynamic.get("DT_NEEDED", [])),
         rpath=_split_paths(dynamic.get("DT_RPATH", [])),
         runpath=_split_paths(dynamic.get("DT_RUNPATH", [])),
-        build_id=_build_id(elf),
-        version_needs=_version_needs(elf),
-        version_defs=_version_defs(elf),
-        device_code=_device_code(elf, stream),
+        build_id=_build_id(sections),
+        version_needs=_version_needs(sections),
+        version_defs=_version_defs(sections),
+        device_code=_device_code(sections, stream),
     )
 
 
@@ -132,11 +133,11 @@ def _bounded(items: Iterable[T], section: Any, entry_size: int) -> Iterator[T]:
         yield item
 
 
-def _dynamic_tags(elf: Any) -> dict[str, list[str]]:
+def _dynamic_tags(sections: list[Any]) -> dict[str, list[str]]:
     wanted = {"DT_NEEDED": "needed", "DT_SONAME": "soname", "DT_RPATH": "rpath",
               "DT_RUNPATH": "runpath"}
     tags: dict[str, list[str]] = {}
-    for section in elf.iter_sections():
+    for section in sections:
         if not isinstance(section, DynamicSection):
             continue
         for tag in _bounded(section.iter_tags(), section, 8):
@@ -156,8 +157,8 @@ def _interpreter(elf: Any) -> str | None:
     return None
 
 
-def _build_id(elf: Any) -> str | None:
-    for section in elf.iter_sections():
+def _build_id(sections: list[Any]) -> str | None:
+    for section in sections:
         if not isinstance(section, NoteSection):
             continue
         for note in _bounded(section.iter_notes(), section, 12):
@@ -166,9 +167,9 @@ def _build_id(elf: Any) -> str | None:
     return None
 
 
-def _version_needs(elf: Any) -> tuple[VersionNeed, ...]:
+def _version_needs(sections: list[Any]) -> tuple[VersionNeed, ...]:
     needs = []
-    for section in elf.iter_sections():
+    for section in sections:
         if isinstance(section, GNUVerNeedSection):
             for verneed, auxiliaries in _bounded(section.iter_versions(), section, 16):
                 versions = tuple(aux.name for aux in _bounded(auxiliaries, section, 16))
@@ -176,9 +177,9 @@ def _version_needs(elf: Any) -> tuple[VersionNeed, ...]:
     return tuple(needs)
 
 
-def _version_defs(elf: Any) -> tuple[str, ...]:
+def _version_defs(sections: list[Any]) -> tuple[str, ...]:
     names: list[str] = []
-    for section in elf.iter_sections():
+    for section in sections:
         if isinstance(section, GNUVerDefSection):
             for verdef, auxiliaries in _bounded(section.iter_versions(), section, 20):
                 if verdef["vd_flags"] & 0x1:  # VER_FLG_BASE: the file's own name, not a version
@@ -189,11 +190,10 @@ def _version_defs(elf: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _device_code(elf: Any, stream: BinaryIO) -> tuple[FatbinEntry, ...]:
+def _device_code(sections: list[Any], stream: BinaryIO) -> tuple[FatbinEntry, ...]:
     entries: list[FatbinEntry] = []
     for name in FATBIN_SECTIONS:
-        section = elf.get_section_by_name(name)
-        if section is None or section["sh_type"] == "SHT_NOBITS":
-            continue
-        entries.extend(read_fatbin(stream, name, section["sh_offset"], section["sh_size"]))
+        for section in sections:
+            if section.name == name and section["sh_type"] != "SHT_NOBITS":
+                entries.extend(read_fatbin(stream, name, section["sh_offset"], section["sh_size"]))
     return tuple(entries)

@@ -1,12 +1,12 @@
 """`ninfer-kits inspect --json` against readelf + cuobjdump, whole processes, on the same files.
 
 Baseline per file: `readelf -d -V -W` + `cuobjdump --list-elf` + `cuobjdump --list-ptx`, the
-sum of three whole-process times. Ours: `python -m ninfer_kits inspect --json FILE`, Python
-start-up included. Target: ours <= 0.3x the baseline on libcurand.so.10 (a real CUDA library)
-and on big-many.so (>= 200 MB, thousands of fatbin entries). Our time must follow the number
-of fatbin entries, not the file size: the size rows compare files with the same number of
-entries but 20x or more apart in size (target <= 1.5x), the entry rows are informational.
-Inputs: see fatbin_inputs.py.
+sum of three whole-process times. Ours: the `ninfer-kits inspect --json FILE` console script as
+users run it, Python start-up included. Target: ours <= 0.3x the baseline on libcurand.so.10 (a
+real CUDA library) and on big-many.so (>= 200 MB, thousands of fatbin entries). Our time must
+follow the number of fatbin entries, not the file size: the size rows compare files with the
+same number of entries but 20x or more apart in size (target <= 1.5x), the entry rows are
+informational. Inputs: see fatbin_inputs.py.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ class Measurement:
 
 
 def ours_command(path: Path) -> list[str]:
-    return [sys.executable, "-m", "ninfer_kits", "inspect", "--json", str(path)]
+    script = Path(sys.executable).parent / "ninfer-kits"
+    launcher = [str(script)] if script.exists() else [sys.executable, "-m", "ninfer_kits"]
+    return [*launcher, "inspect", "--json", str(path)]
 
 
 def baseline_commands(tools: Tools, path: Path) -> list[list[str]]:

@@ -15,7 +15,8 @@ from ninfer_kits.inspection import Inspection, inspect_path, to_json
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", type=Path, help="an ELF file, a folder, or a .tar.gz kit")
-    parser.add_argument("--json", action="store_true", help="versioned JSON on stdout")
+    parser.add_argument("--json", action="store_true",
+                        help="versioned JSON (indented on a terminal, compact when piped)")
     parser.add_argument("--floor-only", action="store_true",
                         help="print only the floor table, not each file")
 
@@ -23,8 +24,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     inspection = inspect_path(args.path)
     if args.json:
-        json.dump(to_json(inspection), sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
+        # Indented for people at a terminal; compact when piped, where the C encoder is several
+        # times faster on kits with thousands of fatbin entries (jq re-indents if wanted).
+        indent = 2 if sys.stdout.isatty() else None
+        sys.stdout.write(json.dumps(to_json(inspection), indent=indent, sort_keys=True) + "\n")
     else:
         sys.stdout.write(render_text(inspection, files=not args.floor_only))
     return 0

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""The build recipe: configure and compile one upstream tree for one CUDA arch.
+
+Runs unchanged on the host (the local builder) and inside a toolchain container (the docker
+builder), so it depends on nothing but the Python standard library (3.8+), CMake, Ninja and nvcc.
+
+    python3 build/recipe.py --source SRC --build-dir BUILD --out OUT --arch 86 \
+        --target ninfer=apps/ninfer --target ninfer-serve=apps/ninfer-serve \
+        [--jobs N] [--cmake-option KEY=VALUE ...]
+
+It writes OUT/kit/bin/<target> for every target and OUT/recipe.json with the facts BUILDINFO
+needs (tool versions, flags, job count, compile time). The log goes to stdout, Ninja's `[n/m]`
+status included. Exit status: 0 done, 2 bad arguments, 3 a tool is missing, 4 configure failed,
+5 compile failed, 6 a target was not produced.
+
+Reproducibility policy (same tree + same toolchain → same bytes, whatever the folders or job count):
+- nvcc `-objtemp`: temporaries are named after the object file, not nvcc's process id;
+- nvcc `-Xcudafe --orig_src_path_name=<fixed>`: nvcc names each .cu module (and every kernel in
+  an anonymous namespace) from a hash of the source's absolute path; a fixed name keeps that hash
+  independent of the folder, while the file name and content still tell files apart;
+- `-ffile-prefix-map` for the source and build folders, for host code and through nvcc;
+- no timestamps: SOURCE_DATE_EPOCH is passed through for __DATE__/__TIME__, LC_ALL=C, TZ=UTC;
+- build-id: `--build-id=sha1`, a hash of the linked content, so it is as reproducible as the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+EXIT_BAD_ARGS, EXIT_TOOL, EXIT_CONFIGURE, EXIT_COMPILE, EXIT_TARGET = 2, 3, 4, 5, 6
+GIB = 1 << 30
+MEMORY_PER_JOB = 2 * GIB  # nvcc on the upstreams' larger kernels peaks near 2 GiB per job
+
+
+class RecipeError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Configure and compile one tree for one arch.")
+    parser.add_argument("--source", type=Path, required=True)
+    parser.add_argument("--build-dir", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--arch", required=True, help="CMake form: 86, 89, 120a")
+    parser.add_argument("--jobs", type=int, default=0, help="0: choose from cores and memory")
+    parser.add_argument("--target", action="append", default=[], metavar="NAME=PATH")
+    parser.add_argument("--cmake-option", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--nvcc", default="", help="the CUDA compiler (default: $CUDACXX, "
+                        "/usr/local/cuda/bin/nvcc, then PATH)")
+    return parser.parse_args(argv)
+
+
+def pairs(values: list[str], what: str) -> list[tuple[str, str]]:
+    result = []
+    for value in values:
+        key, sep, rest = value.partition("=")
+        if not sep or not key:
+            raise RecipeError(EXIT_BAD_ARGS, f"{what} must look like KEY=VALUE, got {value!r}")
+        result.append((key, rest))
+    return result
+
+
+def find_tool(name: str, explicit: str = "") -> str:
+    candidates = [explicit] if explicit else []
+    if name == "nvcc":
+        candidates += [os.environ.get("CUDACXX", ""), "/usr/local/cuda/bin/nvcc"]
+    candidates.append(shutil.which(name) or "")
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    hint = {"nvcc": "the CUDA toolkit (nvcc)", "cmake": "cmake (apt install cmake)",
+            "ninja": "ninja (apt install ninja-build)"}[name]
+    raise RecipeError(EXIT_TOOL, f"{name} not found: install {hint}")
+
+
+def tool_version(command: list[str], pattern: str) -> str:
+    output = subprocess.run(command, capture_output=True, text=True, check=False).stdout
+    match = re.search(pattern, output)
+    return match.group(1) if match else "unknown"
+
+
+def choose_jobs(requested: int) -> int:
+    if requested > 0:
+        return requested
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    available = GIB * 4
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return max(1, min(cores or 1, available // MEMORY_PER_JOB))
+
+
+def deterministic_flags(source: Path, build: Path) -> dict[str, str]:
+    maps = [f"-ffile-prefix-map={source}=.", f"-ffile-prefix-map={build}=."]
+    host = " ".join(maps)
+    return {
+        "CMAKE_C_FLAGS": host,
+        "CMAKE_CXX_FLAGS": host,
+        "CMAKE_CUDA_FLAGS": "-objtemp -Xcudafe --orig_src_path_name=ninfer-kits "
+                            + " ".join(f"-Xcompiler={m}" for m in maps),
+        "CMAKE_EXE_LINKER_FLAGS": "-Wl,--build-id=sha1",
+        "CMAKE_SHARED_LINKER_FLAGS": "-Wl,--build-id=sha1",
+    }
+
+
+def run_streaming(command: list[str], env: dict[str, str], cwd: Path | None = None) -> int:
+    print("+ " + " ".join(command), flush=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               env=env, cwd=cwd, text=True, errors="replace", bufsize=1)
+    assert process.stdout is not None
+    for line in process.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    return process.wait()
+
+
+def build_env() -> dict[str, str]:
+    env = dict(os.environ, LC_ALL="C", TZ="UTC", NINJA_STATUS="[%f/%t] ")
+    env.pop("MAKEFLAGS", None)
+    return env
+
+
+def compiler_facts(build: Path) -> dict[str, str]:
+    facts = {}
+    for language in ("CXX", "CUDA"):
+        for path in sorted(build.glob(f"CMakeFiles/*/CMake{language}Compiler.cmake")):
+            text = path.read_text(errors="replace")
+            for field in ("COMPILER_ID", "COMPILER_VERSION"):
+                match = re.search(rf'set\(CMAKE_{language}_{field} "([^"]*)"\)', text)
+                if match:
+                    facts[f"{language.lower()}_{field.lower()}"] = match.group(1)
+    return facts
+
+
+def configure(args: argparse.Namespace, nvcc: str, cmake: str, env: dict[str, str]) -> list[str]:
+    # The upstream's options may override the Release default; the arch is always ours.
+    options = {"CMAKE_BUILD_TYPE": "Release", **dict(pairs(args.cmake_option, "--cmake-option")),
+               "CMAKE_CUDA_ARCHITECTURES": args.arch}
+    merged = dict(options, CMAKE_CUDA_COMPILER=nvcc)
+    for key, value in deterministic_flags(args.source.resolve(), args.build_dir.resolve()).items():
+        merged[key] = f"{merged[key]} {value}" if key in merged else value
+    defines = [f"-D{key}={value}" for key, value in merged.items()]
+    command = [cmake, "-S", str(args.source), "-B", str(args.build_dir), "-G", "Ninja", *defines]
+    if run_streaming(command, env) != 0:
+        raise RecipeError(EXIT_CONFIGURE, "cmake configure failed (see the log above)")
+    return [f"-D{key}={value}" for key, value in options.items()]
+
+
+def compile_targets(args: argparse.Namespace, cmake: str, jobs: int, env: dict[str, str],
+                    targets: list[tuple[str, str]]) -> None:
+    names = [name for name, _ in targets]
+    command = [cmake, "--build", str(args.build_dir), "--target", *names, "--", f"-j{jobs}"]
+    if run_streaming(command, env) != 0:
+        raise RecipeError(EXIT_COMPILE, "compile failed (see the log above)")
+
+
+def collect(args: argparse.Namespace, targets: list[tuple[str, str]]) -> None:
+    bin_dir = args.out / "kit" / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, relative in targets:
+        produced = args.build_dir / relative
+        if not produced.is_file():
+            raise RecipeError(EXIT_TARGET, f"target {name} did not produce {relative}")
+        shutil.copyfile(produced, bin_dir / name)
+        os.chmod(bin_dir / name, 0o755)
+
+
+def write_facts(out: Path, facts: dict[str, object]) -> None:
+    temporary = out / ".recipe.json.tmp"
+    temporary.write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    temporary.replace(out / "recipe.json")
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    try:
+        targets = pairs(args.target, "--target")
+        if not targets:
+            raise RecipeError(EXIT_BAD_ARGS, "give at least one --target NAME=PATH")
+        nvcc, cmake, ninja = find_tool("nvcc", args.nvcc), find_tool("cmake"), find_tool("ninja")
+        jobs = choose_jobs(args.jobs)
+        env = build_env()
+        args.out.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        options = configure(args, nvcc, cmake, env)
+        compile_targets(args, cmake, jobs, env, targets)
+        collect(args, targets)
+        facts: dict[str, object] = {
+            "arch": args.arch,
+            "jobs": jobs,
+            "compile_seconds": round(time.monotonic() - started, 1),
+            "cmake_version": tool_version([cmake, "--version"], r"cmake version (\S+)"),
+            "ninja_version": tool_version([ninja, "--version"], r"(\S+)"),
+            "nvcc_version": tool_version([nvcc, "--version"], r"release \S+ V(\S+)"),
+            "cmake_options": options,
+            "deterministic_flags": deterministic_flags(Path("<source>"), Path("<build>")),
+            "targets": [name for name, _ in targets],
+            **compiler_facts(args.build_dir),
+        }
+        write_facts(args.out, facts)
+        print(f"recipe: built {', '.join(facts['targets'])} for {args.arch} "  # type: ignore[arg-type]
+              f"in {facts['compile_seconds']} s with {jobs} jobs", flush=True)
+        return 0
+    except RecipeError as error:
+        print(f"recipe: error: {error}", file=sys.stderr, flush=True)
+        return error.code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

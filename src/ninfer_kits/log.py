@@ -1,0 +1,118 @@
+"""The one place that knows how to talk to the person or CI system watching a long step.
+
+Three modes, chosen from the environment: a terminal gets a live status line (elapsed time and
+Ninja's `[n/m]`); plain CI logs get rate-limited lines; GitHub Actions additionally gets fold
+groups, `::error::`/`::warning::` annotations and a job-summary table. Nothing else in the
+package writes progress; it calls this.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+PLAIN_INTERVAL = 15.0  # seconds between progress lines when nobody watches a terminal
+
+
+def detect_mode(stream: TextIO, environ: dict[str, str] | None = None) -> str:
+    env = os.environ if environ is None else environ
+    if env.get("GITHUB_ACTIONS") == "true":
+        return "github"
+    if env.get("CI") or not stream.isatty():
+        return "plain"
+    return "tty"
+
+
+class Reporter:
+    def __init__(self, stream: TextIO | None = None, mode: str | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.mode = mode or detect_mode(self.stream)
+        self._status_shown = False
+
+    def info(self, message: str) -> None:
+        self._clear_status()
+        print(message, file=self.stream, flush=True)
+
+    def warning(self, message: str) -> None:
+        self._clear_status()
+        prefix = "::warning::" if self.mode == "github" else "warning: "
+        print(f"{prefix}{message}", file=self.stream, flush=True)
+
+    def error(self, message: str) -> None:
+        """An annotation on GitHub Actions; elsewhere the CLI's own error line is enough."""
+        if self.mode == "github":
+            first = message.splitlines()[0] if message else ""
+            print(f"::error::{first}", file=self.stream, flush=True)
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """One pipeline stage: a fold group on GitHub, ✓/✕ with its duration everywhere."""
+        started = time.monotonic()
+        if self.mode == "github":
+            print(f"::group::{name}", file=self.stream, flush=True)
+        else:
+            self.info(f"==> {name}")
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            self._clear_status()
+            if self.mode == "github":
+                print("::endgroup::", file=self.stream, flush=True)
+            mark = "✓" if ok else "✕"
+            print(f"{mark} {name} ({time.monotonic() - started:.1f} s)", file=self.stream,
+                  flush=True)
+
+    def progress(self, label: str) -> Progress:
+        return Progress(self, label)
+
+    def summary(self, markdown: str) -> None:
+        """Append to the GitHub Actions job summary when there is one."""
+        path = os.environ.get("GITHUB_STEP_SUMMARY")
+        if self.mode == "github" and path:
+            with open(path, "a", encoding="utf-8") as summary:
+                summary.write(markdown.rstrip() + "\n")
+
+    def _status(self, text: str) -> None:
+        width = 120
+        print(f"\r\033[K{text[:width]}", end="", file=self.stream, flush=True)
+        self._status_shown = True
+
+    def _clear_status(self) -> None:
+        if self._status_shown:
+            print("\r\033[K", end="", file=self.stream, flush=True)
+            self._status_shown = False
+
+
+class Progress:
+    """A long step's progress: a live line on a terminal, a line every so often elsewhere."""
+
+    def __init__(self, reporter: Reporter, label: str) -> None:
+        self.reporter = reporter
+        self.label = label
+        self.started = time.monotonic()
+        self._last_plain = 0.0
+
+    def update(self, done: int | None = None, total: int | None = None, detail: str = "") -> None:
+        elapsed = time.monotonic() - self.started
+        count = f" [{done}/{total}]" if done is not None and total else ""
+        text = f"{self.label} {_clock(elapsed)}{count} {detail}".rstrip()
+        if self.reporter.mode == "tty":
+            self.reporter._status(text)
+        elif elapsed - self._last_plain >= PLAIN_INTERVAL or (done is not None and done == total):
+            self._last_plain = elapsed
+            self.reporter.info(text)
+
+    def bytes(self, done: int, total: int) -> None:
+        percent = f"{100 * done // total}%" if total else ""
+        self.update(detail=f"{done / 1e6:.0f}/{total / 1e6:.0f} MB {percent}")
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes:d}:{secs:02d}"

@@ -1,0 +1,260 @@
+"""The built-in example engine (examples/engine): a real CMake + CUDA build, once per session.
+
+The fixture makes a git repository of the example, as the kit pipeline gets an upstream, and
+builds it for sm_86 with CMake and Ninja. No GPU is needed: `ninfer` reports the CUDA error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tools import ROOT, missing, nvcc, run, tool
+
+EXAMPLE = ROOT / "examples" / "engine"
+BUILD_INFO = "ninfer-kits test build"
+MODELS = {
+    "object": "list",
+    "data": [{"id": "example", "object": "model", "owned_by": "ninfer-example"}],
+}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "ninfer-kits tests",
+    "GIT_AUTHOR_EMAIL": "tests@ninfer-kits.invalid",
+    "GIT_COMMITTER_NAME": "ninfer-kits tests",
+    "GIT_COMMITTER_EMAIL": "tests@ninfer-kits.invalid",
+    "GIT_AUTHOR_DATE": "2025-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2025-01-01T00:00:00+0000",
+}
+
+
+@dataclass(frozen=True)
+class ExampleBuild:
+    source: Path
+    build: Path
+    commit: str
+
+    @property
+    def ninfer(self) -> Path:
+        return self.build / "apps" / "ninfer"
+
+    @property
+    def serve(self) -> Path:
+        return self.build / "apps" / "ninfer-serve"
+
+
+def git(*args: str, cwd: Path) -> str:
+    env = {**os.environ, **GIT_ENV, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    result = subprocess.run(
+        [tool("git"), *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed:\n{result.stderr}")
+    return result.stdout.strip()
+
+
+def cmake_configure(source: Path, build: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        tool("cmake"),
+        "-S",
+        str(source),
+        "-B",
+        str(build),
+        "-G",
+        "Ninja",
+        "-DCMAKE_BUILD_TYPE=Release",
+        f"-DCMAKE_CUDA_COMPILER={nvcc()}",
+        *options,
+    ]
+    env = {key: value for key, value in os.environ.items() if key != "CUDAARCHS"}
+    return subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+
+
+def needs_libcurl_headers() -> None:
+    if not any(
+        Path(p).is_file()
+        for p in ("/usr/include/curl/curl.h", "/usr/include/x86_64-linux-gnu/curl/curl.h")
+    ):
+        missing("libcurl's headers (apt-get install libcurl4-openssl-dev)")
+
+
+@pytest.fixture(scope="session")
+def example_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """examples/engine copied into a fresh git repository with one reproducible commit."""
+    repo = tmp_path_factory.mktemp("example-repo") / "ninfer-example"
+    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("build", "build-*"))
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "ninfer-example", cwd=repo)
+    return repo, git("rev-parse", "HEAD", cwd=repo)
+
+
+@pytest.fixture(scope="session")
+def example_build(
+    example_repo: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory
+) -> ExampleBuild:
+    tool("ninja")
+    needs_libcurl_headers()
+    source, commit = example_repo
+    build = tmp_path_factory.mktemp("example-build")
+    configured = cmake_configure(
+        source,
+        build,
+        "-DCMAKE_CUDA_ARCHITECTURES=86",
+        f"-DNINFER_BUILD_INFO={BUILD_INFO} {commit[:12]}",
+    )
+    assert configured.returncode == 0, configured.stdout[-3000:] + configured.stderr[-3000:]
+    run(tool("cmake"), "--build", build, "-j2")
+    return ExampleBuild(source=source, build=build, commit=commit)
+
+
+def test_repository_commit_is_reproducible(example_repo: tuple[Path, str]) -> None:
+    repo, commit = example_repo
+    assert git("status", "--porcelain", cwd=repo) == ""
+    assert git("log", "-1", "--format=%an <%ae> %aI %cI", cwd=repo) == (
+        "ninfer-kits tests <tests@ninfer-kits.invalid> 2025-01-01T00:00:00+00:00 "
+        "2025-01-01T00:00:00+00:00"
+    )
+    assert re.fullmatch(r"[0-9a-f]{40}", commit)
+
+
+def test_both_apps_are_built(example_build: ExampleBuild) -> None:
+    for app in (example_build.ninfer, example_build.serve):
+        assert app.is_file() and os.access(app, os.X_OK), app
+
+
+def test_version_line(example_build: ExampleBuild) -> None:
+    version = (EXAMPLE / "VERSION").read_text().strip()
+    assert version == "0.3.0-example"
+    for app, name in ((example_build.ninfer, "ninfer"), (example_build.serve, "ninfer-serve")):
+        line = run(app, "--version").strip()
+        assert re.fullmatch(
+            rf"{re.escape(name)} {re.escape(version)} \(sm_86, CUDA 1[3-9]\.\d+, "
+            rf"build: {re.escape(BUILD_INFO)} {example_build.commit[:12]}\)",
+            line,
+        ), line
+
+
+def test_help_and_bad_options(example_build: ExampleBuild) -> None:
+    assert "usage: ninfer" in run(example_build.ninfer, "--help")
+    assert "--once" in run(example_build.serve, "--help")
+    for app in (example_build.ninfer, example_build.serve):
+        result = subprocess.run(
+            [app, "--no-such-option"], capture_output=True, text=True, check=False
+        )
+        assert result.returncode == 2
+        assert "unknown or incomplete option '--no-such-option'" in result.stderr
+
+
+def test_ninfer_reports_devices_or_the_cuda_error(example_build: ExampleBuild) -> None:
+    out = run(example_build.ninfer)  # run() asserts exit code 0
+    assert out.splitlines()[0].startswith("ninfer 0.3.0-example (sm_86")
+    assert re.search(r"^libcurl: libcurl/\d+\.\d+", out, re.MULTILINE), out
+    devices = re.search(r"^CUDA devices: (\d+)(?: \(CUDA error: (.+)\))?$", out, re.MULTILINE)
+    assert devices is not None, out
+    if int(devices.group(1)) == 0:
+        assert devices.group(2), out  # the CUDA error string, e.g. "CUDA driver version is ..."
+        assert "kernel smoke test: skipped (no CUDA device)" in out
+    else:
+        assert re.search(r"^  device 0: .+ \(sm_\d+", out, re.MULTILINE), out
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def fetch_once(serve: Path, path: str) -> tuple[int, dict[str, object], str]:
+    """Starts `ninfer-serve --once` on a free port, requests `path`, and waits for the exit."""
+    port = free_port()
+    process = subprocess.Popen(
+        [serve, "--host", "127.0.0.1", "--port", str(port), "--once"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+                    status, body = reply.status, reply.read().decode()
+                break
+            except urllib.error.HTTPError as error:
+                status, body = error.code, error.read().decode()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        stdout, stderr = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr
+    assert f"listening on http://127.0.0.1:{port}" in stdout
+    return status, json.loads(body), body
+
+
+def test_serve_answers_models(example_build: ExampleBuild) -> None:
+    status, payload, body = fetch_once(example_build.serve, "/v1/models")
+    assert status == 200
+    assert payload == MODELS
+    assert body == json.dumps(MODELS, separators=(",", ":"))
+
+
+def test_serve_answers_404_with_escaped_json(example_build: ExampleBuild) -> None:
+    status, payload, _ = fetch_once(example_build.serve, "/v2/%22quoted%22")
+    assert status == 404
+    assert payload["error"] == {
+        "message": "no route for /v2/%22quoted%22",
+        "type": "not_found",
+        "code": 404,
+    }
+
+
+def test_needed_libraries(example_build: ExampleBuild) -> None:
+    readelf = tool("readelf")
+    for app in (example_build.ninfer, example_build.serve):
+        needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", run(readelf, "-d", app))
+        assert "libcudart.so.13" in needed, needed
+        assert "libcurl.so.4" in needed, needed
+        assert "libstdc++.so.6" in needed, needed
+
+
+def test_no_build_folders_in_binaries(example_build: ExampleBuild) -> None:
+    for app in (example_build.ninfer, example_build.serve):
+        data = app.read_bytes()
+        assert str(example_build.source).encode() not in data
+        assert str(example_build.build).encode() not in data
+
+
+@pytest.mark.parametrize(
+    "arch", ["90", "86;120a", "native", None], ids=["90", "list", "native", "unset"]
+)
+def test_unsupported_architecture_is_refused(
+    example_repo: tuple[Path, str], tmp_path: Path, arch: str | None
+) -> None:
+    source, _ = example_repo
+    options = [] if arch is None else [f"-DCMAKE_CUDA_ARCHITECTURES={arch}"]
+    result = cmake_configure(source, tmp_path / "build", *options)
+    assert result.returncode != 0
+    message = " ".join(result.stderr.split())
+    assert "86 89 120a" in message, message
+    if arch is None:
+        assert "CMAKE_CUDA_ARCHITECTURES is not set" in message
+    else:
+        assert f"Unsupported CUDA architecture '{arch}'" in message
+        assert "exactly one CUDA architecture" in message

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tools import DATA, nvcc, run, tool
+from tools import DATA, ROOT, git, nvcc, run, tool
 
 CUDA_ARCHS = [
     "-gencode", "arch=compute_86,code=sm_86",
@@ -75,3 +76,15 @@ SYSTEM_LIBRARIES = [
 
 def system_libraries() -> list[Path]:
     return [Path(p) for p in SYSTEM_LIBRARIES if Path(p).exists()]
+
+
+@pytest.fixture(scope="session")
+def example_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """examples/engine copied into a fresh git repository with one reproducible commit."""
+    repo = tmp_path_factory.mktemp("example-repo") / "ninfer-example"
+    ignore = shutil.ignore_patterns("build", "build-*")
+    shutil.copytree(ROOT / "examples" / "engine", repo, ignore=ignore)
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "ninfer-example", cwd=repo)
+    return repo, git("rev-parse", "HEAD", cwd=repo)

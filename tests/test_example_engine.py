@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import time
@@ -20,21 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from tools import ROOT, missing, nvcc, run, tool
+from tools import ROOT, git, needs_libcurl_headers, nvcc, run, tool
 
 EXAMPLE = ROOT / "examples" / "engine"
 BUILD_INFO = "ninfer-kits test build"
 MODELS = {
     "object": "list",
     "data": [{"id": "example", "object": "model", "owned_by": "ninfer-example"}],
-}
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "ninfer-kits tests",
-    "GIT_AUTHOR_EMAIL": "tests@ninfer-kits.invalid",
-    "GIT_COMMITTER_NAME": "ninfer-kits tests",
-    "GIT_COMMITTER_EMAIL": "tests@ninfer-kits.invalid",
-    "GIT_AUTHOR_DATE": "2025-01-01T00:00:00+0000",
-    "GIT_COMMITTER_DATE": "2025-01-01T00:00:00+0000",
 }
 
 
@@ -53,16 +44,6 @@ class ExampleBuild:
         return self.build / "apps" / "ninfer-serve"
 
 
-def git(*args: str, cwd: Path) -> str:
-    env = {**os.environ, **GIT_ENV, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    result = subprocess.run(
-        [tool("git"), *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
-    )
-    if result.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} failed:\n{result.stderr}")
-    return result.stdout.strip()
-
-
 def cmake_configure(source: Path, build: Path, *options: str) -> subprocess.CompletedProcess[str]:
     command = [
         tool("cmake"),
@@ -78,25 +59,6 @@ def cmake_configure(source: Path, build: Path, *options: str) -> subprocess.Comp
     ]
     env = {key: value for key, value in os.environ.items() if key != "CUDAARCHS"}
     return subprocess.run(command, capture_output=True, text=True, check=False, env=env)
-
-
-def needs_libcurl_headers() -> None:
-    if not any(
-        Path(p).is_file()
-        for p in ("/usr/include/curl/curl.h", "/usr/include/x86_64-linux-gnu/curl/curl.h")
-    ):
-        missing("libcurl's headers (apt-get install libcurl4-openssl-dev)")
-
-
-@pytest.fixture(scope="session")
-def example_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """examples/engine copied into a fresh git repository with one reproducible commit."""
-    repo = tmp_path_factory.mktemp("example-repo") / "ninfer-example"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("build", "build-*"))
-    git("init", "-q", "-b", "main", cwd=repo)
-    git("add", "-A", cwd=repo)
-    git("commit", "-q", "-m", "ninfer-example", cwd=repo)
-    return repo, git("rev-parse", "HEAD", cwd=repo)
 
 
 @pytest.fixture(scope="session")

@@ -66,3 +66,31 @@ def run(*command: str | Path, cwd: Path | None = None) -> str:
     if result.returncode != 0:
         raise AssertionError(f"{command} failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return result.stdout
+
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "ninfer-kits tests",
+    "GIT_AUTHOR_EMAIL": "tests@ninfer-kits.invalid",
+    "GIT_COMMITTER_NAME": "ninfer-kits tests",
+    "GIT_COMMITTER_EMAIL": "tests@ninfer-kits.invalid",
+    "GIT_AUTHOR_DATE": "2025-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2025-01-01T00:00:00+0000",
+}
+
+
+def git(*args: str, cwd: Path) -> str:
+    env = {**os.environ, **GIT_ENV, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    result = subprocess.run(
+        [tool("git"), *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed:\n{result.stderr}")
+    return result.stdout.strip()
+
+
+def needs_libcurl_headers() -> None:
+    if not any(
+        Path(p).is_file()
+        for p in ("/usr/include/curl/curl.h", "/usr/include/x86_64-linux-gnu/curl/curl.h")
+    ):
+        missing("libcurl's headers (apt-get install libcurl4-openssl-dev)")

@@ -16,11 +16,13 @@ from ninfer_kits.errors import EXIT_BAD_INPUT, NinferKitsError
 SUBCOMMANDS: dict[str, str] = {
     "matrix": "ninfer_kits.commands.matrix_cmd",
     "inspect": "ninfer_kits.commands.inspect_cmd",
+    "build": "ninfer_kits.commands.build_cmd",
 }
 
 SUMMARIES: dict[str, str] = {
     "matrix": "show what the pipeline builds (upstream × arch)",
     "inspect": "derive the runtime floor of an ELF file, a folder or a kit tarball",
+    "build": "build one matrix entry into a finished kit under dist/",
 }
 
 

@@ -1,0 +1,177 @@
+"""Builders: where the recipe in build/recipe.py runs. The local builder runs it on this host.
+
+A builder checks its toolchain before anything is fetched (preflight), then compiles an exported
+tree into an output folder and reports the recipe's facts. Both builders run the very same
+recipe; they differ only in where (this host, or a toolchain container).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import CudaVersion, Kit
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RECIPE = REPO_ROOT / "build" / "recipe.py"
+LOG_TAIL = 30
+NINJA_STATUS = re.compile(r"^\[(\d+)/(\d+)\]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Toolchain:
+    """What the builder will compile with, known before the compile starts."""
+
+    builder: str
+    nvcc: str
+    cuda_version: str
+    base_image: str = ""
+    base_image_digest: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileRequest:
+    kit: Kit
+    source: Path
+    workspace: Path
+    jobs: int
+    source_date_epoch: int
+    log: Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compiled:
+    """The compile's products and the recipe's facts (recipe.json)."""
+
+    bin_dir: Path
+    facts: dict[str, object]
+    log: Path
+    extra_run_facts: tuple[tuple[str, str], ...] = ()
+
+
+class Builder(Protocol):
+    name: str
+
+    def preflight(self, kit: Kit) -> Toolchain: ...
+
+    def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled: ...
+
+
+def recipe_arguments(request: CompileRequest, source: Path, build: Path, out: Path) -> list[str]:
+    upstream = request.kit.upstream
+    args = ["--source", str(source), "--build-dir", str(build), "--out", str(out),
+            "--arch", request.kit.cmake_arch, "--jobs", str(request.jobs)]
+    for key, value in upstream.cmake_options:
+        args += ["--cmake-option", f"{key}={value}"]
+    for name, path in upstream.targets:
+        args += ["--target", f"{name}={path}"]
+    return args
+
+
+def required_cuda(kit: Kit) -> CudaVersion:
+    """The newer of what the upstream needs and what the kit's toolchain pins (major.minor)."""
+    pinned = CudaVersion.parse(".".join(kit.toolchain.cuda.text.split(".")[:2]))
+    return max(kit.upstream.min_cuda, pinned, key=lambda version: version.parts)
+
+
+class LocalBuilder:
+    """Runs the recipe on this host with the CUDA toolkit installed here."""
+
+    name = "local"
+
+    def __init__(self, nvcc: str | None = None) -> None:
+        self.nvcc = nvcc or os.environ.get("NVCC") or os.environ.get("CUDACXX") or ""
+
+    def preflight(self, kit: Kit) -> Toolchain:
+        nvcc = self._find_nvcc()
+        version = _nvcc_version(nvcc)
+        needed = required_cuda(kit)
+        if not version.at_least(needed):
+            raise BadInput(
+                f"kit {kit.id} needs CUDA ≥ {needed} (upstream {kit.upstream.repository} and "
+                f"toolchain {kit.toolchain.id}), but the local builder has CUDA {version} "
+                f"({nvcc}); install CUDA {needed} or newer and set NVCC, or build it in its "
+                f"toolchain image: ninfer-kits build {kit.id} --builder docker"
+            )
+        for tool, package in (("cmake", "cmake"), ("ninja", "ninja-build")):
+            if shutil.which(tool) is None:
+                raise BadInput(f"{tool} not found: the local builder needs it "
+                               f"(Debian/Ubuntu: apt install {package})")
+        return Toolchain(builder=self.name, nvcc=nvcc, cuda_version=version.text)
+
+    def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled:
+        out = request.workspace / "out"
+        command = [sys.executable, str(RECIPE),
+                   *recipe_arguments(request, request.source, request.workspace / "cmake", out),
+                   "--nvcc", self._find_nvcc()]
+        env = dict(os.environ, SOURCE_DATE_EPOCH=str(request.source_date_epoch))
+        run_logged(command, env=env, log=request.log, reporter=reporter,
+                   label=f"compiling {request.kit.id}")
+        return Compiled(bin_dir=out / "kit" / "bin", facts=read_facts(out), log=request.log)
+
+    def _find_nvcc(self) -> str:
+        if self.nvcc:  # named by the user: use it or say why not, never fall back silently
+            if not os.access(self.nvcc, os.X_OK):
+                raise BadInput(f"nvcc {self.nvcc} (from NVCC/CUDACXX) is not an executable "
+                               f"file; install the CUDA toolkit or point NVCC at its nvcc")
+            return self.nvcc
+        for candidate in ("/usr/local/cuda/bin/nvcc", shutil.which("nvcc") or ""):
+            if candidate and os.access(candidate, os.X_OK):
+                return candidate
+        raise BadInput("nvcc not found: the local builder needs the CUDA toolkit "
+                       "(install it at /usr/local/cuda or set NVCC=/path/to/nvcc)")
+
+
+def _nvcc_version(nvcc: str) -> CudaVersion:
+    output = subprocess.run([nvcc, "--version"], capture_output=True, text=True,
+                            check=False).stdout
+    match = re.search(r"release \S+ V(\d+\.\d+(?:\.\d+)?)", output)
+    if match is None:
+        raise BadInput(f"{nvcc} --version did not report a CUDA version")
+    return CudaVersion.parse(match.group(1))
+
+
+def run_logged(command: list[str], *, env: dict[str, str], log: Path, reporter: Reporter,
+               label: str) -> None:
+    """Run a command with its output in `log`, Ninja's [n/m] as progress, and the log's tail
+    in the error when it fails."""
+    progress = reporter.progress(label)
+    tail: deque[str] = deque(maxlen=LOG_TAIL)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w", encoding="utf-8") as sink:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   env=env, text=True, errors="replace", bufsize=1)
+        assert process.stdout is not None
+        for line in process.stdout:
+            sink.write(line)
+            tail.append(line.rstrip("\n"))
+            status = NINJA_STATUS.match(line)
+            if status:
+                progress.update(int(status.group(1)), int(status.group(2)))
+        code = process.wait()
+    if code != 0:
+        raise CompileFailed(label, code, tuple(tail), log)
+    progress.update(detail="done")
+
+
+class CompileFailed(CheckFailed):
+    def __init__(self, label: str, code: int, tail: tuple[str, ...], log: Path) -> None:
+        shown = "\n".join(f"  | {line}" for line in tail)
+        super().__init__(f"{label} failed (exit status {code}); the last {len(tail)} lines of "
+                         f"the log:\n{shown}\nfull log: {log}")
+        self.log = log
+
+
+def read_facts(out: Path) -> dict[str, object]:
+    facts: dict[str, object] = json.loads((out / "recipe.json").read_text(encoding="utf-8"))
+    return facts

@@ -1,0 +1,408 @@
+"""The pack stage: deterministic kit tarballs, their hashes, and SHA256SUMS.
+
+A kit tarball must be the same bytes whoever builds it and whenever: entries sorted by path,
+one fixed mtime, owner 0/0 with empty names, normalized modes, no pax times, and a gzip header
+without name or time. Compression is pigz-style: the tar stream is cut into 1 MiB blocks that
+a thread pool deflates independently (zlib releases the GIL), each block primed with the last
+32 KiB before it, so the output does not depend on the number of threads. Hashes are taken
+from the bytes as they are written, and every file lands atomically (temporary name, fsync,
+rename), so a reader never sees half a kit.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import posixpath
+import re
+import stat
+import struct
+import tarfile
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, cast
+
+from ninfer_kits.errors import BadInput, CheckFailed
+
+BLOCK_SIZE = 1 << 20
+WINDOW = 32 << 10  # deflate's window: all a block can reference of what came before it
+READ_SIZE = 1 << 20
+TAR_BLOCK = tarfile.BLOCKSIZE
+TAR_RECORD = tarfile.RECORDSIZE
+GZIP_OS_UNIX = 3  # what `gzip -n` writes; fixed so the header never depends on the builder
+DIR_MODE = 0o755
+EXEC_MODE = 0o755
+FILE_MODE = 0o644
+LINK_MODE = 0o777
+SHA256SUMS_LINE = re.compile(r"^(?P<hash>[0-9a-fA-F]{64}) [ *](?P<name>.+)$")
+# Tar names are encoded the same way on every machine, whatever its locale says.
+TAR_ENCODING = "utf-8"
+TAR_ERRORS = "surrogateescape"
+
+Progress = Callable[[int, int], None]
+
+
+class DiskFull(CheckFailed):
+    """The disk filled up while we wrote an output; the partial file has been removed."""
+
+
+@dataclass(frozen=True)
+class PackedFile:
+    """A file as published: where it is, its size, and the hashes release hosts ask for."""
+
+    path: Path
+    size: int
+    sha256: str
+    sha1: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One member of the tarball: its archive name and what it is on disk."""
+
+    name: str
+    source: Path
+    kind: str  # "dir", "file" or "symlink"
+    size: int = 0
+    mode: int = FILE_MODE
+    target: str = ""
+
+
+# ---------------------------------------------------------------------------- atomic output
+
+
+class _HashingSink:
+    """Writes to a file descriptor and hashes exactly the bytes that reached it."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.size = 0
+        self.sha256 = hashlib.sha256()
+        self.sha1 = hashlib.sha1()  # B2 asks for SHA-1 on upload; not a security use
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (a filling disk does exactly that)
+            written = os.write(self.fd, view)
+            view = view[written:]
+        self.sha256.update(data)
+        self.sha1.update(data)
+        self.size += len(data)
+
+    def packed(self, path: Path) -> PackedFile:
+        return PackedFile(path, self.size, self.sha256.hexdigest(), self.sha1.hexdigest())
+
+
+def _temporary(dest: Path) -> Path:
+    return dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename itself durable, not only the file's bytes."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _disk_full(error: OSError) -> bool:
+    return error.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextmanager
+def _atomic(dest: Path) -> Iterator[_HashingSink]:
+    """A sink on a temporary beside `dest`, renamed into place only if the body succeeds."""
+    tmp = _temporary(dest)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        try:
+            os.fchmod(fd, FILE_MODE)  # the umask must not decide what we publish
+            sink = _HashingSink(fd)
+            yield sink
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, dest)
+        _fsync_dir(dest.parent)
+    except BaseException as error:
+        tmp.unlink(missing_ok=True)
+        if isinstance(error, OSError) and _disk_full(error):
+            raise DiskFull(f"no space left on device while writing {dest}") from error
+        raise
+
+
+def write_file(dest: Path, data: bytes) -> PackedFile:
+    """Write `data` to `dest` atomically; its hashes come from the same pass."""
+    with _atomic(dest) as sink:
+        sink.write(data)
+    return sink.packed(dest)
+
+
+def hash_file(path: Path) -> PackedFile:
+    """Size and hashes of a file someone else wrote (BUILDINFO.txt, for instance)."""
+    sha256, sha1, size = hashlib.sha256(), hashlib.sha1(), 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(READ_SIZE):
+            sha256.update(chunk)
+            sha1.update(chunk)
+            size += len(chunk)
+    return PackedFile(path, size, sha256.hexdigest(), sha1.hexdigest())
+
+
+# ---------------------------------------------------------------------------- the tree
+
+
+def _normalized_mode(st_mode: int) -> int:
+    return EXEC_MODE if st_mode & 0o111 else FILE_MODE
+
+
+def _check_link(root: Path, path: Path, name: str, target: str) -> None:
+    """Symlinks must stay inside the kit, both as written and as the file system resolves
+    them (a lexical check alone is fooled by a link through another link)."""
+    if not target or posixpath.isabs(target):
+        raise BadInput(f"{path}: symlink to an absolute path ({target!r}) cannot go in a kit")
+    inside = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
+    resolved = Path(os.path.realpath(path.parent / target))
+    if inside.split("/")[0] == ".." or not resolved.is_relative_to(root.resolve()):
+        raise BadInput(f"{path}: symlink target {target!r} points outside the kit")
+
+
+def _entry(root: Path, path: Path, name: str) -> Entry:
+    info = path.lstat()
+    if stat.S_ISREG(info.st_mode):
+        return Entry(name, path, "file", info.st_size, _normalized_mode(info.st_mode))
+    if stat.S_ISLNK(info.st_mode):
+        target = os.readlink(path)
+        _check_link(root, path, name, target)
+        return Entry(name, path, "symlink", mode=LINK_MODE, target=target)
+    raise BadInput(f"{path}: not a file, folder or symlink (device, FIFO or socket); "
+                   "it cannot go in a kit")
+
+
+def _walk(root: Path, folder: Path, name: str) -> Iterator[Entry]:
+    yield Entry(name, folder, "dir", mode=DIR_MODE)
+    with os.scandir(folder) as listing:
+        # Sorted here too, so that the first bad entry we report is always the same one.
+        children = sorted(listing, key=lambda child: os.fsencode(child.name))
+    for child in children:
+        path, child_name = Path(child.path), f"{name}/{child.name}"
+        if child.is_dir(follow_symlinks=False):
+            yield from _walk(root, path, child_name)
+        else:
+            yield _entry(root, path, child_name)
+
+
+def collect(root: Path, name: str) -> list[Entry]:
+    """Every entry under `root`, sorted by the bytes of its whole path (folders included)."""
+    return sorted(_walk(root, root, name), key=lambda entry: os.fsencode(entry.name))
+
+
+def _padded(size: int) -> int:
+    return -(-size // TAR_BLOCK) * TAR_BLOCK
+
+
+def _long_name_bytes(text: str) -> int:
+    """GNU format stores a name over 100 bytes as an extra header plus the name as data."""
+    encoded = len(text.encode(TAR_ENCODING, TAR_ERRORS))
+    return 0 if encoded <= 100 else TAR_BLOCK + _padded(encoded + 1)
+
+
+def tar_size(entries: list[Entry]) -> int:
+    """The length of the uncompressed tar stream, known before writing it (for progress)."""
+    total = 0
+    for entry in entries:
+        name = entry.name + "/" if entry.kind == "dir" else entry.name
+        total += TAR_BLOCK + _padded(entry.size) + _long_name_bytes(name)
+        total += _long_name_bytes(entry.target)
+    total += 2 * TAR_BLOCK  # the end-of-archive marker
+    return -(-total // TAR_RECORD) * TAR_RECORD
+
+
+def _tarinfo(entry: Entry, size: int, mtime: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(entry.name)
+    info.type = {"dir": tarfile.DIRTYPE, "file": tarfile.REGTYPE, "symlink": tarfile.SYMTYPE}[
+        entry.kind]
+    info.mode, info.size, info.mtime, info.linkname = entry.mode, size, mtime, entry.target
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _add(archive: tarfile.TarFile, entry: Entry, mtime: int) -> None:
+    if entry.kind != "file":
+        archive.addfile(_tarinfo(entry, 0, mtime))
+        return
+    with entry.source.open("rb") as handle:
+        # The size of the file as opened, not as listed: tarfile then reads exactly that much.
+        size = os.fstat(handle.fileno()).st_size
+        archive.addfile(_tarinfo(entry, size, mtime), handle)
+
+
+# ---------------------------------------------------------------------------- parallel gzip
+
+
+def _gzip_header(level: int) -> bytes:
+    extra_flags = 2 if level == 9 else 4 if level == 1 else 0  # what gzip itself writes
+    # magic, deflate, no flags (so no name), mtime 0, extra flags, OS
+    return struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, 0, 0, extra_flags, GZIP_OS_UNIX)
+
+
+def _deflate(block: bytes, zdict: bytes | None, level: int, last: bool) -> bytes:
+    """One block as raw deflate; a sync flush ends it on a byte boundary so that the blocks
+    concatenate into one valid stream, and only the last one carries the final-block bit."""
+    if zdict is None:
+        compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
+    else:
+        compressor = zlib.compressobj(level, zlib.DEFLATED, -15, zdict=zdict)
+    return compressor.compress(block) + compressor.flush(
+        zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+
+
+class ParallelGzip:
+    """A write-only stream that gzips what it is given, blocks compressed on a thread pool.
+
+    Blocks are cut at fixed offsets of the uncompressed stream, whatever the sizes of the
+    writes, and compressed results are written in order: the output is a function of the input
+    bytes and the level only.
+    """
+
+    def __init__(self, sink: _HashingSink, pool: ThreadPoolExecutor, threads: int, level: int,
+                 total: int, progress: Progress | None) -> None:
+        self.sink, self.pool, self.level = sink, pool, level
+        self.total, self.progress = total, progress
+        self.max_in_flight = 2 * threads + 2  # bounds memory: never the whole archive
+        self.pending = bytearray()
+        self.in_flight: deque[Future[bytes]] = deque()
+        self.zdict: bytes | None = None
+        self.crc = 0
+        self.consumed = 0
+        sink.write(_gzip_header(level))
+
+    def tell(self) -> int:  # tarfile asks where it starts
+        return self.consumed + len(self.pending)
+
+    def write(self, data: bytes) -> int:
+        self.pending += data
+        # Keep a remainder back: only `close` knows which block is the last one.
+        while len(self.pending) > BLOCK_SIZE:
+            block = bytes(self.pending[:BLOCK_SIZE])
+            del self.pending[:BLOCK_SIZE]
+            self._submit(block, last=False)
+        return len(data)
+
+    def _submit(self, block: bytes, last: bool) -> None:
+        self.in_flight.append(self.pool.submit(_deflate, block, self.zdict, self.level, last))
+        self.zdict = block[-WINDOW:]
+        self.crc = zlib.crc32(block, self.crc)
+        self.consumed += len(block)
+        while len(self.in_flight) > self.max_in_flight:
+            self.sink.write(self.in_flight.popleft().result())
+        if self.progress is not None:
+            self.progress(self.consumed, max(self.total, self.consumed))
+
+    def close(self) -> None:
+        self._submit(bytes(self.pending), last=True)
+        self.pending.clear()
+        while self.in_flight:
+            self.sink.write(self.in_flight.popleft().result())
+        self.sink.write(struct.pack("<II", self.crc, self.consumed & 0xFFFFFFFF))
+
+    def abandon(self) -> None:
+        """After an error: drop queued blocks so that the pool can shut down at once."""
+        for future in self.in_flight:
+            future.cancel()
+        self.in_flight.clear()
+
+
+def _write_tar(stream: ParallelGzip, entries: list[Entry], mtime: int) -> None:
+    # GNU format: long names as ././@LongLink members, no pax headers (so no atime/ctime).
+    archive = tarfile.TarFile(fileobj=cast(IO[bytes], stream), mode="w",
+                              format=tarfile.GNU_FORMAT, encoding=TAR_ENCODING,
+                              errors=TAR_ERRORS, copybufsize=READ_SIZE)
+    for entry in entries:
+        _add(archive, entry, mtime)
+    archive.close()  # end-of-archive blocks and record padding; leaves `stream` open
+
+
+def _archive_name(root: Path) -> str:
+    name = root.name if root.name not in ("", "..") else root.resolve().name
+    if not name:
+        raise BadInput(f"{root}: cannot name a kit after the file system root")
+    return name
+
+
+def _check_paths(root: Path, dest: Path) -> None:
+    if not root.is_dir():
+        raise BadInput(f"{root}: not a folder to pack")
+    if dest.resolve().is_relative_to(root.resolve()):
+        raise BadInput(f"{dest}: the tarball cannot be written inside the folder it packs")
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (a container or taskset may allow fewer than exist)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def pack_tree(root: Path, dest: Path, *, mtime: int, threads: int | None = None, level: int = 6,
+              progress: Progress | None = None) -> PackedFile:
+    """Pack the folder `root` (named by its last component inside the archive) into the
+    gzip-compressed tar `dest`; the same tree gives the same bytes, whatever `threads` is."""
+    threads = threads if threads is not None else _usable_cores()
+    if threads < 1 or not 0 <= level <= 9 or mtime < 0:
+        raise ValueError(f"bad pack settings: threads={threads}, level={level}, mtime={mtime}")
+    _check_paths(root, dest)
+    entries = collect(root, _archive_name(root))
+    total = tar_size(entries)
+    with _atomic(dest) as sink, ThreadPoolExecutor(threads, "pack") as pool:
+        stream = ParallelGzip(sink, pool, threads, level, total, progress)
+        try:
+            _write_tar(stream, entries, mtime)
+            stream.close()
+        except BaseException:
+            stream.abandon()
+            raise
+    return sink.packed(dest)
+
+
+# ---------------------------------------------------------------------------- SHA256SUMS
+
+
+def _sums_line(name: str, digest: str) -> str:
+    # sha256sum escapes these with a leading backslash; asset names never need them.
+    if not name or any(char in name for char in "\n\r\\"):
+        raise BadInput(f"asset name {name!r} cannot be listed in SHA256SUMS")
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+        raise BadInput(f"{name}: {digest!r} is not a sha256 hex digest")
+    return f"{digest.lower()}  {name}\n"
+
+
+def write_sha256sums(dest: Path, files: Mapping[str, str]) -> PackedFile:
+    """Write SHA256SUMS (asset name → sha256 hex) as `sha256sum -c` reads it, sorted by name."""
+    text = "".join(_sums_line(name, files[name]) for name in sorted(files))
+    return write_file(dest, text.encode("utf-8"))
+
+
+def read_sha256sums(path: Path) -> dict[str, str]:
+    """Parse a SHA256SUMS file into asset name → lowercase sha256 hex."""
+    sums: dict[str, str] = {}
+    lines = path.read_text(encoding="utf-8", errors="surrogateescape").split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the final newline ends the last line; it does not start another
+    for number, line in enumerate(lines, start=1):
+        match = SHA256SUMS_LINE.match(line)
+        if match is None:
+            raise BadInput(f"{path}:{number}: not a `<sha256>  <name>` line: {line[:80]!r}")
+        name = match["name"]
+        if name in sums:
+            raise BadInput(f"{path}:{number}: {name!r} is listed twice")
+        sums[name] = match["hash"].lower()
+    return sums

@@ -1,0 +1,322 @@
+"""The main job: one matrix entry → a finished kit in dist/<release-tag>/.
+
+The stages below, in order, are the whole program; each takes the state so far and returns it
+with its own result added. Everything is built in a staging folder next to dist/<tag>/ and moved
+into place by one rename at the end, so dist/ never holds a partial kit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ninfer_kits import __version__
+from ninfer_kits.builders import Builder, Compiled, CompileRequest, Toolchain
+from ninfer_kits.buildinfo import BuildInfo, render
+from ninfer_kits.errors import CheckFailed
+from ninfer_kits.inspection import Inspection, inspect_path
+from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import Kit
+from ninfer_kits.pack import PackedFile, pack_tree, write_file, write_sha256sums
+from ninfer_kits.source import SourceTree, fetch_source
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildRequest:
+    kit: Kit
+    builder: Builder
+    dist_dir: Path
+    cache_dir: Path
+    work_dir: Path
+    jobs: int = 0
+    revision: str | None = None
+    source_url: str | None = None
+    keep_work: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildState:
+    request: BuildRequest
+    workspace: Path
+    started: float
+    toolchain: Toolchain | None = None
+    source: SourceTree | None = None
+    compiled: Compiled | None = None
+    kit_root: Path | None = None
+    licenses: tuple[str, ...] = ()
+    inspection: Inspection | None = None
+    tag: str = ""
+    asset: str = ""
+    staging: Path | None = None
+    buildinfo: BuildInfo | None = None
+    tarball: PackedFile | None = None
+    published_buildinfo: PackedFile | None = None
+    sums: PackedFile | None = None
+    output: Path | None = None
+
+    def need(self, name: str) -> object:
+        value = getattr(self, name)
+        if value is None:
+            raise RuntimeError(f"stage order: {name} is not available yet")
+        return value
+
+
+Stage = Callable[[BuildState, Reporter], BuildState]
+
+
+def preflight(state: BuildState, reporter: Reporter) -> BuildState:
+    """Fail before fetching anything when the builder's toolchain cannot build this kit."""
+    toolchain = state.request.builder.preflight(state.request.kit)
+    reporter.info(f"builder {toolchain.builder}: CUDA {toolchain.cuda_version} ({toolchain.nvcc})")
+    return dataclasses.replace(state, toolchain=toolchain)
+
+
+def fetch(state: BuildState, reporter: Reporter) -> BuildState:
+    """The upstream at its revision, exported without .git; its commit time is the build's time."""
+    request = state.request
+    tree = fetch_source(request.kit.upstream, cache_dir=request.cache_dir,
+                        dest=state.workspace / "source", revision=request.revision,
+                        url=request.source_url, log=reporter.info)
+    facts = tree.facts()
+    tag, asset = request.kit.render_tag(facts), request.kit.render_asset(facts)
+    reporter.info(f"{request.kit.upstream.repository} {tree.ref} @ {tree.revision[:12]}"
+                  f"{f', VERSION {tree.version}' if tree.version else ''} → {tag}/{asset}")
+    return dataclasses.replace(state, source=tree, tag=tag, asset=asset)
+
+
+def compile_kit(state: BuildState, reporter: Reporter) -> BuildState:
+    """Configure and build the upstream's targets with the recipe, on the chosen builder."""
+    source = state.need("source")
+    assert isinstance(source, SourceTree)
+    request = CompileRequest(kit=state.request.kit, source=source.path,
+                             workspace=state.workspace, jobs=state.request.jobs,
+                             source_date_epoch=source.commit_time,
+                             log=state.workspace / "build.log")
+    compiled = state.request.builder.compile(request, reporter)
+    reporter.info(f"compiled in {compiled.facts.get('compile_seconds')} s with "
+                  f"{compiled.facts.get('jobs')} jobs; log: {compiled.log}")
+    return dataclasses.replace(state, compiled=compiled)
+
+
+def collect(state: BuildState, reporter: Reporter) -> BuildState:
+    """kit/bin/ from the compile, and the upstream's licenses (Apache-2.0 requires them)."""
+    compiled, source = state.need("compiled"), state.need("source")
+    assert isinstance(compiled, Compiled) and isinstance(source, SourceTree)
+    kit_root = state.workspace / "kit"
+    if kit_root.exists():
+        shutil.rmtree(kit_root)
+    shutil.copytree(compiled.bin_dir, kit_root / "bin")
+    licenses = copy_licenses(state.request.kit, source.path, kit_root)
+    reporter.info(f"licenses: {', '.join(licenses)}")
+    return dataclasses.replace(state, kit_root=kit_root, licenses=licenses)
+
+
+def inspect_kit(state: BuildState, reporter: Reporter) -> BuildState:
+    """Derive the floor, and refuse binaries that lack the kit's arch or carry another one."""
+    kit_root = state.need("kit_root")
+    assert isinstance(kit_root, Path)
+    inspection = inspect_path(kit_root / "bin")
+    check_archs(state.request.kit, inspection)
+    return dataclasses.replace(state, inspection=inspection)
+
+
+def write_buildinfo(state: BuildState, reporter: Reporter) -> BuildState:
+    """BUILDINFO.txt into the kit (inputs only) — the run's own facts are added when published."""
+    info = make_buildinfo(state)
+    kit_root = state.need("kit_root")
+    assert isinstance(kit_root, Path)
+    (kit_root / "BUILDINFO.txt").write_text(render(info, with_run=False), encoding="utf-8")
+    return dataclasses.replace(state, buildinfo=info)
+
+
+def pack(state: BuildState, reporter: Reporter) -> BuildState:
+    """The deterministic tarball, hashed as it is written, in a staging folder beside dist/."""
+    kit_root, source = state.need("kit_root"), state.need("source")
+    assert isinstance(kit_root, Path) and isinstance(source, SourceTree)
+    staging = state.need("staging")
+    assert isinstance(staging, Path)
+    staging.mkdir(parents=True)
+    progress = reporter.progress(f"packing {state.asset}")
+    tarball = pack_tree(kit_root, staging / state.asset, mtime=source.commit_time,
+                        progress=progress.bytes)
+    return dataclasses.replace(state, tarball=tarball)
+
+
+def checksums(state: BuildState, reporter: Reporter) -> BuildState:
+    """BUILDINFO.txt beside the tarball (with this run's facts), the log, and SHA256SUMS."""
+    staging, info, tarball, compiled = (state.need("staging"), state.need("buildinfo"),
+                                        state.need("tarball"), state.need("compiled"))
+    assert isinstance(staging, Path) and isinstance(info, BuildInfo)
+    assert isinstance(tarball, PackedFile) and isinstance(compiled, Compiled)
+    published = dataclasses.replace(info, run=run_facts(state, compiled))
+    buildinfo = write_file(staging / "BUILDINFO.txt", render(published).encode("utf-8"))
+    shutil.copyfile(compiled.log, staging / "build.log")
+    sums = write_sha256sums(staging / "SHA256SUMS",
+                            {state.asset: tarball.sha256, "BUILDINFO.txt": buildinfo.sha256})
+    return dataclasses.replace(state, buildinfo=published, published_buildinfo=buildinfo,
+                               sums=sums)
+
+
+def publish_to_dist(state: BuildState, reporter: Reporter) -> BuildState:
+    """One rename puts the finished folder in place; an older build of the same tag goes."""
+    staging = state.need("staging")
+    assert isinstance(staging, Path)
+    final = state.request.dist_dir / state.tag
+    retired = state.request.dist_dir / f".retired-{state.tag}-{os.getpid()}"
+    if final.exists():
+        final.rename(retired)
+    staging.rename(final)
+    shutil.rmtree(retired, ignore_errors=True)
+    if not state.request.keep_work:
+        shutil.rmtree(state.workspace, ignore_errors=True)
+    return dataclasses.replace(state, output=final)
+
+
+# The main job, in order. Each stage's docstring says what it adds.
+STAGES: tuple[tuple[str, Stage], ...] = (
+    ("preflight", preflight),
+    ("fetch", fetch),
+    ("compile", compile_kit),
+    ("collect", collect),
+    ("inspect", inspect_kit),
+    ("buildinfo", write_buildinfo),
+    ("pack", pack),
+    ("checksums", checksums),
+    ("dist", publish_to_dist),
+)
+
+
+def run_build(request: BuildRequest, reporter: Reporter) -> BuildState:
+    workspace = request.work_dir / request.kit.id
+    if workspace.exists():
+        shutil.rmtree(workspace)
+    workspace.mkdir(parents=True)
+    # Named before any stage runs, so that whatever fails, the cleanup knows what to remove.
+    staging = request.dist_dir / f".staging-{request.kit.id}-{os.getpid()}"
+    state = BuildState(request=request, workspace=workspace, started=time.monotonic(),
+                       staging=staging)
+    try:
+        for name, stage in STAGES:
+            with reporter.step(name):
+                state = stage(state, reporter)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return state
+
+
+# --------------------------------------------------------------------------- stage helpers
+
+
+def copy_licenses(kit: Kit, source: Path, kit_root: Path) -> tuple[str, ...]:
+    found = sorted({path for pattern in kit.upstream.licenses for path in source.glob(pattern)
+                    if path.is_file()})
+    names = tuple(str(path.relative_to(source)) for path in found)
+    if not any(Path(name).name.upper().startswith(("LICENSE", "COPYING")) for name in names):
+        raise CheckFailed(f"no license file found in {kit.upstream.repository} for patterns "
+                          f"{', '.join(kit.upstream.licenses)}: a kit must carry the upstream's "
+                          f"license")
+    for name in names:
+        target = kit_root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / name, target)
+    return tuple(f"kit/{name}" for name in names)
+
+
+def check_archs(kit: Kit, inspection: Inspection) -> None:
+    allowed_ptx = f"compute_{kit.arch.removeprefix('sm_')}"
+    for info in inspection.files:
+        sass = {entry.arch for entry in info.device_code if entry.kind == "sass"}
+        ptx = {entry.arch for entry in info.device_code if entry.kind == "ptx"}
+        if kit.arch not in sass:
+            raise CheckFailed(f"{info.path} carries no SASS for {kit.arch} "
+                              f"(it has: {', '.join(sorted(sass)) or 'no device code'})")
+        extra = sorted((sass - {kit.arch}) | (ptx - {allowed_ptx}))
+        if extra:
+            raise CheckFailed(f"{info.path} carries {', '.join(extra)}, which kit {kit.id} "
+                              f"does not declare (it declares {kit.arch})")
+
+
+def make_buildinfo(state: BuildState) -> BuildInfo:
+    request, toolchain = state.request, state.need("toolchain")
+    source, compiled, inspection = (state.need("source"), state.need("compiled"),
+                                    state.need("inspection"))
+    assert isinstance(toolchain, Toolchain) and isinstance(source, SourceTree)
+    assert isinstance(compiled, Compiled) and isinstance(inspection, Inspection)
+    kit, facts, floor = request.kit, compiled.facts, inspection.floor
+    glibc = floor.floor("GLIBC")
+    return BuildInfo(
+        kit=kit.id, card=kit.card, upstream=kit.upstream.repository, upstream_url=source.url,
+        tracked_ref=source.ref, revision=source.revision, version=source.version or "",
+        arch=kit.arch, cuda_version=str(facts.get("nvcc_version", toolchain.cuda_version)),
+        host_compiler=_host_compiler(facts),
+        cmake_version=str(facts.get("cmake_version", "")),
+        cmake_options=" ".join(map(str, _as_list(facts.get("cmake_options")))),
+        builder=toolchain.builder, toolchain=kit.toolchain.id,
+        base_image=toolchain.base_image or "none (built on the host)",
+        base_image_digest=toolchain.base_image_digest or "none",
+        source_date_epoch=source.commit_time, pipeline_version=__version__,
+        pipeline_revision=pipeline_revision(),
+        glibc_floor=glibc.version if glibc else "none",
+        sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
+        sass=", ".join(floor.sass) or "none", ptx=", ".join(floor.ptx) or "none",
+        symbol_floors=tuple(item.name for item in floor.prefix_floors),
+        floor=tuple((row.requirement, row.why) for row in floor.table),
+        binaries=tuple(_binary_hashes(state)),
+        licenses=state.licenses,
+    )
+
+
+def _host_compiler(facts: dict[str, object]) -> str:
+    return f"{facts.get('cxx_compiler_id', '?')} {facts.get('cxx_compiler_version', '?')}"
+
+
+def _as_list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _binary_hashes(state: BuildState) -> list[tuple[str, str]]:
+    from ninfer_kits.pack import hash_file
+
+    kit_root = state.need("kit_root")
+    assert isinstance(kit_root, Path)
+    return [(hash_file(path).sha256, f"kit/bin/{path.name}")
+            for path in sorted((kit_root / "bin").iterdir())]
+
+
+def run_facts(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str], ...]:
+    facts = compiled.facts
+    driver, gpu = _driver_and_gpu()
+    return (
+        ("jobs", str(facts.get("jobs"))),
+        ("compile_seconds", str(facts.get("compile_seconds"))),
+        ("wall_seconds", f"{time.monotonic() - state.started:.1f}"),
+        ("driver", driver),
+        ("gpu", gpu),
+        *compiled.extra_run_facts,
+    )
+
+
+def _driver_and_gpu() -> tuple[str, str]:
+    if shutil.which("nvidia-smi") is None:
+        return "none (no nvidia-smi)", "none"
+    query = subprocess.run(
+        ["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"],
+        capture_output=True, text=True, check=False)
+    first = query.stdout.strip().splitlines()[0] if query.returncode == 0 and query.stdout else ""
+    driver, _, gpu = first.partition(", ")
+    return (driver or "none", gpu or "none")
+
+
+def pipeline_revision() -> str:
+    """This checkout's commit, so a kit names the pipeline that made it."""
+    done = subprocess.run(["git", "-C", str(PACKAGE_ROOT), "rev-parse", "HEAD"],
+                          capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else "unknown (not a git checkout)"

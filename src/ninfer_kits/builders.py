@@ -22,8 +22,7 @@ from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import CudaVersion, Kit
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RECIPE = REPO_ROOT / "build" / "recipe.py"
+RECIPE = Path("build") / "recipe.py"  # in the project folder, beside matrix.toml
 LOG_TAIL = 30
 NINJA_STATUS = re.compile(r"^\[(\d+)/(\d+)\]")
 
@@ -47,6 +46,7 @@ class CompileRequest:
     jobs: int
     source_date_epoch: int
     log: Path
+    recipe: Path
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,7 +111,7 @@ class LocalBuilder:
 
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled:
         out = request.workspace / "out"
-        command = [sys.executable, str(RECIPE),
+        command = [sys.executable, str(request.recipe),
                    *recipe_arguments(request, request.source, request.workspace / "cmake", out),
                    "--nvcc", self._find_nvcc()]
         env = dict(os.environ, SOURCE_DATE_EPOCH=str(request.source_date_epoch))

@@ -17,22 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ninfer_kits import __version__
-from ninfer_kits.builders import Builder, Compiled, CompileRequest, Toolchain
+from ninfer_kits.builders import RECIPE, Builder, Compiled, CompileRequest, Toolchain
 from ninfer_kits.buildinfo import BuildInfo, render
-from ninfer_kits.errors import CheckFailed
+from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.inspection import Inspection, inspect_path
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
 from ninfer_kits.pack import PackedFile, pack_tree, write_file, write_sha256sums
 from ninfer_kits.source import SourceTree, fetch_source
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-
 
 @dataclass(frozen=True, kw_only=True)
 class BuildRequest:
     kit: Kit
     builder: Builder
+    project: Path  # the folder of matrix.toml: build/recipe.py lives there
     dist_dir: Path
     cache_dir: Path
     work_dir: Path
@@ -74,6 +73,10 @@ Stage = Callable[[BuildState, Reporter], BuildState]
 
 def preflight(state: BuildState, reporter: Reporter) -> BuildState:
     """Fail before fetching anything when the builder's toolchain cannot build this kit."""
+    recipe = state.request.project / RECIPE
+    if not recipe.is_file():
+        raise BadInput(f"{recipe} not found: the build recipe lives beside matrix.toml in a "
+                       f"ninfer-kits checkout (run there, or pass --matrix PATH)")
     toolchain = state.request.builder.preflight(state.request.kit)
     reporter.info(f"builder {toolchain.builder}: CUDA {toolchain.cuda_version} ({toolchain.nvcc})")
     return dataclasses.replace(state, toolchain=toolchain)
@@ -99,7 +102,8 @@ def compile_kit(state: BuildState, reporter: Reporter) -> BuildState:
     request = CompileRequest(kit=state.request.kit, source=source.path,
                              workspace=state.workspace, jobs=state.request.jobs,
                              source_date_epoch=source.commit_time,
-                             log=state.workspace / "build.log")
+                             log=state.workspace / "build.log",
+                             recipe=state.request.project / RECIPE)
     compiled = state.request.builder.compile(request, reporter)
     reporter.info(f"compiled in {compiled.facts.get('compile_seconds')} s with "
                   f"{compiled.facts.get('jobs')} jobs; log: {compiled.log}")
@@ -263,7 +267,7 @@ def make_buildinfo(state: BuildState) -> BuildInfo:
         base_image=toolchain.base_image or "none (built on the host)",
         base_image_digest=toolchain.base_image_digest or "none",
         source_date_epoch=source.commit_time, pipeline_version=__version__,
-        pipeline_revision=pipeline_revision(),
+        pipeline_revision=pipeline_revision(request.project),
         glibc_floor=glibc.version if glibc else "none",
         sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
         sass=", ".join(floor.sass) or "none", ptx=", ".join(floor.ptx) or "none",
@@ -315,8 +319,8 @@ def _driver_and_gpu() -> tuple[str, str]:
     return (driver or "none", gpu or "none")
 
 
-def pipeline_revision() -> str:
+def pipeline_revision(project: Path) -> str:
     """This checkout's commit, so a kit names the pipeline that made it."""
-    done = subprocess.run(["git", "-C", str(PACKAGE_ROOT), "rev-parse", "HEAD"],
+    done = subprocess.run(["git", "-C", str(project), "rev-parse", "HEAD"],
                           capture_output=True, text=True, check=False)
     return done.stdout.strip() if done.returncode == 0 else "unknown (not a git checkout)"

@@ -53,7 +53,8 @@ def execute(args: argparse.Namespace) -> int:
         raise BadInput(f"--jobs must be 1 or more, got {args.jobs}")
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
     request = BuildRequest(
-        kit=kit, builder=make_builder(args.builder), dist_dir=args.dist.absolute(),
+        kit=kit, builder=make_builder(args.builder), project=matrix.path.absolute().parent,
+        dist_dir=args.dist.absolute(),
         cache_dir=cache_dir, work_dir=(args.work_dir or cache_dir / "work").absolute(),
         jobs=args.jobs, revision=args.revision, source_url=args.source_url,
         keep_work=args.keep_work,

@@ -36,3 +36,12 @@ def bench(session: nox.Session) -> None:
     """Benchmarks: our code against a named baseline in one run; prints the ratios."""
     session.install("-e", ".[test]")
     session.run("python", "tests/benchmarks/run.py", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def kit(session: nox.Session) -> None:
+    """Build one matrix entry into dist/: `nox -s kit -- KIT [ninfer-kits build options]`."""
+    if not session.posargs:
+        session.error("name a kit, e.g. `nox -s kit -- example` (`ninfer-kits matrix` lists them)")
+    session.install(".")
+    session.run("ninfer-kits", "build", *session.posargs)

@@ -189,9 +189,11 @@ def test_compile_failure_shows_the_log_tail(example_repo: tuple[Path, str],
     kernel = broken / "src/kernels/rmsnorm.cu"
     kernel.write_text(kernel.read_text() + "\nthis is not CUDA;\n")
     git("commit", "-q", "-am", "break the build", cwd=broken)
-    built = build(tmp_path / "x", "example", "--source", str(broken))
+    built = build(tmp_path / "x", "example", "--source", str(broken),
+                  env={"GITHUB_ACTIONS": "true"})
     assert built.done.returncode == 1
     stderr = built.done.stderr
+    assert "::group::compile" in stderr and "::error::compiling example failed" in stderr
     assert "compiling example failed" in stderr and "rmsnorm.cu" in stderr
     log = Path(re.findall(r"full log: (\S+)", stderr)[0])
     assert log.is_file() and "this is not CUDA" in log.read_text()

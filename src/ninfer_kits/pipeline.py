@@ -106,7 +106,7 @@ def compile_kit(state: BuildState, reporter: Reporter) -> BuildState:
                              recipe=state.request.project / RECIPE)
     compiled = state.request.builder.compile(request, reporter)
     reporter.info(f"compiled in {compiled.facts.get('compile_seconds')} s with "
-                  f"{compiled.facts.get('jobs')} jobs; log: {compiled.log}")
+                  f"{compiled.facts.get('jobs')} jobs")
     return dataclasses.replace(state, compiled=compiled)
 
 

@@ -1,0 +1,325 @@
+"""The pack stage on real trees: GNU tar, gzip and sha256sum are the oracles, nothing is mocked."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import random
+import re
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from ninfer_kits.errors import BadInput, NinferKitsError
+from ninfer_kits.pack import (
+    BLOCK_SIZE,
+    DiskFull,
+    PackedFile,
+    hash_file,
+    pack_tree,
+    read_sha256sums,
+    write_file,
+    write_sha256sums,
+)
+
+from tools import missing, run, tool
+
+MTIME = 1_700_000_000  # 2023-11-14 22:13:20 UTC
+MTIME_SHOWN = "2023-11-14 22:13"
+LONG_DIR = "share/" + "d" * 70 + "/" + "e" * 40
+BIG = "lib/libbig.so"
+# The decompressed tar stream of `tiny_tree`, the same on Python 3.10, 3.11, 3.12 and 3.13:
+# if this changes, kits packed by two Python versions would differ.
+TINY_TAR_SHA256 = "c571483aad7e9797c859fdd7d05ac5b8b176a8871bb4089b130065622ccd96ef"
+
+
+@contextmanager
+def umask(mask: int) -> Iterator[None]:
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def big_payload() -> bytes:
+    """Several deflate blocks of incompressible data followed by compressible text."""
+    noise = random.Random(1234).randbytes(3 * BLOCK_SIZE + 12345)
+    text = b"".join(b"line %d of a kit file\n" % i for i in range(150_000))
+    return noise + text
+
+
+def make_tree(base: Path, *, mask: int = 0o022, owner: int = 0, mtime: int = 1) -> Path:
+    """The kit every test packs; `mask`, `owner` and `mtime` are what must not matter."""
+    kit = base / "kit"
+    with umask(mask):
+        for folder in ("bin", "lib", "empty", LONG_DIR):
+            (kit / folder).mkdir(parents=True)
+        (kit / "bin" / "ninfer").write_bytes(b"\x7fELF pretend binary\n" * 1000)
+        (kit / "bin" / "ninfer").chmod(0o700 & ~mask | 0o100)
+        (kit / "BUILDINFO.txt").write_text("arch = 86\n")
+        (kit / "lib" / "libx.so.1").write_bytes(b"library\n")
+        (kit / "lib" / "libx.so").symlink_to("libx.so.1")
+        (kit / LONG_DIR / ("f" * 60 + ".txt")).write_text("deep\n")
+        (kit / BIG).write_bytes(big_payload())
+    for path in [*sorted(kit.rglob("*"), reverse=True), kit]:
+        os.chown(path, owner, owner, follow_symlinks=False)
+        os.utime(path, (mtime, mtime), follow_symlinks=False)
+    return kit
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tree(tmp_path_factory.mktemp("src"))
+
+
+@pytest.fixture(scope="module")
+def packed(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> PackedFile:
+    return pack_tree(tree, tmp_path_factory.mktemp("out") / "kit.tar.gz", mtime=MTIME, threads=4)
+
+
+def listing(archive: Path) -> list[str]:
+    completed = subprocess.run(
+        [tool("tar"), "--numeric-owner", "-tzvf", str(archive)], capture_output=True, text=True,
+        check=True, env={**os.environ, "TZ": "UTC"},
+    )
+    return completed.stdout.splitlines()
+
+
+# ---------------------------------------------------------------------------- determinism
+
+
+def test_same_bytes_whatever_the_thread_count(tree: Path, packed: PackedFile,
+                                              tmp_path: Path) -> None:
+    one = pack_tree(tree, tmp_path / "kit.tar.gz", mtime=MTIME, threads=1)
+    assert one.path != packed.path
+    assert one.path.read_bytes() == packed.path.read_bytes()
+    assert (one.sha256, one.sha1, one.size) == (packed.sha256, packed.sha1, packed.size)
+
+
+def test_source_mtimes_owners_and_umask_do_not_matter(packed: PackedFile, tmp_path: Path) -> None:
+    other = make_tree(tmp_path / "src", mask=0o077, owner=4321, mtime=1_234_567_890)
+    again = pack_tree(other, tmp_path / "kit.tar.gz", mtime=MTIME, threads=2)
+    assert again.path.read_bytes() == packed.path.read_bytes()
+
+
+def test_tar_stream_is_pinned(tmp_path: Path) -> None:
+    kit = tmp_path / "tiny"
+    (kit / "bin").mkdir(parents=True)
+    (kit / "bin" / "run").write_text("#!/bin/sh\n")
+    (kit / "bin" / "run").chmod(0o755)
+    (kit / "bin" / "go").symlink_to("run")
+    (kit / ("n" * 120)).write_text("long name\n")
+    result = pack_tree(kit, tmp_path / "tiny.tar.gz", mtime=MTIME)
+    stream = gzip.decompress(result.path.read_bytes())
+    assert hashlib.sha256(stream).hexdigest() == TINY_TAR_SHA256
+
+
+# ---------------------------------------------------------------------------- the format
+
+
+def test_gnu_tar_lists_fixed_owner_mtime_and_modes(packed: PackedFile) -> None:
+    lines = listing(packed.path)
+    pattern = re.compile(r"^(\S{10}) (\S+) +\d+ (\d{4}-\d\d-\d\d \d\d:\d\d) (.+?)(?: -> .*)?$")
+    seen = {}
+    for line in lines:
+        match = pattern.match(line)
+        assert match is not None, line
+        mode, owner, when, name = match.groups()
+        assert (owner, when) == ("0/0", MTIME_SHOWN), line
+        seen[name] = mode
+    assert seen["kit/"] == "drwxr-xr-x"
+    assert seen["kit/empty/"] == "drwxr-xr-x"
+    assert seen["kit/bin/ninfer"] == "-rwxr-xr-x"
+    assert seen["kit/BUILDINFO.txt"] == "-rw-r--r--"
+    assert seen["kit/lib/libx.so"] == "lrwxrwxrwx"
+    assert f"kit/{LONG_DIR}/{'f' * 60}.txt" in seen
+
+
+def test_entries_sorted_with_empty_names_and_no_pax(packed: PackedFile) -> None:
+    with tarfile.open(packed.path) as archive:
+        members = archive.getmembers()
+        assert archive.pax_headers == {}
+    names = [member.name for member in members]
+    assert names == sorted(names, key=os.fsencode)
+    assert names[0] == "kit"
+    for member in members:
+        assert (member.uid, member.gid, member.uname, member.gname) == (0, 0, "", "")
+        assert member.mtime == MTIME and member.pax_headers == {}
+    links = {member.name: member.linkname for member in members if member.issym()}
+    assert links == {"kit/lib/libx.so": "libx.so.1"}
+
+
+def test_gnu_tar_unpacks_the_same_tree(tree: Path, packed: PackedFile, tmp_path: Path) -> None:
+    run(tool("tar"), "-xzf", packed.path, "-C", tmp_path)
+    out = tmp_path / "kit"
+    for source in [tree, *tree.rglob("*")]:
+        copy = out / source.relative_to(tree)
+        if source.is_symlink():
+            assert os.readlink(copy) == os.readlink(source)
+        elif source.is_dir():
+            assert copy.is_dir()
+        else:
+            assert copy.read_bytes() == source.read_bytes(), source
+    assert (out / BIG).stat().st_size > 3 * BLOCK_SIZE
+    assert not any((out / "empty").iterdir())
+
+
+def test_gzip_accepts_it_and_the_header_is_fixed(packed: PackedFile) -> None:
+    run(tool("gzip"), "-t", packed.path)
+    head = packed.path.read_bytes()[:10]
+    assert head[:3] == b"\x1f\x8b\x08"
+    assert head[3] == 0, "flags: no file name, no comment, no extra field"
+    assert head[4:8] == b"\0\0\0\0", "gzip mtime must be 0"
+    assert head[9] == 3, "OS byte is fixed to Unix"
+
+
+def test_hashes_come_from_the_bytes_written(packed: PackedFile) -> None:
+    data = packed.path.read_bytes()
+    assert packed.size == len(data)
+    assert packed.sha256 == hashlib.sha256(data).hexdigest()
+    assert packed.sha1 == hashlib.sha1(data).hexdigest()
+    assert hash_file(packed.path) == packed
+
+
+def test_progress_reaches_the_announced_total(tree: Path, tmp_path: Path) -> None:
+    calls: list[tuple[int, int]] = []
+    result = pack_tree(tree, tmp_path / "kit.tar.gz", mtime=MTIME, threads=2,
+                       progress=lambda done, total: calls.append((done, total)))
+    done = [call[0] for call in calls]
+    assert len(calls) > 3 and done == sorted(done)
+    assert calls[-1][0] == calls[-1][1] == calls[0][1]
+    assert calls[-1][0] == len(gzip.decompress(result.path.read_bytes()))
+
+
+def test_output_folder_holds_only_the_result(packed: PackedFile) -> None:
+    assert [path.name for path in packed.path.parent.iterdir()] == ["kit.tar.gz"]
+    assert packed.path.stat().st_mode & 0o777 == 0o644
+
+
+# ---------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "../../outside", "../.."])
+def test_symlinks_out_of_the_kit_are_refused(tmp_path: Path, target: str) -> None:
+    kit = tmp_path / "kit"
+    (kit / "bin").mkdir(parents=True)
+    (kit / "bin" / "bad").symlink_to(target)
+    with pytest.raises(BadInput, match=re.escape(str(kit / "bin" / "bad"))):
+        pack_tree(kit, tmp_path / "kit.tar.gz", mtime=MTIME)
+    assert not (tmp_path / "kit.tar.gz").exists()
+
+
+def test_a_link_through_a_link_cannot_escape(tmp_path: Path) -> None:
+    kit = tmp_path / "kit"
+    (kit / "a").mkdir(parents=True)
+    (kit / "a" / "up").symlink_to("..")  # the kit folder itself: fine
+    (kit / "sneaky").symlink_to("a/up/..")  # looks like `kit`, resolves to its parent
+    with pytest.raises(BadInput, match="sneaky"):
+        pack_tree(kit, tmp_path / "kit.tar.gz", mtime=MTIME)
+
+
+def test_a_fifo_is_refused_by_name(tmp_path: Path) -> None:
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    os.mkfifo(kit / "pipe")
+    with pytest.raises(BadInput, match=re.escape(str(kit / "pipe"))):
+        pack_tree(kit, tmp_path / "kit.tar.gz", mtime=MTIME)
+    assert list(tmp_path.iterdir()) == [kit]
+
+
+def test_the_tarball_cannot_go_inside_its_tree(tmp_path: Path) -> None:
+    (tmp_path / "kit").mkdir()
+    with pytest.raises(BadInput, match="inside the folder"):
+        pack_tree(tmp_path / "kit", tmp_path / "kit" / "kit.tar.gz", mtime=MTIME)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    folder = tmp_path / "small"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(folder)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        missing(f"mounting a 512 KiB tmpfs (needs root: {mounted.stderr.strip()})")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_full_disk_is_reported_and_leaves_nothing(tree: Path, small_disk: Path) -> None:
+    dest = small_disk / "kit.tar.gz"
+    with pytest.raises(DiskFull, match=f"no space left on device while writing {dest}") as info:
+        pack_tree(tree, dest, mtime=MTIME, threads=2)
+    assert isinstance(info.value, NinferKitsError)
+    assert list(small_disk.iterdir()) == []
+    with pytest.raises(DiskFull):
+        write_file(dest, b"\0" * (1 << 20))
+    assert list(small_disk.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------- single files
+
+
+def test_write_file_is_atomic_and_hashed(tmp_path: Path) -> None:
+    data = b"arch = 120a\n"
+    with umask(0o077):
+        result = write_file(tmp_path / "BUILDINFO.txt", data)
+    assert result == PackedFile(tmp_path / "BUILDINFO.txt", len(data),
+                                hashlib.sha256(data).hexdigest(), hashlib.sha1(data).hexdigest())
+    assert hash_file(result.path) == result
+    assert [path.name for path in tmp_path.iterdir()] == ["BUILDINFO.txt"]
+    assert result.path.stat().st_mode & 0o777 == 0o644
+
+
+# ---------------------------------------------------------------------------- SHA256SUMS
+
+
+def test_sha256sums_are_sorted_and_sha256sum_checks_them(tmp_path: Path) -> None:
+    assets = {
+        "ninfer-kit-sm120a.tar.gz": b"kit for 5090",
+        "BUILDINFO-sm86.txt": b"arch = 86\n",
+        "ninfer-kit-sm86.tar.gz": b"kit for 3090",
+    }
+    for name, data in assets.items():
+        write_file(tmp_path / name, data)
+    sums = {name: hash_file(tmp_path / name).sha256 for name in assets}
+    result = write_sha256sums(tmp_path / "SHA256SUMS", sums)
+    lines = result.path.read_text().splitlines()
+    assert [line.split("  ", 1)[1] for line in lines] == sorted(assets)
+    run(tool("sha256sum"), "-c", "--strict", "SHA256SUMS", cwd=tmp_path)
+    assert read_sha256sums(result.path) == sums
+    assert hash_file(result.path) == result
+
+
+def test_sha256sum_output_reads_back(tmp_path: Path) -> None:
+    (tmp_path / "a b.bin").write_bytes(b"x")
+    text = run(tool("sha256sum"), "--binary", "a b.bin", cwd=tmp_path)
+    (tmp_path / "SUMS").write_text(text)
+    assert read_sha256sums(tmp_path / "SUMS") == {"a b.bin": hashlib.sha256(b"x").hexdigest()}
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    (f"{'a' * 64}  one\nnot a line\n", 2),
+    (f"{'a' * 64}  one\n{'b' * 63}  two\n", 2),
+    (f"{'a' * 64} one\n", 1),
+    (f"{'a' * 64}  one\n{'b' * 64}  one\n", 2),
+    (f"{'a' * 64}  one\n\n{'b' * 64}  two\n", 2),
+])
+def test_malformed_sha256sums_name_the_line(tmp_path: Path, text: str, line: int) -> None:
+    (tmp_path / "SHA256SUMS").write_text(text)
+    with pytest.raises(BadInput, match=f"SHA256SUMS:{line}:"):
+        read_sha256sums(tmp_path / "SHA256SUMS")
+
+
+@pytest.mark.parametrize(("name", "digest"), [("a\nb", "a" * 64), ("ok", "xyz"), ("", "a" * 64)])
+def test_unlistable_sums_are_refused(tmp_path: Path, name: str, digest: str) -> None:
+    with pytest.raises(BadInput):
+        write_sha256sums(tmp_path / "SHA256SUMS", {name: digest})
+    assert list(tmp_path.iterdir()) == []

@@ -52,6 +52,8 @@ targets = { "eng" = "apps/eng" }
 dockerfile = "dockerfiles/tc.Dockerfile"
 base_image = "nvidia/cuda:13.1.2-devel-ubuntu24.04"
 cuda = "13.1.2"
+runtime_dockerfile = "dockerfiles/tc-runtime.Dockerfile"
+runtime_base_image = "nvidia/cuda:13.1.2-runtime-ubuntu24.04"
 
 [kits.example]
 upstream = "eng"
@@ -367,7 +369,7 @@ def test_the_whole_message_reads_as_documented(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_matrix(path)
     assert str(caught.value) == (
-        f"{path}:22: [kits.example] key 'arch': invalid arch 'sm86' "
+        f"{path}:24: [kits.example] key 'arch': invalid arch 'sm86' "
         "(valid forms: sm_NN, sm_NNN, sm_NNa, sm_NNf, e.g. sm_86, sm_120a)"
     )
 

@@ -193,11 +193,17 @@ class Toolchain:
     dockerfile: str
     base_image: str
     cuda: CudaVersion
+    runtime_dockerfile: str  # the image the smoke test runs a finished kit in
+    runtime_base_image: str
     base_dir: Path = field(default=Path(), compare=False)
 
     @property
     def dockerfile_path(self) -> Path:
         return self.base_dir / self.dockerfile
+
+    @property
+    def runtime_dockerfile_path(self) -> Path:
+        return self.base_dir / self.runtime_dockerfile
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -778,15 +784,21 @@ def _targets(table: _Table) -> tuple[tuple[str, str], ...]:
 
 
 def _read_toolchain(table: _Table, base_dir: Path) -> Toolchain:
-    table.check_keys(("dockerfile", "base_image", "cuda"))
-    dockerfile = _relative_path(table, "dockerfile")
-    base_image = table.text("base_image")
-    if any(c.isspace() for c in base_image):
-        raise table.error("base_image", f"invalid image {_quote(base_image)}: contains whitespace")
+    table.check_keys(("dockerfile", "base_image", "cuda", "runtime_dockerfile",
+                      "runtime_base_image"))
     return Toolchain(
-        id=table.id, dockerfile=dockerfile, base_image=base_image,
-        cuda=_cuda_version(table, "cuda"), base_dir=base_dir,
+        id=table.id, dockerfile=_relative_path(table, "dockerfile"),
+        base_image=_image(table, "base_image"), cuda=_cuda_version(table, "cuda"),
+        runtime_dockerfile=_relative_path(table, "runtime_dockerfile"),
+        runtime_base_image=_image(table, "runtime_base_image"), base_dir=base_dir,
     )
+
+
+def _image(table: _Table, key: str) -> str:
+    image = table.text(key)
+    if any(c.isspace() for c in image):
+        raise table.error(key, f"invalid image {_quote(image)}: contains whitespace")
+    return image
 
 
 # --------------------------------------------------------------------------- kits

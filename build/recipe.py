@@ -57,6 +57,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cmake-option", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--nvcc", default="", help="the CUDA compiler (default: $CUDACXX, "
                         "/usr/local/cuda/bin/nvcc, then PATH)")
+    parser.add_argument("--ccache", action="store_true",
+                        help="compile through ccache (cache in $CCACHE_DIR) and report its stats")
     return parser.parse_args(argv)
 
 
@@ -146,11 +148,35 @@ def compiler_facts(build: Path) -> dict[str, str]:
     return facts
 
 
+def ccache_launchers(enabled: bool) -> dict[str, str]:
+    if not enabled:
+        return {}
+    ccache = shutil.which("ccache")
+    if ccache is None:
+        raise RecipeError(EXIT_TOOL, "ccache not found: install ccache or build without --ccache")
+    return {f"CMAKE_{lang}_COMPILER_LAUNCHER": ccache for lang in ("C", "CXX", "CUDA")}
+
+
+def ccache_stats(enabled: bool) -> dict[str, int]:
+    """Hits and misses of this build (the counters are zeroed before it starts)."""
+    if not enabled:
+        return {}
+    text = subprocess.run(["ccache", "--print-stats"], capture_output=True, text=True,
+                          check=False).stdout
+    counters: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition("\t")
+        if value.strip().isdigit():
+            counters[key] = int(value)
+    hits = counters.get("direct_cache_hit", 0) + counters.get("preprocessed_cache_hit", 0)
+    return {"ccache_hits": hits, "ccache_misses": counters.get("cache_miss", 0)}
+
+
 def configure(args: argparse.Namespace, nvcc: str, cmake: str, env: dict[str, str]) -> list[str]:
     # The upstream's options may override the Release default; the arch is always ours.
     options = {"CMAKE_BUILD_TYPE": "Release", **dict(pairs(args.cmake_option, "--cmake-option")),
                "CMAKE_CUDA_ARCHITECTURES": args.arch}
-    merged = dict(options, CMAKE_CUDA_COMPILER=nvcc)
+    merged = dict(options, CMAKE_CUDA_COMPILER=nvcc, **ccache_launchers(args.ccache))
     for key, value in deterministic_flags(args.source.resolve(), args.build_dir.resolve()).items():
         merged[key] = f"{merged[key]} {value}" if key in merged else value
     defines = [f"-D{key}={value}" for key, value in merged.items()]
@@ -195,6 +221,8 @@ def main(argv: list[str]) -> int:
         jobs = choose_jobs(args.jobs)
         env = build_env()
         args.out.mkdir(parents=True, exist_ok=True)
+        if args.ccache:
+            subprocess.run(["ccache", "--zero-stats"], capture_output=True, check=False)
         started = time.monotonic()
         options = configure(args, nvcc, cmake, env)
         compile_targets(args, cmake, jobs, env, targets)
@@ -210,6 +238,7 @@ def main(argv: list[str]) -> int:
             "deterministic_flags": deterministic_flags(Path("<source>"), Path("<build>")),
             "targets": [name for name, _ in targets],
             **compiler_facts(args.build_dir),
+            **ccache_stats(args.ccache),
         }
         write_facts(args.out, facts)
         print(f"recipe: built {', '.join(facts['targets'])} for {args.arch} "  # type: ignore[arg-type]

@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from ninfer_kits import buildinfo
-from ninfer_kits.errors import BadInput
+from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.inspection import inspect_path
+from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pack import hash_file
+from ninfer_kits.pipeline import check_archs
 
 from tools import ROOT, git, missing, needs_libcurl_headers, tool
 
@@ -65,7 +68,7 @@ def test_output_folder_holds_the_finished_kit(two_builds: tuple[Built, Built]) -
     first, _ = two_builds
     assert sorted(p.name for p in first.dist.iterdir()) == [TAG]
     assert sorted(p.name for p in first.out.iterdir()) == [
-        "BUILDINFO.txt", "SHA256SUMS", "build.log", ASSET]
+        "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", ASSET]
     assert "[1/" in (first.out / "build.log").read_text()
 
 
@@ -93,6 +96,13 @@ def test_sha256sums_verify_with_coreutils(two_builds: tuple[Built, Built]) -> No
     assert done.returncode == 0, done.stdout + done.stderr
     lines = (out / "SHA256SUMS").read_text().splitlines()
     assert [line.split("  ")[1] for line in lines] == sorted(["BUILDINFO.txt", ASSET])
+
+
+def test_sha1_of_the_tarball_is_recorded(two_builds: tuple[Built, Built]) -> None:
+    out = two_builds[0].out
+    assert (out / "SHA1SUMS").read_text() == f"{hash_file(out / ASSET).sha1}  {ASSET}\n"
+    done = subprocess.run([tool("sha1sum"), "-c", "SHA1SUMS"], cwd=out, check=False)
+    assert done.returncode == 0
 
 
 def test_listing_is_normalized(two_builds: tuple[Built, Built]) -> None:
@@ -219,13 +229,26 @@ def test_disk_full_while_packing_leaves_nothing(example_repo: tuple[Path, str],
         subprocess.run(["umount", str(dist)], check=False)
 
 
+def test_arch_check_refuses_missing_and_undeclared_archs(
+    cuda_binaries: dict[str, Path], c_binaries: dict[str, Path], tmp_path: Path
+) -> None:
+    kit = load_matrix(ROOT / "matrix.toml").kit("example")  # declares sm_86
+    (tmp_path / "many").mkdir()
+    shutil.copy(cuda_binaries["plain"], tmp_path / "many" / "ninfer")  # sm_86 + sm_100f + …
+    with pytest.raises(CheckFailed, match="carries compute_90, sm_100f, sm_120a, which kit "
+                                          "example does not declare"):
+        check_archs(kit, inspect_path(tmp_path / "many"))
+    (tmp_path / "none").mkdir()
+    shutil.copy(c_binaries["glibc234"], tmp_path / "none" / "ninfer-serve")
+    with pytest.raises(CheckFailed, match="carries no SASS for sm_86"):
+        check_archs(kit, inspect_path(tmp_path / "none"))
+    (tmp_path / "right").mkdir()
+    shutil.copy(cuda_binaries["shared_cudart"], tmp_path / "right" / "ninfer")  # sm_86 only
+    check_archs(kit, inspect_path(tmp_path / "right"))
+
+
 def test_buildinfo_parser_names_the_bad_line() -> None:
     with pytest.raises(BadInput, match=r"BUILDINFO.txt:3: expected 'key: value'"):
         buildinfo.parse("# comment\nformat: 1\nno separator here\n")
     with pytest.raises(BadInput, match="missing keys"):
         buildinfo.parse("format: 1\n")
-
-
-def test_docker_builder_is_announced_not_faked(tmp_path: Path) -> None:
-    built = build(tmp_path / "x", "example", "--builder", "docker")
-    assert built.done.returncode == 2 and "docker builder" in built.done.stderr

@@ -36,6 +36,8 @@ class Toolchain:
     cuda_version: str
     base_image: str = ""
     base_image_digest: str = ""
+    image: str = ""  # the toolchain image (docker builder)
+    image_id: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,9 +64,16 @@ class Compiled:
 class Builder(Protocol):
     name: str
 
-    def preflight(self, kit: Kit) -> Toolchain: ...
+    def preflight(self, kit: Kit, reporter: Reporter) -> Toolchain: ...
 
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled: ...
+
+    def smoke_test(self, kit: Kit, kit_root: Path, interpreter: str,
+                   reporter: Reporter) -> str | None:
+        """Prove every soname of the kit resolves in its runtime image: None when it does, a
+        "skipped: why" when this builder has no runtime image; CheckFailed names what is
+        missing."""
+        ...
 
 
 def recipe_arguments(request: CompileRequest, source: Path, build: Path, out: Path) -> list[str]:
@@ -92,7 +101,7 @@ class LocalBuilder:
     def __init__(self, nvcc: str | None = None) -> None:
         self.nvcc = nvcc or os.environ.get("NVCC") or os.environ.get("CUDACXX") or ""
 
-    def preflight(self, kit: Kit) -> Toolchain:
+    def preflight(self, kit: Kit, reporter: Reporter) -> Toolchain:
         nvcc = self._find_nvcc()
         version = _nvcc_version(nvcc)
         needed = required_cuda(kit)
@@ -118,6 +127,10 @@ class LocalBuilder:
         run_logged(command, env=env, log=request.log, reporter=reporter,
                    label=f"compiling {request.kit.id}")
         return Compiled(bin_dir=out / "kit" / "bin", facts=read_facts(out), log=request.log)
+
+    def smoke_test(self, kit: Kit, kit_root: Path, interpreter: str,
+                   reporter: Reporter) -> str | None:
+        return "skipped: the local builder has no runtime image (use --builder docker)"
 
     def _find_nvcc(self) -> str:
         if self.nvcc:  # named by the user: use it or say why not, never fall back silently

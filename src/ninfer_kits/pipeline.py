@@ -77,7 +77,7 @@ def preflight(state: BuildState, reporter: Reporter) -> BuildState:
     if not recipe.is_file():
         raise BadInput(f"{recipe} not found: the build recipe lives beside matrix.toml in a "
                        f"ninfer-kits checkout (run there, or pass --matrix PATH)")
-    toolchain = state.request.builder.preflight(state.request.kit)
+    toolchain = state.request.builder.preflight(state.request.kit, reporter)
     reporter.info(f"builder {toolchain.builder}: CUDA {toolchain.cuda_version} ({toolchain.nvcc})")
     return dataclasses.replace(state, toolchain=toolchain)
 
@@ -132,6 +132,18 @@ def inspect_kit(state: BuildState, reporter: Reporter) -> BuildState:
     return dataclasses.replace(state, inspection=inspection)
 
 
+def smoke_test(state: BuildState, reporter: Reporter) -> BuildState:
+    """Every soname resolves in the kit's runtime image (docker builder only)."""
+    kit_root, inspection = state.need("kit_root"), state.need("inspection")
+    assert isinstance(kit_root, Path) and isinstance(inspection, Inspection)
+    interpreter = next(iter(inspection.floor.interpreters), "/lib64/ld-linux-x86-64.so.2")
+    skipped = state.request.builder.smoke_test(state.request.kit, kit_root / "bin", interpreter,
+                                               reporter)
+    if skipped:
+        reporter.info(skipped)
+    return state
+
+
 def write_buildinfo(state: BuildState, reporter: Reporter) -> BuildState:
     """BUILDINFO.txt into the kit (inputs only) — the run's own facts are added when published."""
     info = make_buildinfo(state)
@@ -155,7 +167,7 @@ def pack(state: BuildState, reporter: Reporter) -> BuildState:
 
 
 def checksums(state: BuildState, reporter: Reporter) -> BuildState:
-    """BUILDINFO.txt beside the tarball (with this run's facts), the log, and SHA256SUMS."""
+    """BUILDINFO.txt beside the tarball (with this run's facts), the log, SHA256SUMS, SHA1SUMS."""
     staging, info, tarball, compiled = (state.need("staging"), state.need("buildinfo"),
                                         state.need("tarball"), state.need("compiled"))
     assert isinstance(staging, Path) and isinstance(info, BuildInfo)
@@ -165,6 +177,8 @@ def checksums(state: BuildState, reporter: Reporter) -> BuildState:
     shutil.copyfile(compiled.log, staging / "build.log")
     sums = write_sha256sums(staging / "SHA256SUMS",
                             {state.asset: tarball.sha256, "BUILDINFO.txt": buildinfo.sha256})
+    # B2 and older download clients verify by SHA-1; it comes from the same pass as the sha256.
+    write_file(staging / "SHA1SUMS", f"{tarball.sha1}  {state.asset}\n".encode())
     return dataclasses.replace(state, buildinfo=published, published_buildinfo=buildinfo,
                                sums=sums)
 
@@ -191,6 +205,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("compile", compile_kit),
     ("collect", collect),
     ("inspect", inspect_kit),
+    ("smoke", smoke_test),
     ("buildinfo", write_buildinfo),
     ("pack", pack),
     ("checksums", checksums),

@@ -43,7 +43,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def make_builder(name: str) -> Builder:
     if name == "local":
         return LocalBuilder()
-    raise BadInput("the docker builder is not available yet; use --builder local")
+    from ninfer_kits.docker_builder import DockerBuilder  # the docker SDK only when asked for
+
+    return DockerBuilder()
 
 
 def execute(args: argparse.Namespace) -> int:

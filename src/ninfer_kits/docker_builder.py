@@ -1,0 +1,343 @@
+"""The docker builder: run build/recipe.py inside the kit's pinned toolchain image.
+
+Any engine the docker SDK reaches works: the local one, or a remote build box through DOCKER_HOST
+(`tcp://…`, `ssh://user@host` with `pip install "docker[ssh]"`). Images are built with the
+classic builder (the SDK has no BuildKit), so the compiler cache lives in a named volume per
+toolchain, mounted into the build container. Every container this module starts carries the
+label below and is removed in `finally` (NINFER_KITS_KEEP_CONTAINER=1 keeps it for debugging).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+import tempfile
+from collections import deque
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ninfer_kits.builders import (
+    LOG_TAIL,
+    NINJA_STATUS,
+    Compiled,
+    CompileFailed,
+    CompileRequest,
+    Toolchain,
+    recipe_arguments,
+)
+from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import Kit
+
+LABEL = "org.ninfer-kits.role"
+IMAGE_PREFIX = "ninfer-kits"
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+WORK = "/work"  # fixed paths inside the container keep builds reproducible across hosts
+KEEP_ENV = "NINFER_KITS_KEEP_CONTAINER"
+START_ENGINE_HINT = ("start one (as root: scripts/start-docker-engine.sh, or `dockerd &`), or "
+                     "point DOCKER_HOST at a remote engine (tcp://HOST:2375, ssh://user@HOST)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageRecipe:
+    """An image we build ourselves: its Dockerfile and build arguments decide its tag."""
+
+    role: str  # "toolchain" or "runtime"
+    toolchain: str
+    dockerfile: Path
+    base_image: str
+
+    def tag(self) -> str:
+        if not self.dockerfile.is_file():
+            raise BadInput(f"toolchain {self.toolchain}: {self.role} Dockerfile {self.dockerfile} "
+                           f"not found")
+        digest = hashlib.sha256(self.dockerfile.read_bytes())
+        digest.update(f"\0BASE_IMAGE={self.base_image}".encode())
+        return f"{IMAGE_PREFIX}/{self.role}-{self.toolchain}:{digest.hexdigest()[:16]}"
+
+
+def connect() -> Any:
+    """A client for the engine DOCKER_HOST names (or the local socket), checked with a ping."""
+    try:
+        import docker
+    except ImportError:
+        raise BadInput("the docker builder needs the docker SDK: pip install docker") from None
+    where = os.environ.get("DOCKER_HOST") or "the local socket (unix:///var/run/docker.sock)"
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as error:  # the SDK raises DockerException, requests' and OS errors alike
+        raise BadInput(f"no Docker engine answers at {where} ({_first_line(error)}); "
+                       f"{START_ENGINE_HINT}") from None
+    return client
+
+
+def network_mode(client: Any) -> str:
+    """NINFER_KITS_DOCKER_NETWORK, else `host` on an engine without a bridge network (as here),
+    else the engine's default."""
+    chosen = os.environ.get("NINFER_KITS_DOCKER_NETWORK")
+    if chosen:
+        return chosen
+    return "default" if client.networks.list(names=["bridge"]) else "host"
+
+
+class DockerBuilder:
+    name = "docker"
+
+    def __init__(self, client: Any | None = None) -> None:
+        self._client = client
+        self._toolchains: dict[str, Toolchain] = {}
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = connect()
+        return self._client
+
+    def preflight(self, kit: Kit, reporter: Reporter) -> Toolchain:
+        """The toolchain image, built once per Dockerfile + base (then reused by its tag)."""
+        if kit.toolchain.id in self._toolchains:
+            return self._toolchains[kit.toolchain.id]
+        toolchain = kit.toolchain
+        recipe = ImageRecipe(role="toolchain", toolchain=toolchain.id,
+                             dockerfile=toolchain.dockerfile_path, base_image=toolchain.base_image)
+        image = ensure_image(self.client, recipe, reporter)
+        base = self.client.images.get(toolchain.base_image)
+        found = Toolchain(builder=self.name, nvcc=f"nvcc in {recipe.tag()}",
+                          cuda_version=toolchain.cuda.text, base_image=toolchain.base_image,
+                          base_image_digest=base.id, image=recipe.tag(), image_id=image.id)
+        self._toolchains[toolchain.id] = found
+        return found
+
+    def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled:
+        toolchain = self.preflight(request.kit, reporter)
+        volume = ensure_volume(self.client, f"ninfer-kits-ccache-{request.kit.toolchain.id}")
+        command = ["python3", f"{WORK}/recipe.py", "--ccache",
+                   *recipe_arguments(request, Path(f"{WORK}/src"), Path(f"{WORK}/build"),
+                                     Path(f"{WORK}/out"))]
+        env = {"SOURCE_DATE_EPOCH": str(request.source_date_epoch), "CCACHE_DIR": "/ccache",
+               "CCACHE_BASEDIR": WORK, "CCACHE_NOHASHDIR": "1", "HOME": "/tmp"}
+        out = request.workspace / "out"
+        with build_container(self.client, image=toolchain.image, command=command, env=env,
+                             volumes={volume: {"bind": "/ccache", "mode": "rw"}},
+                             network=network_mode(self.client)) as container:
+            container.put_archive(WORK, _work_archive(request))
+            container.start()
+            _stream_log(container, request, reporter)
+            status = container.wait().get("StatusCode", 1)
+            if status != 0:
+                tail = tuple(_tail(request.log))
+                raise CompileFailed(f"compiling {request.kit.id} in {toolchain.image}", status,
+                                    tail, request.log)
+            _copy_out(container, f"{WORK}/out", out)
+        from ninfer_kits.builders import read_facts
+
+        facts = read_facts(out)
+        run = (("image", f"{toolchain.image}@{toolchain.image_id}"),
+               ("ccache_hits", str(facts.get("ccache_hits", 0))),
+               ("ccache_misses", str(facts.get("ccache_misses", 0))))
+        return Compiled(bin_dir=out / "kit" / "bin", facts=facts, log=request.log,
+                        extra_run_facts=run)
+
+
+    def smoke_test(self, kit: Kit, kit_root: Path, interpreter: str,
+                   reporter: Reporter) -> str | None:
+        """The dynamic loader's --list of every binary, inside the kit's runtime image."""
+        toolchain = kit.toolchain
+        recipe = ImageRecipe(role="runtime", toolchain=toolchain.id,
+                             dockerfile=toolchain.runtime_dockerfile_path,
+                             base_image=toolchain.runtime_base_image)
+        ensure_image(self.client, recipe, reporter)
+        script = ('status=0; for b in /kit/bin/*; do echo "== $b"; '
+                  f'{interpreter} --list "$b" 2>&1 || status=1; done; exit $status')
+        with build_container(self.client, image=recipe.tag(), command=["sh", "-c", script],
+                             env={}, volumes={}, network="none") as container:
+            container.put_archive("/", _folder_archive(kit_root, "kit"))
+            container.start()
+            status = container.wait().get("StatusCode", 1)
+            output = container.logs().decode("utf-8", "replace")
+        missing = loader_failures(output)
+        if status != 0 or missing:
+            found = "; ".join(missing) or output.strip()[-500:]
+            raise CheckFailed(f"smoke test in {recipe.tag()} ({toolchain.runtime_dockerfile}): "
+                              f"{found}")
+        reporter.info(f"every soname resolves in {recipe.tag()}")
+        return None
+
+
+def loader_failures(output: str) -> list[str]:
+    """`kit/bin/X: libY.so.1 not found` for each library the loader could not find."""
+    failures, current = [], "?"
+    for line in output.splitlines():
+        if line.startswith("== "):
+            current = line[3:].lstrip("/")
+        elif "=> not found" in line:
+            failures.append(f"{current}: {line.split('=>')[0].strip()} not found")
+        elif "error while loading shared libraries" in line:
+            library = line.split("shared libraries:", 1)[1].split(":")[0].strip()
+            failures.append(f"{current}: {library} not found")
+    return list(dict.fromkeys(failures))
+
+
+def _folder_archive(folder: Path, name: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.add(folder, arcname=name, filter=_root_owned)
+    return buffer.getvalue()
+
+
+def ensure_image(client: Any, recipe: ImageRecipe, reporter: Reporter) -> Any:
+    """Reuse the image tagged with this recipe's hash, or build it (streaming its log)."""
+    import docker.errors
+
+    tag = recipe.tag()
+    try:
+        return client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        pass
+    _require_base(client, recipe)
+    reporter.info(f"building {tag} from {recipe.dockerfile.name} (base {recipe.base_image})")
+    with _context(recipe.dockerfile) as context:
+        tail: deque[str] = deque(maxlen=LOG_TAIL)
+        for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True,
+                                      forcerm=True, pull=False, decode=True,
+                                      buildargs={"BASE_IMAGE": recipe.base_image},
+                                      network_mode=network_mode(client),
+                                      labels={LABEL: recipe.role}):
+            for line in str(chunk.get("stream", "")).splitlines():
+                tail.append(line)
+            if "error" in chunk:
+                lines = "\n".join(f"  | {line}" for line in tail)
+                raise CheckFailed(f"building image {tag} from {recipe.dockerfile} failed: "
+                                  f"{str(chunk['error']).strip()}\n{lines}")
+    return client.images.get(tag)
+
+
+def _require_base(client: Any, recipe: ImageRecipe) -> None:
+    import docker.errors
+
+    try:
+        client.images.get(recipe.base_image)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    try:
+        client.images.pull(recipe.base_image)
+    except docker.errors.APIError as error:
+        raise BadInput(
+            f"base image {recipe.base_image} (toolchain {recipe.toolchain}) cannot be had: it is "
+            f"not on the engine and pulling it failed ({_first_line(error)}). Pull or load it "
+            f"where a registry is reachable (docker pull / docker load), or make a local base "
+            f"with scripts/make-base-image.sh {recipe.base_image}") from None
+
+
+@contextmanager
+def _context(dockerfile: Path) -> Iterator[io.BytesIO]:
+    """The build context: the Dockerfile, and the host's CA bundle so that pip and apt inside
+    a classic `docker build` (no mounts) trust what this machine trusts."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.add(dockerfile, arcname="Dockerfile")
+        ca = CA_BUNDLE if CA_BUNDLE.is_file() else None
+        data = ca.read_bytes() if ca else b""
+        info = tarfile.TarInfo("host-ca.crt")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    buffer.seek(0)
+    yield buffer
+
+
+def ensure_volume(client: Any, name: str) -> str:
+    import docker.errors
+
+    try:
+        client.volumes.get(name)
+    except docker.errors.NotFound:
+        client.volumes.create(name=name, labels={LABEL: "ccache"})
+    return name
+
+
+@contextmanager
+def build_container(client: Any, *, image: str, command: list[str], env: dict[str, str],
+                    volumes: dict[str, dict[str, str]], network: str) -> Iterator[Any]:
+    """A created (not started) container, always removed afterwards unless asked to keep it."""
+    container = client.containers.create(
+        image, command=command, environment=env, volumes=volumes, network_mode=network,
+        working_dir=WORK, labels={LABEL: "build"}, detach=True,
+    )
+    try:
+        yield container
+    finally:
+        if os.environ.get(KEEP_ENV):
+            print(f"kept container {container.short_id} ({KEEP_ENV} is set)")
+        else:
+            container.remove(force=True, v=True)
+
+
+def _work_archive(request: CompileRequest) -> bytes:
+    """src/ (the exported tree) and recipe.py, as one tar for put_archive."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.add(request.source, arcname="src", filter=_root_owned)
+        archive.add(request.recipe, arcname="recipe.py", filter=_root_owned)
+    return buffer.getvalue()
+
+
+def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _stream_log(container: Any, request: CompileRequest, reporter: Reporter) -> None:
+    progress = reporter.progress(f"compiling {request.kit.id} in docker")
+    request.log.parent.mkdir(parents=True, exist_ok=True)
+    with request.log.open("w", encoding="utf-8") as sink:
+        for line in _lines(container.logs(stream=True, follow=True)):
+            sink.write(line + "\n")
+            status = NINJA_STATUS.match(line)
+            if status:
+                progress.update(int(status.group(1)), int(status.group(2)))
+
+
+def _lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            yield line.decode("utf-8", "replace")
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
+def _tail(log: Path) -> Iterator[str]:
+    lines: deque[str] = deque(maxlen=LOG_TAIL)
+    if log.is_file():
+        with log.open(encoding="utf-8", errors="replace") as source:
+            lines.extend(line.rstrip("\n") for line in source)
+    return iter(lines)
+
+
+def _copy_out(container: Any, path: str, dest: Path) -> None:
+    """get_archive gives a tar of the folder; unpack it with tarfile's data filter."""
+    stream, _ = container.get_archive(path)
+    with tempfile.TemporaryFile() as spool:
+        for chunk in stream:
+            spool.write(chunk)
+        spool.seek(0)
+        with tarfile.open(fileobj=spool) as archive:
+            staging = dest.parent / f".{dest.name}.copy"
+            archive.extractall(staging, filter="data")
+    (staging / Path(path).name).rename(dest)
+    staging.rmdir()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__

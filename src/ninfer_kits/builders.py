@@ -68,7 +68,7 @@ class Builder(Protocol):
 
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled: ...
 
-    def smoke_test(self, kit: Kit, kit_root: Path, interpreter: str,
+    def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str,
                    reporter: Reporter) -> str | None:
         """Prove every soname of the kit resolves in its runtime image: None when it does, a
         "skipped: why" when this builder has no runtime image; CheckFailed names what is
@@ -128,7 +128,7 @@ class LocalBuilder:
                    label=f"compiling {request.kit.id}")
         return Compiled(bin_dir=out / "kit" / "bin", facts=read_facts(out), log=request.log)
 
-    def smoke_test(self, kit: Kit, kit_root: Path, interpreter: str,
+    def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str,
                    reporter: Reporter) -> str | None:
         return "skipped: the local builder has no runtime image (use --builder docker)"
 

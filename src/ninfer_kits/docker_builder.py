@@ -145,7 +145,7 @@ class DockerBuilder:
                         extra_run_facts=run)
 
 
-    def smoke_test(self, kit: Kit, kit_root: Path, interpreter: str,
+    def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str,
                    reporter: Reporter) -> str | None:
         """The dynamic loader's --list of every binary, inside the kit's runtime image."""
         toolchain = kit.toolchain
@@ -157,7 +157,7 @@ class DockerBuilder:
                   f'{interpreter} --list "$b" 2>&1 || status=1; done; exit $status')
         with build_container(self.client, image=recipe.tag(), command=["sh", "-c", script],
                              env={}, volumes={}, network="none") as container:
-            container.put_archive("/", _folder_archive(kit_root, "kit"))
+            container.put_archive("/", _folder_archive(bin_dir, "kit/bin"))
             container.start()
             status = container.wait().get("StatusCode", 1)
             output = container.logs().decode("utf-8", "replace")

@@ -67,7 +67,7 @@ def connect() -> Any:
         import docker
     except ImportError:
         raise BadInput("the docker builder needs the docker SDK: pip install docker") from None
-    where = os.environ.get("DOCKER_HOST") or "the local socket (unix:///var/run/docker.sock)"
+    where = engine_address()
     try:
         client = docker.from_env(timeout=600)
         client.ping()
@@ -75,6 +75,10 @@ def connect() -> Any:
         raise BadInput(f"no Docker engine answers at {where} ({_first_line(error)}); "
                        f"{START_ENGINE_HINT}") from None
     return client
+
+
+def engine_address() -> str:
+    return os.environ.get("DOCKER_HOST") or "the local socket (unix:///var/run/docker.sock)"
 
 
 def network_mode(client: Any) -> str:
@@ -231,7 +235,8 @@ def _require_base(client: Any, recipe: ImageRecipe) -> None:
     except docker.errors.APIError as error:
         raise BadInput(
             f"base image {recipe.base_image} (toolchain {recipe.toolchain}) cannot be had: it is "
-            f"not on the engine and pulling it failed ({_first_line(error)}). Pull or load it "
+            f"not on the engine at {engine_address()} and pulling it failed "
+            f"({_first_line(error)}). Pull or load it "
             f"where a registry is reachable (docker pull / docker load), or make a local base "
             f"with scripts/make-base-image.sh {recipe.base_image}") from None
 

@@ -1,0 +1,183 @@
+"""Docker set-up for the tests: an engine, the local base images and the test runtime image.
+
+Plain functions, each meant to be called once per test session (wrap them in session fixtures).
+They drive the scripts in scripts/ and the Dockerfiles in dockerfiles/ exactly as a maintainer
+would by hand, so the tests exercise those files too. Whatever cannot be had here (no docker
+client, not root, no network for apt or PyPI) skips the calling test through `tools.missing`,
+which fails instead under CI.
+
+Images (all local, no registry involved):
+- BASE_IMAGE, the toolchain base: Debian trixie minbase + compilers, CMake, Ninja, libcurl and
+  FFmpeg dev (scripts/make-base-image.sh); the `trixie-cuda130` toolchain builds FROM it.
+- MINBASE_IMAGE: a plain trixie minbase root, the start of the test runtime image.
+- RUNTIME_TEST_IMAGE: dockerfiles/runtime-wheels-debian.Dockerfile, where a kit of the test
+  toolchain must load (libcurl, libstdc++ and libcudart.so.13 at /usr/local/cuda-13.0/lib).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from tools import ROOT, missing
+
+SCRIPTS = ROOT / "scripts"
+DOCKERFILES = ROOT / "dockerfiles"
+BASE_IMAGE = "ninfer-kits/debian-trixie-base:local"
+MINBASE_IMAGE = "ninfer-kits/debian-trixie-minbase:local"
+RUNTIME_TEST_IMAGE = "ninfer-kits/runtime-trixie-cuda130:local"
+RUNTIME_TEST_DOCKERFILE = DOCKERFILES / "runtime-wheels-debian.Dockerfile"
+DEFAULT_SOCKET = "unix:///var/run/docker.sock"
+DOCKERFILE_LABEL = "org.ninfer-kits.dockerfile-sha256"
+CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
+
+_engine: str | None = None
+
+
+def _run(command: list[str], what: str, timeout: float, env: dict[str, str] | None = None) -> str:
+    """Runs a set-up step; a failure skips (locally) or fails (CI) with the step's last output."""
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                env=env, check=False)
+    except subprocess.TimeoutExpired:
+        missing(f"{what} (timed out after {timeout:.0f} s)")
+        raise AssertionError from None  # unreachable: missing() raises
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-15:]
+        missing(f"{what} (exit {result.returncode}):\n" + "\n".join(tail))
+    return result.stdout
+
+
+def _docker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    host = ensure_engine()
+    if host:
+        env["DOCKER_HOST"] = host
+    return env
+
+
+def _docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout,
+                          env=_docker_env(), check=False)
+
+
+def _needs_client() -> None:
+    if shutil.which("docker") is None:
+        missing("the docker client (apt-get install docker.io)")
+
+
+def ensure_engine() -> str:
+    """A Docker engine that answers; returns the DOCKER_HOST to use ("" for Docker's default).
+
+    Runs scripts/start-docker-engine.sh, which returns at once when `docker info` already works
+    and otherwise installs docker.io and starts dockerd (that part needs root).
+    """
+    global _engine
+    if _engine is not None:
+        return _engine
+    _needs_client()
+    output = _run(["bash", str(SCRIPTS / "start-docker-engine.sh")],
+                  "a Docker engine (scripts/start-docker-engine.sh)", timeout=600)
+    lines = output.strip().splitlines()
+    host = lines[-1].strip() if lines else ""
+    # Docker's default socket needs no DOCKER_HOST, unless the environment already names one.
+    if host == DEFAULT_SOCKET and not os.environ.get("DOCKER_HOST"):
+        host = ""
+    _engine = host
+    return host
+
+
+def ensure_second_engine(name: str = "second", host: str = "") -> str:
+    """A second, independent engine (own socket, data root, exec root); returns its address.
+
+    For tests that check DOCKER_HOST is honoured. Stop it with stop_engine(name). Needs root.
+    """
+    _needs_client()
+    command = ["bash", str(SCRIPTS / "start-docker-engine.sh"), "--name", name]
+    if host:
+        command += ["--host", host]
+    output = _run(command, f"a second Docker engine {name!r}", timeout=300)
+    return output.strip().splitlines()[-1].strip()
+
+
+def stop_engine(name: str, purge: bool = True) -> None:
+    """Stops an engine that ensure_second_engine started; purge also deletes its data root."""
+    command = ["bash", str(SCRIPTS / "stop-docker-engine.sh"), name]
+    if purge:
+        command.append("--purge")
+    subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def image_exists(tag: str) -> bool:
+    return _docker("image", "inspect", tag).returncode == 0
+
+
+def ensure_base_image(tag: str = BASE_IMAGE, suite: str = "trixie",
+                      include: str | None = None) -> str:
+    """A debootstrapped Debian image (scripts/make-base-image.sh); returns its tag.
+
+    include=None takes the script's default package list (the toolchain's needs); "" gives a
+    plain minbase. An existing image is kept. The first build takes one to two minutes.
+    """
+    ensure_engine()
+    if image_exists(tag):
+        return tag
+    command = ["bash", str(SCRIPTS / "make-base-image.sh"), tag, suite]
+    if include is not None:
+        command += ["--include", include]
+    _run(command, f"the base image {tag} (scripts/make-base-image.sh)", timeout=1800,
+         env=_docker_env())
+    return tag
+
+
+def host_ca_bundle() -> Path:
+    """The CA bundle pip needs inside a build to reach PyPI the way this machine does."""
+    for candidate in (os.environ.get("PIP_CERT", ""), os.environ.get("SSL_CERT_FILE", ""),
+                      *CA_BUNDLES):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    missing("a CA bundle for pip inside docker builds (/etc/ssl/certs/ca-certificates.crt)")
+    raise AssertionError
+
+
+def build_image(dockerfile: Path, tag: str, build_args: dict[str, str] | None = None,
+                timeout: float = 1800) -> str:
+    """`docker build --network host` of a Dockerfile of dockerfiles/ with the host's CA bundle.
+
+    The context is a temporary folder with the Dockerfile and host-ca.crt, as the Dockerfiles
+    expect. The image is labelled with a sha256 of the Dockerfile and the build args, and an
+    image that already carries the label of the current ones is kept as it is.
+    """
+    ensure_engine()
+    args = dict(build_args or {})
+    recipe = dockerfile.read_bytes()
+    recipe += "".join(f"\n{key}={value}" for key, value in sorted(args.items())).encode()
+    digest = hashlib.sha256(recipe).hexdigest()
+    inspected = _docker("image", "inspect", "--format",
+                        f'{{{{index .Config.Labels "{DOCKERFILE_LABEL}"}}}}', tag)
+    if inspected.returncode == 0 and inspected.stdout.strip() == digest:
+        return tag
+    with tempfile.TemporaryDirectory(prefix="ninfer-kits-context-") as context:
+        shutil.copyfile(dockerfile, Path(context) / "Dockerfile")
+        shutil.copyfile(host_ca_bundle(), Path(context) / "host-ca.crt")
+        command = ["docker", "build", "--network", "host",
+                   "--label", f"{DOCKERFILE_LABEL}={digest}", "-t", tag]
+        for key, value in sorted(args.items()):
+            command += ["--build-arg", f"{key}={value}"]
+        _run([*command, context], f"the image {tag} ({dockerfile.name})", timeout=timeout,
+             env=_docker_env())
+    return tag
+
+
+def ensure_runtime_test_image(tag: str = RUNTIME_TEST_IMAGE) -> str:
+    """The test runtime image (dockerfiles/runtime-wheels-debian.Dockerfile); returns its tag.
+
+    Built FROM the plain minbase (made first when missing); pip fetches the pinned
+    nvidia-cuda-runtime wheel during the build, so the first build needs PyPI (about 20 s).
+    """
+    base = ensure_base_image(MINBASE_IMAGE, include="")
+    return build_image(RUNTIME_TEST_DOCKERFILE, tag, {"BASE_IMAGE": base})

@@ -1,0 +1,290 @@
+"""The docker builder against a real engine: the example kit built in the test toolchain image
+(Debian trixie + CUDA from PyPI wheels), reproducibility, ccache, remote engines and faults.
+
+Without an engine these tests skip and name themselves in the skip reason; under CI they fail
+instead (tools.missing), because .ci/run starts an engine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from docker_fixtures import (
+    BASE_IMAGE,
+    MINBASE_IMAGE,
+    ensure_base_image,
+    ensure_engine,
+    ensure_second_engine,
+    stop_engine,
+)
+from ninfer_kits import buildinfo
+from ninfer_kits.docker_builder import LABEL, ImageRecipe
+from ninfer_kits.matrix import load_matrix
+
+from tools import ROOT, git, missing
+
+TAG = "example-v0.3.0-linux-sm86"
+ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
+
+
+@dataclass(frozen=True)
+class Run:
+    done: subprocess.CompletedProcess[str]
+    dist: Path
+
+    @property
+    def out(self) -> Path:
+        return self.dist / TAG
+
+    def info(self) -> buildinfo.BuildInfo:
+        return buildinfo.read(self.out / "BUILDINFO.txt")
+
+
+@pytest.fixture(scope="session")
+def engine() -> Any:
+    """A Docker SDK client for the engine .ci/run started, with the local base images made."""
+    try:
+        import docker
+    except ImportError:
+        missing("the docker SDK (pip install docker)")
+    ensure_engine()
+    ensure_base_image(BASE_IMAGE)
+    ensure_base_image(MINBASE_IMAGE, include="")
+    return docker.from_env()
+
+
+@pytest.fixture()
+def no_leaks(engine: Any) -> Iterator[None]:
+    """Every test that builds must leave exactly the containers it found."""
+    before = {c.id for c in engine.containers.list(all=True)}
+    yield
+    after = {c.id for c in engine.containers.list(all=True)}
+    assert after == before, f"containers left behind: {after - before}"
+
+
+def build(place: Path, *args: str, project: Path = ROOT, env: dict[str, str] | None = None,
+          ) -> Run:
+    place.mkdir(parents=True, exist_ok=True)
+    dist = place / "dist"
+    command = [sys.executable, "-m", "ninfer_kits", "build", "--builder", "docker",
+               "--matrix", str(project / "matrix.toml"), "--dist", str(dist),
+               "--cache-dir", str(place / "cache"), *args]
+    done = subprocess.run(command, capture_output=True, text=True, check=False,
+                          env={**os.environ, **(env or {})})
+    return Run(done=done, dist=dist)
+
+
+@pytest.fixture(scope="module")
+def docker_builds(engine: Any, example_repo: tuple[Path, str],
+                  tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Run]:
+    repo = str(example_repo[0])
+    first = build(tmp_path_factory.mktemp("docker-a"), "example", "--source", repo, "-j", "1")
+    second = build(tmp_path_factory.mktemp("docker-b") / "x", "example", "--source", repo)
+    for run in (first, second):
+        assert run.done.returncode == 0, run.done.stderr[-4000:]
+    return first, second
+
+
+def test_example_kit_builds_in_docker_and_loads_in_its_runtime_image(
+        docker_builds: tuple[Run, Run]) -> None:
+    first, _ = docker_builds
+    assert sorted(p.name for p in first.out.iterdir()) == [
+        "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", ASSET]
+    assert "every soname resolves in ninfer-kits/runtime-trixie-cuda130:" in first.done.stderr
+    assert first.info().builder == "docker"
+
+
+def test_second_docker_build_is_byte_identical(docker_builds: tuple[Run, Run]) -> None:
+    first, second = docker_builds
+    assert (first.out / ASSET).read_bytes() == (second.out / ASSET).read_bytes()
+
+
+def test_floor_is_the_images_not_the_hosts(docker_builds: tuple[Run, Run]) -> None:
+    info = docker_builds[0].info()
+    host_glibc = tuple(int(p) for p in os.confstr("CS_GNU_LIBC_VERSION").split()[1].split("."))
+    floor = tuple(int(p) for p in info.glibc_floor.split("."))
+    # Debian trixie's glibc (2.41) turns strtol into __isoc23_strtol@GLIBC_2.38: a floor above
+    # this host's glibc proves the binaries were linked against the image, not the host.
+    assert floor > host_glibc, (info.glibc_floor, host_glibc)
+    assert info.base_image == BASE_IMAGE and info.base_image_digest.startswith("sha256:")
+    assert info.host_compiler.startswith("GNU 14.")
+    assert info.cuda_version == "13.0.88"
+    image = info.run_value("image") or ""
+    assert image.startswith("ninfer-kits/toolchain-trixie-cuda130:") and "@sha256:" in image
+
+
+def test_rebuild_after_one_cu_change_hits_ccache(engine: Any, docker_builds: tuple[Run, Run],
+                                                example_repo: tuple[Path, str],
+                                                tmp_path: Path, no_leaks: None) -> None:
+    repo = tmp_path / "changed"
+    shutil.copytree(example_repo[0], repo)
+    kernel = repo / "src/kernels/sampling.cu"
+    kernel.write_text(kernel.read_text() + "\n__device__ int ninfer_kits_changed = 1;\n")
+    git("commit", "-q", "-am", "change one kernel", cwd=repo)
+    run = build(tmp_path / "rebuild", "example", "--source", str(repo))
+    assert run.done.returncode == 0, run.done.stderr[-3000:]
+    info = run.info()
+    assert int(info.run_value("ccache_hits") or 0) > 0
+    assert int(info.run_value("ccache_misses") or 0) >= 1
+
+
+def test_no_engine_says_how_to_start_one(tmp_path: Path) -> None:
+    run = build(tmp_path, "example", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert run.done.returncode == 2
+    stderr = run.done.stderr
+    assert "no Docker engine answers at unix:///nonexistent/docker.sock" in stderr
+    assert "scripts/start-docker-engine.sh" in stderr and "Traceback" not in stderr
+
+
+def test_docker_host_reaches_a_second_engine(engine: Any, docker_builds: tuple[Run, Run],
+                                             example_repo: tuple[Path, str],
+                                             tmp_path: Path) -> None:
+    """A second engine on a loopback TCP port: the build runs there (its images, its volume)."""
+    import docker
+
+    address = ensure_second_engine("second", host="tcp://127.0.0.1:23750")
+    try:
+        remote = docker.DockerClient(base_url=address)
+        missing_base = build(tmp_path / "bare", "example", "--source", str(example_repo[0]),
+                             env={"DOCKER_HOST": address})
+        assert missing_base.done.returncode == 2
+        assert f"not on the engine at {address}" in missing_base.done.stderr
+        _copy_images(engine, remote, _images_for_example())
+        run = build(tmp_path / "remote", "example", "--source", str(example_repo[0]),
+                    env={"DOCKER_HOST": address})
+        assert run.done.returncode == 0, run.done.stderr[-3000:]
+        assert (run.out / ASSET).read_bytes() == (docker_builds[0].out / ASSET).read_bytes()
+        assert remote.volumes.get("ninfer-kits-ccache-trixie-cuda130") is not None
+        assert remote.containers.list(all=True) == []
+    finally:
+        stop_engine("second")
+
+
+def _images_for_example() -> list[str]:
+    toolchain = load_matrix(ROOT / "matrix.toml").kit("example").toolchain
+    return [toolchain.base_image, toolchain.runtime_base_image,
+            ImageRecipe(role="toolchain", toolchain=toolchain.id,
+                        dockerfile=toolchain.dockerfile_path,
+                        base_image=toolchain.base_image).tag(),
+            ImageRecipe(role="runtime", toolchain=toolchain.id,
+                        dockerfile=toolchain.runtime_dockerfile_path,
+                        base_image=toolchain.runtime_base_image).tag()]
+
+
+def _copy_images(source: Any, target: Any, tags: list[str]) -> None:
+    """docker save | docker load between engines, so the remote build reuses the same images."""
+    saved = subprocess.Popen(["docker", "save", *tags], stdout=subprocess.PIPE,
+                             env={k: v for k, v in os.environ.items() if k != "DOCKER_HOST"})
+    assert saved.stdout is not None
+    target.images.load(saved.stdout)
+    assert saved.wait() == 0
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def project_copy(tmp_path: Path, edit: tuple[str, str] | None = None,
+                 dockerfiles: dict[str, str] | None = None) -> Path:
+    """This project's matrix, recipe and Dockerfiles in a temporary folder, one thing changed."""
+    project = tmp_path / "project"
+    (project / "build").mkdir(parents=True)
+    shutil.copy(ROOT / "build/recipe.py", project / "build/recipe.py")
+    shutil.copytree(ROOT / "dockerfiles", project / "dockerfiles")
+    for name, text in (dockerfiles or {}).items():
+        (project / "dockerfiles" / name).write_text(text)
+    matrix = (ROOT / "matrix.toml").read_text()
+    if edit:
+        assert edit[0] in matrix
+        matrix = matrix.replace(edit[0], edit[1])
+    (project / "matrix.toml").write_text(matrix)
+    return project
+
+
+def assert_failed_cleanly(run: Run, code: int, *needles: str) -> None:
+    assert run.done.returncode == code, run.done.stderr[-3000:]
+    for needle in needles:
+        assert needle in run.done.stderr, (needle, run.done.stderr[-3000:])
+    assert "Traceback" not in run.done.stderr
+    assert not run.dist.exists() or list(run.dist.iterdir()) == []
+
+
+def test_broken_dockerfile(engine: Any, example_repo: tuple[Path, str], tmp_path: Path,
+                           no_leaks: None) -> None:
+    broken = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN echo about to fail && exit 3\n"
+    project = project_copy(tmp_path, ('dockerfile = "dockerfiles/toolchain-wheels-debian',
+                                      'dockerfile = "dockerfiles/broken'),
+                           {"broken.Dockerfile": broken})
+    run = build(tmp_path, "example", "--source", str(example_repo[0]), project=project)
+    assert_failed_cleanly(run, 1, "building image ninfer-kits/toolchain-trixie-cuda130:",
+                          "about to fail", "returned a non-zero code: 3")
+
+
+def test_base_image_that_cannot_be_had(engine: Any, example_repo: tuple[Path, str],
+                                       tmp_path: Path, no_leaks: None) -> None:
+    project = project_copy(tmp_path, ('base_image = "ninfer-kits/debian-trixie-base:local"',
+                                      'base_image = "nvidia/cuda:13.1.2-devel-ubuntu24.04"'))
+    run = build(tmp_path, "example", "--source", str(example_repo[0]), project=project)
+    assert_failed_cleanly(run, 2, "base image nvidia/cuda:13.1.2-devel-ubuntu24.04",
+                          "cannot be had", "scripts/make-base-image.sh")
+
+
+def test_compile_failure_in_docker(engine: Any, example_repo: tuple[Path, str], tmp_path: Path,
+                                   no_leaks: None) -> None:
+    repo = tmp_path / "broken"
+    shutil.copytree(example_repo[0], repo)
+    kernel = repo / "src/kernels/rmsnorm.cu"
+    kernel.write_text(kernel.read_text() + "\nthis is not CUDA;\n")
+    git("commit", "-q", "-am", "break", cwd=repo)
+    run = build(tmp_path / "x", "example", "--source", str(repo))
+    assert_failed_cleanly(run, 1, "compiling example in ninfer-kits/toolchain-trixie-cuda130",
+                          "rmsnorm.cu", "full log: ")
+
+
+def test_container_killed_mid_compile(engine: Any, example_repo: tuple[Path, str],
+                                      tmp_path: Path, no_leaks: None) -> None:
+    place = tmp_path / "killed"
+    place.mkdir()
+    command = [sys.executable, "-m", "ninfer_kits", "build", "example", "--builder", "docker",
+               "--matrix", str(ROOT / "matrix.toml"), "--dist", str(place / "dist"),
+               "--cache-dir", str(place / "cache"), "--source", str(example_repo[0])]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = _kill_build_container_once_compiling(engine, timeout=120)
+    stdout, stderr = process.communicate(timeout=300)
+    run = Run(done=subprocess.CompletedProcess(command, process.returncode, stdout, stderr),
+              dist=place / "dist")
+    assert killed
+    assert_failed_cleanly(run, 1, "compiling example in", "exit status 137")
+
+
+def _kill_build_container_once_compiling(engine: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for container in engine.containers.list(filters={"label": f"{LABEL}=build"}):
+            if b"[1/" in container.logs():
+                container.kill()
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def test_smoke_test_names_the_missing_library(engine: Any, example_repo: tuple[Path, str],
+                                              tmp_path: Path, no_leaks: None) -> None:
+    bare = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"  # no libcurl, no CUDA runtime
+    project = project_copy(tmp_path, ('runtime_dockerfile = "dockerfiles/runtime-wheels-debian',
+                                      'runtime_dockerfile = "dockerfiles/bare-runtime'),
+                           {"bare-runtime.Dockerfile": bare})
+    run = build(tmp_path, "example", "--source", str(example_repo[0]), project=project)
+    assert_failed_cleanly(run, 1, "smoke test in ninfer-kits/runtime-trixie-cuda130:")
+    named = [name for name in ("libcudart.so.13", "libcurl.so.4")
+             if f"kit/bin/ninfer: {name} not found" in run.done.stderr]
+    assert named, run.done.stderr[-2000:]

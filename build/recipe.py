@@ -225,12 +225,16 @@ def main(argv: list[str]) -> int:
             subprocess.run(["ccache", "--zero-stats"], capture_output=True, check=False)
         started = time.monotonic()
         options = configure(args, nvcc, cmake, env)
+        configured = time.monotonic()
         compile_targets(args, cmake, jobs, env, targets)
         collect(args, targets)
+        finished = time.monotonic()
         facts: dict[str, object] = {
             "arch": args.arch,
             "jobs": jobs,
-            "compile_seconds": round(time.monotonic() - started, 1),
+            "configure_seconds": round(configured - started, 1),
+            "build_seconds": round(finished - configured, 1),
+            "compile_seconds": round(finished - started, 1),
             "cmake_version": tool_version([cmake, "--version"], r"cmake version (\S+)"),
             "ninja_version": tool_version([ninja, "--version"], r"(\S+)"),
             "nvcc_version": tool_version([nvcc, "--version"], r"release \S+ V(\S+)"),

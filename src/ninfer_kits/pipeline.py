@@ -316,6 +316,8 @@ def run_facts(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str], .
     return (
         ("jobs", str(facts.get("jobs"))),
         ("compile_seconds", str(facts.get("compile_seconds"))),
+        ("configure_seconds", str(facts.get("configure_seconds"))),
+        ("build_seconds", str(facts.get("build_seconds"))),
         ("wall_seconds", f"{time.monotonic() - state.started:.1f}"),
         ("driver", driver),
         ("gpu", gpu),

@@ -1,0 +1,97 @@
+"""The docker builder on the example engine: cold compile vs a one-file rebuild with warm ccache,
+and the pipeline's overhead around the compile.
+
+Both in one run, on the engine DOCKER_HOST names (scripts/start-docker-engine.sh starts one):
+1. cold: the toolchain's ccache volume removed, then `ninfer-kits build example --builder docker`;
+2. rebuild: one kernel of the example changed (a real code change, committed), built again with
+   the volume the cold build filled.
+Rows: the Ninja build phase of the rebuild against the cold one (target ≤ 0.25; CMake's
+configure, which every fresh build tree repeats, is shown apart), and the overhead of the whole
+`ninfer-kits build` process beyond the recipe (image reuse, copy in and out, inspect, smoke test,
+pack) against the cold compile (target ≤ 0.15).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import REPO_ROOT, Context, Result, progress
+
+NAME = "docker"
+DESCRIPTION = "docker builder: cold compile vs one-file rebuild with warm ccache; overhead"
+VOLUME = "ninfer-kits-ccache-trixie-cuda130"
+CHANGED = "src/kernels/sampling.cu"
+GIT_ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@ninfer-kits.invalid",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@ninfer-kits.invalid",
+           "GIT_AUTHOR_DATE": "2025-01-01T00:00:00+0000",
+           "GIT_COMMITTER_DATE": "2025-01-01T00:00:00+0000"}
+
+
+def run(ctx: Context) -> list[Result]:
+    if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode != 0:
+        return [Result(NAME, "docker builder", "-", error="no Docker engine answers "
+                       "(start one: scripts/start-docker-engine.sh)")]
+    with tempfile.TemporaryDirectory(prefix="bench-docker-") as scratch:
+        work = Path(scratch)
+        repo = _example_repo(work / "repo")
+        subprocess.run(["docker", "volume", "rm", "-f", VOLUME], capture_output=True, check=False)
+        progress("cold build (empty ccache volume)")
+        cold, cold_wall = _build(work / "cold", repo)
+        _change_one_kernel(repo)
+        progress(f"rebuild after a change to {CHANGED} (warm ccache)")
+        warm, _ = _build(work / "warm", repo)
+    overhead = cold_wall - cold["compile_seconds"]
+    return [
+        Result(NAME, "Ninja build phase: one-file rebuild / cold", "cold build phase",
+               ours=warm["build_seconds"], baseline=cold["build_seconds"], target=0.25,
+               note=f"ccache hits {warm['ccache_hits']:.0f}, misses {warm['ccache_misses']:.0f}"),
+        Result(NAME, "configure + build: one-file rebuild / cold", "cold configure + build",
+               ours=warm["compile_seconds"], baseline=cold["compile_seconds"],
+               note=f"configure {warm['configure_seconds']:.1f} s each time (fresh build tree)"),
+        Result(NAME, "pipeline overhead around the cold compile", "cold compile",
+               ours=overhead, baseline=cold["compile_seconds"], target=0.15,
+               note=f"whole process {cold_wall:.1f} s"),
+    ]
+
+
+def _example_repo(repo: Path) -> Path:
+    shutil.copytree(REPO_ROOT / "examples" / "engine", repo,
+                    ignore=shutil.ignore_patterns("build", "build-*"))
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "example"]):
+        _git(repo, *args)
+    return repo
+
+
+def _change_one_kernel(repo: Path) -> None:
+    kernel = repo / CHANGED
+    kernel.write_text(kernel.read_text() + "\n__device__ int ninfer_kits_bench_change = 1;\n")
+    _git(repo, "commit", "-q", "-am", "change one kernel")
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                   env={**os.environ, **GIT_ENV, "GIT_CONFIG_GLOBAL": os.devnull})
+
+
+def _build(place: Path, repo: Path) -> tuple[dict[str, float], float]:
+    """One whole `ninfer-kits build` process; the recipe's times from its BUILDINFO."""
+    from ninfer_kits import buildinfo
+
+    command = [sys.executable, "-m", "ninfer_kits", "build", "example", "--builder", "docker",
+               "--matrix", str(REPO_ROOT / "matrix.toml"), "--dist", str(place / "dist"),
+               "--cache-dir", str(place / "cache"), "--source", str(repo)]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"docker build failed: {done.stderr.strip().splitlines()[-1:]}")
+    info = buildinfo.read(next((place / "dist").glob("*/BUILDINFO.txt")))
+    keys = ("compile_seconds", "configure_seconds", "build_seconds", "ccache_hits",
+            "ccache_misses")
+    return {key: float(info.run_value(key) or 0) for key in keys}, wall

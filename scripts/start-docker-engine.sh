@@ -127,6 +127,12 @@ if ! command -v dockerd >/dev/null 2>&1 || ((need_client)); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2
     apt-get install -y -qq --no-install-recommends docker.io >&2
+    # Where systemd runs, installing the package may have started the engine already.
+    if [[ -z "$name" && -z "$host" ]] && answers; then
+        log "the engine at $client_host answers (started by the docker.io package)"
+        echo "$client_host"
+        exit 0
+    fi
 fi
 
 start_daemon() {
@@ -135,7 +141,7 @@ start_daemon() {
     log "starting dockerd (storage driver $storage, log $logfile)"
     echo "=== $(date -u +%Y-%m-%dT%H:%M:%SZ) start-docker-engine: dockerd ${daemon_args[*]} --storage-driver=$storage" >>"$logfile"
     # setsid: the engine outlives this script, its caller and the caller's process group.
-    setsid dockerd "${daemon_args[@]}" --storage-driver="$storage" </dev/null >>"$logfile" 2>&1 &
+    setsid dockerd "${daemon_args[@]}" --storage-driver="$storage" </dev/null >>"$logfile" 2>&1 9>&- &
     engine_pid=$!
 }
 

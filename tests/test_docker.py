@@ -19,6 +19,10 @@ from typing import Any
 
 import pytest
 
+from ninfer_kits import buildinfo
+from ninfer_kits.docker_builder import LABEL, ImageRecipe
+from ninfer_kits.matrix import load_matrix
+
 from docker_fixtures import (
     BASE_IMAGE,
     MINBASE_IMAGE,
@@ -27,10 +31,6 @@ from docker_fixtures import (
     ensure_second_engine,
     stop_engine,
 )
-from ninfer_kits import buildinfo
-from ninfer_kits.docker_builder import LABEL, ImageRecipe
-from ninfer_kits.matrix import load_matrix
-
 from tools import ROOT, git, missing
 
 TAG = "example-v0.3.0-linux-sm86"

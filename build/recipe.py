@@ -35,6 +35,10 @@ import sys
 import time
 from pathlib import Path
 
+# Kits ship the binaries of the build tree, whose default RUNPATH CMake pads with empty entries
+# (room for `cmake --install` to rewrite it) — and the loader reads an empty entry as the current
+# directory. The install RPATH made of the link directories (the CUDA toolkit's lib) has neither.
+KIT_RPATH = {"CMAKE_BUILD_WITH_INSTALL_RPATH": "ON", "CMAKE_INSTALL_RPATH_USE_LINK_PATH": "ON"}
 EXIT_BAD_ARGS, EXIT_TOOL, EXIT_CONFIGURE, EXIT_COMPILE, EXIT_TARGET = 2, 3, 4, 5, 6
 GIB = 1 << 30
 MEMORY_PER_JOB = 2 * GIB  # nvcc on the upstreams' larger kernels peaks near 2 GiB per job
@@ -174,7 +178,8 @@ def ccache_stats(enabled: bool) -> dict[str, int]:
 
 def configure(args: argparse.Namespace, nvcc: str, cmake: str, env: dict[str, str]) -> list[str]:
     # The upstream's options may override the Release default; the arch is always ours.
-    options = {"CMAKE_BUILD_TYPE": "Release", **dict(pairs(args.cmake_option, "--cmake-option")),
+    options = {"CMAKE_BUILD_TYPE": "Release", **KIT_RPATH,
+               **dict(pairs(args.cmake_option, "--cmake-option")),
                "CMAKE_CUDA_ARCHITECTURES": args.arch}
     merged = dict(options, CMAKE_CUDA_COMPILER=nvcc, **ccache_launchers(args.ccache))
     for key, value in deterministic_flags(args.source.resolve(), args.build_dir.resolve()).items():

@@ -34,12 +34,15 @@ def c_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "recent_cxx": out / "bin" / "recent_cxx",
         "runpath": out / "bin" / "runpath",
         "rpath": out / "bin" / "rpath",
+        "empty_runpath": out / "bin" / "empty_runpath",
         "kitlib": lib,
     }
     run(cc, "-O1", "-fno-builtin", "-o", built["glibc234"], DATA / "glibc234.c")
     run(cxx, "-O1", "-std=c++17", "-o", built["recent_cxx"], DATA / "recent_cxx.cpp")
     run(cc, "-o", built["runpath"], DATA / "kitapp.c", *link,
         "-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/../lib:/opt/kitdemo/lib")
+    run(cc, "-o", built["empty_runpath"], DATA / "kitapp.c", *link,  # as CMake's build tree pads
+        "-Wl,--enable-new-dtags", "-Wl,-rpath,/opt/kitdemo/lib:")
     run(cc, "-o", built["rpath"], DATA / "kitapp.c", *link,
         "-Wl,--disable-new-dtags", "-Wl,-rpath,$ORIGIN/../lib")
     return built

@@ -31,8 +31,8 @@ def readelf(path: Path) -> ReadelfView:
     return ReadelfView(
         needed=tuple(tags.get("NEEDED", [])),
         soname=next(iter(tags.get("SONAME", [])), None),
-        rpath=tuple(p for v in tags.get("RPATH", []) for p in v.split(":") if p),
-        runpath=tuple(p for v in tags.get("RUNPATH", []) for p in v.split(":") if p),
+        rpath=tuple(p for v in tags.get("RPATH", []) for p in v.split(":")),
+        runpath=tuple(p for v in tags.get("RUNPATH", []) for p in v.split(":")),
         interpreter=interpreter.group(1) if interpreter else None,
         build_id=build_id.group(1) if build_id else None,
         version_needs=_version_needs(text),

@@ -18,7 +18,7 @@ from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.inspection import inspect_path
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pack import hash_file
-from ninfer_kits.pipeline import check_archs
+from ninfer_kits.pipeline import check_archs, check_search_paths
 
 from tools import ROOT, git, missing, needs_libcurl_headers, tool
 
@@ -245,6 +245,15 @@ def test_arch_check_refuses_missing_and_undeclared_archs(
     (tmp_path / "right").mkdir()
     shutil.copy(cuda_binaries["shared_cudart"], tmp_path / "right" / "ninfer")  # sm_86 only
     check_archs(kit, inspect_path(tmp_path / "right"))
+
+
+def test_search_path_check_refuses_the_current_directory(c_binaries: dict[str, Path],
+                                                          tmp_path: Path) -> None:
+    shutil.copy(c_binaries["empty_runpath"], tmp_path / "ninfer")
+    with pytest.raises(CheckFailed, match=r"RUNPATH '/opt/kitdemo/lib:' has ''"):
+        check_search_paths(inspect_path(tmp_path))
+    shutil.copy(c_binaries["runpath"], tmp_path / "ninfer")  # $ORIGIN/../lib is fine
+    check_search_paths(inspect_path(tmp_path))
 
 
 def test_buildinfo_parser_names_the_bad_line() -> None:

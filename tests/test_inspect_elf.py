@@ -38,7 +38,8 @@ def _highest_by_prefix(needs: dict[str, set[str]]) -> dict[str, str]:
     return {prefix: version.name for prefix, version in best.items()}
 
 
-@pytest.mark.parametrize("name", ["glibc234", "recent_cxx", "runpath", "rpath", "kitlib"])
+@pytest.mark.parametrize("name", ["glibc234", "recent_cxx", "runpath", "rpath", "kitlib",
+                                  "empty_runpath"])
 def test_c_programs_match_readelf(c_binaries: dict[str, Path], name: str) -> None:
     assert_matches_readelf(read_elf(c_binaries[name]), c_binaries[name])
 
@@ -146,3 +147,7 @@ def test_prefixes_are_split_at_the_number() -> None:
     assert SymbolVersion.parse("CURL_OPENSSL_4").prefix == "CURL_OPENSSL"
     assert SymbolVersion.parse("CXXABI_TM_1").prefix == "CXXABI_TM"
     assert SymbolVersion.parse("GLIBC_PRIVATE").number == ()
+
+
+def test_empty_runpath_entry_stays_visible(c_binaries: dict[str, Path]) -> None:
+    assert read_elf(c_binaries["empty_runpath"]).runpath == ("/opt/kitdemo/lib", "")

@@ -147,7 +147,9 @@ def _dynamic_tags(sections: list[Any]) -> dict[str, list[str]]:
 
 
 def _split_paths(values: list[str]) -> tuple[str, ...]:
-    return tuple(part for value in values for part in value.split(":") if part)
+    # Empty entries are kept: the loader reads one as the current directory, which a kit must
+    # not search, so it has to stay visible.
+    return tuple(part for value in values for part in value.split(":"))
 
 
 def _interpreter(elf: Any) -> str | None:

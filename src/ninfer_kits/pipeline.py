@@ -129,6 +129,7 @@ def inspect_kit(state: BuildState, reporter: Reporter) -> BuildState:
     assert isinstance(kit_root, Path)
     inspection = inspect_path(kit_root / "bin")
     check_archs(state.request.kit, inspection)
+    check_search_paths(inspection)
     return dataclasses.replace(state, inspection=inspection)
 
 
@@ -261,6 +262,18 @@ def check_archs(kit: Kit, inspection: Inspection) -> None:
         if extra:
             raise CheckFailed(f"{info.path} carries {', '.join(extra)}, which kit {kit.id} "
                               f"does not declare (it declares {kit.arch})")
+
+
+def check_search_paths(inspection: Inspection) -> None:
+    """No RUNPATH/RPATH entry may be empty or relative (other than $ORIGIN-based): the loader
+    would search the directory the user happens to run the kit from."""
+    for info in inspection.files:
+        for kind, paths in (("RUNPATH", info.runpath), ("RPATH", info.rpath)):
+            bad = [p for p in paths if not p.startswith(("/", "$ORIGIN", "${ORIGIN}"))]
+            if bad:
+                shown = ", ".join(repr(p) for p in bad)
+                raise CheckFailed(f"{info.path}: {kind} {':'.join(paths)!r} has {shown}, which "
+                                  f"the loader reads relative to the current directory")
 
 
 def make_buildinfo(state: BuildState) -> BuildInfo:

@@ -20,7 +20,7 @@ from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pack import hash_file
 from ninfer_kits.pipeline import check_archs, check_search_paths
 
-from tools import ROOT, git, missing, needs_libcurl_headers, tool
+from tools import ROOT, changed_copy, missing, needs_libcurl_headers, tool
 
 TAG = "example-v0.3.0-linux-sm86"
 ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
@@ -194,11 +194,8 @@ def test_production_kit_fails_early_on_old_local_cuda(tmp_path: Path) -> None:
 
 def test_compile_failure_shows_the_log_tail(example_repo: tuple[Path, str],
                                             tmp_path: Path) -> None:
-    broken = tmp_path / "broken-repo"
-    shutil.copytree(example_repo[0], broken)
-    kernel = broken / "src/kernels/rmsnorm.cu"
-    kernel.write_text(kernel.read_text() + "\nthis is not CUDA;\n")
-    git("commit", "-q", "-am", "break the build", cwd=broken)
+    broken = changed_copy(example_repo[0], tmp_path / "broken-repo", "src/kernels/rmsnorm.cu",
+                          "\nthis is not CUDA;\n")
     built = build(tmp_path / "x", "example", "--source", str(broken),
                   env={"GITHUB_ACTIONS": "true"})
     assert built.done.returncode == 1

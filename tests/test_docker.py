@@ -31,7 +31,7 @@ from docker_fixtures import (
     ensure_second_engine,
     stop_engine,
 )
-from tools import ROOT, git, missing
+from tools import ROOT, changed_copy, missing
 
 TAG = "example-v0.3.0-linux-sm86"
 ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
@@ -126,11 +126,8 @@ def test_floor_is_the_images_not_the_hosts(docker_builds: tuple[Run, Run]) -> No
 def test_rebuild_after_one_cu_change_hits_ccache(engine: Any, docker_builds: tuple[Run, Run],
                                                 example_repo: tuple[Path, str],
                                                 tmp_path: Path, no_leaks: None) -> None:
-    repo = tmp_path / "changed"
-    shutil.copytree(example_repo[0], repo)
-    kernel = repo / "src/kernels/sampling.cu"
-    kernel.write_text(kernel.read_text() + "\n__device__ int ninfer_kits_changed = 1;\n")
-    git("commit", "-q", "-am", "change one kernel", cwd=repo)
+    repo = changed_copy(example_repo[0], tmp_path / "changed", "src/kernels/sampling.cu",
+                        "\n__device__ int ninfer_kits_changed = 1;\n")
     run = build(tmp_path / "rebuild", "example", "--source", str(repo))
     assert run.done.returncode == 0, run.done.stderr[-3000:]
     info = run.info()
@@ -240,11 +237,8 @@ def test_base_image_that_cannot_be_had(engine: Any, example_repo: tuple[Path, st
 
 def test_compile_failure_in_docker(engine: Any, example_repo: tuple[Path, str], tmp_path: Path,
                                    no_leaks: None) -> None:
-    repo = tmp_path / "broken"
-    shutil.copytree(example_repo[0], repo)
-    kernel = repo / "src/kernels/rmsnorm.cu"
-    kernel.write_text(kernel.read_text() + "\nthis is not CUDA;\n")
-    git("commit", "-q", "-am", "break", cwd=repo)
+    repo = changed_copy(example_repo[0], tmp_path / "broken", "src/kernels/rmsnorm.cu",
+                        "\nthis is not CUDA;\n")
     run = build(tmp_path / "x", "example", "--source", str(repo))
     assert_failed_cleanly(run, 1, "compiling example in ninfer-kits/toolchain-trixie-cuda130",
                           "rmsnorm.cu", "full log: ")

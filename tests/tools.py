@@ -94,3 +94,12 @@ def needs_libcurl_headers() -> None:
         for p in ("/usr/include/curl/curl.h", "/usr/include/x86_64-linux-gnu/curl/curl.h")
     ):
         missing("libcurl's headers (apt-get install libcurl4-openssl-dev)")
+
+
+def changed_copy(repo: Path, dest: Path, file: str, appended: str) -> Path:
+    """A copy of a git repository with one more commit that appends text to one file."""
+    shutil.copytree(repo, dest)
+    target = dest / file
+    target.write_text(target.read_text() + appended)
+    git("commit", "-q", "-am", f"change {file}", cwd=dest)
+    return dest

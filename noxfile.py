@@ -21,7 +21,7 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """Ruff: style and common bugs."""
     session.install("ruff")
-    session.run("ruff", "check", "src", "tests", "noxfile.py", *session.posargs)
+    session.run("ruff", "check", "src", "tests", "build", "noxfile.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from ninfer_kits.elf import read_elf
+
 from tools import ROOT, git, needs_libcurl_headers, nvcc, run, tool
 
 EXAMPLE = ROOT / "examples" / "engine"
@@ -194,6 +196,34 @@ def test_needed_libraries(example_build: ExampleBuild) -> None:
         assert "libcudart.so.13" in needed, needed
         assert "libcurl.so.4" in needed, needed
         assert "libstdc++.so.6" in needed, needed
+
+
+def kernel_files() -> list[Path]:
+    return sorted((EXAMPLE / "src" / "kernels").glob("*.cu"))
+
+
+def test_kernel_files_are_built_into_the_library() -> None:
+    cmake = (EXAMPLE / "CMakeLists.txt").read_text()
+    files = kernel_files()
+    assert len(files) >= 12, [f.name for f in files]  # enough for a one-file rebuild to be cheap
+    for kernel in files:
+        assert f"src/kernels/{kernel.name}" in cmake, kernel.name
+
+
+def test_both_apps_carry_sm86_sass_for_every_kernel_file(example_build: ExampleBuild) -> None:
+    """Each .cu file brings one fatbin (sm_86 SASS + compute_86 PTX); an object of the static
+    library that nothing references is left out of a program, and its device code with it."""
+    for app in (example_build.ninfer, example_build.serve):
+        info = read_elf(app)
+        sass = [entry for entry in info.device_code if entry.kind == "sass"]
+        assert sass and {entry.arch for entry in sass} == {"sm_86"}, (app, info.device_code)
+        assert len(sass) == len(kernel_files()), (app, info.device_code)
+        # The kernels sit in anonymous namespaces, so their symbols carry nvcc's module name,
+        # which holds the file name: _<hash>_10_rmsnorm_cu_<hash>.
+        data = app.read_bytes()
+        for kernel in kernel_files():
+            module = f"_{len(kernel.name)}_{kernel.stem}_cu_".encode()
+            assert module in data, (app.name, kernel.name)
 
 
 def test_no_build_folders_in_binaries(example_build: ExampleBuild) -> None:

@@ -28,15 +28,87 @@ DeviceReport query_devices();
 std::string format_version(int cuda_version);  // 13000 -> "13.0"
 
 // kernels/*.cu: tiny kernels run once as a smoke test when a device exists.
-// Each returns an empty string on success, or the CUDA error string.
-std::string rmsnorm(const std::vector<float>& x, const std::vector<float>& weight, float eps,
-                    std::vector<float>& out);
-std::string greedy_sample(const std::vector<float>& logits, int& index);
+// Each returns an empty string on success, or what went wrong (usually the CUDA error string).
+// Tensors travel as row-major float vectors; the kernels below store them on the device in the
+// element type `dtype` names and always compute in float.
+enum class DType { f32, f16, bf16 };
+const char* dtype_name(DType dtype);  // "f32", "f16", "bf16"
+
+// rmsnorm.cu: each row of x [rows, cols] -> x / sqrt(mean(x^2) + eps) * weight.
+std::string rmsnorm(DType dtype, const std::vector<float>& x, int rows, int cols,
+                    const std::vector<float>& weight, float eps, std::vector<float>& out);
+// sampling.cu: greedy sampling, the index of the largest logit of each row of logits
+// [rows, vocab] (lowest index wins a tie).
+std::string greedy_sample(DType dtype, const std::vector<float>& logits, int rows,
+                          std::vector<std::int32_t>& indices);
+// softmax.cu: each row of x [rows, cols] -> softmax(row / temperature).
+std::string softmax(DType dtype, const std::vector<float>& x, int rows, int cols,
+                    float temperature, std::vector<float>& out);
+// rope.cu: rotary position embedding (rotate-half form) of x [tokens, heads, head_dim] at
+// positions [tokens], frequencies base^(-2i/head_dim); head_dim even.
+std::string rope(DType dtype, const std::vector<float>& x,
+                 const std::vector<std::int32_t>& positions, int heads, int head_dim, float base,
+                 std::vector<float>& out);
+// silu_mul.cu: SwiGLU, x [rows, 2 * cols] = gate | up -> out [rows, cols] = silu(gate) * up.
+std::string silu_mul(DType dtype, const std::vector<float>& x, int rows, int cols,
+                     std::vector<float>& out);
+// embedding.cu: out [ids, dim] = table[id] * scale; ids outside [0, vocab) give zero rows.
+std::string embedding(DType dtype, const std::vector<float>& table, int vocab, int dim,
+                      const std::vector<std::int32_t>& ids, float scale, std::vector<float>& out);
+// residual_add.cu: the residual stream update residual += alpha * x, in place.
+std::string residual_add(DType dtype, const std::vector<float>& x, float alpha,
+                         std::vector<float>& residual);
+// layernorm.cu: each row of x [rows, cols] -> (x - mean) / sqrt(var + eps) * gamma + beta.
+std::string layernorm(DType dtype, const std::vector<float>& x, int rows, int cols,
+                      const std::vector<float>& gamma, const std::vector<float>& beta, float eps,
+                      std::vector<float>& out);
+// topk.cu: the k largest entries of each row of x [rows, cols], largest first (lowest index
+// wins a tie) -> values and indices [rows, k]; 1 <= k <= min(cols, 64).
+std::string top_k(DType dtype, const std::vector<float>& x, int rows, int cols, int k,
+                  std::vector<float>& values, std::vector<std::int32_t>& indices);
+// attention_scores.cu: one decode step, q [heads, head_dim] against keys k [seq, kv_heads,
+// head_dim] (grouped-query: heads a multiple of kv_heads) -> scores [heads, seq] = scale * q.k
+// in float; head_dim <= 256.
+std::string attention_scores(DType dtype, const std::vector<float>& q,
+                             const std::vector<float>& k, int heads, int kv_heads, int head_dim,
+                             float scale, std::vector<float>& scores);
+// kv_append.cu: writes k and v [tokens, kv_heads, head_dim] into the caches [slots, kv_heads,
+// head_dim] at slots[token] (paged-cache "reshape and cache"); a slot < 0 skips the token.
+std::string kv_append(DType dtype, const std::vector<float>& k, const std::vector<float>& v,
+                      const std::vector<std::int32_t>& slots, int kv_heads, int head_dim,
+                      std::vector<float>& k_cache, std::vector<float>& v_cache);
+// quantize_int8.cu: symmetric per-row int8, x [rows, cols] -> q [rows, cols] and scales [rows]
+// with x ~= q * scale, scale = max|x| / 127 (1 for an all-zero row).
+std::string quantize_int8(DType dtype, const std::vector<float>& x, int rows, int cols,
+                          std::vector<std::int8_t>& q, std::vector<float>& scales);
 
 // CPU references for the kernels, to check what the device computed.
-std::vector<float> rmsnorm_reference(const std::vector<float>& x,
+std::vector<float> rmsnorm_reference(const std::vector<float>& x, int rows, int cols,
                                      const std::vector<float>& weight, float eps);
-int greedy_sample_reference(const std::vector<float>& logits);
+std::vector<std::int32_t> greedy_sample_reference(const std::vector<float>& logits, int rows);
+std::vector<float> softmax_reference(const std::vector<float>& x, int rows, int cols,
+                                     float temperature);
+std::vector<float> rope_reference(const std::vector<float>& x,
+                                  const std::vector<std::int32_t>& positions, int heads,
+                                  int head_dim, float base);
+std::vector<float> silu_mul_reference(const std::vector<float>& x, int rows, int cols);
+std::vector<float> embedding_reference(const std::vector<float>& table, int vocab, int dim,
+                                       const std::vector<std::int32_t>& ids, float scale);
+std::vector<float> residual_add_reference(const std::vector<float>& x, float alpha,
+                                          const std::vector<float>& residual);
+std::vector<float> layernorm_reference(const std::vector<float>& x, int rows, int cols,
+                                       const std::vector<float>& gamma,
+                                       const std::vector<float>& beta, float eps);
+void top_k_reference(const std::vector<float>& x, int rows, int cols, int k,
+                     std::vector<float>& values, std::vector<std::int32_t>& indices);
+std::vector<float> attention_scores_reference(const std::vector<float>& q,
+                                              const std::vector<float>& k, int heads,
+                                              int kv_heads, int head_dim, float scale);
+void kv_append_reference(const std::vector<float>& k, const std::vector<float>& v,
+                         const std::vector<std::int32_t>& slots, int kv_heads, int head_dim,
+                         std::vector<float>& k_cache, std::vector<float>& v_cache);
+void quantize_int8_reference(const std::vector<float>& x, int rows, int cols,
+                             std::vector<std::int8_t>& q, std::vector<float>& scales);
 
 struct SmokeResult {
   bool ran = false;  // false: no device, nothing was launched

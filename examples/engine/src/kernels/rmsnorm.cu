@@ -1,67 +1,74 @@
-// RMSNorm: out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], one block per row.
-#include <cuda_runtime.h>
-
+// RMSNorm: out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i] for each row of x [rows, cols],
+// one block per row, the sum of squares reduced in shared memory.
 #include <cmath>
 
-#include "ninfer/ninfer.hpp"
+#include "common.cuh"
 
 namespace ninfer {
 
 namespace {
 
-constexpr int kThreads = 128;
+using namespace kernels;
 
-__global__ void rmsnorm_kernel(const float* __restrict__ x, const float* __restrict__ weight,
-                               float* __restrict__ out, int n, float eps) {
-  __shared__ float partial[kThreads];
+template <typename T, int kBlock>
+__global__ void __launch_bounds__(kBlock)
+    rmsnorm_kernel(const T* __restrict__ x, const T* __restrict__ weight, T* __restrict__ out,
+                   int cols, float eps) {
+  __shared__ float scratch[kBlock];
+  const int tid = static_cast<int>(threadIdx.x);
+  const T* row = x + static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(cols);
+  T* out_row = out + static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(cols);
   float sum = 0.0f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) sum += x[i] * x[i];
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-    __syncthreads();
+  for (int i = tid; i < cols; i += kBlock) {
+    const float v = to_float(row[i]);
+    sum += v * v;
   }
-  const float scale = rsqrtf(partial[0] / static_cast<float>(n) + eps);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * scale * weight[i];
+  const float scale = rsqrtf(block_sum<kBlock>(sum, scratch) / static_cast<float>(cols) + eps);
+  for (int i = tid; i < cols; i += kBlock)
+    out_row[i] = from_float<T>(to_float(row[i]) * scale * to_float(weight[i]));
 }
-
-struct DeviceBuffer {
-  float* ptr = nullptr;
-  ~DeviceBuffer() { if (ptr != nullptr) cudaFree(ptr); }
-};
 
 }  // namespace
 
-std::string rmsnorm(const std::vector<float>& x, const std::vector<float>& weight, float eps,
-                    std::vector<float>& out) {
-  const int n = static_cast<int>(x.size());
-  const size_t bytes = x.size() * sizeof(float);
-  DeviceBuffer dx, dw, dout;
-  cudaError_t status = cudaMalloc(&dx.ptr, bytes);
-  if (status == cudaSuccess) status = cudaMalloc(&dw.ptr, bytes);
-  if (status == cudaSuccess) status = cudaMalloc(&dout.ptr, bytes);
-  if (status == cudaSuccess) status = cudaMemcpy(dx.ptr, x.data(), bytes, cudaMemcpyHostToDevice);
-  if (status == cudaSuccess)
-    status = cudaMemcpy(dw.ptr, weight.data(), bytes, cudaMemcpyHostToDevice);
-  if (status == cudaSuccess) {
-    rmsnorm_kernel<<<1, kThreads>>>(dx.ptr, dw.ptr, dout.ptr, n, eps);
-    status = cudaGetLastError();
-  }
-  if (status == cudaSuccess) {
-    out.resize(x.size());
-    status = cudaMemcpy(out.data(), dout.ptr, bytes, cudaMemcpyDeviceToHost);
-  }
-  return status == cudaSuccess ? std::string() : std::string(cudaGetErrorString(status));
+std::string rmsnorm(DType dtype, const std::vector<float>& x, int rows, int cols,
+                    const std::vector<float>& weight, float eps, std::vector<float>& out) {
+  if (rows <= 0 || cols <= 0 ||
+      x.size() != static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols))
+    return "rmsnorm: x must hold rows * cols values";
+  if (weight.size() != static_cast<std::size_t>(cols))
+    return "rmsnorm: weight must hold cols values";
+  const cudaError_t result = with_element(dtype, [&](auto element) {
+    using T = decltype(element);
+    DeviceArray<T> d_x, d_weight, d_out;
+    cudaError_t status = upload(x, d_x);
+    if (status == cudaSuccess) status = upload(weight, d_weight);
+    if (status == cudaSuccess) status = d_out.allocate(x.size());
+    if (status == cudaSuccess) {
+      status = with_block(cols, [&](auto block) {
+        constexpr int kBlock = decltype(block)::value;
+        rmsnorm_kernel<T, kBlock><<<static_cast<unsigned int>(rows), kBlock>>>(
+            d_x.get(), d_weight.get(), d_out.get(), cols, eps);
+        return cudaGetLastError();
+      });
+    }
+    if (status == cudaSuccess) status = download(d_out, out);
+    return status;
+  });
+  return error_text(result);
 }
 
-std::vector<float> rmsnorm_reference(const std::vector<float>& x,
+std::vector<float> rmsnorm_reference(const std::vector<float>& x, int rows, int cols,
                                      const std::vector<float>& weight, float eps) {
-  double sum = 0.0;
-  for (const float v : x) sum += static_cast<double>(v) * v;
-  const double scale = 1.0 / std::sqrt(sum / static_cast<double>(x.size()) + eps);
+  const auto width = static_cast<std::size_t>(cols);
   std::vector<float> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(x[i] * scale * weight[i]);
+  for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
+    const float* row = x.data() + r * width;
+    double sum = 0.0;
+    for (std::size_t i = 0; i < width; ++i) sum += static_cast<double>(row[i]) * row[i];
+    const double scale = 1.0 / std::sqrt(sum / static_cast<double>(width) + eps);
+    for (std::size_t i = 0; i < width; ++i)
+      out[r * width + i] = static_cast<float>(row[i] * scale * weight[i]);
+  }
   return out;
 }
 

@@ -563,6 +563,8 @@ targets = { "ninfer" = "apps/ninfer" }
 dockerfile = "dockerfiles/tc.Dockerfile"
 base_image = "nvidia/cuda:13.1.2-devel-ubuntu24.04"
 cuda = "13.1.2"
+runtime_dockerfile = "dockerfiles/tc-runtime.Dockerfile"
+runtime_base_image = "nvidia/cuda:13.1.2-runtime-ubuntu24.04"
 
 [kits.example]
 upstream = "example"

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,8 +127,10 @@ def test_floor_is_the_images_not_the_hosts(docker_builds: tuple[Run, Run]) -> No
 def test_rebuild_after_one_cu_change_hits_ccache(engine: Any, docker_builds: tuple[Run, Run],
                                                 example_repo: tuple[Path, str],
                                                 tmp_path: Path, no_leaks: None) -> None:
+    # A value no earlier run compiled, so that the volume (kept between runs) cannot hold it.
+    unique = uuid.uuid4().int % 1_000_000_007
     repo = changed_copy(example_repo[0], tmp_path / "changed", "src/kernels/sampling.cu",
-                        "\n__device__ int ninfer_kits_changed = 1;\n")
+                        f"\n__device__ int ninfer_kits_changed = {unique};\n")
     run = build(tmp_path / "rebuild", "example", "--source", str(repo))
     assert run.done.returncode == 0, run.done.stderr[-3000:]
     info = run.info()

@@ -163,9 +163,8 @@ def rows(tree: Tree, times: tuple[Stats, Stats], sizes: tuple[int, int],
     return [
         Result(NAME, f"pack_tree, {label}", BASELINE, ours.median, gnu.median, TIME_TARGET,
                note=f"min {ours.min:.2f} s vs {gnu.min:.2f} s, {ours.runs} runs, {load}"),
-        Result(f"{NAME}/size", "output size in MB (the table prints it as s)", BASELINE,
-               _mb(sizes[0]), _mb(sizes[1]), SIZE_TARGET,
-               note=f"{sizes[0]} vs {sizes[1]} bytes"),
+        Result(f"{NAME}/size", "output size", BASELINE, _mb(sizes[0]), _mb(sizes[1]),
+               SIZE_TARGET, note=f"{sizes[0]} vs {sizes[1]} bytes", unit="MB"),
         Result(f"{NAME}/same", "two runs (threads=1 and default) byte-identical, gzip -t, "
                "same tar -tv as GNU", "-", error=error, note=f"sha256 {digest[:16]}"),
     ]

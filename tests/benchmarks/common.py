@@ -46,6 +46,7 @@ class Result:
     target: float | None = None
     error: str | None = None
     note: str = ""
+    unit: str = "s"  # "s" for times (shown as ms or s); anything else is printed as is
 
     @property
     def ratio(self) -> float | None:
@@ -148,8 +149,10 @@ def write_json_atomic(path: Path, data: object) -> None:
         raise
 
 
-def seconds(value: float | None) -> str:
-    """A time for the table: milliseconds below ten seconds, else seconds."""
+def seconds(value: float | None, unit: str = "s") -> str:
+    """A value for the table: times in milliseconds below ten seconds, else seconds."""
     if value is None:
         return "-"
+    if unit != "s":
+        return f"{value:.2f} {unit}"
     return f"{value * 1000:.1f} ms" if value < 10 else f"{value:.2f} s"

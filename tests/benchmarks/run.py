@@ -94,12 +94,12 @@ def _run_one(bench: Benchmark, ctx: Context) -> tuple[list[Result], bool]:
 
 def _cells(result: Result) -> tuple[str, ...]:
     ratio = result.ratio
-    baseline = f"{seconds(result.baseline)} ({result.baseline_name})"
+    baseline = f"{seconds(result.baseline, result.unit)} ({result.baseline_name})"
     status = result.status if result.error is None else f"ERROR: {result.error}"
     if result.note:
         status = f"{status} [{result.note}]"
     return (
-        result.benchmark, result.measured, seconds(result.ours), baseline,
+        result.benchmark, result.measured, seconds(result.ours, result.unit), baseline,
         "-" if ratio is None else f"{ratio:.3f}x",
         "-" if result.target is None else f"<= {result.target:g}x",
         status,

@@ -28,6 +28,7 @@ from ninfer_kits.builders import (
     CompileFailed,
     CompileRequest,
     Toolchain,
+    read_facts,
     recipe_arguments,
 )
 from ninfer_kits.errors import BadInput, CheckFailed
@@ -139,8 +140,6 @@ class DockerBuilder:
                 raise CompileFailed(f"compiling {request.kit.id} in {toolchain.image}", status,
                                     tail, request.log)
             _copy_out(container, f"{WORK}/out", out)
-        from ninfer_kits.builders import read_facts
-
         facts = read_facts(out)
         run = (("image", f"{toolchain.image}@{toolchain.image_id}"),
                ("ccache_hits", str(facts.get("ccache_hits", 0))),

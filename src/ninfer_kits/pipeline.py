@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from ninfer_kits import __version__
 from ninfer_kits.builders import RECIPE, Builder, Compiled, CompileRequest, Toolchain
@@ -61,14 +62,17 @@ class BuildState:
     sums: PackedFile | None = None
     output: Path | None = None
 
-    def need(self, name: str) -> object:
-        value = getattr(self, name)
-        if value is None:
-            raise RuntimeError(f"stage order: {name} is not available yet")
-        return value
 
 
 Stage = Callable[[BuildState, Reporter], BuildState]
+T = TypeVar("T")
+
+
+def need(value: T | None, name: str) -> T:
+    """A result an earlier stage produced; None here means the stage list is out of order."""
+    if value is None:
+        raise RuntimeError(f"stage order: {name} is not available yet")
+    return value
 
 
 def preflight(state: BuildState, reporter: Reporter) -> BuildState:
@@ -97,8 +101,7 @@ def fetch(state: BuildState, reporter: Reporter) -> BuildState:
 
 def compile_kit(state: BuildState, reporter: Reporter) -> BuildState:
     """Configure and build the upstream's targets with the recipe, on the chosen builder."""
-    source = state.need("source")
-    assert isinstance(source, SourceTree)
+    source = need(state.source, "source")
     request = CompileRequest(kit=state.request.kit, source=source.path,
                              workspace=state.workspace, jobs=state.request.jobs,
                              source_date_epoch=source.commit_time,
@@ -112,8 +115,7 @@ def compile_kit(state: BuildState, reporter: Reporter) -> BuildState:
 
 def collect(state: BuildState, reporter: Reporter) -> BuildState:
     """kit/bin/ from the compile, and the upstream's licenses (Apache-2.0 requires them)."""
-    compiled, source = state.need("compiled"), state.need("source")
-    assert isinstance(compiled, Compiled) and isinstance(source, SourceTree)
+    compiled, source = need(state.compiled, "compiled"), need(state.source, "source")
     kit_root = state.workspace / "kit"
     if kit_root.exists():
         shutil.rmtree(kit_root)
@@ -125,8 +127,7 @@ def collect(state: BuildState, reporter: Reporter) -> BuildState:
 
 def inspect_kit(state: BuildState, reporter: Reporter) -> BuildState:
     """Derive the floor, and refuse binaries that lack the kit's arch or carry another one."""
-    kit_root = state.need("kit_root")
-    assert isinstance(kit_root, Path)
+    kit_root = need(state.kit_root, "kit_root")
     inspection = inspect_path(kit_root / "bin")
     check_archs(state.request.kit, inspection)
     check_search_paths(inspection)
@@ -135,8 +136,7 @@ def inspect_kit(state: BuildState, reporter: Reporter) -> BuildState:
 
 def smoke_test(state: BuildState, reporter: Reporter) -> BuildState:
     """Every soname resolves in the kit's runtime image (docker builder only)."""
-    kit_root, inspection = state.need("kit_root"), state.need("inspection")
-    assert isinstance(kit_root, Path) and isinstance(inspection, Inspection)
+    kit_root, inspection = need(state.kit_root, "kit_root"), need(state.inspection, "inspection")
     interpreter = next(iter(inspection.floor.interpreters), "/lib64/ld-linux-x86-64.so.2")
     skipped = state.request.builder.smoke_test(state.request.kit, kit_root / "bin", interpreter,
                                                reporter)
@@ -148,18 +148,15 @@ def smoke_test(state: BuildState, reporter: Reporter) -> BuildState:
 def write_buildinfo(state: BuildState, reporter: Reporter) -> BuildState:
     """BUILDINFO.txt into the kit (inputs only) — the run's own facts are added when published."""
     info = make_buildinfo(state)
-    kit_root = state.need("kit_root")
-    assert isinstance(kit_root, Path)
+    kit_root = need(state.kit_root, "kit_root")
     (kit_root / "BUILDINFO.txt").write_text(render(info, with_run=False), encoding="utf-8")
     return dataclasses.replace(state, buildinfo=info)
 
 
 def pack(state: BuildState, reporter: Reporter) -> BuildState:
     """The deterministic tarball, hashed as it is written, in a staging folder beside dist/."""
-    kit_root, source = state.need("kit_root"), state.need("source")
-    assert isinstance(kit_root, Path) and isinstance(source, SourceTree)
-    staging = state.need("staging")
-    assert isinstance(staging, Path)
+    kit_root, source = need(state.kit_root, "kit_root"), need(state.source, "source")
+    staging = need(state.staging, "staging")
     staging.mkdir(parents=True)
     progress = reporter.progress(f"packing {state.asset}")
     tarball = pack_tree(kit_root, staging / state.asset, mtime=source.commit_time,
@@ -169,10 +166,8 @@ def pack(state: BuildState, reporter: Reporter) -> BuildState:
 
 def checksums(state: BuildState, reporter: Reporter) -> BuildState:
     """BUILDINFO.txt beside the tarball (with this run's facts), the log, SHA256SUMS, SHA1SUMS."""
-    staging, info, tarball, compiled = (state.need("staging"), state.need("buildinfo"),
-                                        state.need("tarball"), state.need("compiled"))
-    assert isinstance(staging, Path) and isinstance(info, BuildInfo)
-    assert isinstance(tarball, PackedFile) and isinstance(compiled, Compiled)
+    staging, info = need(state.staging, "staging"), need(state.buildinfo, "buildinfo")
+    tarball, compiled = need(state.tarball, "tarball"), need(state.compiled, "compiled")
     published = dataclasses.replace(info, run=run_facts(state, compiled))
     buildinfo = write_file(staging / "BUILDINFO.txt", render(published).encode("utf-8"))
     shutil.copyfile(compiled.log, staging / "build.log")
@@ -186,8 +181,7 @@ def checksums(state: BuildState, reporter: Reporter) -> BuildState:
 
 def publish_to_dist(state: BuildState, reporter: Reporter) -> BuildState:
     """One rename puts the finished folder in place; an older build of the same tag goes."""
-    staging = state.need("staging")
-    assert isinstance(staging, Path)
+    staging = need(state.staging, "staging")
     final = state.request.dist_dir / state.tag
     retired = state.request.dist_dir / f".retired-{state.tag}-{os.getpid()}"
     if final.exists():
@@ -277,11 +271,9 @@ def check_search_paths(inspection: Inspection) -> None:
 
 
 def make_buildinfo(state: BuildState) -> BuildInfo:
-    request, toolchain = state.request, state.need("toolchain")
-    source, compiled, inspection = (state.need("source"), state.need("compiled"),
-                                    state.need("inspection"))
-    assert isinstance(toolchain, Toolchain) and isinstance(source, SourceTree)
-    assert isinstance(compiled, Compiled) and isinstance(inspection, Inspection)
+    request, toolchain = state.request, need(state.toolchain, "toolchain")
+    source, compiled, inspection = (need(state.source, "source"), need(state.compiled, "compiled"),
+                                    need(state.inspection, "inspection"))
     kit, facts, floor = request.kit, compiled.facts, inspection.floor
     glibc = floor.floor("GLIBC")
     return BuildInfo(
@@ -317,8 +309,7 @@ def _as_list(value: object) -> list[object]:
 def _binary_hashes(state: BuildState) -> list[tuple[str, str]]:
     from ninfer_kits.pack import hash_file
 
-    kit_root = state.need("kit_root")
-    assert isinstance(kit_root, Path)
+    kit_root = need(state.kit_root, "kit_root")
     return [(hash_file(path).sha256, f"kit/bin/{path.name}")
             for path in sorted((kit_root / "bin").iterdir())]
 

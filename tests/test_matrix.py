@@ -28,6 +28,8 @@ from ninfer_kits.matrix import (
     version_core,
 )
 
+from tools import TOOLCHAIN_TC
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = ROOT / "matrix.toml"
 FULL_5090_SHA = "feaf4dd0983f" + "0123456789abcdef0123456789ab"
@@ -48,13 +50,7 @@ licenses = ["LICENSE", "third_party/*/LICENSE*"]
 cmake_options = { CMAKE_BUILD_TYPE = "Release" }
 targets = { "eng" = "apps/eng" }
 
-[toolchains.tc]
-dockerfile = "dockerfiles/tc.Dockerfile"
-base_image = "nvidia/cuda:13.1.2-devel-ubuntu24.04"
-cuda = "13.1.2"
-runtime_dockerfile = "dockerfiles/tc-runtime.Dockerfile"
-runtime_base_image = "nvidia/cuda:13.1.2-runtime-ubuntu24.04"
-
+""" + TOOLCHAIN_TC + """
 [kits.example]
 upstream = "eng"
 arch = "sm_86"

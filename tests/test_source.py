@@ -25,6 +25,8 @@ from ninfer_kits.source import (
     resolve_revision,
 )
 
+from tools import TOOLCHAIN_TC
+
 T1, T2, T3, T4 = 1_700_000_000, 1_700_086_400, 1_700_172_800, 1_700_259_200
 
 MAIN_FILES = {
@@ -559,13 +561,7 @@ min_cuda = "13.0"
 licenses = ["LICENSE"]
 targets = { "ninfer" = "apps/ninfer" }
 
-[toolchains.tc]
-dockerfile = "dockerfiles/tc.Dockerfile"
-base_image = "nvidia/cuda:13.1.2-devel-ubuntu24.04"
-cuda = "13.1.2"
-runtime_dockerfile = "dockerfiles/tc-runtime.Dockerfile"
-runtime_base_image = "nvidia/cuda:13.1.2-runtime-ubuntu24.04"
-
+""" + TOOLCHAIN_TC + """
 [kits.example]
 upstream = "example"
 arch = "sm_86"

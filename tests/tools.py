@@ -103,3 +103,14 @@ def changed_copy(repo: Path, dest: Path, file: str, appended: str) -> Path:
     target.write_text(target.read_text() + appended)
     git("commit", "-q", "-am", f"change {file}", cwd=dest)
     return dest
+
+
+# A valid toolchain table for the small matrices tests write (one place to keep it current).
+TOOLCHAIN_TC = """\
+[toolchains.tc]
+dockerfile = "dockerfiles/tc.Dockerfile"
+base_image = "nvidia/cuda:13.1.2-devel-ubuntu24.04"
+cuda = "13.1.2"
+runtime_dockerfile = "dockerfiles/tc-runtime.Dockerfile"
+runtime_base_image = "nvidia/cuda:13.1.2-runtime-ubuntu24.04"
+"""

@@ -58,8 +58,6 @@ class BuildState:
     staging: Path | None = None
     buildinfo: BuildInfo | None = None
     tarball: PackedFile | None = None
-    published_buildinfo: PackedFile | None = None
-    sums: PackedFile | None = None
     output: Path | None = None
 
 
@@ -171,12 +169,11 @@ def checksums(state: BuildState, reporter: Reporter) -> BuildState:
     published = dataclasses.replace(info, run=run_facts(state, compiled))
     buildinfo = write_file(staging / "BUILDINFO.txt", render(published).encode("utf-8"))
     shutil.copyfile(compiled.log, staging / "build.log")
-    sums = write_sha256sums(staging / "SHA256SUMS",
-                            {state.asset: tarball.sha256, "BUILDINFO.txt": buildinfo.sha256})
+    write_sha256sums(staging / "SHA256SUMS",
+                     {state.asset: tarball.sha256, "BUILDINFO.txt": buildinfo.sha256})
     # B2 and older download clients verify by SHA-1; it comes from the same pass as the sha256.
     write_file(staging / "SHA1SUMS", f"{tarball.sha1}  {state.asset}\n".encode())
-    return dataclasses.replace(state, buildinfo=published, published_buildinfo=buildinfo,
-                               sums=sums)
+    return dataclasses.replace(state, buildinfo=published)
 
 
 def publish_to_dist(state: BuildState, reporter: Reporter) -> BuildState:

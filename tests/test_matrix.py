@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import io
 import os
 import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ninfer_kits import resources
+from ninfer_kits.docker_builder import ImageRecipe, ensure_image
 from ninfer_kits.errors import BadInput, ConfigError
+from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import (
     CudaVersion,
     Kit,
@@ -100,7 +106,8 @@ def production() -> Matrix:
 def test_production_has_exactly_its_entries(production: Matrix) -> None:
     assert production.schema == 1
     assert list(production.upstreams) == ["ninfer", "ninfer-3090", "ninfer-all", "example"]
-    assert list(production.toolchains) == ["ubuntu2404-cuda131", "trixie-cuda130"]
+    assert list(production.toolchains) == ["ubuntu2404-cuda131", "trixie-cuda130",
+                                           "trixie-cuda131"]
     assert [(k.id, k.upstream.repository, k.arch) for k in production.kits.values()] == [
         ("ninfer-sm120a", "Neroued/ninfer", "sm_120a"),
         ("ninfer-3090-sm86", "Don-Chad/ninfer-3090", "sm_86"),
@@ -108,6 +115,7 @@ def test_production_has_exactly_its_entries(production: Matrix) -> None:
         ("ninfer-all-sm89", "iamwavecut/ninfer-all", "sm_89"),
         ("ninfer-all-sm120a", "iamwavecut/ninfer-all", "sm_120a"),
         ("example", "ninfer-kits/example-engine", "sm_86"),
+        ("example-sm120a", "ninfer-kits/example-engine", "sm_120a"),
     ]
 
 
@@ -175,7 +183,7 @@ def test_unknown_kit_name_suggests(production: Matrix) -> None:
         production.kit("ninfer-3090-sm68")
     assert [k.id for k in production.select(["example", "ninfer-sm120a", "example"])] == [
         "example", "ninfer-sm120a"]
-    assert len(production.select()) == 6
+    assert len(production.select()) == 7
 
 
 # --------------------------------------------------------------------------- helpers
@@ -221,6 +229,181 @@ def test_minimal_matrix_loads(tmp_path: Path) -> None:
     assert upstream.licenses == ("LICENSE", "third_party/*/LICENSE*")
     assert [k.render_tag(partial=True) for k in matrix.kits.values()] == [
         "eng-v{version}-linux-sm86-01234567", "eng-v{version}-linux-sm120a-01234567"]
+
+
+# --------------------------------------------------------------------------- toolchains
+
+WITH_ARGS = edit('cuda = "13.1.2"', """cuda = "13.1.2"
+build_args = { CUDA_WHEELS = "13.1", _X1 = "a b" }
+runtime_build_args = { CUDA_WHEELS = "13.1" }
+runtime_packages = ["libavformat61", "libstdc++6", "libgl1-mesa-dri"]""")
+
+
+def test_toolchain_build_args_and_runtime_packages(tmp_path: Path) -> None:
+    toolchain = load_matrix(write(tmp_path, WITH_ARGS)).toolchain("tc")
+    assert toolchain.build_args == (("CUDA_WHEELS", "13.1"), ("_X1", "a b"))
+    assert toolchain.runtime_build_args == (("CUDA_WHEELS", "13.1"),)
+    assert toolchain.runtime_packages == ("libavformat61", "libstdc++6", "libgl1-mesa-dri")
+    assert toolchain.runtime_image_build_args == (
+        ("CUDA_WHEELS", "13.1"),
+        ("EXTRA_RUNTIME_PACKAGES", "libavformat61 libstdc++6 libgl1-mesa-dri"),
+    )
+    plain = load_matrix(write(tmp_path, MINIMAL)).toolchain("tc")
+    assert (plain.build_args, plain.runtime_build_args, plain.runtime_packages) == ((), (), ())
+    assert plain.runtime_image_build_args == ()
+
+
+def test_production_trixie_toolchains(production: Matrix) -> None:
+    ffmpeg7 = ("libavformat61", "libavcodec61", "libavutil59", "libswscale8")
+    for name, wheels, cuda in (("trixie-cuda130", "13.0", (13, 0, 88)),
+                               ("trixie-cuda131", "13.1", (13, 1, 115))):
+        toolchain = production.toolchain(name)
+        assert toolchain.cuda.parts == cuda
+        assert toolchain.build_args == toolchain.runtime_build_args == (("CUDA_WHEELS", wheels),)
+        assert toolchain.runtime_packages == ffmpeg7
+    kit = production.kit("example-sm120a")
+    assert (kit.arch, kit.toolchain.id) == ("sm_120a", "trixie-cuda131")
+    assert kit.render_asset(RevisionFacts(version="0.3.0")) == (
+        "ninfer-example-kit-v0.3.0-sm120a.tar.gz")
+    assert production.toolchain("ubuntu2404-cuda131").build_args == ()
+
+
+def test_dockerfiles_beside_the_matrix_else_shipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A matrix anywhere: its own Dockerfiles relative to its folder (not the current
+    directory) or absolute, and `dockerfiles/NAME` it lacks is the one ninfer-kits ships."""
+    monkeypatch.chdir(ROOT)  # a checkout's dockerfiles/ here must not matter
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    shipped = ROOT / "dockerfiles"
+    assert resources.dockerfiles_dir() == shipped  # tests run from the checkout
+    toolchain = load_matrix(write(folder, MINIMAL)).toolchain("tc")
+    assert toolchain.dockerfile_path == shipped / "toolchain-cuda-ubuntu.Dockerfile"
+    assert toolchain.runtime_dockerfile_path == shipped / "runtime-ubuntu.Dockerfile"
+
+    own = folder / "dockerfiles" / "toolchain-cuda-ubuntu.Dockerfile"
+    own.parent.mkdir()
+    own.write_text("FROM scratch\n")
+    images = tmp_path / "images" / "run.Dockerfile"
+    images.parent.mkdir()
+    images.write_text("FROM scratch\n")
+    text = edit('"dockerfiles/runtime-ubuntu.Dockerfile"', f'"{images}"')
+    toolchain = load_matrix(write(folder, text)).toolchain("tc")
+    assert toolchain.dockerfile == "dockerfiles/toolchain-cuda-ubuntu.Dockerfile"
+    assert toolchain.dockerfile_path == own
+    assert toolchain.runtime_dockerfile_path == images
+
+    text = edit('"dockerfiles/runtime-ubuntu.Dockerfile"', '"../images/run.Dockerfile"')
+    assert load_matrix(write(folder, text)).toolchain("tc").runtime_dockerfile_path == (
+        folder / "../images/run.Dockerfile")
+    # Only dockerfiles/NAME falls back to a shipped file: another folder is the matrix's own.
+    text = edit('"dockerfiles/runtime-ubuntu.Dockerfile"', '"other/runtime-ubuntu.Dockerfile"')
+    with pytest.raises(ConfigError) as caught:
+        load_matrix(write(folder, text))
+    assert caught.value.detail == (
+        f"Dockerfile 'other/runtime-ubuntu.Dockerfile' not found: looked for "
+        f"{folder / 'other/runtime-ubuntu.Dockerfile'}; "
+        f"did you mean 'dockerfiles/runtime-ubuntu.Dockerfile'?")
+
+
+def test_a_missing_dockerfile_names_every_place_looked_at(tmp_path: Path) -> None:
+    path = write(tmp_path, edit('"dockerfiles/toolchain-cuda-ubuntu.Dockerfile"',
+                                '"dockerfiles/toolchain-cuda-ubunt.Dockerfile"'))
+    with pytest.raises(ConfigError) as caught:
+        load_matrix(path)
+    line = line_of(MINIMAL, "dockerfile =")
+    assert str(caught.value) == (
+        f"{path}:{line}: [toolchains.tc] key 'dockerfile': Dockerfile "
+        f"'dockerfiles/toolchain-cuda-ubunt.Dockerfile' not found: looked for "
+        f"{tmp_path / 'dockerfiles/toolchain-cuda-ubunt.Dockerfile'} and "
+        f"{resources.dockerfiles_dir() / 'toolchain-cuda-ubunt.Dockerfile'}; "
+        f"did you mean 'dockerfiles/toolchain-cuda-ubuntu.Dockerfile'?")
+    assert caught.value.exit_code == 2
+
+
+def image_recipes(tmp_path: Path, text: str = WITH_ARGS) -> tuple[ImageRecipe, ImageRecipe]:
+    toolchain = load_matrix(write(tmp_path, text)).toolchain("tc")
+    return ImageRecipe.toolchain_image(toolchain), ImageRecipe.runtime_image(toolchain)
+
+
+def test_image_tags_hash_every_build_argument(tmp_path: Path) -> None:
+    image, runtime = image_recipes(tmp_path)
+    assert image.all_build_args() == {"CUDA_WHEELS": "13.1", "_X1": "a b",
+                                      "BASE_IMAGE": "nvidia/cuda:13.1.2-devel-ubuntu24.04"}
+    assert runtime.all_build_args() == {
+        "CUDA_WHEELS": "13.1", "BASE_IMAGE": "nvidia/cuda:13.1.2-runtime-ubuntu24.04",
+        "EXTRA_RUNTIME_PACKAGES": "libavformat61 libstdc++6 libgl1-mesa-dri"}
+    assert image.tag().startswith("ninfer-kits/toolchain-tc:")
+    assert runtime.tag().startswith("ninfer-kits/runtime-tc:")
+    # The order they are written in does not matter; every value does.
+    swapped = WITH_ARGS.replace('CUDA_WHEELS = "13.1", _X1 = "a b"',
+                                '_X1 = "a b", CUDA_WHEELS = "13.1"')
+    assert image_recipes(tmp_path, swapped)[0].tag() == image.tag()
+    changed = {
+        image_recipes(tmp_path, WITH_ARGS.replace(old, new, 1))[which].tag()
+        for old, new, which in (
+            ('CUDA_WHEELS = "13.1", _X1', 'CUDA_WHEELS = "13.2", _X1', 0),
+            ('_X1 = "a b"', '_X1 = "a  b"', 0),
+            ('runtime_build_args = { CUDA_WHEELS = "13.1" }',
+             'runtime_build_args = { CUDA_WHEELS = "13.0" }', 1),
+            ('"libgl1-mesa-dri"]', '"libgl1-mesa-dri", "curl"]', 1),
+            ('"libavformat61", "libstdc++6"', '"libstdc++6", "libavformat61"', 1),
+        )
+    }
+    assert len(changed | {image.tag(), runtime.tag()}) == 7
+    # With BASE_IMAGE alone the tag is what it was before build arguments existed.
+    plain, _ = image_recipes(tmp_path, MINIMAL)
+    legacy = hashlib.sha256(plain.dockerfile.read_bytes())
+    legacy.update(f"\0BASE_IMAGE={plain.base_image}".encode())
+    assert plain.tag() == f"ninfer-kits/toolchain-tc:{legacy.hexdigest()[:16]}"
+
+
+class FakeImages:
+    def __init__(self, present: set[str]) -> None:
+        self.present = present
+
+    def get(self, tag: str) -> str:
+        import docker.errors
+
+        if tag not in self.present:
+            raise docker.errors.ImageNotFound(tag)
+        return tag
+
+
+class FakeApi:
+    def __init__(self, images: FakeImages) -> None:
+        self.images = images
+        self.builds: list[dict[str, Any]] = []
+
+    def build(self, **options: Any) -> list[dict[str, str]]:
+        self.builds.append(options)
+        self.images.present.add(options["tag"])
+        return [{"stream": "Step 1/1 : FROM base\n"}]
+
+
+class FakeClient:
+    def __init__(self, present: set[str]) -> None:
+        self.images = FakeImages(present)
+        self.api = FakeApi(self.images)
+        self.networks = type("Networks", (), {"list": staticmethod(lambda **_: ["bridge"])})()
+
+
+def test_ensure_image_passes_every_build_argument(tmp_path: Path) -> None:
+    pytest.importorskip("docker")
+    image, runtime = image_recipes(tmp_path)
+    client = FakeClient({image.base_image, runtime.base_image})
+    messages = io.StringIO()
+    reporter = Reporter(stream=messages, mode="plain")
+    for recipe in (image, runtime):
+        assert ensure_image(client, recipe, reporter) == recipe.tag()
+    built = client.api.builds
+    assert [b["tag"] for b in built] == [image.tag(), runtime.tag()]
+    assert [b["buildargs"] for b in built] == [image.all_build_args(), runtime.all_build_args()]
+    assert "(base nvidia/cuda:13.1.2-devel-ubuntu24.04, CUDA_WHEELS=13.1, _X1=a b)" in (
+        messages.getvalue())
+    assert ensure_image(client, image, reporter) == image.tag()  # found by its tag: no build
+    assert len(client.api.builds) == 2
 
 
 # --------------------------------------------------------------------------- bad matrices
@@ -332,6 +515,69 @@ BAD_CASES: list[tuple[str, str, str, str, str | None, str]] = [
      '[kits."my kit"]', "invalid name 'my kit'"),
     ("empty-string", edit('card = "RTX 3090"', 'card = ""'), "kits.example", "card",
      "card =", "must not be empty"),
+    ("dockerfile-missing", edit('"dockerfiles/toolchain-cuda-ubuntu', '"dockerfiles/nope'),
+     "toolchains.tc", "dockerfile", "dockerfile =",
+     "Dockerfile 'dockerfiles/nope.Dockerfile' not found: looked for "),
+    ("dockerfile-misspelt", edit('"dockerfiles/runtime-ubuntu.Dockerfile"',
+                                 '"dockerfiles/runtime-ubuntu.dockerfile"'),
+     "toolchains.tc", "runtime_dockerfile", "runtime_dockerfile =",
+     "; did you mean 'dockerfiles/runtime-ubuntu.Dockerfile'?"),
+    ("dockerfile-absolute-missing", edit('"dockerfiles/toolchain-cuda-ubuntu.Dockerfile"',
+                                         '"/nonexistent/tc.Dockerfile"'),
+     "toolchains.tc", "dockerfile", "dockerfile =",
+     "Dockerfile '/nonexistent/tc.Dockerfile' not found: looked for /nonexistent/tc.Dockerfile"),
+    ("dockerfile-not-string", edit('dockerfile = "dockerfiles/toolchain-cuda-ubuntu.Dockerfile"',
+                                   "dockerfile = 1"),
+     "toolchains.tc", "dockerfile", "dockerfile = 1", "expected a string, got an integer"),
+    ("unknown-toolchain-optional-key", edit('cuda = "13.1.2"',
+                                            'cuda = "13.1.2"\nruntime_package = ["curl"]'),
+     "toolchains.tc", "runtime_package", "runtime_package =",
+     "unknown key 'runtime_package'; did you mean 'runtime_packages'?"),
+    ("build-arg-bad-name", edit('cuda = "13.1.2"',
+                                'cuda = "13.1.2"\nbuild_args = { "CUDA-WHEELS" = "13.1" }'),
+     "toolchains.tc.build_args", "CUDA-WHEELS", "build_args =",
+     "invalid build argument name 'CUDA-WHEELS' (letters, digits and '_', not starting with a "
+     "digit); did you mean 'CUDA_WHEELS'?"),
+    ("build-arg-base-image", edit('cuda = "13.1.2"',
+                                  'cuda = "13.1.2"\nbuild_args = { BASE_IMAGE = "debian" }'),
+     "toolchains.tc.build_args", "BASE_IMAGE", "build_args =",
+     "BASE_IMAGE is set from 'base_image'; remove it here"),
+    ("runtime-build-arg-base-image", edit("[kits.example]",
+                                          '[toolchains.tc.runtime_build_args]\n'
+                                          'CUDA_WHEELS = "13.1"\nBASE_IMAGE = "debian"\n\n'
+                                          "[kits.example]"),
+     "toolchains.tc.runtime_build_args", "BASE_IMAGE", 'BASE_IMAGE = "debian"',
+     "BASE_IMAGE is set from 'runtime_base_image'"),
+    ("runtime-build-arg-packages", edit('cuda = "13.1.2"', 'cuda = "13.1.2"\n'
+                                        'runtime_build_args = { EXTRA_RUNTIME_PACKAGES = "x" }'),
+     "toolchains.tc.runtime_build_args", "EXTRA_RUNTIME_PACKAGES", "runtime_build_args =",
+     "EXTRA_RUNTIME_PACKAGES is set from 'runtime_packages'"),
+    ("build-arg-not-string", edit('cuda = "13.1.2"',
+                                  'cuda = "13.1.2"\nbuild_args = { CUDA_WHEELS = 13.1 }'),
+     "toolchains.tc.build_args", "CUDA_WHEELS", "build_args =",
+     "expected a string, got a float"),
+    ("build-args-not-table", edit('cuda = "13.1.2"', 'cuda = "13.1.2"\nbuild_args = "x=1"'),
+     "toolchains.tc", "build_args", "build_args =", "expected a table, got a string"),
+    ("runtime-package-bad-name", edit('cuda = "13.1.2"', 'cuda = "13.1.2"\n'
+                                      'runtime_packages = ["libcurl4t64", "libAVformat61"]'),
+     "toolchains.tc", "runtime_packages", "runtime_packages =",
+     "invalid Debian package name 'libAVformat61' (lowercase letters, digits and + . -, at "
+     "least two characters, starting with a letter or digit); did you mean 'libavformat61'?"),
+    ("runtime-package-too-short", edit('cuda = "13.1.2"',
+                                       'cuda = "13.1.2"\nruntime_packages = ["x"]'),
+     "toolchains.tc", "runtime_packages", "runtime_packages =",
+     "invalid Debian package name 'x'"),
+    ("runtime-package-option", edit('cuda = "13.1.2"',
+                                    'cuda = "13.1.2"\nruntime_packages = ["-y"]'),
+     "toolchains.tc", "runtime_packages", "runtime_packages =",
+     "invalid Debian package name '-y'"),
+    ("runtime-package-twice", edit('cuda = "13.1.2"', 'cuda = "13.1.2"\n'
+                                   'runtime_packages = ["libswscale8", "libswscale8"]'),
+     "toolchains.tc", "runtime_packages", "runtime_packages =", "lists 'libswscale8' twice"),
+    ("runtime-packages-not-array", edit('cuda = "13.1.2"', 'cuda = "13.1.2"\n'
+                                        'runtime_packages = "libswscale8"'),
+     "toolchains.tc", "runtime_packages", "runtime_packages =",
+     "expected an array of strings, got a string"),
 ]
 
 

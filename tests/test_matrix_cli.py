@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = ROOT / "matrix.toml"
 KITS = ("ninfer-sm120a", "ninfer-3090-sm86", "ninfer-all-sm86", "ninfer-all-sm89",
-        "ninfer-all-sm120a", "example")
+        "ninfer-all-sm120a", "example", "example-sm120a")
 
 
 def run_matrix(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
@@ -62,8 +62,22 @@ def test_json_has_every_field() -> None:
     assert kit["toolchain"] == {
         "id": "ubuntu2404-cuda131", "cuda": "13.1.2",
         "dockerfile": "dockerfiles/toolchain-cuda-ubuntu.Dockerfile",
+        "dockerfile_path": str(ROOT / "dockerfiles/toolchain-cuda-ubuntu.Dockerfile"),
         "base_image": "nvidia/cuda:13.1.2-devel-ubuntu24.04",
+        "build_args": {},
+        "runtime_dockerfile": "dockerfiles/runtime-ubuntu.Dockerfile",
+        "runtime_dockerfile_path": str(ROOT / "dockerfiles/runtime-ubuntu.Dockerfile"),
+        "runtime_base_image": "nvidia/cuda:13.1.2-runtime-ubuntu24.04",
+        "runtime_build_args": {},
+        "runtime_packages": [],
     }
+    cuda131 = kits["example-sm120a"]["toolchain"]
+    assert (cuda131["id"], cuda131["cuda"]) == ("trixie-cuda131", "13.1.115")
+    assert cuda131["build_args"] == cuda131["runtime_build_args"] == {"CUDA_WHEELS": "13.1"}
+    assert cuda131["runtime_packages"] == ["libavformat61", "libavcodec61", "libavutil59",
+                                           "libswscale8"]
+    assert kits["example"]["toolchain"]["build_args"] == {"CUDA_WHEELS": "13.0"}
+    assert kits["example-sm120a"]["tag"] == "example-v{version_core}-linux-sm120a"
     assert kits["ninfer-all-sm86"]["pending"] == ["version", "rev8", "rev12"]
     assert kits["example"]["upstream"]["source"] == str(ROOT / "examples" / "engine")
     # Stable: sorted keys, two-space indent, the same bytes on a second run.
@@ -76,7 +90,7 @@ def test_github_is_one_line_for_a_job_matrix() -> None:
     assert run.returncode == 0
     assert run.stdout.count("\n") == 1
     include = json.loads(run.stdout)["include"]
-    assert len(include) == 6
+    assert len(include) == len(KITS) == 7
     assert include[1] == {"kit": "ninfer-3090-sm86", "upstream": "ninfer-3090", "arch": "sm_86",
                           "toolchain": "ubuntu2404-cuda131", "card": "RTX 3090"}
 

@@ -106,11 +106,12 @@ def changed_copy(repo: Path, dest: Path, file: str, appended: str) -> Path:
 
 
 # A valid toolchain table for the small matrices tests write (one place to keep it current).
+# The Dockerfiles must exist: these are ones ninfer-kits ships, found from a matrix anywhere.
 TOOLCHAIN_TC = """\
 [toolchains.tc]
-dockerfile = "dockerfiles/tc.Dockerfile"
+dockerfile = "dockerfiles/toolchain-cuda-ubuntu.Dockerfile"
 base_image = "nvidia/cuda:13.1.2-devel-ubuntu24.04"
 cuda = "13.1.2"
-runtime_dockerfile = "dockerfiles/tc-runtime.Dockerfile"
+runtime_dockerfile = "dockerfiles/runtime-ubuntu.Dockerfile"
 runtime_base_image = "nvidia/cuda:13.1.2-runtime-ubuntu24.04"
 """

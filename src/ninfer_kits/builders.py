@@ -16,13 +16,17 @@ import sys
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
 
+from ninfer_kits import resources
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import CudaVersion, Kit
 
-RECIPE = Path("build") / "recipe.py"  # in the project folder, beside matrix.toml
+# Part of the tool, never taken from beside the matrix: the repository's build/recipe.py in a
+# checkout, the copy bundled into the package when installed (see ninfer_kits.resources).
+# Absolute, so that `anything / RECIPE` is RECIPE too.
+RECIPE: Final = resources.recipe_path()
 LOG_TAIL = 30
 NINJA_STATUS = re.compile(r"^\[(\d+)/(\d+)\]")
 

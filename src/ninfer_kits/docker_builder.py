@@ -34,6 +34,7 @@ from ninfer_kits.builders import (
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
+from ninfer_kits.matrix import Toolchain as MatrixToolchain
 
 LABEL = "org.ninfer-kits.role"
 IMAGE_PREFIX = "ninfer-kits"
@@ -52,13 +53,35 @@ class ImageRecipe:
     toolchain: str
     dockerfile: Path
     base_image: str
+    build_args: tuple[tuple[str, str], ...] = ()  # besides BASE_IMAGE, which base_image gives
+
+    @classmethod
+    def toolchain_image(cls, toolchain: MatrixToolchain) -> ImageRecipe:
+        """The image the docker builder compiles in, as the matrix's toolchain describes it."""
+        return cls(role="toolchain", toolchain=toolchain.id, dockerfile=toolchain.dockerfile_path,
+                   base_image=toolchain.base_image, build_args=toolchain.build_args)
+
+    @classmethod
+    def runtime_image(cls, toolchain: MatrixToolchain) -> ImageRecipe:
+        """The image the smoke test runs a finished kit in (runtime_packages included)."""
+        return cls(role="runtime", toolchain=toolchain.id,
+                   dockerfile=toolchain.runtime_dockerfile_path,
+                   base_image=toolchain.runtime_base_image,
+                   build_args=toolchain.runtime_image_build_args)
+
+    def all_build_args(self) -> dict[str, str]:
+        """Every build argument the image is built with, BASE_IMAGE included."""
+        return {**dict(self.build_args), "BASE_IMAGE": self.base_image}
 
     def tag(self) -> str:
         if not self.dockerfile.is_file():
             raise BadInput(f"toolchain {self.toolchain}: {self.role} Dockerfile {self.dockerfile} "
                            f"not found")
         digest = hashlib.sha256(self.dockerfile.read_bytes())
-        digest.update(f"\0BASE_IMAGE={self.base_image}".encode())
+        # Every argument, sorted: a changed one is another image. With BASE_IMAGE alone this is
+        # the hash older versions computed, so their images are still found.
+        for name, value in sorted(self.all_build_args().items()):
+            digest.update(f"\0{name}={value}".encode())
         return f"{IMAGE_PREFIX}/{self.role}-{self.toolchain}:{digest.hexdigest()[:16]}"
 
 
@@ -109,8 +132,7 @@ class DockerBuilder:
         if kit.toolchain.id in self._toolchains:
             return self._toolchains[kit.toolchain.id]
         toolchain = kit.toolchain
-        recipe = ImageRecipe(role="toolchain", toolchain=toolchain.id,
-                             dockerfile=toolchain.dockerfile_path, base_image=toolchain.base_image)
+        recipe = ImageRecipe.toolchain_image(toolchain)
         image = ensure_image(self.client, recipe, reporter)
         base = self.client.images.get(toolchain.base_image)
         found = Toolchain(builder=self.name, nvcc=f"nvcc in {recipe.tag()}",
@@ -152,9 +174,7 @@ class DockerBuilder:
                    reporter: Reporter) -> str | None:
         """The dynamic loader's --list of every binary, inside the kit's runtime image."""
         toolchain = kit.toolchain
-        recipe = ImageRecipe(role="runtime", toolchain=toolchain.id,
-                             dockerfile=toolchain.runtime_dockerfile_path,
-                             base_image=toolchain.runtime_base_image)
+        recipe = ImageRecipe.runtime_image(toolchain)
         ensure_image(self.client, recipe, reporter)
         script = ('status=0; for b in /kit/bin/*; do echo "== $b"; '
                   f'{interpreter} --list "$b" 2>&1 || status=1; done; exit $status')
@@ -204,12 +224,14 @@ def ensure_image(client: Any, recipe: ImageRecipe, reporter: Reporter) -> Any:
     except docker.errors.ImageNotFound:
         pass
     _require_base(client, recipe)
-    reporter.info(f"building {tag} from {recipe.dockerfile.name} (base {recipe.base_image})")
+    arguments = "".join(f", {name}={value}" for name, value in recipe.build_args)
+    reporter.info(f"building {tag} from {recipe.dockerfile.name} (base {recipe.base_image}"
+                  f"{arguments})")
     with _context(recipe.dockerfile) as context:
         tail: deque[str] = deque(maxlen=LOG_TAIL)
         for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True,
                                       forcerm=True, pull=False, decode=True,
-                                      buildargs={"BASE_IMAGE": recipe.base_image},
+                                      buildargs=recipe.all_build_args(),
                                       network_mode=network_mode(client),
                                       labels={LABEL: recipe.role}):
             for line in str(chunk.get("stream", "")).splitlines():

@@ -24,6 +24,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - tomli is only installed on 3.10
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
+from ninfer_kits import resources
 from ninfer_kits.errors import BadInput, ConfigError, NinferKitsError, Where
 
 SCHEMA_VERSION: Final = 1
@@ -53,6 +54,13 @@ _GIT_REF_BAD_CHARS: Final = frozenset(" ~^:?*[\\")
 
 # The kit's arch decides the CUDA architectures; an upstream must not override it.
 _RESERVED_CMAKE: Final = frozenset({"CMAKE_CUDA_ARCHITECTURES"})
+
+# Image build arguments. BASE_IMAGE comes from base_image / runtime_base_image, and the runtime
+# image gets EXTRA_RUNTIME_PACKAGES from runtime_packages: neither may be given by hand.
+BASE_IMAGE_ARG: Final = "BASE_IMAGE"
+EXTRA_RUNTIME_PACKAGES: Final = "EXTRA_RUNTIME_PACKAGES"
+_BUILD_ARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")  # Debian Policy 5.6.1
 
 
 class UnresolvedPlaceholders(NinferKitsError):
@@ -187,23 +195,56 @@ class Upstream:
 
 @dataclass(frozen=True, kw_only=True)
 class Toolchain:
-    """A build environment: its Dockerfile, base image and CUDA version."""
+    """A build environment: its Dockerfile, base image, build arguments and CUDA version, and
+    the runtime image (Dockerfile, base, build arguments, extra apt packages) the smoke test
+    runs a finished kit in."""
 
     id: str
-    dockerfile: str
+    dockerfile: str  # as written: relative to the matrix file's folder, or absolute
     base_image: str
     cuda: CudaVersion
-    runtime_dockerfile: str  # the image the smoke test runs a finished kit in
+    runtime_dockerfile: str
     runtime_base_image: str
+    build_args: tuple[tuple[str, str], ...] = ()  # for the toolchain image, in file order
+    runtime_build_args: tuple[tuple[str, str], ...] = ()
+    runtime_packages: tuple[str, ...] = ()
     base_dir: Path = field(default=Path(), compare=False)
 
     @property
     def dockerfile_path(self) -> Path:
-        return self.base_dir / self.dockerfile
+        return resolve_dockerfile(self.dockerfile, self.base_dir)[0]
 
     @property
     def runtime_dockerfile_path(self) -> Path:
-        return self.base_dir / self.runtime_dockerfile
+        return resolve_dockerfile(self.runtime_dockerfile, self.base_dir)[0]
+
+    @property
+    def runtime_image_build_args(self) -> tuple[tuple[str, str], ...]:
+        """runtime_build_args, plus EXTRA_RUNTIME_PACKAGES (space-joined) when runtime_packages
+        names any: what the runtime image is built with, besides BASE_IMAGE."""
+        if not self.runtime_packages:
+            return self.runtime_build_args
+        return (*self.runtime_build_args,
+                (EXTRA_RUNTIME_PACKAGES, " ".join(self.runtime_packages)))
+
+
+def resolve_dockerfile(path: str, base_dir: Path) -> tuple[Path, tuple[Path, ...]]:
+    """The Dockerfile a matrix names, and every place looked at for it, in order.
+
+    An absolute path is itself; a relative one is relative to the matrix file's folder, and a
+    `dockerfiles/NAME` that is not there but that ninfer-kits ships is the shipped one, so that
+    a matrix anywhere can use the standard images. When nothing is found, the first place
+    looked at comes back (it is what an error names)."""
+    written = Path(path).expanduser()
+    beside = written if written.is_absolute() else base_dir / written
+    looked = [beside]
+    parts = PurePosixPath(path.replace("\\", "/")).parts
+    if not written.is_absolute() and len(parts) == 2 and parts[0] == resources.DOCKERFILES_NAME:
+        shipped = resources.dockerfiles_dir() / parts[1]
+        if not beside.is_file() and shipped.is_file():
+            return shipped, (beside, shipped)
+        looked.append(shipped)
+    return beside, tuple(looked)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -783,15 +824,78 @@ def _targets(table: _Table) -> tuple[tuple[str, str], ...]:
 # --------------------------------------------------------------------------- toolchains
 
 
+_TOOLCHAIN_REQUIRED: Final = (
+    "dockerfile", "base_image", "cuda", "runtime_dockerfile", "runtime_base_image",
+)
+_TOOLCHAIN_OPTIONAL: Final = ("build_args", "runtime_build_args", "runtime_packages")
+
+
 def _read_toolchain(table: _Table, base_dir: Path) -> Toolchain:
-    table.check_keys(("dockerfile", "base_image", "cuda", "runtime_dockerfile",
-                      "runtime_base_image"))
+    table.check_keys(_TOOLCHAIN_REQUIRED, _TOOLCHAIN_OPTIONAL)
     return Toolchain(
-        id=table.id, dockerfile=_relative_path(table, "dockerfile"),
+        id=table.id, dockerfile=_dockerfile(table, "dockerfile", base_dir),
         base_image=_image(table, "base_image"), cuda=_cuda_version(table, "cuda"),
-        runtime_dockerfile=_relative_path(table, "runtime_dockerfile"),
-        runtime_base_image=_image(table, "runtime_base_image"), base_dir=base_dir,
+        runtime_dockerfile=_dockerfile(table, "runtime_dockerfile", base_dir),
+        runtime_base_image=_image(table, "runtime_base_image"),
+        build_args=_build_args(table, "build_args", "base_image"),
+        runtime_build_args=_build_args(table, "runtime_build_args", "runtime_base_image"),
+        runtime_packages=_runtime_packages(table), base_dir=base_dir,
     )
+
+
+def _dockerfile(table: _Table, key: str, base_dir: Path) -> str:
+    """The path as written, once the file it names is known to exist."""
+    value = table.text(key)
+    if any(c in value for c in "\0\n\r"):
+        raise table.error(key, f"invalid path {_quote(value)}")
+    found, looked = resolve_dockerfile(value, base_dir)
+    if not found.is_file():
+        where = " and ".join(str(path) for path in looked)
+        shipped = resources.shipped_dockerfiles()
+        hint = did_you_mean(PurePosixPath(value).name, shipped,
+                            form=f"'{resources.DOCKERFILES_NAME}/{{}}'")
+        if not hint and len(looked) > 1 and shipped:
+            hint = f" (ninfer-kits ships: {', '.join(shipped)})"
+        raise table.error(key, f"Dockerfile {_quote(value)} not found: looked for {where}{hint}")
+    return value
+
+
+def _build_args(table: _Table, key: str, base_key: str) -> tuple[tuple[str, str], ...]:
+    if key not in table.data:
+        return ()
+    pairs = table.text_pairs(key)
+    sub = table.table(key)
+    for name, _ in pairs:
+        if _BUILD_ARG.fullmatch(name) is None:
+            fixed = re.sub(r"[^A-Za-z0-9_]", "_", name)
+            fixed = fixed if _BUILD_ARG.fullmatch(fixed) else f"_{fixed}"
+            raise sub.error(name, f"invalid build argument name {_quote(name)} (letters, "
+                                  f"digits and '_', not starting with a digit); did you mean "
+                                  f"{_quote(fixed)}?")
+        if name == BASE_IMAGE_ARG:
+            raise sub.error(name, f"{BASE_IMAGE_ARG} is set from {base_key!r}; remove it here")
+        if name == EXTRA_RUNTIME_PACKAGES and key == "runtime_build_args":
+            raise sub.error(name, f"{EXTRA_RUNTIME_PACKAGES} is set from 'runtime_packages'; "
+                                  f"list the packages there")
+    return pairs
+
+
+def _runtime_packages(table: _Table) -> tuple[str, ...]:
+    if "runtime_packages" not in table.data:
+        return ()
+    packages = table.texts("runtime_packages")
+    for package in packages:
+        if _DEBIAN_PACKAGE.fullmatch(package) is None:
+            fixed = package.strip().lower().replace("_", "-")
+            hint = f"; did you mean {_quote(fixed)}?" if _DEBIAN_PACKAGE.fullmatch(fixed) else ""
+            raise table.error("runtime_packages", (
+                f"invalid Debian package name {_quote(package)} (lowercase letters, digits and "
+                f"+ . -, at least two characters, starting with a letter or digit){hint}"
+            ))
+    twice = next((p for i, p in enumerate(packages) if p in packages[:i]), None)
+    if twice is not None:
+        raise table.error("runtime_packages", f"lists {_quote(twice)} twice")
+    return packages
 
 
 def _image(table: _Table, key: str) -> str:

@@ -96,8 +96,16 @@ def _kit_json(kit: Kit) -> dict[str, Any]:
         "toolchain": {
             "id": toolchain.id,
             "dockerfile": toolchain.dockerfile,
+            # The file a build uses: beside the matrix, else the one ninfer-kits ships.
+            "dockerfile_path": str(toolchain.dockerfile_path),
             "base_image": toolchain.base_image,
+            "build_args": dict(toolchain.build_args),
             "cuda": toolchain.cuda.text,
+            "runtime_dockerfile": toolchain.runtime_dockerfile,
+            "runtime_dockerfile_path": str(toolchain.runtime_dockerfile_path),
+            "runtime_base_image": toolchain.runtime_base_image,
+            "runtime_build_args": dict(toolchain.runtime_build_args),
+            "runtime_packages": list(toolchain.runtime_packages),
         },
     }
 

@@ -14,6 +14,10 @@ copies them into the build folder as `ninfer_kits/_bundled/` is the robust way t
   package folder, and data-files install outside the package where nothing can find them.
 
 An editable install gets no copy; ninfer_kits.resources then uses the repository's own files.
+
+setuptools' own scratch folder defaults to `build/`, and its sdist leaves out everything under
+that folder, build/recipe.py included. So its scratch folder moves below, into build/lib/
+(already ignored by git, where setuptools has always put its copies).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 BUNDLED = ("ninfer_kits", "_bundled")
+SCRATCH = "build/lib"  # setuptools' build_base: not build/, which holds recipe.py
 
 
 def bundled_files() -> list[tuple[Path, Path]]:
@@ -63,4 +68,7 @@ class BuildPyWithBundled(build_py):
         return outputs
 
 
-setup(cmdclass={"build_py": BuildPyWithBundled})
+setup(
+    cmdclass={"build_py": BuildPyWithBundled},
+    options={"build": {"build_base": SCRATCH}},
+)

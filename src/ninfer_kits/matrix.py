@@ -852,12 +852,19 @@ def _dockerfile(table: _Table, key: str, base_dir: Path) -> str:
     if not found.is_file():
         where = " and ".join(str(path) for path in looked)
         shipped = resources.shipped_dockerfiles()
-        hint = did_you_mean(PurePosixPath(value).name, shipped,
-                            form=f"'{resources.DOCKERFILES_NAME}/{{}}'")
+        hint = did_you_mean(_dockerfile_stem(value), [_dockerfile_stem(n) for n in shipped],
+                            form=f"'{resources.DOCKERFILES_NAME}/{{}}{resources.DOCKERFILE_SUFFIX}'")
         if not hint and len(looked) > 1 and shipped:
             hint = f" (ninfer-kits ships: {', '.join(shipped)})"
         raise table.error(key, f"Dockerfile {_quote(value)} not found: looked for {where}{hint}")
     return value
+
+
+def _dockerfile_stem(path: str) -> str:
+    """`dockerfiles/runtime-ubuntu.Dockerfile` → `runtime-ubuntu`, for close-name hints."""
+    name = PurePosixPath(path.replace("\\", "/")).name
+    suffix = resources.DOCKERFILE_SUFFIX
+    return name[: -len(suffix)] if name.lower().endswith(suffix.lower()) else name
 
 
 def _build_args(table: _Table, key: str, base_key: str) -> tuple[tuple[str, str], ...]:

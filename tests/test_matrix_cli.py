@@ -121,6 +121,13 @@ def test_unknown_kit_suggests_and_exits_2() -> None:
          "[kits.example] key 'arch': invalid arch 'sm86'"),
         ("schema = 1", "schema = 1\nschema = 2", "schema = 2",
          "invalid TOML: Cannot overwrite a value"),
+        ('runtime_dockerfile = "dockerfiles/runtime-ubuntu.Dockerfile"',
+         'runtime_dockerfile = "dockerfiles/runtime-ubunt.Dockerfile"', "runtime-ubunt",
+         "[toolchains.ubuntu2404-cuda131] key 'runtime_dockerfile': Dockerfile "
+         "'dockerfiles/runtime-ubunt.Dockerfile' not found: looked for "),
+        ('\nbuild_args = { CUDA_WHEELS = "13.1" }', '\nbuild_args = { BASE_IMAGE = "debian" }',
+         "BASE_IMAGE", "[toolchains.trixie-cuda131.build_args] key 'BASE_IMAGE': BASE_IMAGE is "
+         "set from 'base_image'; remove it here"),
     ],
 )
 def test_bad_matrix_is_one_line_and_exit_2(tmp_path: Path, old: str, new: str, line_text: str,
@@ -144,3 +151,18 @@ def test_missing_matrix_exits_2(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert run.stderr == ("ninfer-kits: error: matrix file not found: matrix.toml "
                           "(give --matrix PATH or set NINFER_KITS_MATRIX)\n")
+
+
+def test_a_matrix_elsewhere_uses_the_shipped_dockerfiles(tmp_path: Path) -> None:
+    """The production matrix copied to a folder without dockerfiles/: the standard images are
+    the ones ninfer-kits ships (here, this checkout's)."""
+    path = tmp_path / "matrix.toml"
+    path.write_text(PRODUCTION.read_text(encoding="utf-8"), encoding="utf-8")
+    run = run_matrix("--json", "--matrix", str(path), "example-sm120a", cwd=tmp_path)
+    assert (run.returncode, run.stderr) == (0, "")
+    toolchain = json.loads(run.stdout)["kits"][0]["toolchain"]
+    assert toolchain["dockerfile_path"] == str(
+        ROOT / "dockerfiles/toolchain-wheels-debian.Dockerfile")
+    assert toolchain["runtime_dockerfile_path"] == str(
+        ROOT / "dockerfiles/runtime-wheels-debian.Dockerfile")
+    assert toolchain["runtime_build_args"] == {"CUDA_WHEELS": "13.1"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,22 +59,54 @@ def _version_needs(text: str) -> dict[str, set[str]]:
     return needs
 
 
-def cuobjdump_entries(path: Path) -> Counter[tuple[str, str]]:
-    """(kind, arch) as cuobjdump 13.5 lists them: `sm_86`, `sm_120a`; PTX named `sm_90`."""
+def cuobjdump_entries(path: Path, all_fatbin: bool = True) -> Counter[tuple[str, str]]:
+    """(kind, arch) as cuobjdump 13.5 lists them: `sm_86`, `sm_120a`; PTX named `sm_90`.
+    Every fatbin section (`--all-fatbin`), or cuobjdump's default (see `cuobjdump_loaded`)."""
     found: Counter[tuple[str, str]] = Counter()
     for flag, kind in (("--list-elf", "sass"), ("--list-ptx", "ptx")):
-        text = run(cuobjdump(), "--all-fatbin", flag, path)
+        text = run(cuobjdump(), *(["--all-fatbin"] if all_fatbin else []), flag, path)
         for arch in re.findall(r"\.(sm_\d+[a-z]?)\.(?:cubin|ptx)", text):
             found[(kind, arch)] += 1
     return found
 
 
+def section_names(path: Path) -> set[str]:
+    text = run(tool("readelf"), "-S", "-W", path)
+    return set(re.findall(r"^\s*\[\s*\d+\]\s+(\S+)", text, re.MULTILINE))
+
+
+def cuobjdump_loaded(path: Path) -> Counter[tuple[str, str]]:
+    """What the CUDA runtime loads: `.nv_fatbin`. cuobjdump without `--all-fatbin` lists the
+    executable fatbin, or the relocatable one when a file has no executable fatbin (its
+    --help says so), so a file without `.nv_fatbin` (readelf) loads nothing."""
+    if ".nv_fatbin" not in section_names(path):
+        return Counter()
+    return cuobjdump_entries(path, all_fatbin=False)
+
+
+def cuobjdump_relocatable(path: Path) -> Counter[tuple[str, str]]:
+    """The entries of `__nv_relfatbin`: everything `--all-fatbin` lists that is not loaded."""
+    return cuobjdump_entries(path) - cuobjdump_loaded(path)
+
+
+def cuobjdump_says_no_ptx(path: Path) -> bool:
+    """cuobjdump's own words for a file whose loaded fatbin has no PTX (13.5: "No PTX file
+    found to extract from '...'"), which it prints on stdout or stderr."""
+    result = subprocess.run([str(cuobjdump()), "--list-ptx", str(path)], capture_output=True,
+                            text=True, check=False)
+    return "No PTX file found" in result.stdout + result.stderr
+
+
 def as_cuobjdump_names(entries: list[tuple[str, str]]) -> Counter[tuple[str, str]]:
-    """Our names in cuobjdump's spelling: it shows an `sm_100f` entry as `sm_100` (seen with
-    cuobjdump 13.5) and names PTX by `sm_` rather than `compute_`; the `a` suffix it keeps."""
+    """Our names in cuobjdump's spelling: it shows an `sm_100f` SASS entry as `sm_100` but a
+    `compute_100f` PTX entry as `sm_100f` (seen with cuobjdump 13.5), and names PTX by `sm_`
+    rather than `compute_`; the `a` suffix it keeps. Entries of other kinds (LTO-IR) it does
+    not list at all, so they are left out here."""
     renamed: Counter[tuple[str, str]] = Counter()
     for kind, arch in entries:
+        if kind not in ("sass", "ptx"):
+            continue
         arch = arch.replace("compute_", "sm_")
-        arch = arch[:-1] if arch.endswith("f") else arch
+        arch = arch[:-1] if kind == "sass" and arch.endswith("f") else arch
         renamed[(kind, arch)] += 1
     return renamed

@@ -11,7 +11,13 @@ from ninfer_kits.elf import ElfInfo, read_elf
 from ninfer_kits.floor import SymbolVersion, kit_floor
 
 from conftest import system_libraries
-from oracles import as_cuobjdump_names, cuobjdump_entries, readelf
+from oracles import (
+    as_cuobjdump_names,
+    cuobjdump_entries,
+    cuobjdump_loaded,
+    cuobjdump_relocatable,
+    readelf,
+)
 
 
 def assert_matches_readelf(info: ElfInfo, path: Path) -> None:
@@ -95,12 +101,32 @@ def test_device_code_matches_cuobjdump(cuda_binaries: dict[str, Path], name: str
     info = read_elf(cuda_binaries[name])
     ours = [(entry.kind, entry.arch) for entry in info.device_code]
     assert as_cuobjdump_names(ours) == cuobjdump_entries(cuda_binaries[name])
+    loaded = [(entry.kind, entry.arch) for entry in info.device_code if entry.loadable]
+    assert as_cuobjdump_names(loaded) == cuobjdump_loaded(cuda_binaries[name])
+    moved = [(entry.kind, entry.arch) for entry in info.device_code if not entry.loadable]
+    assert as_cuobjdump_names(moved) == cuobjdump_relocatable(cuda_binaries[name])
+
+
+def test_floor_counts_only_loaded_code(cuda_binaries: dict[str, Path]) -> None:
+    """The -rdc build of the same kernels: every arch is in .nv_fatbin as SASS, but its PTX
+    is a device-link input only (cuobjdump's default listing has none)."""
+    floor = kit_floor([read_elf(cuda_binaries["rdc"])])
+    truth = cuobjdump_loaded(cuda_binaries["rdc"])
+    assert [("ptx", a) for a in floor.ptx] == [k for k in truth if k[0] == "ptx"] == []
+    assert floor.sass == ("sm_86", "sm_100f", "sm_120a")
+    assert ("ptx", "compute_90") in {(item.kind, item.arch) for item in floor.relocatable}
 
 
 def test_archs_keep_their_suffixes(cuda_binaries: dict[str, Path]) -> None:
     floor = kit_floor([read_elf(cuda_binaries["plain"])])
     assert floor.sass == ("sm_86", "sm_100f", "sm_120a")
     assert floor.ptx == ("compute_90",)
+    arch = floor.table[-1]
+    # compute_90 PTX reaches 9.0 and everything newer, sm_100f and sm_120a included.
+    assert arch.requirement == ("An NVIDIA GPU of compute capability 8.6 or a later 8.x, or 9.0 "
+                                "or higher")
+    assert "SASS sm_120a (arch-specific) runs on 12.0 only" in arch.why
+    assert "PTX compute_90: the driver JIT-compiles it for any GPU of 9.0 or higher" in arch.why
 
 
 def test_compression_is_reported_per_entry(cuda_binaries: dict[str, Path]) -> None:
@@ -115,8 +141,9 @@ def test_compression_is_reported_per_entry(cuda_binaries: dict[str, Path]) -> No
 
 
 def test_relocatable_fatbin_is_read(cuda_binaries: dict[str, Path]) -> None:
-    sections = {entry.section for entry in read_elf(cuda_binaries["rdc"]).device_code}
-    assert sections == {".nv_fatbin", "__nv_relfatbin"}
+    entries = read_elf(cuda_binaries["rdc"]).device_code
+    assert {entry.section for entry in entries} == {".nv_fatbin", "__nv_relfatbin"}
+    assert all(entry.loadable == (entry.section == ".nv_fatbin") for entry in entries)
     only = {entry.section for entry in read_elf(cuda_binaries["rdc.o"]).device_code}
     assert only == {"__nv_relfatbin"}
 
@@ -130,8 +157,9 @@ def test_shared_cudart_row(cuda_binaries: dict[str, Path]) -> None:
     assert cudart.requirement == "CUDA 13 runtime — libcudart.so.13"
     assert cudart.why == "RUNPATH is /usr/local/cuda/lib64"
     arch = table[-1]
-    assert arch.requirement == "The matching GPU architecture — sm_86"
-    assert "no PTX" in arch.why
+    assert arch.requirement == "An NVIDIA GPU of compute capability 8.6 or a later 8.x"
+    assert arch.why == ("SASS sm_86 runs on 8.6 or a later 8.x; no PTX: the driver cannot "
+                        "JIT-compile it for any other GPU")
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,10 @@ SCALARS = (
     "arch", "cuda_version", "host_compiler", "cmake_version", "cmake_options", "builder",
     "toolchain", "base_image", "base_image_digest", "source_date_epoch", "pipeline_version",
     "pipeline_revision", "glibc_floor", "sonames", "runpath", "sass", "ptx",
+    "relocatable_device_code",
 )
+# Scalars added after format 1 was first written: a file without one reads as this value.
+OPTIONAL = {"relocatable_device_code": "none"}
 REPEATED = {"symbol_floor": "symbol_floors", "floor": "floor", "sha256": "binaries",
             "license": "licenses"}
 
@@ -54,8 +57,10 @@ class BuildInfo:
     glibc_floor: str
     sonames: str
     runpath: str
-    sass: str
-    ptx: str
+    sass: str  # SASS archs the CUDA runtime loads (.nv_fatbin), e.g. "sm_86"
+    ptx: str  # PTX archs the CUDA runtime loads, e.g. "compute_86"; "none" when there is none
+    # __nv_relfatbin: device-link inputs (-rdc), never loaded, e.g. "SASS sm_86 ×12, PTX ..."
+    relocatable_device_code: str = "none"
     symbol_floors: tuple[str, ...] = ()  # e.g. GLIBCXX_3.4.32, one per prefix
     floor: tuple[tuple[str, str], ...] = ()  # the floor table: (requirement, why)
     binaries: tuple[tuple[str, str], ...] = ()  # (sha256, path in the tarball)
@@ -102,6 +107,7 @@ def parse(text: str, source: str = "BUILDINFO.txt") -> BuildInfo:
 
 def _build(scalars: dict[str, str], repeated: dict[str, list[str]],
            run: list[tuple[str, str]], source: str) -> BuildInfo:
+    scalars = {**OPTIONAL, **scalars}
     missing = [key for key in SCALARS if key not in scalars]
     if missing:
         raise BadInput(f"{source}: missing key{'s' * (len(missing) > 1)} {', '.join(missing)}")

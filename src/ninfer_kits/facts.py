@@ -15,6 +15,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 VERSION_KEY = re.compile(r"^\d+(\.\d+)*$")
+GCC_RELEASE = re.compile(r"^GCC (?P<release>\d+\.\d+(\.\d+)?)$")  # "GCC 13.2", "GCC 4.8.3"
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -61,8 +62,18 @@ def _validate(raw: dict[str, Any]) -> RuntimeFacts:
 
 def _version_table(raw: dict[str, Any], name: str) -> tuple[tuple[tuple[int, ...], str], ...]:
     table = raw[name]
-    bad = [key for key, value in table.items()
-           if not VERSION_KEY.match(key) or not isinstance(value, str)]
+    bad = [key for key, value in table.items() if not VERSION_KEY.match(key)
+           or not isinstance(value, str) or not GCC_RELEASE.match(value)]
     if bad:
         raise ValueError(f"runtime_facts.toml: [{name}] has invalid entries {bad}")
-    return tuple(sorted((parse_version(key), value) for key, value in table.items()))
+    rows = tuple(sorted((parse_version(key), value) for key, value in table.items()))
+    releases = [_gcc_release(value) for _, value in rows]
+    backwards = [rows[i + 1][1] for i in range(len(rows) - 1) if releases[i + 1] < releases[i]]
+    if backwards:  # a newer symbol version cannot first appear in an older GCC release
+        raise ValueError(f"runtime_facts.toml: [{name}] goes back in GCC releases at {backwards}")
+    return rows
+
+
+def _gcc_release(value: str) -> tuple[int, ...]:
+    match = GCC_RELEASE.match(value)
+    return parse_version(match["release"]) if match else ()

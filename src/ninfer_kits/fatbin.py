@@ -1,5 +1,10 @@
 """CUDA device code inside an ELF: list the SASS and PTX entries of its fatbin sections.
 
+Two sections hold fatbins, and only one of them is device code a GPU can run: the CUDA runtime
+loads `.nv_fatbin`. `__nv_relfatbin` holds the inputs of the device link (separable compilation,
+`nvcc -rdc=true`), which nvlink consumed when the program was linked and which the runtime never
+loads; they are read and reported, but as what they are (`FatbinEntry.loadable` is False).
+
 Only headers are read, by seeking from one to the next, so the time taken grows with the number
 of entries and not with the size of the payloads (a large CUDA library carries hundreds of MB).
 Layout (checked against cuobjdump on binaries compiled by nvcc 13): a section holds containers
@@ -15,7 +20,9 @@ from typing import BinaryIO
 
 from ninfer_kits.errors import NotAnElf
 
-FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+LOADED_SECTION = ".nv_fatbin"  # what the CUDA runtime loads
+RELOCATABLE_SECTION = "__nv_relfatbin"  # device-link inputs (-rdc): never loaded
+FATBIN_SECTIONS = (LOADED_SECTION, RELOCATABLE_SECTION)
 
 CONTAINER_MAGIC = 0xBA55ED50
 CONTAINER_HEADER = struct.Struct("<IHHQ")  # magic, version, header size, body size
@@ -27,6 +34,9 @@ ENTRY_MAX_HEADER = 4096
 
 KIND_PTX = 1
 KIND_SASS = 2
+KIND_LTOIR = 8  # LTO-IR (NVVM IR): nvcc 13 writes it for `code=lto_86` with -rdc=true
+KIND_NAMES = {KIND_PTX: "ptx", KIND_SASS: "sass", KIND_LTOIR: "ltoir"}
+ARCH_PREFIXES = {KIND_PTX: "compute", KIND_SASS: "sm", KIND_LTOIR: "lto"}
 FLAG_COMPRESSED = 0x8000
 # The arch-specific ("a") and family-specific ("f") variants are flag bits, not arch numbers.
 FLAG_ARCH_SPECIFIC = 0x100000
@@ -35,17 +45,27 @@ FLAG_FAMILY_SPECIFIC = 0x200000
 
 @dataclass(frozen=True)
 class FatbinEntry:
-    """One piece of device code: SASS for a real GPU arch, or PTX for a virtual one."""
+    """One piece of device code: SASS for a real GPU arch, PTX for a virtual one, LTO-IR, or an
+    entry of a kind this parser does not know (reported by its number, never read further)."""
 
     section: str
-    kind: str  # "sass" or "ptx"
-    arch: str  # "sm_86", "sm_120a", "sm_100f" for SASS; "compute_90" for PTX
+    kind: str  # "sass", "ptx", "ltoir", or "kind-N" for any other kind number N
+    arch: str  # "sm_86", "sm_120a", "sm_100f" for SASS; "compute_90" PTX; "lto_86"; "arch_86"
     compressed: bool
     payload_size: int
 
+    @property
+    def loadable(self) -> bool:
+        """Whether the CUDA runtime loads this entry (it never loads `__nv_relfatbin`)."""
+        return self.section == LOADED_SECTION
+
+
+def kind_name(kind: int) -> str:
+    return KIND_NAMES.get(kind, f"kind-{kind}")
+
 
 def arch_name(kind: int, number: int, flags: int) -> str:
-    prefix = "compute" if kind == KIND_PTX else "sm"
+    prefix = ARCH_PREFIXES.get(kind, "arch")
     suffix = ""
     if flags & FLAG_ARCH_SPECIFIC:
         suffix = "a"
@@ -82,8 +102,8 @@ def _read_entries(
     while position + ENTRY_MIN_HEADER <= end:
         header = _read(stream, offset + position, ENTRY_MIN_HEADER, section)
         kind, _version, header_size, payload_size = ENTRY_PREFIX.unpack_from(header)
-        if kind not in (KIND_PTX, KIND_SASS):
-            raise _corrupt(section, position, f"unknown entry kind {kind}")
+        if kind == 0:  # a kind this parser does not know is reported; no kind at all is not
+            raise _corrupt(section, position, "entry kind 0")
         if not ENTRY_MIN_HEADER <= header_size <= ENTRY_MAX_HEADER:
             raise _corrupt(section, position, f"entry header size {header_size} out of range")
         if position + header_size + payload_size > end:
@@ -93,7 +113,7 @@ def _read_entries(
         entries.append(
             FatbinEntry(
                 section=section,
-                kind="ptx" if kind == KIND_PTX else "sass",
+                kind=kind_name(kind),
                 arch=arch_name(kind, arch, flags),
                 compressed=bool(flags & FLAG_COMPRESSED),
                 payload_size=payload_size,

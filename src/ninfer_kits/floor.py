@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 from ninfer_kits.elf import ElfInfo
 from ninfer_kits.facts import RuntimeFacts, parse_version, runtime_facts
+from ninfer_kits.fatbin import FatbinEntry
 
 SYMBOL_VERSION = re.compile(r"^(?P<prefix>.+?)_(?P<version>\d+(?:\.\d+)*)$")
 CUDART = re.compile(r"^libcudart\.so\.(?P<major>\d+)$")
+GPU_ARCH = re.compile(r"^(?P<prefix>sm|compute)_(?P<number>\d+)(?P<suffix>[af]?)$")
 
 
 @dataclass(frozen=True, order=True)
@@ -55,6 +57,15 @@ class Requirement:
 
 
 @dataclass(frozen=True)
+class DeviceCode:
+    """How many fatbin entries of one kind and arch the kit's files carry, all together."""
+
+    kind: str  # as FatbinEntry.kind: "sass", "ptx", "ltoir", "kind-N"
+    arch: str
+    count: int
+
+
+@dataclass(frozen=True)
 class KitFloor:
     machines: tuple[str, ...]
     interpreters: tuple[str, ...]
@@ -66,8 +77,14 @@ class KitFloor:
     runpath: tuple[str, ...]
     # soname → the RUNPATH (or, without one, RPATH) entries of the files that need it
     search_paths: tuple[tuple[str, tuple[str, ...]], ...]
+    # Device code the CUDA runtime loads (`.nv_fatbin`): the only code that decides which GPU
+    # can run the kit.
     sass: tuple[str, ...]
     ptx: tuple[str, ...]
+    # Device-link inputs (`__nv_relfatbin`, from -rdc): carried, never loaded, never counted.
+    relocatable: tuple[DeviceCode, ...]
+    # Loaded entries that are neither SASS nor PTX (LTO-IR, kinds this tool does not know).
+    other_device_code: tuple[DeviceCode, ...]
     table: tuple[Requirement, ...]
 
     def floor(self, prefix: str) -> PrefixFloor | None:
@@ -91,6 +108,9 @@ def kit_floor(files: Sequence[ElfInfo], facts: RuntimeFacts | None = None) -> Ki
         search_paths=_search_paths(files, sonames),
         sass=_archs(files, "sass"),
         ptx=_archs(files, "ptx"),
+        relocatable=_counted(e for info in files for e in info.device_code if not e.loadable),
+        other_device_code=_counted(e for info in files for e in info.device_code
+                                   if e.loadable and e.kind not in ("sass", "ptx")),
         table=(),
     )
     return _with_table(floor, facts)
@@ -112,8 +132,32 @@ def _search_paths(
 
 
 def _archs(files: Sequence[ElfInfo], kind: str) -> tuple[str, ...]:
-    found = {entry.arch for info in files for entry in info.device_code if entry.kind == kind}
+    """The archs of one kind of device code that the CUDA runtime loads (`.nv_fatbin` only)."""
+    found = {entry.arch for info in files for entry in info.device_code
+             if entry.kind == kind and entry.loadable}
     return tuple(sorted(found, key=_arch_order))
+
+
+def _counted(entries: Iterable[FatbinEntry]) -> tuple[DeviceCode, ...]:
+    counts: dict[tuple[str, str], int] = {}
+    for entry in entries:
+        counts[(entry.kind, entry.arch)] = counts.get((entry.kind, entry.arch), 0) + 1
+    return tuple(DeviceCode(kind, arch, count) for (kind, arch), count
+                 in sorted(counts.items(), key=lambda item: device_code_order(*item[0])))
+
+
+def device_code_order(kind: str, arch: str) -> tuple[int, str, int, str]:
+    """SASS, then PTX, then LTO-IR, then other kinds; archs numerically within each."""
+    return ({"sass": 0, "ptx": 1, "ltoir": 2}.get(kind, 3), kind, *_arch_order(arch))
+
+
+def describe_device_code(items: Iterable[DeviceCode]) -> str:
+    """`SASS sm_86 ×12, PTX compute_86 ×12`: the form inspect and BUILDINFO print."""
+    return ", ".join(f"{kind_label(item.kind)} {item.arch} ×{item.count}" for item in items)
+
+
+def kind_label(kind: str) -> str:
+    return {"sass": "SASS", "ptx": "PTX", "ltoir": "LTO-IR"}.get(kind, kind)
 
 
 def _arch_order(arch: str) -> tuple[int, str]:
@@ -244,13 +288,79 @@ def _cuda_rows(floor: KitFloor) -> list[Requirement]:
 
 
 def _arch_row(floor: KitFloor) -> Requirement:
-    sass = ", ".join(floor.sass) or "none"
-    if floor.ptx:
-        why = f"SASS for {sass}; PTX for {', '.join(floor.ptx)} (the driver JITs it for newer GPUs)"
-    else:
-        why = f"SASS for {sass} only, no PTX: no other GPU can run it"
-    label = " or ".join(floor.sass) if floor.sass else "a GPU the PTX can be compiled for"
-    return Requirement(f"The matching GPU architecture — {label}", why)
+    """Which GPUs can run the kit, by CUDA's compatibility rules for each suffix:
+    SASS `sm_XY` runs on compute capability X.Y and later minors of major X; `sm_XYf` (family-
+    specific) on the same; `sm_XYa` (arch-specific) on X.Y only. The driver can JIT-compile PTX
+    `compute_XY` for any GPU of X.Y or higher, `compute_XYf` only for X.Y and later minors of X,
+    `compute_XYa` only for X.Y. Only loaded device code counts (`.nv_fatbin`)."""
+    reaches = [reach for arch in (*floor.sass, *floor.ptx) if (reach := _reach(arch))]
+    label = ", or ".join(_describe_reach(reach) for reach in _union(reaches))
+    why = [_describe_arch(arch) for arch in (*floor.sass, *floor.ptx)]
+    if not floor.ptx:
+        why.append("no PTX: the driver cannot JIT-compile it for any other GPU")
+    if floor.other_device_code:
+        why.append(f"not counted: {describe_device_code(floor.other_device_code)} in "
+                   f".nv_fatbin (neither SASS nor PTX)")
+    if floor.relocatable:
+        why.append(f"not counted: {describe_device_code(floor.relocatable)} in __nv_relfatbin "
+                   f"(device-link inputs, never loaded by the CUDA runtime)")
+    return Requirement(f"An NVIDIA GPU of compute capability {label or 'unknown'}", "; ".join(why))
+
+
+ANY = 1 << 30  # no upper bound, as a major or a minor
+
+
+@dataclass(frozen=True, order=True)
+class Reach:
+    """The compute capabilities (major, minor) that code for one arch runs on, both ends
+    included: (8, 6)–(8, ANY) is 8.6 and every later 8.x; (8, 6)–(ANY, ANY) is 8.6 or higher."""
+
+    low: tuple[int, int]
+    high: tuple[int, int]
+
+    def covers(self, other: Reach) -> bool:
+        return self.low <= other.low and other.high <= self.high
+
+
+def _reach(arch: str) -> Reach | None:
+    match = GPU_ARCH.match(arch)
+    if match is None:
+        return None
+    major, minor = divmod(int(match["number"]), 10)  # sm_86 → 8.6, sm_120 → 12.0
+    if match["suffix"] == "a":
+        return Reach((major, minor), (major, minor))
+    if match["suffix"] == "f" or match["prefix"] == "sm":
+        return Reach((major, minor), (major, ANY))
+    return Reach((major, minor), (ANY, ANY))
+
+
+def _union(reaches: Iterable[Reach]) -> list[Reach]:
+    unique = sorted(set(reaches))
+    return [reach for reach in unique
+            if not any(other != reach and other.covers(reach) for other in unique)]
+
+
+def _describe_reach(reach: Reach) -> str:
+    major, minor = reach.low
+    if reach.high == reach.low:
+        return f"{major}.{minor} only"
+    if reach.high == (major, ANY):
+        return f"{major}.{minor} or a later {major}.x"
+    return f"{major}.{minor} or higher"
+
+
+def _describe_arch(arch: str) -> str:
+    match, reach = GPU_ARCH.match(arch), _reach(arch)
+    if match is None or reach is None:
+        return arch
+    kind = {"a": " (arch-specific)", "f": " (family-specific)", "": ""}[match["suffix"]]
+    where = _describe_reach(reach)
+    if match["prefix"] == "sm":
+        return f"SASS {arch}{kind} runs on {where}"
+    if match["suffix"]:
+        where = where.removesuffix(" only")
+        return f"PTX {arch}{kind}: the driver can JIT-compile it only for {where}"
+    return f"PTX {arch}: the driver JIT-compiles it for any GPU of {where}"
 
 
 def render_table(table: Sequence[Requirement]) -> str:

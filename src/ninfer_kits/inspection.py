@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING
 
 from ninfer_kits.elf import ELF_MAGIC, ElfInfo, is_elf, read_elf
 from ninfer_kits.errors import BadInput
-from ninfer_kits.floor import KitFloor, kit_floor
+from ninfer_kits.floor import DeviceCode, KitFloor, kit_floor
 
 if TYPE_CHECKING:
     import tarfile
 
-JSON_SCHEMA_VERSION = 1
+# 2: device code says which entries the CUDA runtime loads ("loadable"; floor "sass"/"ptx" count
+# only those), relocatable entries are listed apart, entries of other kinds ("ltoir", "kind-N").
+JSON_SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,9 @@ def to_json(inspection: Inspection) -> dict[str, object]:
             "rpath": list(floor.rpath),
             "runpath": list(floor.runpath),
             "search_paths": {soname: list(paths) for soname, paths in floor.search_paths},
-            "cuda": {"sass": list(floor.sass), "ptx": list(floor.ptx)},
+            "cuda": {"sass": list(floor.sass), "ptx": list(floor.ptx),
+                     "relocatable": _device_code_json(floor.relocatable),
+                     "other": _device_code_json(floor.other_device_code)},
             "table": [{"requirement": row.requirement, "why": row.why} for row in floor.table],
         },
     }
@@ -127,8 +131,12 @@ def _file_json(info: ElfInfo) -> dict[str, object]:
         "version_needs": {need.library: list(need.versions) for need in info.version_needs},
         "version_defs": list(info.version_defs),
         "cuda": [
-            {"section": e.section, "kind": e.kind, "arch": e.arch, "compressed": e.compressed,
-             "payload_size": e.payload_size}
+            {"section": e.section, "loadable": e.loadable, "kind": e.kind, "arch": e.arch,
+             "compressed": e.compressed, "payload_size": e.payload_size}
             for e in info.device_code
         ],
     }
+
+
+def _device_code_json(items: tuple[DeviceCode, ...]) -> list[dict[str, object]]:
+    return [{"kind": item.kind, "arch": item.arch, "count": item.count} for item in items]

@@ -21,6 +21,7 @@ from ninfer_kits import __version__, resources
 from ninfer_kits.builders import RECIPE, Builder, Compiled, CompileRequest, Toolchain
 from ninfer_kits.buildinfo import BuildInfo, render
 from ninfer_kits.errors import CheckFailed
+from ninfer_kits.floor import describe_device_code
 from ninfer_kits.inspection import Inspection, inspect_path
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
@@ -241,14 +242,22 @@ def copy_licenses(kit: Kit, source: Path, kit_root: Path) -> tuple[str, ...]:
 
 
 def check_archs(kit: Kit, inspection: Inspection) -> None:
-    allowed_ptx = f"compute_{kit.arch.removeprefix('sm_')}"
+    """Per kit: some file carries SASS for the kit's arch that the CUDA runtime loads (a helper
+    without device code is fine), and no file carries loaded SASS or PTX for another arch (PTX
+    of the same arch is allowed: compute_86 for sm_86, compute_120a for sm_120a). Relocatable
+    entries (`__nv_relfatbin`, device-link inputs) are never loaded and count neither way."""
+    allowed = {("sass", kit.arch), ("ptx", f"compute_{kit.arch.removeprefix('sm_')}")}
+    floor = inspection.floor
+    if kit.arch not in floor.sass:
+        relocatable = describe_device_code(floor.relocatable)
+        raise CheckFailed(
+            f"kit {kit.id} carries no SASS for {kit.arch} that the CUDA runtime loads (loaded: "
+            f"{', '.join((*floor.sass, *floor.ptx)) or 'no device code'}"
+            + (f"; relocatable, never loaded: {relocatable})" if relocatable else ")"))
     for info in inspection.files:
-        sass = {entry.arch for entry in info.device_code if entry.kind == "sass"}
-        ptx = {entry.arch for entry in info.device_code if entry.kind == "ptx"}
-        if kit.arch not in sass:
-            raise CheckFailed(f"{info.path} carries no SASS for {kit.arch} "
-                              f"(it has: {', '.join(sorted(sass)) or 'no device code'})")
-        extra = sorted((sass - {kit.arch}) | (ptx - {allowed_ptx}))
+        loaded = {(entry.kind, entry.arch) for entry in info.device_code
+                  if entry.loadable and entry.kind in ("sass", "ptx")}
+        extra = sorted(arch for _kind, arch in loaded - allowed)
         if extra:
             raise CheckFailed(f"{info.path} carries {', '.join(extra)}, which kit {kit.id} "
                               f"does not declare (it declares {kit.arch})")
@@ -287,6 +296,7 @@ def make_buildinfo(state: BuildState) -> BuildInfo:
         glibc_floor=glibc.version if glibc else "none",
         sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
         sass=", ".join(floor.sass) or "none", ptx=", ".join(floor.ptx) or "none",
+        relocatable_device_code=describe_device_code(floor.relocatable) or "none",
         symbol_floors=tuple(item.name for item in floor.prefix_floors),
         floor=tuple((row.requirement, row.why) for row in floor.table),
         binaries=tuple(_binary_hashes(state)),

@@ -9,7 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 from ninfer_kits.elf import ElfInfo
-from ninfer_kits.floor import SymbolVersion, render_table
+from ninfer_kits.fatbin import FatbinEntry
+from ninfer_kits.floor import SymbolVersion, device_code_order, kind_label, render_table
 from ninfer_kits.inspection import Inspection, inspect_path, to_json
 
 
@@ -53,8 +54,13 @@ def _describe_file(info: ElfInfo) -> str:
     ]
     lines += [f"  {name:<12}{value}" for name, value in fields if value]
     lines += [f"  {'versions':<12}{line}" for line in _version_lines(info)]
-    if info.device_code:
-        lines.append(f"  {'cuda':<12}{_device_summary(info)}")
+    loaded = [entry for entry in info.device_code if entry.loadable]
+    relocatable = [entry for entry in info.device_code if not entry.loadable]
+    if loaded:
+        lines.append(f"  {'cuda':<12}{_device_summary(loaded)}")
+    if relocatable:
+        lines.append(f"  {'relocatable':<12}{_device_summary(relocatable)} "
+                     f"(device-link inputs; never loaded by the CUDA runtime)")
     return "\n".join(lines) + "\n"
 
 
@@ -66,12 +72,11 @@ def _version_lines(info: ElfInfo) -> list[str]:
     return lines
 
 
-def _device_summary(info: ElfInfo) -> str:
-    counts = Counter(
-        (entry.kind, entry.arch, entry.compressed) for entry in info.device_code
-    )
+def _device_summary(entries: list[FatbinEntry]) -> str:
+    counts = Counter((entry.kind, entry.arch, entry.compressed) for entry in entries)
     pieces = [
-        f"{kind.upper()} {arch}{' (compressed)' * compressed} ×{n}"
-        for (kind, arch, compressed), n in sorted(counts.items())
+        f"{kind_label(kind)} {arch}{' (compressed)' * compressed} ×{n}"
+        for (kind, arch, compressed), n in sorted(
+            counts.items(), key=lambda item: (*device_code_order(*item[0][:2]), item[0][2]))
     ]
-    return "; ".join(pieces)
+    return ", ".join(pieces)

@@ -1,0 +1,122 @@
+"""The facts the floor's advice rests on, and the GPU row's wording for each kind of arch."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ninfer_kits import buildinfo
+from ninfer_kits.elf import ElfInfo
+from ninfer_kits.facts import _validate, runtime_facts
+from ninfer_kits.fatbin import FatbinEntry
+from ninfer_kits.floor import kit_floor
+
+# Rows of the libstdc++ manual's "Symbol versioning on the libstdc++.so binary" list
+# (ABI Policy and Guidelines): "GCC 4.8.3: GLIBCXX_3.4.19, CXXABI_1.3.7", "GCC 13.1.0:
+# GLIBCXX_3.4.31, CXXABI_1.3.14", "GCC 13.2.0: GLIBCXX_3.4.32, CXXABI_1.3.14", "GCC 14.1.0:
+# GLIBCXX_3.4.33, CXXABI_1.3.15", ...: the first release to define each version.
+DOCUMENTED = [
+    ("GLIBCXX", (3, 4, 19), "GCC 4.8.3"),
+    ("GLIBCXX", (3, 4, 24), "GCC 7.2"),
+    ("GLIBCXX", (3, 4, 28), "GCC 9.3"),
+    ("GLIBCXX", (3, 4, 29), "GCC 11.1"),
+    ("GLIBCXX", (3, 4, 31), "GCC 13.1"),
+    ("GLIBCXX", (3, 4, 32), "GCC 13.2"),
+    ("GLIBCXX", (3, 4, 33), "GCC 14.1"),
+    ("CXXABI", (1, 3, 7), "GCC 4.8"),
+    ("CXXABI", (1, 3, 12), "GCC 9.1"),
+    ("CXXABI", (1, 3, 13), "GCC 11.1"),
+    ("CXXABI", (1, 3, 14), "GCC 13.1"),
+    ("CXXABI", (1, 3, 15), "GCC 14.1"),
+]
+
+
+@pytest.mark.parametrize(("prefix", "version", "gcc"), DOCUMENTED)
+def test_rows_follow_the_libstdcxx_abi_list(prefix: str, version: tuple[int, ...],
+                                            gcc: str) -> None:
+    table = dict(runtime_facts().glibcxx if prefix == "GLIBCXX" else runtime_facts().cxxabi)
+    assert table[version] == gcc
+
+
+def test_advice_names_the_point_release() -> None:
+    facts = runtime_facts()
+    assert facts.gcc_advice("GLIBCXX", (3, 4, 32)) == "GCC 13.2 or newer"
+    assert facts.gcc_advice("GLIBCXX", (3, 4, 31)) == "GCC 13.1 or newer"
+    assert facts.gcc_advice("GLIBCXX", (3, 4, 19)) == "GCC 4.8.3 or newer"
+    assert facts.gcc_advice("CXXABI", (1, 3, 15)) == "GCC 14.1 or newer"
+    assert facts.gcc_advice("GLIBCXX", (3, 4, 18)) == "any GCC of the last decade"
+    assert facts.gcc_advice("GLIBCXX", (3, 4, 99)).startswith("a libstdc++ newer than")
+
+
+def _raw(**tables: dict[str, str]) -> dict[str, object]:
+    return {"schema": 1, "glibcxx": {"3.4.31": "GCC 13.1", "3.4.32": "GCC 13.2"},
+            "cxxabi": {"1.3.14": "GCC 13.1"}, "families": {}, "glibc_sonames": [], **tables}
+
+
+def test_validation_accepts_the_shipped_form() -> None:
+    assert _validate(_raw()).glibcxx[-1] == ((3, 4, 32), "GCC 13.2")
+
+
+@pytest.mark.parametrize("glibcxx", [
+    {"3.4.32": "13.2"},  # not "GCC <release>"
+    {"3.4.x": "GCC 13.2"},  # not a version
+    {"3.4.31": "GCC 13.2", "3.4.32": "GCC 13.1"},  # a newer version in an older release
+])
+def test_validation_rejects_bad_rows(glibcxx: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match=r"\[glibcxx\]"):
+        _validate(_raw(glibcxx=glibcxx))
+
+
+# --- the GPU row, on made-up fatbin entries (the real binaries are in test_inspect_rdc.py) ----
+
+def _files(*entries: tuple[str, str, str]) -> list[ElfInfo]:
+    code = tuple(FatbinEntry(section=section, kind=kind, arch=arch, compressed=False,
+                             payload_size=1) for section, kind, arch in entries)
+    return [ElfInfo(path="bin/ninfer", elf_class=64, machine="x86-64", type="EXEC",
+                    interpreter=None, soname=None, needed=(), rpath=(), runpath=(),
+                    build_id=None, version_needs=(), version_defs=(), device_code=code)]
+
+
+LOADED, RELOCATABLE = ".nv_fatbin", "__nv_relfatbin"
+
+
+@pytest.mark.parametrize(("entries", "gpus"), [
+    ([("sass", "sm_86")], "8.6 or a later 8.x"),
+    ([("sass", "sm_86"), ("ptx", "compute_86")], "8.6 or higher"),
+    ([("sass", "sm_120a")], "12.0 only"),
+    ([("sass", "sm_120a"), ("ptx", "compute_120a")], "12.0 only"),
+    ([("sass", "sm_100f"), ("ptx", "compute_100f")], "10.0 or a later 10.x"),
+    ([("sass", "sm_103f")], "10.3 or a later 10.x"),
+    ([("sass", "sm_90a"), ("ptx", "compute_120")], "9.0 only, or 12.0 or higher"),
+    ([("sass", "sm_120a"), ("ptx", "compute_90")], "9.0 or higher"),
+    ([("ptx", "compute_120f")], "12.0 or a later 12.x"),
+])
+def test_gpu_row_says_which_gpus(entries: list[tuple[str, str]], gpus: str) -> None:
+    floor = kit_floor(_files(*((LOADED, kind, arch) for kind, arch in entries)))
+    assert floor.table[-1].requirement == f"An NVIDIA GPU of compute capability {gpus}"
+
+
+def test_only_loaded_code_decides_the_row() -> None:
+    floor = kit_floor(_files((LOADED, "sass", "sm_86"), (RELOCATABLE, "ptx", "compute_86"),
+                             (RELOCATABLE, "sass", "sm_90")))
+    assert (floor.sass, floor.ptx) == (("sm_86",), ())
+    row = floor.table[-1]
+    assert row.requirement == "An NVIDIA GPU of compute capability 8.6 or a later 8.x"
+    assert "no PTX" in row.why and "JIT-compiles" not in row.why
+    assert "not counted: SASS sm_90 ×1, PTX compute_86 ×1 in __nv_relfatbin" in row.why
+
+
+def test_buildinfo_keeps_the_relocatable_code_apart() -> None:
+    info = buildinfo.BuildInfo(
+        kit="k", card="c", upstream="u", upstream_url="x", tracked_ref="main", revision="r",
+        version="", arch="sm_86", cuda_version="13.0", host_compiler="GNU 14", cmake_version="3",
+        cmake_options="", builder="local", toolchain="t", base_image="none",
+        base_image_digest="none", source_date_epoch=1, pipeline_version="0", pipeline_revision="p",
+        glibc_floor="2.34", sonames="", runpath="none", sass="sm_86", ptx="none",
+        relocatable_device_code="SASS sm_86 ×2, PTX compute_86 ×2")
+    text = buildinfo.render(info)
+    assert "\nptx: none\nrelocatable_device_code: SASS sm_86 ×2, PTX compute_86 ×2\n" in text
+    assert buildinfo.parse(text) == info
+    older = text.replace("relocatable_device_code: SASS sm_86 ×2, PTX compute_86 ×2\n", "")
+    assert buildinfo.parse(older) == dataclasses.replace(info, relocatable_device_code="none")

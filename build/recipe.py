@@ -20,7 +20,22 @@ Reproducibility policy (same tree + same toolchain → same bytes, whatever the 
   independent of the folder, while the file name and content still tell files apart;
 - `-ffile-prefix-map` for the source and build folders, for host code and through nvcc;
 - no timestamps: SOURCE_DATE_EPOCH is passed through for __DATE__/__TIME__, LC_ALL=C, TZ=UTC;
-- build-id: `--build-id=sha1`, a hash of the linked content, so it is as reproducible as the rest.
+- build-id: `--build-id=sha1`, a hash of the linked content, so it is as reproducible as the rest;
+- `-frandom-seed=<the source's path relative to the source root>` on every compile, added by this
+  script acting as the compiler launcher (`recipe.py --compile-launcher`, set as
+  CMAKE_<LANG>_COMPILER_LAUNCHER): with relocatable device code (`-rdc`, CUDA separable
+  compilation) cudafe otherwise draws the internal namespace names of header intrinsics from a
+  per-process number, and those names land in the shipped cubins. nvcc asks for a different seed
+  per file; the relative path is one, and it does not depend on the folder the build runs in;
+- relative paths on every compile line (the launcher rewrites the source and build folders):
+  `-lineinfo` records source paths in the device code, beyond the reach of any prefix map, and
+  nvcc's device compiler makes them absolute with the working folder it finds in $PWD, which the
+  launcher sets to /proc/self/cwd.
+
+Compiler cache (--ccache): C++20 targets on CMake >= 3.28 get module-scanning flags that ccache
+refuses (`-fmodules-ts`), so CMAKE_CXX_SCAN_FOR_MODULES is OFF unless the source uses C++20
+modules. The launcher counts every compile call, so calls ccache could not cache are reported
+(`ccache_uncacheable`) beside its hits and misses.
 """
 
 from __future__ import annotations
@@ -40,6 +55,12 @@ from pathlib import Path
 # directory. The install RPATH made of the link directories (the CUDA toolkit's lib) has neither.
 KIT_RPATH = {"CMAKE_BUILD_WITH_INSTALL_RPATH": "ON", "CMAKE_INSTALL_RPATH_USE_LINK_PATH": "ON"}
 EXIT_BAD_ARGS, EXIT_TOOL, EXIT_CONFIGURE, EXIT_COMPILE, EXIT_TARGET = 2, 3, 4, 5, 6
+LAUNCHER_FLAG = "--compile-launcher"
+COMPILE_CALLS = ".ninfer-kits-compile-calls"  # one line per compile call, in the build folder
+SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c++", ".c")
+MODULE_SUFFIXES = (".cppm", ".ixx", ".mpp", ".cxxm", ".c++m", ".ccm")
+MODULE_DECLARATION = re.compile(rb"^[ \t]*(?:export[ \t]+)?(?:module|import)[ \t]+[A-Za-z_:<\"]",
+                                re.MULTILINE)
 GIB = 1 << 30
 MEMORY_PER_JOB = 2 * GIB  # nvcc on the upstreams' larger kernels peaks near 2 GiB per job
 
@@ -152,17 +173,24 @@ def compiler_facts(build: Path) -> dict[str, str]:
     return facts
 
 
-def ccache_launchers(enabled: bool) -> dict[str, str]:
-    if not enabled:
-        return {}
+def ccache_path() -> str:
     ccache = shutil.which("ccache")
     if ccache is None:
         raise RecipeError(EXIT_TOOL, "ccache not found: install ccache or build without --ccache")
-    return {f"CMAKE_{lang}_COMPILER_LAUNCHER": ccache for lang in ("C", "CXX", "CUDA")}
+    return ccache
 
 
-def ccache_stats(enabled: bool) -> dict[str, int]:
-    """Hits and misses of this build (the counters are zeroed before it starts)."""
+def compile_calls(build: Path) -> int:
+    try:
+        with open(build / COMPILE_CALLS, encoding="utf-8") as calls:
+            return sum(1 for _ in calls)
+    except FileNotFoundError:
+        return 0
+
+
+def ccache_stats(enabled: bool, calls: int) -> dict[str, object]:
+    """Hits and misses of this build (the counters are zeroed before it starts), and the compile
+    calls ccache could not cache at all: every call the launcher saw that was neither."""
     if not enabled:
         return {}
     text = subprocess.run(["ccache", "--print-stats"], capture_output=True, text=True,
@@ -173,15 +201,97 @@ def ccache_stats(enabled: bool) -> dict[str, int]:
         if value.strip().isdigit():
             counters[key] = int(value)
     hits = counters.get("direct_cache_hit", 0) + counters.get("preprocessed_cache_hit", 0)
-    return {"ccache_hits": hits, "ccache_misses": counters.get("cache_miss", 0)}
+    misses = counters.get("cache_miss", 0)
+    rate = f"{100 * hits / calls:.1f}%" if calls else "n/a (no compile calls)"
+    return {"ccache_calls": calls, "ccache_hits": hits, "ccache_misses": misses,
+            "ccache_uncacheable": max(0, calls - hits - misses), "ccache_hit_rate": rate}
+
+
+def launch_compiler(argv: list[str]) -> int:
+    """`recipe.py --compile-launcher SOURCE_ROOT BUILD_ROOT [ccache] -- COMPILER ARGS...`: run one
+    compile with a per-file -frandom-seed, through ccache when named, and count the call."""
+    separator = argv.index("--")
+    roots, command = argv[:separator], argv[separator + 1:]
+    source_root, build_root, *cache = roots
+    seed = random_seed(command, Path(source_root), Path(build_root))
+    with open(Path(build_root) / COMPILE_CALLS, "a", encoding="utf-8") as calls:
+        calls.write(f"{seed}\n")
+    full = [*cache, *relative_paths(command, [source_root, build_root]), f"-frandom-seed={seed}"]
+    # nvcc's device compiler joins relative paths to the working folder it reads from $PWD
+    # (when that names the same folder) before asking the system: /proc/self/cwd is the same
+    # folder in every build, so the recorded paths are too.
+    return subprocess.call(full, env=dict(os.environ, PWD="/proc/self/cwd"))
+
+
+def relative_paths(command: list[str], roots: list[str]) -> list[str]:
+    """Every mention of the source and build folders, relative to the compile's folder.
+
+    With -lineinfo, nvcc writes the paths of the sources and headers it compiled into the device
+    code, and no prefix map reaches there; given relative paths, it writes those. The compile
+    runs in the build folder, so they depend only on where the source sits beside it."""
+    cwd = os.getcwd()
+    patterns = [(re.compile(re.escape(os.path.abspath(root)) + r"(?=/|=|;|$)"),
+                 os.path.relpath(root, cwd)) for root in sorted(roots, key=len, reverse=True)]
+    rewritten = []
+    for argument in command[1:]:
+        for pattern, relative in patterns:
+            argument = pattern.sub(relative, argument)
+        rewritten.append(argument)
+    return [command[0], *rewritten]
+
+
+def random_seed(command: list[str], source_root: Path, build_root: Path) -> str:
+    """The compiled file's path relative to the source root (or the build folder, for
+    generated sources): different for every file, the same in every folder."""
+    source = compiled_source(command)
+    if source is None:
+        return "none"
+    absolute = Path(os.path.abspath(source))
+    for root, prefix in ((source_root, ""), (build_root, "build/")):
+        try:
+            return prefix + absolute.relative_to(os.path.abspath(root)).as_posix()
+        except ValueError:
+            continue
+    return absolute.name
+
+
+def compiled_source(command: list[str]) -> str | None:
+    """The file after -c (CMake's compile rules put it there), else the last source argument."""
+    if "-c" in command:
+        following = command.index("-c") + 1
+        if following < len(command) and command[following].endswith(SOURCE_SUFFIXES):
+            return command[following]
+    candidates = [arg for arg in command[1:] if arg.endswith(SOURCE_SUFFIXES)
+                  and not arg.startswith("-")]
+    return candidates[-1] if candidates else None
+
+
+def uses_cxx_modules(source: Path) -> bool:
+    """Whether the tree declares or imports C++20 modules (then CMake must scan for them)."""
+    for path in source.rglob("*"):
+        if path.suffix in MODULE_SUFFIXES:
+            return True
+        if path.suffix in (*SOURCE_SUFFIXES, ".h", ".hpp", ".cuh") and path.is_file():
+            if MODULE_DECLARATION.search(path.read_bytes()):
+                return True
+    return False
+
+
+def compiler_launchers(args: argparse.Namespace) -> dict[str, str]:
+    launcher = [sys.executable, str(Path(__file__).resolve()), LAUNCHER_FLAG,
+                str(args.source.resolve()), str(args.build_dir.resolve()),
+                *([ccache_path()] if args.ccache else []), "--"]
+    joined = ";".join(launcher)
+    return {f"CMAKE_{lang}_COMPILER_LAUNCHER": joined for lang in ("C", "CXX", "CUDA")}
 
 
 def configure(args: argparse.Namespace, nvcc: str, cmake: str, env: dict[str, str]) -> list[str]:
     # The upstream's options may override the Release default; the arch is always ours.
-    options = {"CMAKE_BUILD_TYPE": "Release", **KIT_RPATH,
+    scan = {} if uses_cxx_modules(args.source) else {"CMAKE_CXX_SCAN_FOR_MODULES": "OFF"}
+    options = {"CMAKE_BUILD_TYPE": "Release", **KIT_RPATH, **scan,
                **dict(pairs(args.cmake_option, "--cmake-option")),
                "CMAKE_CUDA_ARCHITECTURES": args.arch}
-    merged = dict(options, CMAKE_CUDA_COMPILER=nvcc, **ccache_launchers(args.ccache))
+    merged = dict(options, CMAKE_CUDA_COMPILER=nvcc, **compiler_launchers(args))
     for key, value in deterministic_flags(args.source.resolve(), args.build_dir.resolve()).items():
         merged[key] = f"{merged[key]} {value}" if key in merged else value
     defines = [f"-D{key}={value}" for key, value in merged.items()]
@@ -217,6 +327,8 @@ def write_facts(out: Path, facts: dict[str, object]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == [LAUNCHER_FLAG]:
+        return launch_compiler(argv[1:])
     args = parse_args(argv)
     try:
         targets = pairs(args.target, "--target")
@@ -227,7 +339,8 @@ def main(argv: list[str]) -> int:
         env = build_env()
         args.out.mkdir(parents=True, exist_ok=True)
         if args.ccache:
-            subprocess.run(["ccache", "--zero-stats"], capture_output=True, check=False)
+            subprocess.run([ccache_path(), "--zero-stats"], capture_output=True, check=False)
+        (args.build_dir / COMPILE_CALLS).unlink(missing_ok=True)
         started = time.monotonic()
         options = configure(args, nvcc, cmake, env)
         configured = time.monotonic()
@@ -244,10 +357,12 @@ def main(argv: list[str]) -> int:
             "ninja_version": tool_version([ninja, "--version"], r"(\S+)"),
             "nvcc_version": tool_version([nvcc, "--version"], r"release \S+ V(\S+)"),
             "cmake_options": options,
-            "deterministic_flags": deterministic_flags(Path("<source>"), Path("<build>")),
+            "deterministic_flags": {
+                **deterministic_flags(Path("<source>"), Path("<build>")),
+                "per_file": "-frandom-seed=<source path relative to the source root>"},
             "targets": [name for name, _ in targets],
             **compiler_facts(args.build_dir),
-            **ccache_stats(args.ccache),
+            **ccache_stats(args.ccache, compile_calls(args.build_dir)),
         }
         write_facts(args.out, facts)
         print(f"recipe: built {', '.join(facts['targets'])} for {args.arch} "  # type: ignore[arg-type]

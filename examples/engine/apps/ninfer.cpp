@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   std::printf("%s\n", ninfer::version_line("ninfer").c_str());
   std::printf("build: %s\n", ninfer::build_info());
   std::printf("libcurl: %s\n", ninfer::curl_info().c_str());
+  std::printf("FFmpeg: %s\n", ninfer::media_info().c_str());
 
   const ninfer::DeviceReport report = ninfer::query_devices();
   std::printf("CUDA runtime: %s\n", ninfer::format_version(report.runtime_version).c_str());

@@ -245,6 +245,16 @@ std::string check_quantize_int8(DType dtype, const Tokens& tokens, int width) {
   return wrong.empty() ? compare(scales, expected_scales, 1e-6f) : wrong;
 }
 
+// The kernel reads fp16 bit patterns whatever `dtype` says: each dtype pass runs it once more.
+std::string check_dequant_rows(DType dtype, const Tokens& tokens, int width) {
+  const auto bits = to_f16_bits(inputs(tokens, elements(kRows, width), 21));
+  const auto scales = inputs(tokens, elements(kRows, 1), 22);
+  std::vector<float> out;
+  const std::string error = dequant_rows(bits, scales, kRows, width, out);
+  if (!error.empty()) return error;
+  return compare(out, dequant_rows_reference(bits, scales, kRows, width), tolerance(dtype));
+}
+
 struct Check {
   const char* name;
   std::string (*run)(DType dtype, const Tokens& tokens, int width);
@@ -263,6 +273,7 @@ constexpr Check kChecks[] = {
     {"attention_scores", check_attention_scores},
     {"kv_append", check_kv_append},
     {"quantize_int8", check_quantize_int8},
+    {"dequant_rows", check_dequant_rows},
 };
 
 }  // namespace

@@ -15,6 +15,8 @@ const char* cuda_arch();   // the one architecture built, e.g. "sm_86"
 std::string cuda_version_built();  // CUDA runtime headers used, e.g. "13.0"
 std::string version_line(std::string_view program);  // "ninfer 0.3.0-example (sm_86, ...)"
 std::string curl_info();   // curl_version() of the libcurl loaded at run time
+// media.cpp: "libavformat 61.7.100, libavcodec ..." of the FFmpeg libraries loaded at run time.
+std::string media_info();
 
 // device.cpp: what the CUDA runtime and driver report; never fails, only describes.
 struct DeviceReport {
@@ -81,6 +83,11 @@ std::string kv_append(DType dtype, const std::vector<float>& k, const std::vecto
 // with x ~= q * scale, scale = max|x| / 127 (1 for an all-zero row).
 std::string quantize_int8(DType dtype, const std::vector<float>& x, int rows, int cols,
                           std::vector<std::int8_t>& q, std::vector<float>& scales);
+// dequant_rows.cu: out [rows] = scale[row] * sum of the fp16 values whose raw 16-bit patterns
+// are bits [rows, cols]; the scales are applied in bf16, as quantized weight files store them.
+std::string dequant_rows(const std::vector<std::uint16_t>& bits, const std::vector<float>& scales,
+                         int rows, int cols, std::vector<float>& out);
+std::vector<std::uint16_t> to_f16_bits(const std::vector<float>& values);  // round to nearest
 
 // CPU references for the kernels, to check what the device computed.
 std::vector<float> rmsnorm_reference(const std::vector<float>& x, int rows, int cols,
@@ -109,6 +116,8 @@ void kv_append_reference(const std::vector<float>& k, const std::vector<float>& 
                          std::vector<float>& k_cache, std::vector<float>& v_cache);
 void quantize_int8_reference(const std::vector<float>& x, int rows, int cols,
                              std::vector<std::int8_t>& q, std::vector<float>& scales);
+std::vector<float> dequant_rows_reference(const std::vector<std::uint16_t>& bits,
+                                          const std::vector<float>& scales, int rows, int cols);
 
 struct SmokeResult {
   bool ran = false;  // false: no device, nothing was launched

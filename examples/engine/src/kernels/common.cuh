@@ -1,6 +1,6 @@
 // What the kernel files share: element types, device arrays, dispatch and block reductions.
-// Private to src/kernels; everything here is a template or inline, so each .cu file compiles on
-// its own (no relocatable device code, no device link).
+// Private to src/kernels; everything here is a template or inline. The files are compiled as
+// relocatable device code and joined by the device link when the apps link.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,0 +1,32 @@
+// FFmpeg, linked as the upstreams link it (pkg-config: libavformat, libavcodec, libavutil,
+// libswscale): the versions of the libraries loaded at run time, for --help and the report.
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/avutil.h>
+#include <libswscale/swscale.h>
+}
+
+#include <string>
+
+#include "ninfer/ninfer.hpp"
+
+namespace ninfer {
+
+namespace {
+
+std::string dotted(unsigned version) {
+  return std::to_string(AV_VERSION_MAJOR(version)) + "." +
+         std::to_string(AV_VERSION_MINOR(version)) + "." +
+         std::to_string(AV_VERSION_MICRO(version));
+}
+
+}  // namespace
+
+std::string media_info() {
+  return "libavformat " + dotted(avformat_version()) + ", libavcodec " +
+         dotted(avcodec_version()) + ", libavutil " + dotted(avutil_version()) +
+         ", libswscale " + dotted(swscale_version());
+}
+
+}  // namespace ninfer

@@ -271,9 +271,9 @@ def uses_cxx_modules(source: Path) -> bool:
     for path in source.rglob("*"):
         if path.suffix in MODULE_SUFFIXES:
             return True
-        if path.suffix in (*SOURCE_SUFFIXES, ".h", ".hpp", ".cuh") and path.is_file():
-            if MODULE_DECLARATION.search(path.read_bytes()):
-                return True
+        scanned = path.suffix in (*SOURCE_SUFFIXES, ".h", ".hpp", ".cuh") and path.is_file()
+        if scanned and MODULE_DECLARATION.search(path.read_bytes()):
+            return True
     return False
 
 

@@ -28,6 +28,7 @@ from ninfer_kits.matrix import CudaVersion, Kit
 # Absolute, so that `anything / RECIPE` is RECIPE too.
 RECIPE: Final = resources.recipe_path()
 LOG_TAIL = 30
+MIN_CMAKE = (3, 28)
 NINJA_STATUS = re.compile(r"^\[(\d+)/(\d+)\]")
 
 
@@ -72,11 +73,11 @@ class Builder(Protocol):
 
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled: ...
 
-    def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str,
-                   reporter: Reporter) -> str | None:
-        """Prove every soname of the kit resolves in its runtime image: None when it does, a
-        "skipped: why" when this builder has no runtime image; CheckFailed names what is
-        missing."""
+    def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
+                   reporter: Reporter) -> str:
+        """Prove every library and symbol version of the kit resolves in its runtime image, and
+        return the verdict (also appended to `log`); "skipped (why)" when this builder has no
+        runtime image. CheckFailed names everything that is missing."""
         ...
 
 
@@ -120,6 +121,7 @@ class LocalBuilder:
             if shutil.which(tool) is None:
                 raise BadInput(f"{tool} not found: the local builder needs it "
                                f"(Debian/Ubuntu: apt install {package})")
+        _check_cmake(shutil.which("cmake") or "cmake")
         return Toolchain(builder=self.name, nvcc=nvcc, cuda_version=version.text)
 
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled:
@@ -132,9 +134,12 @@ class LocalBuilder:
                    label=f"compiling {request.kit.id}")
         return Compiled(bin_dir=out / "kit" / "bin", facts=read_facts(out), log=request.log)
 
-    def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str,
-                   reporter: Reporter) -> str | None:
-        return "skipped: the local builder has no runtime image (use --builder docker)"
+    def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
+                   reporter: Reporter) -> str:
+        verdict = "skipped (the local builder has no runtime image; use --builder docker)"
+        with log.open("a", encoding="utf-8") as sink:
+            sink.write(f"\n== smoke test {verdict}\n")
+        return verdict
 
     def _find_nvcc(self) -> str:
         if self.nvcc:  # named by the user: use it or say why not, never fall back silently
@@ -147,6 +152,19 @@ class LocalBuilder:
                 return candidate
         raise BadInput("nvcc not found: the local builder needs the CUDA toolkit "
                        "(install it at /usr/local/cuda or set NVCC=/path/to/nvcc)")
+
+
+def _check_cmake(cmake: str) -> None:
+    """The upstreams declare CMake >= 3.28 (C++20 module scanning); say so before fetching."""
+    output = subprocess.run([cmake, "--version"], capture_output=True, text=True,
+                            check=False).stdout
+    match = re.search(r"cmake version (\d+)\.(\d+)", output)
+    found = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    if found < MIN_CMAKE:
+        shown = ".".join(map(str, found)) if match else "of unknown version"
+        raise BadInput(f"{cmake} is CMake {shown}; the upstreams need CMake "
+                       f"{'.'.join(map(str, MIN_CMAKE))} or newer: pip install "
+                       f"'ninfer-kits[local]' (or 'cmake>=3.28') into this environment")
 
 
 def _nvcc_version(nvcc: str) -> CudaVersion:

@@ -35,12 +35,15 @@ from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
 from ninfer_kits.matrix import Toolchain as MatrixToolchain
+from ninfer_kits.smoke import read_trace, trace_script
 
 LABEL = "org.ninfer-kits.role"
 IMAGE_PREFIX = "ninfer-kits"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 WORK = "/work"  # fixed paths inside the container keep builds reproducible across hosts
+SOURCE, CMAKE, OUT = f"{WORK}/source", f"{WORK}/cmake", f"{WORK}/out"  # as the local builder's
 KEEP_ENV = "NINFER_KITS_KEEP_CONTAINER"
+CCACHE_FACTS = ("calls", "hits", "misses", "uncacheable", "hit_rate")  # from recipe.json
 START_ENGINE_HINT = ("start one (as root: scripts/start-docker-engine.sh, or `dockerd &`), or "
                      "point DOCKER_HOST at a remote engine (tcp://HOST:2375, ssh://user@HOST)")
 
@@ -117,8 +120,9 @@ def network_mode(client: Any) -> str:
 class DockerBuilder:
     name = "docker"
 
-    def __init__(self, client: Any | None = None) -> None:
+    def __init__(self, client: Any | None = None, ccache_volume: str | None = None) -> None:
         self._client = client
+        self._ccache_volume = ccache_volume
         self._toolchains: dict[str, Toolchain] = {}
 
     @property
@@ -143,16 +147,17 @@ class DockerBuilder:
 
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled:
         toolchain = self.preflight(request.kit, reporter)
-        volume = ensure_volume(self.client, f"ninfer-kits-ccache-{request.kit.toolchain.id}")
-        command = ["python3", f"{WORK}/recipe.py", "--ccache",
-                   *recipe_arguments(request, Path(f"{WORK}/src"), Path(f"{WORK}/build"),
-                                     Path(f"{WORK}/out"))]
+        volume = self._ccache_volume or f"ninfer-kits-ccache-{request.kit.toolchain.id}"
+        cached = volume != "none"
+        command = ["python3", f"{WORK}/recipe.py", *(["--ccache"] if cached else []),
+                   *recipe_arguments(request, Path(SOURCE), Path(CMAKE), Path(OUT))]
         env = {"SOURCE_DATE_EPOCH": str(request.source_date_epoch), "CCACHE_DIR": "/ccache",
                "CCACHE_BASEDIR": WORK, "CCACHE_NOHASHDIR": "1", "HOME": "/tmp"}
+        volumes = {ensure_volume(self.client, volume): {"bind": "/ccache", "mode": "rw"}} \
+            if cached else {}
         out = request.workspace / "out"
         with build_container(self.client, image=toolchain.image, command=command, env=env,
-                             volumes={volume: {"bind": "/ccache", "mode": "rw"}},
-                             network=network_mode(self.client)) as container:
+                             volumes=volumes, network=network_mode(self.client)) as container:
             container.put_archive(WORK, _work_archive(request))
             container.start()
             _stream_log(container, request, reporter)
@@ -161,50 +166,37 @@ class DockerBuilder:
                 tail = tuple(_tail(request.log))
                 raise CompileFailed(f"compiling {request.kit.id} in {toolchain.image}", status,
                                     tail, request.log)
-            _copy_out(container, f"{WORK}/out", out)
+            _copy_out(container, OUT, out)
         facts = read_facts(out)
         run = (("image", f"{toolchain.image}@{toolchain.image_id}"),
-               ("ccache_hits", str(facts.get("ccache_hits", 0))),
-               ("ccache_misses", str(facts.get("ccache_misses", 0))))
+               ("ccache", volume if cached else "none (--ccache-volume none)"),
+               *((f"ccache_{key}", str(facts.get(f"ccache_{key}", "")))
+                 for key in CCACHE_FACTS if cached))
         return Compiled(bin_dir=out / "kit" / "bin", facts=facts, log=request.log,
                         extra_run_facts=run)
 
 
-    def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str,
-                   reporter: Reporter) -> str | None:
-        """The dynamic loader's --list of every binary, inside the kit's runtime image."""
-        toolchain = kit.toolchain
-        recipe = ImageRecipe.runtime_image(toolchain)
+    def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
+                   reporter: Reporter) -> str:
+        """The dynamic loader traces every binary inside the kit's runtime image; every missing
+        library and symbol version is named, in the error and in the build log."""
+        recipe = ImageRecipe.runtime_image(kit.toolchain)
         ensure_image(self.client, recipe, reporter)
-        script = ('status=0; for b in /kit/bin/*; do echo "== $b"; '
-                  f'{interpreter} --list "$b" 2>&1 || status=1; done; exit $status')
+        script = trace_script(interpreter, "/kit/bin")
         with build_container(self.client, image=recipe.tag(), command=["sh", "-c", script],
                              env={}, volumes={}, network="none") as container:
             container.put_archive("/", _folder_archive(bin_dir, "kit/bin"))
             container.start()
-            status = container.wait().get("StatusCode", 1)
+            container.wait()
             output = container.logs().decode("utf-8", "replace")
-        missing = loader_failures(output)
-        if status != 0 or missing:
-            found = "; ".join(missing) or output.strip()[-500:]
-            raise CheckFailed(f"smoke test in {recipe.tag()} ({toolchain.runtime_dockerfile}): "
-                              f"{found}")
-        reporter.info(f"every soname resolves in {recipe.tag()}")
-        return None
-
-
-def loader_failures(output: str) -> list[str]:
-    """`kit/bin/X: libY.so.1 not found` for each library the loader could not find."""
-    failures, current = [], "?"
-    for line in output.splitlines():
-        if line.startswith("== "):
-            current = line[3:].lstrip("/")
-        elif "=> not found" in line:
-            failures.append(f"{current}: {line.split('=>')[0].strip()} not found")
-        elif "error while loading shared libraries" in line:
-            library = line.split("shared libraries:", 1)[1].split(":")[0].strip()
-            failures.append(f"{current}: {library} not found")
-    return list(dict.fromkeys(failures))
+        verdict = read_trace(output, recipe.tag())
+        with log.open("a", encoding="utf-8") as sink:
+            sink.write(f"\n== smoke test: the loader's trace in {recipe.tag()}\n{output}"
+                       f"== smoke test {verdict.summary()}\n")
+        if not verdict.passed:
+            raise CheckFailed(f"smoke test ({kit.toolchain.runtime_dockerfile}) "
+                              f"{verdict.summary()}; the loader's trace is in {log}")
+        return verdict.summary()
 
 
 def _folder_archive(folder: Path, name: str) -> bytes:
@@ -306,10 +298,10 @@ def build_container(client: Any, *, image: str, command: list[str], env: dict[st
 
 
 def _work_archive(request: CompileRequest) -> bytes:
-    """src/ (the exported tree) and recipe.py, as one tar for put_archive."""
+    """source/ (the exported tree) and recipe.py, as one tar for put_archive."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
-        archive.add(request.source, arcname="src", filter=_root_owned)
+        archive.add(request.source, arcname=Path(SOURCE).name, filter=_root_owned)
         archive.add(request.recipe, arcname="recipe.py", filter=_root_owned)
     return buffer.getvalue()
 

@@ -60,6 +60,7 @@ class BuildState:
     buildinfo: BuildInfo | None = None
     tarball: PackedFile | None = None
     output: Path | None = None
+    smoke: str = ""
 
 
 
@@ -133,14 +134,14 @@ def inspect_kit(state: BuildState, reporter: Reporter) -> BuildState:
 
 
 def smoke_test(state: BuildState, reporter: Reporter) -> BuildState:
-    """Every soname resolves in the kit's runtime image (docker builder only)."""
+    """Every library and symbol version resolves in the kit's runtime image (docker builder)."""
     kit_root, inspection = need(state.kit_root, "kit_root"), need(state.inspection, "inspection")
+    compiled = need(state.compiled, "compiled")
     interpreter = next(iter(inspection.floor.interpreters), "/lib64/ld-linux-x86-64.so.2")
-    skipped = state.request.builder.smoke_test(state.request.kit, kit_root / "bin", interpreter,
-                                               reporter)
-    if skipped:
-        reporter.info(skipped)
-    return state
+    verdict = state.request.builder.smoke_test(state.request.kit, kit_root / "bin", interpreter,
+                                               compiled.log, reporter)
+    reporter.info(f"smoke test {verdict}")
+    return dataclasses.replace(state, smoke=verdict)
 
 
 def write_buildinfo(state: BuildState, reporter: Reporter) -> BuildState:
@@ -331,6 +332,7 @@ def run_facts(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str], .
         ("wall_seconds", f"{time.monotonic() - state.started:.1f}"),
         ("driver", driver),
         ("gpu", gpu),
+        ("smoke", state.smoke),
         *compiled.extra_run_facts,
     )
 

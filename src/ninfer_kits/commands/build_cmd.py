@@ -38,14 +38,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="build trees and logs (default: <cache-dir>/work)")
     parser.add_argument("--keep-work", action="store_true",
                         help="keep the build tree after a successful build")
+    parser.add_argument("--ccache-volume", metavar="NAME", default=None,
+                        help="docker builder: the compiler cache volume (default: "
+                             "ninfer-kits-ccache-<toolchain>; 'none' compiles without one)")
 
 
-def make_builder(name: str) -> Builder:
-    if name == "local":
+def make_builder(args: argparse.Namespace) -> Builder:
+    if args.builder == "local":
+        if args.ccache_volume is not None:
+            raise BadInput("--ccache-volume is for the docker builder (--builder docker)")
         return LocalBuilder()
     from ninfer_kits.docker_builder import DockerBuilder  # the docker SDK only when asked for
 
-    return DockerBuilder()
+    return DockerBuilder(ccache_volume=args.ccache_volume)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -55,7 +60,7 @@ def execute(args: argparse.Namespace) -> int:
         raise BadInput(f"--jobs must be 1 or more, got {args.jobs}")
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
     request = BuildRequest(
-        kit=kit, builder=make_builder(args.builder), project=matrix.path.absolute().parent,
+        kit=kit, builder=make_builder(args), project=matrix.path.absolute().parent,
         dist_dir=args.dist.absolute(),
         cache_dir=cache_dir, work_dir=(args.work_dir or cache_dir / "work").absolute(),
         jobs=args.jobs, revision=args.revision, source_url=args.source_url,

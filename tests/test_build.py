@@ -89,6 +89,18 @@ def test_buildinfo_differs_only_in_the_run_section(two_builds: tuple[Built, Buil
     assert tarball_lines[0] == tarball_lines[1]
 
 
+def test_no_build_folder_in_the_kit(two_builds: tuple[Built, Built]) -> None:
+    """Neither the cache (where the source and build trees live) nor the folder the build ran
+    from appear in a shipped binary, device code (-lineinfo) included."""
+    for built in two_builds:
+        with tarfile.open(built.out / ASSET) as archive:
+            for member in archive.getmembers():
+                if member.name.startswith("kit/bin/"):
+                    data = archive.extractfile(member).read()  # type: ignore[union-attr]
+                    assert str(built.cache).encode() not in data, member.name
+                    assert str(built.dist.parent).encode() not in data, member.name
+
+
 def test_sha256sums_verify_with_coreutils(two_builds: tuple[Built, Built]) -> None:
     out = two_builds[0].out
     done = subprocess.run([tool("sha256sum"), "-c", "SHA256SUMS"], cwd=out, capture_output=True,

@@ -7,6 +7,7 @@ instead (tools.missing), because .ci/run starts an engine.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -86,11 +87,26 @@ def build(place: Path, *args: str, project: Path = ROOT, env: dict[str, str] | N
 
 
 @pytest.fixture(scope="module")
-def docker_builds(engine: Any, example_repo: tuple[Path, str],
+def cold_volumes(engine: Any) -> Iterator[tuple[str, str]]:
+    """Two compiler cache volumes no earlier run has filled: both builds below start cold."""
+    names = tuple(f"ninfer-kits-test-ccache-{uuid.uuid4().hex[:12]}" for _ in range(2))
+    yield names  # type: ignore[misc]
+    for name in names:
+        with contextlib.suppress(Exception):  # already gone: nothing to clean
+            engine.volumes.get(name).remove(force=True)
+
+
+@pytest.fixture(scope="module")
+def docker_builds(engine: Any, example_repo: tuple[Path, str], cold_volumes: tuple[str, str],
                   tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Run]:
+    """Two COLD builds: different folders, job counts and empty compiler caches of their own, so
+    nothing of the first can be replayed into the second (a warm ccache would hide a compiler
+    that is not deterministic)."""
     repo = str(example_repo[0])
-    first = build(tmp_path_factory.mktemp("docker-a"), "example", "--source", repo, "-j", "1")
-    second = build(tmp_path_factory.mktemp("docker-b") / "x", "example", "--source", repo)
+    first = build(tmp_path_factory.mktemp("docker-a"), "example", "--source", repo, "-j", "1",
+                  "--ccache-volume", cold_volumes[0])
+    second = build(tmp_path_factory.mktemp("docker-b") / "x", "example", "--source", repo,
+                   "--ccache-volume", cold_volumes[1])
     for run in (first, second):
         assert run.done.returncode == 0, run.done.stderr[-4000:]
     return first, second
@@ -101,13 +117,31 @@ def test_example_kit_builds_in_docker_and_loads_in_its_runtime_image(
     first, _ = docker_builds
     assert sorted(p.name for p in first.out.iterdir()) == [
         "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", ASSET]
-    assert "every soname resolves in ninfer-kits/runtime-trixie-cuda130:" in first.done.stderr
+    verdict = first.info().run_value("smoke") or ""
+    assert verdict.startswith("passed in ninfer-kits/runtime-trixie-cuda130:"), verdict
+    assert "every library and symbol version of 2 binaries resolved" in verdict
+    assert f"smoke test {verdict}" in first.done.stderr
+    log = (first.out / "build.log").read_text()
+    assert "== smoke test: the loader's trace in ninfer-kits/runtime-trixie-cuda130:" in log
+    assert "libavformat.so.61 => /" in log  # FFmpeg 7 from the runtime image's packages
     assert first.info().builder == "docker"
 
 
-def test_second_docker_build_is_byte_identical(docker_builds: tuple[Run, Run]) -> None:
+def test_two_cold_docker_builds_are_byte_identical(docker_builds: tuple[Run, Run]) -> None:
     first, second = docker_builds
+    for run in docker_builds:
+        info = run.info()
+        assert info.run_value("ccache_hits") == "0", info.run
     assert (first.out / ASSET).read_bytes() == (second.out / ASSET).read_bytes()
+
+
+def test_cold_build_counts_every_compile_call(docker_builds: tuple[Run, Run]) -> None:
+    info = docker_builds[0].info()
+    calls = int(info.run_value("ccache_calls") or 0)
+    misses = int(info.run_value("ccache_misses") or 0)
+    # version.cpp, device.cpp, tokenize.cpp, http.cpp, media.cpp, 14 kernels, the two apps
+    assert calls >= 20, info.run
+    assert misses == calls and info.run_value("ccache_uncacheable") == "0", info.run
 
 
 def test_floor_is_the_images_not_the_hosts(docker_builds: tuple[Run, Run]) -> None:
@@ -124,18 +158,57 @@ def test_floor_is_the_images_not_the_hosts(docker_builds: tuple[Run, Run]) -> No
     assert image.startswith("ninfer-kits/toolchain-trixie-cuda130:") and "@sha256:" in image
 
 
+def test_rebuild_without_change_hits_every_compile(docker_builds: tuple[Run, Run],
+                                                   cold_volumes: tuple[str, str],
+                                                   example_repo: tuple[Path, str],
+                                                   tmp_path: Path, no_leaks: None) -> None:
+    """C++20 compiles on CMake >= 3.28 carry module-scanning flags ccache refuses; the recipe
+    turns scanning off, so a rebuild from a warm cache hits on every call."""
+    run = build(tmp_path / "again", "example", "--source", str(example_repo[0]),
+                "--ccache-volume", cold_volumes[0])
+    assert run.done.returncode == 0, run.done.stderr[-3000:]
+    info = run.info()
+    assert info.run_value("ccache_hit_rate") == "100.0%", info.run
+    assert info.run_value("ccache_uncacheable") == "0", info.run
+    assert (run.out / ASSET).read_bytes() == (docker_builds[0].out / ASSET).read_bytes()
+
+
 def test_rebuild_after_one_cu_change_hits_ccache(engine: Any, docker_builds: tuple[Run, Run],
+                                                cold_volumes: tuple[str, str],
                                                 example_repo: tuple[Path, str],
                                                 tmp_path: Path, no_leaks: None) -> None:
-    # A value no earlier run compiled, so that the volume (kept between runs) cannot hold it.
+    # A value no earlier run compiled, so that the volume cannot hold it.
     unique = uuid.uuid4().int % 1_000_000_007
     repo = changed_copy(example_repo[0], tmp_path / "changed", "src/kernels/sampling.cu",
                         f"\n__device__ int ninfer_kits_changed = {unique};\n")
-    run = build(tmp_path / "rebuild", "example", "--source", str(repo))
+    run = build(tmp_path / "rebuild", "example", "--source", str(repo),
+                "--ccache-volume", cold_volumes[1])
     assert run.done.returncode == 0, run.done.stderr[-3000:]
     info = run.info()
-    assert int(info.run_value("ccache_hits") or 0) > 0
-    assert int(info.run_value("ccache_misses") or 0) >= 1
+    calls = int(info.run_value("ccache_calls") or 0)
+    assert info.run_value("ccache_misses") == "1", info.run  # sampling.cu, and nothing else
+    assert int(info.run_value("ccache_hits") or 0) == calls - 1, info.run
+
+
+def test_example_for_sm120a_builds_with_the_cuda_131_wheels(engine: Any,
+                                                            example_repo: tuple[Path, str],
+                                                            tmp_path: Path,
+                                                            no_leaks: None) -> None:
+    """The toolchain the 5090 kits need (CUDA >= 13.1), made from pinned PyPI wheels: it builds
+    the example for sm_120a, whose kit then loads in the matching runtime image."""
+    run = build(tmp_path, "example-sm120a", "--source", str(example_repo[0]),
+                "--ccache-volume", "none")
+    assert run.done.returncode == 0, run.done.stderr[-4000:]
+    out = run.dist / "example-v0.3.0-linux-sm120a"
+    info = buildinfo.read(out / "BUILDINFO.txt")
+    assert info.cuda_version.startswith("13.1."), info.cuda_version
+    assert info.toolchain == "trixie-cuda131" and info.sass == "sm_120a", info
+    assert info.ptx == "none"  # the device link keeps SASS only; -rdc PTX is never loaded
+    gpu = [requirement for requirement, _ in info.floor if "compute capability" in requirement]
+    assert gpu == ["An NVIDIA GPU of compute capability 12.0 only"], info.floor
+    smoke = info.run_value("smoke") or ""
+    assert smoke.startswith("passed in ninfer-kits/runtime-trixie-cuda131:"), smoke
+    assert info.run_value("ccache") == "none (--ccache-volume none)"
 
 
 def test_no_engine_says_how_to_start_one(tmp_path: Path) -> None:
@@ -173,12 +246,8 @@ def test_docker_host_reaches_a_second_engine(engine: Any, docker_builds: tuple[R
 def _images_for_example() -> list[str]:
     toolchain = load_matrix(ROOT / "matrix.toml").kit("example").toolchain
     return [toolchain.base_image, toolchain.runtime_base_image,
-            ImageRecipe(role="toolchain", toolchain=toolchain.id,
-                        dockerfile=toolchain.dockerfile_path,
-                        base_image=toolchain.base_image).tag(),
-            ImageRecipe(role="runtime", toolchain=toolchain.id,
-                        dockerfile=toolchain.runtime_dockerfile_path,
-                        base_image=toolchain.runtime_base_image).tag()]
+            ImageRecipe.toolchain_image(toolchain).tag(),
+            ImageRecipe.runtime_image(toolchain).tag()]
 
 
 def _copy_images(source: Any, target: Any, tags: list[str]) -> None:
@@ -274,14 +343,20 @@ def _kill_build_container_once_compiling(engine: Any, timeout: float) -> bool:
     return False
 
 
-def test_smoke_test_names_the_missing_library(engine: Any, example_repo: tuple[Path, str],
-                                              tmp_path: Path, no_leaks: None) -> None:
-    bare = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"  # no libcurl, no CUDA runtime
+def test_smoke_test_names_every_missing_library(engine: Any, example_repo: tuple[Path, str],
+                                               tmp_path: Path, no_leaks: None) -> None:
+    """`ld.so --list` stops at the first missing library; the smoke test names all of them."""
+    bare = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"  # no libcurl, no FFmpeg, no CUDA runtime
     project = project_copy(tmp_path, ('runtime_dockerfile = "dockerfiles/runtime-wheels-debian',
                                       'runtime_dockerfile = "dockerfiles/bare-runtime'),
                            {"bare-runtime.Dockerfile": bare})
     run = build(tmp_path, "example", "--source", str(example_repo[0]), project=project)
-    assert_failed_cleanly(run, 1, "smoke test in ninfer-kits/runtime-trixie-cuda130:")
-    named = [name for name in ("libcudart.so.13", "libcurl.so.4")
-             if f"kit/bin/ninfer: {name} not found" in run.done.stderr]
-    assert named, run.done.stderr[-2000:]
+    assert_failed_cleanly(run, 1, "smoke test (dockerfiles/bare-runtime.Dockerfile) failed in "
+                                  "ninfer-kits/runtime-trixie-cuda130:")
+    for binary in ("ninfer", "ninfer-serve"):
+        for name in ("libcudart.so.13", "libcurl.so.4", "libavformat.so.61", "libavcodec.so.61",
+                     "libavutil.so.59", "libswscale.so.8"):
+            assert f"kit/bin/{binary}: {name} not found" in run.done.stderr, (
+                binary, name, run.done.stderr[-3000:])
+    log = Path(run.done.stderr.split("the loader's trace is in ", 1)[1].split()[0])
+    assert "libavformat.so.61 => not found" in log.read_text()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,9 @@ def cuobjdump() -> Path:
 
 
 def tool(name: str) -> str:
-    path = shutil.which(name)
+    """A tool from this environment's bin/ (CMake from the test extra), else from PATH."""
+    path = shutil.which(name, path=f"{Path(sys.executable).parent}{os.pathsep}"
+                                  f"{os.environ.get('PATH', '')}")
     if path is None:
         missing(name)
         raise AssertionError

@@ -117,11 +117,11 @@ class LocalBuilder:
                 f"({nvcc}); install CUDA {needed} or newer and set NVCC, or build it in its "
                 f"toolchain image: ninfer-kits build {kit.id} --builder docker"
             )
-        for tool, package in (("cmake", "cmake"), ("ninja", "ninja-build")):
-            if shutil.which(tool) is None:
+        for tool, package in (("cmake", "'ninfer-kits[local]'"), ("ninja", "ninja")):
+            if shutil.which(tool, path=tool_path()) is None:
                 raise BadInput(f"{tool} not found: the local builder needs it "
-                               f"(Debian/Ubuntu: apt install {package})")
-        _check_cmake(shutil.which("cmake") or "cmake")
+                               f"(pip install {package}, or your distribution's package)")
+        _check_cmake(shutil.which("cmake", path=tool_path()) or "cmake")
         return Toolchain(builder=self.name, nvcc=nvcc, cuda_version=version.text)
 
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled:
@@ -129,7 +129,8 @@ class LocalBuilder:
         command = [sys.executable, str(request.recipe),
                    *recipe_arguments(request, request.source, request.workspace / "cmake", out),
                    "--nvcc", self._find_nvcc()]
-        env = dict(os.environ, SOURCE_DATE_EPOCH=str(request.source_date_epoch))
+        env = dict(os.environ, SOURCE_DATE_EPOCH=str(request.source_date_epoch),
+                   PATH=tool_path())
         run_logged(command, env=env, log=request.log, reporter=reporter,
                    label=f"compiling {request.kit.id}")
         return Compiled(bin_dir=out / "kit" / "bin", facts=read_facts(out), log=request.log)
@@ -152,6 +153,12 @@ class LocalBuilder:
                 return candidate
         raise BadInput("nvcc not found: the local builder needs the CUDA toolkit "
                        "(install it at /usr/local/cuda or set NVCC=/path/to/nvcc)")
+
+
+def tool_path() -> str:
+    """PATH with this environment's bin/ first: `pip install 'ninfer-kits[local]'` puts CMake
+    there, also when the environment is not activated."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
 def _check_cmake(cmake: str) -> None:

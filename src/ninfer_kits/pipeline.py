@@ -33,7 +33,7 @@ from ninfer_kits.source import SourceTree, fetch_source
 class BuildRequest:
     kit: Kit
     builder: Builder
-    project: Path  # the folder of matrix.toml: build/recipe.py lives there
+    project: Path  # the folder of matrix.toml
     dist_dir: Path
     cache_dir: Path
     work_dir: Path
@@ -105,7 +105,7 @@ def compile_kit(state: BuildState, reporter: Reporter) -> BuildState:
                              workspace=state.workspace, jobs=state.request.jobs,
                              source_date_epoch=source.commit_time,
                              log=state.workspace / "build.log",
-                             recipe=state.request.project / RECIPE)
+                             recipe=RECIPE)
     compiled = state.request.builder.compile(request, reporter)
     reporter.info(f"compiled in {compiled.facts.get('compile_seconds')} s with "
                   f"{compiled.facts.get('jobs')} jobs")

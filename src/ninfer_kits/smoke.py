@@ -69,7 +69,11 @@ def read_trace(output: str, where: str, strip: str = "/") -> SmokeVerdict:
         found = _missing_in(line, binaries[-1])
         if found is not None:
             missing[found] = None
-    return SmokeVerdict(where=where, binaries=tuple(binaries), missing=tuple(missing))
+    # A library that is not there lacks all its versions too: name it once.
+    absent = {(item.binary, item.library) for item in missing if not item.version}
+    named = tuple(item for item in missing
+                  if not item.version or (item.binary, item.library) not in absent)
+    return SmokeVerdict(where=where, binaries=tuple(binaries), missing=named)
 
 
 def _missing_in(line: str, binary: str) -> Missing | None:

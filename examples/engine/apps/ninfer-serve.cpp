@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   // A real engine would load its model on the GPU here; the example says what CUDA sees, runs
   // the same kernel smoke test as `ninfer` when a device exists (so the server carries device
   // code like the real one), and serves either way.
+  std::printf("ninfer-serve: FFmpeg %s\n", ninfer::media_info().c_str());
   const ninfer::DeviceReport report = ninfer::query_devices();
   if (report.error.empty()) {
     std::printf("ninfer-serve: CUDA devices: %d\n", report.count);

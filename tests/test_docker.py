@@ -33,7 +33,7 @@ from docker_fixtures import (
     ensure_second_engine,
     stop_engine,
 )
-from tools import ROOT, changed_copy, missing
+from tools import ROOT, changed_copy, missing, sha256_of
 
 TAG = "example-v0.3.0-linux-sm86"
 ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
@@ -132,7 +132,7 @@ def test_two_cold_docker_builds_are_byte_identical(docker_builds: tuple[Run, Run
     for run in docker_builds:
         info = run.info()
         assert info.run_value("ccache_hits") == "0", info.run
-    assert (first.out / ASSET).read_bytes() == (second.out / ASSET).read_bytes()
+    assert sha256_of(first.out / ASSET) == sha256_of(second.out / ASSET)
 
 
 def test_cold_build_counts_every_compile_call(docker_builds: tuple[Run, Run]) -> None:
@@ -170,7 +170,7 @@ def test_rebuild_without_change_hits_every_compile(docker_builds: tuple[Run, Run
     info = run.info()
     assert info.run_value("ccache_hit_rate") == "100.0%", info.run
     assert info.run_value("ccache_uncacheable") == "0", info.run
-    assert (run.out / ASSET).read_bytes() == (docker_builds[0].out / ASSET).read_bytes()
+    assert sha256_of(run.out / ASSET) == sha256_of(docker_builds[0].out / ASSET)
 
 
 def test_rebuild_after_one_cu_change_hits_ccache(engine: Any, docker_builds: tuple[Run, Run],
@@ -236,7 +236,7 @@ def test_docker_host_reaches_a_second_engine(engine: Any, docker_builds: tuple[R
         run = build(tmp_path / "remote", "example", "--source", str(example_repo[0]),
                     env={"DOCKER_HOST": address})
         assert run.done.returncode == 0, run.done.stderr[-3000:]
-        assert (run.out / ASSET).read_bytes() == (docker_builds[0].out / ASSET).read_bytes()
+        assert sha256_of(run.out / ASSET) == sha256_of(docker_builds[0].out / ASSET)
         assert remote.volumes.get("ninfer-kits-ccache-trixie-cuda130") is not None
         assert remote.containers.list(all=True) == []
     finally:

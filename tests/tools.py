@@ -99,6 +99,14 @@ def needs_libcurl_headers() -> None:
         missing("libcurl's headers (apt-get install libcurl4-openssl-dev)")
 
 
+def sha256_of(path: Path) -> str:
+    """Compare files by this, not by their bytes: a failing assert then shows two short lines
+    (pytest's diff of two large byte strings runs for many minutes)."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def changed_copy(repo: Path, dest: Path, file: str, appended: str) -> Path:
     """A copy of a git repository with one more commit that appends text to one file."""
     shutil.copytree(repo, dest)

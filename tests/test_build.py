@@ -15,10 +15,10 @@ import pytest
 
 from ninfer_kits import buildinfo
 from ninfer_kits.errors import BadInput, CheckFailed
-from ninfer_kits.inspection import inspect_path
+from ninfer_kits.inspector.inspection import inspect_path
 from ninfer_kits.matrix import load_matrix
-from ninfer_kits.pack import hash_file
-from ninfer_kits.pipeline import check_archs, check_search_paths
+from ninfer_kits.pipeline.pack import hash_file
+from ninfer_kits.pipeline.stages import check_archs, check_search_paths
 
 from tools import ROOT, changed_copy, missing, needs_libcurl_headers, sha256_of, tool
 

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from ninfer_kits import buildinfo
-from ninfer_kits.docker_builder import LABEL, ImageRecipe
 from ninfer_kits.matrix import load_matrix
+from ninfer_kits.pipeline.docker_builder import LABEL, ImageRecipe
 
 from docker_fixtures import (
     BASE_IMAGE,

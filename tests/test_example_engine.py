@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits.elf import read_elf
+from ninfer_kits.inspector.elf import read_elf
 
 from tools import ROOT, cuobjdump, git, needs_libcurl_headers, nvcc, run, tool
 

@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from ninfer_kits import buildinfo
-from ninfer_kits.elf import ElfInfo
-from ninfer_kits.facts import _validate, runtime_facts
-from ninfer_kits.fatbin import FatbinEntry
-from ninfer_kits.floor import kit_floor
+from ninfer_kits.inspector.elf import ElfInfo
+from ninfer_kits.inspector.fatbin import FatbinEntry
+from ninfer_kits.inspector.floor import kit_floor
+from ninfer_kits.runtime_facts import _validate, runtime_facts
 
 # Rows of the libstdc++ manual's "Symbol versioning on the libstdc++.so binary" list
 # (ABI Policy and Guidelines): "GCC 4.8.3: GLIBCXX_3.4.19, CXXABI_1.3.7", "GCC 13.1.0:

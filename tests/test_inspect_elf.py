@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits.elf import ElfInfo, read_elf
-from ninfer_kits.floor import SymbolVersion, kit_floor
+from ninfer_kits.inspector.elf import ElfInfo, read_elf
+from ninfer_kits.inspector.floor import SymbolVersion, kit_floor
 
 from conftest import system_libraries
 from oracles import (

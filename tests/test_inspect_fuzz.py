@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits.elf import read_elf_stream
 from ninfer_kits.errors import NotAnElf
+from ninfer_kits.inspector.elf import read_elf_stream
 
 CASES = 6000
 CLI_CASES = 40

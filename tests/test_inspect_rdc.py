@@ -16,11 +16,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from ninfer_kits.elf import read_elf
 from ninfer_kits.errors import CheckFailed
-from ninfer_kits.floor import KitFloor, kit_floor
-from ninfer_kits.inspection import inspect_path
-from ninfer_kits.pipeline import check_archs
+from ninfer_kits.inspector.elf import read_elf
+from ninfer_kits.inspector.floor import KitFloor, kit_floor
+from ninfer_kits.inspector.inspection import inspect_path
+from ninfer_kits.pipeline.stages import check_archs
 
 from oracles import (
     as_cuobjdump_names,

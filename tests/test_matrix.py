@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ninfer_kits import resources
-from ninfer_kits.docker_builder import ImageRecipe, ensure_image
 from ninfer_kits.errors import BadInput, ConfigError
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import (
@@ -33,6 +32,7 @@ from ninfer_kits.matrix import (
     render,
     version_core,
 )
+from ninfer_kits.pipeline.docker_builder import ImageRecipe, ensure_image
 
 from tools import TOOLCHAIN_TC
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ninfer_kits.errors import BadInput, NinferKitsError
-from ninfer_kits.pack import (
+from ninfer_kits.pipeline.pack import (
     BLOCK_SIZE,
     DiskFull,
     PackedFile,

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import builders, resources
+from ninfer_kits import resources
 from ninfer_kits.errors import BadInput
+from ninfer_kits.pipeline import builders
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(p.name for p in (ROOT / "dockerfiles").glob("*.Dockerfile"))
@@ -137,7 +138,8 @@ def test_sdist_and_wheel_carry_the_recipe_and_dockerfiles(sdist: Path, wheel: Pa
 
 @pytest.mark.slow
 def test_the_installed_package_finds_its_bundled_files(installed: Path, tmp_path: Path) -> None:
-    script = ("import json, ninfer_kits, ninfer_kits.resources as r, ninfer_kits.builders as b; "
+    script = ("import json, ninfer_kits, ninfer_kits.resources as r; "
+              "import ninfer_kits.pipeline.builders as b; "
               "print(json.dumps([ninfer_kits.__file__, str(r.checkout_root()), str(r.root()), "
               "str(b.RECIPE), list(r.shipped_dockerfiles())]))")
     package, checkout, root, recipe, shipped = json.loads(

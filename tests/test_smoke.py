@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits.smoke import read_trace, trace_script
+from ninfer_kits.pipeline.smoke import read_trace, trace_script
 
 from tools import tool
 

@@ -16,7 +16,7 @@ import pytest
 
 from ninfer_kits.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, BadInput, CheckFailed
 from ninfer_kits.matrix import CudaVersion, Upstream, load_matrix
-from ninfer_kits.source import (
+from ninfer_kits.pipeline.source import (
     FetchFailed,
     SourceTree,
     _check_member,

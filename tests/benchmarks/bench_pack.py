@@ -33,7 +33,7 @@ MTIME = 1_700_000_000
 MAX_REPEAT = 5  # each round takes ~20 s; five alternating rounds give a stable median
 SEARCH = (Path("/usr/local/cuda/lib64"), Path("/usr/lib/x86_64-linux-gnu"))
 OURS_SCRIPT = (
-    "import sys; from pathlib import Path; from ninfer_kits.pack import pack_tree; "
+    "import sys; from pathlib import Path; from ninfer_kits.pipeline.pack import pack_tree; "
     "pack_tree(Path(sys.argv[1]), Path(sys.argv[2]), mtime=int(sys.argv[3]), "
     "threads=int(sys.argv[4]) or None)"
 )

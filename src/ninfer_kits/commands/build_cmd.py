@@ -7,12 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-from ninfer_kits.builders import Builder, LocalBuilder
 from ninfer_kits.errors import BadInput, NinferKitsError
-from ninfer_kits.floor import render_table
+from ninfer_kits.inspector.floor import render_table
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import add_matrix_argument, load_matrix
-from ninfer_kits.pipeline import BuildRequest, BuildState, run_build
+from ninfer_kits.pipeline.builders import Builder, LocalBuilder
+from ninfer_kits.pipeline.stages import BuildRequest, BuildState, run_build
 
 
 def default_cache_dir() -> Path:
@@ -48,7 +48,9 @@ def make_builder(args: argparse.Namespace) -> Builder:
         if args.ccache_volume is not None:
             raise BadInput("--ccache-volume is for the docker builder (--builder docker)")
         return LocalBuilder()
-    from ninfer_kits.docker_builder import DockerBuilder  # the docker SDK only when asked for
+    from ninfer_kits.pipeline.docker_builder import (
+        DockerBuilder,  # the docker SDK only when asked for
+    )
 
     return DockerBuilder(ccache_volume=args.ccache_volume)
 

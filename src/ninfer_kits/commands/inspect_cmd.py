@@ -8,10 +8,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ninfer_kits.elf import ElfInfo
-from ninfer_kits.fatbin import FatbinEntry
-from ninfer_kits.floor import SymbolVersion, device_code_order, kind_label, render_table
-from ninfer_kits.inspection import Inspection, inspect_path, to_json
+from ninfer_kits.inspector.elf import ElfInfo
+from ninfer_kits.inspector.fatbin import FatbinEntry
+from ninfer_kits.inspector.floor import SymbolVersion, device_code_order, kind_label, render_table
+from ninfer_kits.inspector.inspection import Inspection, inspect_path, to_json
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

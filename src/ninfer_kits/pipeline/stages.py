@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import TypeVar
 
 from ninfer_kits import __version__, resources
-from ninfer_kits.builders import RECIPE, Builder, Compiled, CompileRequest, Toolchain
 from ninfer_kits.buildinfo import BuildInfo, render
 from ninfer_kits.errors import CheckFailed
-from ninfer_kits.floor import describe_device_code
-from ninfer_kits.inspection import Inspection, inspect_path
+from ninfer_kits.inspector.floor import describe_device_code
+from ninfer_kits.inspector.inspection import Inspection, inspect_path
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
-from ninfer_kits.pack import PackedFile, pack_tree, write_file, write_sha256sums
-from ninfer_kits.source import SourceTree, fetch_source
+from ninfer_kits.pipeline.builders import RECIPE, Builder, Compiled, CompileRequest, Toolchain
+from ninfer_kits.pipeline.pack import PackedFile, pack_tree, write_file, write_sha256sums
+from ninfer_kits.pipeline.source import SourceTree, fetch_source
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -314,7 +314,7 @@ def _as_list(value: object) -> list[object]:
 
 
 def _binary_hashes(state: BuildState) -> list[tuple[str, str]]:
-    from ninfer_kits.pack import hash_file
+    from ninfer_kits.pipeline.pack import hash_file
 
     kit_root = need(state.kit_root, "kit_root")
     return [(hash_file(path).sha256, f"kit/bin/{path.name}")

@@ -21,7 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits.builders import (
+from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import Kit
+from ninfer_kits.matrix import Toolchain as MatrixToolchain
+from ninfer_kits.pipeline.builders import (
     LOG_TAIL,
     NINJA_STATUS,
     Compiled,
@@ -31,11 +35,7 @@ from ninfer_kits.builders import (
     read_facts,
     recipe_arguments,
 )
-from ninfer_kits.errors import BadInput, CheckFailed
-from ninfer_kits.log import Reporter
-from ninfer_kits.matrix import Kit
-from ninfer_kits.matrix import Toolchain as MatrixToolchain
-from ninfer_kits.smoke import read_trace, trace_script
+from ninfer_kits.pipeline.smoke import read_trace, trace_script
 
 LABEL = "org.ninfer-kits.role"
 IMAGE_PREFIX = "ninfer-kits"

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ninfer_kits.elf import ELF_MAGIC, ElfInfo, is_elf, read_elf
 from ninfer_kits.errors import BadInput
-from ninfer_kits.floor import DeviceCode, KitFloor, kit_floor
+from ninfer_kits.inspector.elf import ELF_MAGIC, ElfInfo, is_elf, read_elf
+from ninfer_kits.inspector.floor import DeviceCode, KitFloor, kit_floor
 
 if TYPE_CHECKING:
     import tarfile

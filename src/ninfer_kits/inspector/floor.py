@@ -10,9 +10,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ninfer_kits.elf import ElfInfo
-from ninfer_kits.facts import RuntimeFacts, parse_version, runtime_facts
-from ninfer_kits.fatbin import FatbinEntry
+from ninfer_kits.inspector.elf import ElfInfo
+from ninfer_kits.inspector.fatbin import FatbinEntry
+from ninfer_kits.runtime_facts import RuntimeFacts, parse_version, runtime_facts
 
 SYMBOL_VERSION = re.compile(r"^(?P<prefix>.+?)_(?P<version>\d+(?:\.\d+)*)$")
 CUDART = re.compile(r"^libcudart\.so\.(?P<major>\d+)$")

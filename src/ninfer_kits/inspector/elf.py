@@ -19,7 +19,7 @@ from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
 from elftools.elf.sections import NoteSection
 
 from ninfer_kits.errors import NotAnElf
-from ninfer_kits.fatbin import FATBIN_SECTIONS, FatbinEntry, read_fatbin
+from ninfer_kits.inspector.fatbin import FATBIN_SECTIONS, FatbinEntry, read_fatbin
 
 T = TypeVar("T")
 

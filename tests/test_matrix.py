@@ -76,6 +76,22 @@ tag = "eng-v{version}-linux-{arch_id}-{rev8}"
 asset = "eng-kit-{rev12}-{arch_id}.tar.gz"
 """
 
+# Another upstream pinned at another revision and version: its kits' names differ from those of
+# 'eng' for the pins, and agree when both upstreams reach one commit (a fork and its upstream).
+OTHER_UPSTREAM = """
+[upstreams.fork]
+repository = "someone/eng"
+url = "https://example.com/someone/eng.git"
+branch = "main"
+revision = "fedcba987654"
+version_file = "VERSION"
+version = "2.0"
+archs = ["sm_86"]
+min_cuda = "13.0"
+licenses = ["LICENSE"]
+targets = { "eng" = "apps/eng" }
+"""
+
 
 def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "matrix.toml"
@@ -460,6 +476,22 @@ BAD_CASES: list[tuple[str, str, str, str, str | None, str]] = [
         "-{arch_id}.tar.gz", ".tar.gz") + SECOND_KIT.replace("-{arch_id}", ""),
      "kits.second", "tag", 'card = "RTX 5090"\ntag', "are those of kit "
      "'example' too"),
+    # Tags that differ for the pinned revision but not for every one (see matrix/collisions.py).
+    ("same-tag-for-two-archs", edit("-{arch_id}-{rev8}", "-{rev8}", MINIMAL) + SECOND_KIT.replace(
+        "-{arch_id}-{rev8}", "-{rev8}"),
+     "kits.second", "tag", 'card = "RTX 5090"\ntag', "kit 'second' and kit 'example' can get "
+     "the same tag, e.g. 'eng-v0-linux-00000000' (from one revision of upstream 'eng'): both "
+     "would be published as one release and built into one dist/<tag>/ folder; put {arch_id} "
+     "in the tags"),
+    ("same-tag-version-and-core", MINIMAL + SECOND_KIT.replace(
+        "eng-v{version}-linux-{arch_id}-{rev8}", "eng-v{version_core}-linux-sm86-{rev8}"),
+     "kits.second", "tag", 'card = "RTX 5090"\ntag', "can get the same tag, e.g. "
+     "'eng-v0-linux-sm86-00000000'"),
+    ("same-tag-two-upstreams", MINIMAL + OTHER_UPSTREAM + SECOND_KIT.replace(
+        'upstream = "eng"', 'upstream = "fork"').replace("sm_120a", "sm_86"),
+     "kits.second", "tag", 'card = "RTX 5090"\ntag', "(from revisions of upstreams 'eng' and "
+     "'fork'): both would be published as one release and built into one dist/<tag>/ folder; "
+     "put {upstream}, or text of each kit's own, in the tags"),
     ("unknown-placeholder", edit("-{rev8}", "-{rev9}"), "kits.example", "tag", "tag =",
      "unknown placeholder {rev9}; did you mean {rev}, {rev8} or {rev12}?"),
     ("stray-brace", edit("eng-kit-{rev12}", "eng-kit-{rev12"), "kits.example", "asset",

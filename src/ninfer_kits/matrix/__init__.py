@@ -1,0 +1,82 @@
+"""The build matrix: which upstream is built for which CUDA arch, read from matrix.toml.
+
+The package by job: `model` (the frozen upstreams, toolchains and kits, and the tag and asset
+templates), `load` (reading the file and checking every table and key, with did-you-mean
+errors that name file, line, table and key), `where` (finding those lines), `names` (what a
+valid arch, revision, tag or path looks like) and `collisions` (no two kits can get the same
+tag). Import from here: this is the public API.
+"""
+
+from __future__ import annotations
+
+from ninfer_kits.matrix.collisions import shared_tag
+from ninfer_kits.matrix.load import (
+    BASE_IMAGE_ARG,
+    DEFAULT_MATRIX,
+    MATRIX_ENV,
+    SCHEMA_VERSION,
+    add_matrix_argument,
+    default_matrix_path,
+    load_matrix,
+)
+from ninfer_kits.matrix.model import (
+    EXTRA_RUNTIME_PACKAGES,
+    PLACEHOLDERS,
+    VERSION_PLACEHOLDERS,
+    CudaVersion,
+    Kit,
+    Matrix,
+    RevisionFacts,
+    Toolchain,
+    UnresolvedPlaceholders,
+    Upstream,
+    render,
+    resolve_dockerfile,
+    template_placeholders,
+)
+from ninfer_kits.matrix.names import (
+    ARCH_FORMS,
+    arch_id,
+    asset_name_problem,
+    cmake_arch,
+    did_you_mean,
+    git_ref_problem,
+    is_valid_arch,
+    relative_path_problem,
+    unknown_name,
+    version_core,
+)
+
+__all__ = [
+    "ARCH_FORMS",
+    "BASE_IMAGE_ARG",
+    "DEFAULT_MATRIX",
+    "EXTRA_RUNTIME_PACKAGES",
+    "MATRIX_ENV",
+    "PLACEHOLDERS",
+    "SCHEMA_VERSION",
+    "VERSION_PLACEHOLDERS",
+    "CudaVersion",
+    "Kit",
+    "Matrix",
+    "RevisionFacts",
+    "Toolchain",
+    "UnresolvedPlaceholders",
+    "Upstream",
+    "add_matrix_argument",
+    "arch_id",
+    "asset_name_problem",
+    "cmake_arch",
+    "default_matrix_path",
+    "did_you_mean",
+    "git_ref_problem",
+    "is_valid_arch",
+    "load_matrix",
+    "relative_path_problem",
+    "render",
+    "resolve_dockerfile",
+    "shared_tag",
+    "template_placeholders",
+    "unknown_name",
+    "version_core",
+]

@@ -1,0 +1,306 @@
+"""The matrix as data: upstreams, toolchains and kits (frozen), and the tag and asset templates
+a kit renders from the facts of the revision being built."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Final, TypeVar
+
+from ninfer_kits import resources
+from ninfer_kits.errors import BadInput, NinferKitsError
+from ninfer_kits.matrix.names import (
+    HEX_REVISION,
+    arch_id,
+    cmake_arch,
+    quote,
+    unknown_name,
+    version_core,
+)
+
+PLACEHOLDERS: Final = (
+    "kit", "upstream", "arch", "arch_id", "cmake_arch",
+    "rev", "rev8", "rev12", "branch", "version", "version_core",
+)
+VERSION_PLACEHOLDERS: Final = frozenset({"version", "version_core"})
+
+# The runtime image gets EXTRA_RUNTIME_PACKAGES from runtime_packages.
+EXTRA_RUNTIME_PACKAGES: Final = "EXTRA_RUNTIME_PACKAGES"
+
+_CUDA_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+){1,2}")
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_SCP_URL = re.compile(r"[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:")
+
+
+class UnresolvedPlaceholders(NinferKitsError):
+    """A template needs facts (a full revision, a VERSION) that are not known yet."""
+
+    def __init__(self, what: str, names: Sequence[str]) -> None:
+        listed = ", ".join(f"{{{name}}}" for name in names)
+        super().__init__(f"cannot render {what} yet: {listed} not known")
+        self.names = tuple(names)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaVersion:
+    """A CUDA version as written (`13.1`) and as numbers for comparing (`(13, 1)`)."""
+
+    text: str
+    parts: tuple[int, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> CudaVersion:
+        if _CUDA_VERSION.fullmatch(text) is None:
+            raise ValueError(f"invalid CUDA version {quote(text)} (expected MAJOR.MINOR[.PATCH])")
+        return cls(text=text, parts=tuple(int(part) for part in text.split(".")))
+
+    def at_least(self, other: CudaVersion) -> bool:
+        return self.parts >= other.parts
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, kw_only=True)
+class Upstream:
+    """An engine source: where it lives, what to build from it, which licenses to ship."""
+
+    id: str
+    repository: str
+    url: str
+    branch: str
+    revision: str | None = None
+    version_file: str | None = None
+    version: str | None = None
+    archs: tuple[str, ...]
+    min_cuda: CudaVersion
+    licenses: tuple[str, ...]
+    cmake_options: tuple[tuple[str, str], ...] = ()
+    targets: tuple[tuple[str, str], ...]
+    base_dir: Path = field(default=Path(), compare=False)
+
+    @property
+    def is_local(self) -> bool:
+        """True when `url` is a folder on this machine rather than a git URL."""
+        return "://" not in self.url and _SCP_URL.match(self.url) is None
+
+    @property
+    def local_path(self) -> Path | None:
+        if not self.is_local:
+            return None
+        return self.base_dir / Path(self.url).expanduser()
+
+    @property
+    def source(self) -> str:
+        """What to clone from: the URL as written, or the local folder resolved."""
+        local = self.local_path
+        return self.url if local is None else str(local)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Toolchain:
+    """A build environment: its Dockerfile, base image, build arguments and CUDA version, and
+    the runtime image (Dockerfile, base, build arguments, extra apt packages) the smoke test
+    runs a finished kit in."""
+
+    id: str
+    dockerfile: str  # as written: relative to the matrix file's folder, or absolute
+    base_image: str
+    cuda: CudaVersion
+    runtime_dockerfile: str
+    runtime_base_image: str
+    build_args: tuple[tuple[str, str], ...] = ()  # for the toolchain image, in file order
+    runtime_build_args: tuple[tuple[str, str], ...] = ()
+    runtime_packages: tuple[str, ...] = ()
+    base_dir: Path = field(default=Path(), compare=False)
+
+    @property
+    def dockerfile_path(self) -> Path:
+        return resolve_dockerfile(self.dockerfile, self.base_dir)[0]
+
+    @property
+    def runtime_dockerfile_path(self) -> Path:
+        return resolve_dockerfile(self.runtime_dockerfile, self.base_dir)[0]
+
+    @property
+    def runtime_image_build_args(self) -> tuple[tuple[str, str], ...]:
+        """runtime_build_args, plus EXTRA_RUNTIME_PACKAGES (space-joined) when runtime_packages
+        names any: what the runtime image is built with, besides BASE_IMAGE."""
+        if not self.runtime_packages:
+            return self.runtime_build_args
+        return (*self.runtime_build_args,
+                (EXTRA_RUNTIME_PACKAGES, " ".join(self.runtime_packages)))
+
+
+def resolve_dockerfile(path: str, base_dir: Path) -> tuple[Path, tuple[Path, ...]]:
+    """The Dockerfile a matrix names, and every place looked at for it, in order.
+
+    An absolute path is itself; a relative one is relative to the matrix file's folder, and a
+    `dockerfiles/NAME` that is not there but that ninfer-kits ships is the shipped one, so that
+    a matrix anywhere can use the standard images. When nothing is found, the first place
+    looked at comes back (it is what an error names)."""
+    written = Path(path).expanduser()
+    beside = written if written.is_absolute() else base_dir / written
+    looked = [beside]
+    parts = PurePosixPath(path.replace("\\", "/")).parts
+    if not written.is_absolute() and len(parts) == 2 and parts[0] == resources.DOCKERFILES_NAME:
+        shipped = resources.dockerfiles_dir() / parts[1]
+        if not beside.is_file() and shipped.is_file():
+            return shipped, (beside, shipped)
+        looked.append(shipped)
+    return beside, tuple(looked)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RevisionFacts:
+    """What is known about the source being built: its revision (full or abbreviated), VERSION."""
+
+    revision: str | None = None
+    version: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.revision is not None and HEX_REVISION.fullmatch(self.revision) is None:
+            raise ValueError(f"not a revision: {self.revision!r} (7 to 40 hex digits)")
+
+    @property
+    def rev(self) -> str | None:
+        return self.revision.lower() if self.revision and len(self.revision) == 40 else None
+
+    @property
+    def rev8(self) -> str | None:
+        return self._prefix(8)
+
+    @property
+    def rev12(self) -> str | None:
+        return self._prefix(12)
+
+    @property
+    def version_core(self) -> str | None:
+        return None if self.version is None else version_core(self.version)
+
+    def _prefix(self, length: int) -> str | None:
+        if self.revision is None or len(self.revision) < length:
+            return None
+        return self.revision[:length].lower()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kit:
+    """One upstream built for one arch, with the names its release tag and asset get."""
+
+    id: str
+    upstream: Upstream
+    arch: str
+    toolchain: Toolchain
+    card: str
+    tag: str
+    asset: str
+
+    @property
+    def arch_id(self) -> str:
+        return arch_id(self.arch)
+
+    @property
+    def cmake_arch(self) -> str:
+        return cmake_arch(self.arch)
+
+    def pinned_facts(self) -> RevisionFacts:
+        """The facts matrix.toml itself gives: the pinned revision and the expected version."""
+        return RevisionFacts(revision=self.upstream.revision, version=self.upstream.version)
+
+    def values(self, facts: RevisionFacts | None = None) -> dict[str, str | None]:
+        """Every placeholder's value; None for those the facts do not tell yet."""
+        facts = self.pinned_facts() if facts is None else facts
+        return {
+            "kit": self.id, "upstream": self.upstream.id, "arch": self.arch,
+            "arch_id": self.arch_id, "cmake_arch": self.cmake_arch,
+            "rev": facts.rev, "rev8": facts.rev8, "rev12": facts.rev12,
+            "branch": self.upstream.branch,
+            "version": facts.version, "version_core": facts.version_core,
+        }
+
+    def render_tag(self, facts: RevisionFacts | None = None, *, partial: bool = False) -> str:
+        """The release tag; `partial` keeps unknown placeholders as `{name}` instead of raising."""
+        what = f"the tag of kit '{self.id}'"
+        return render(self.tag, self.values(facts), partial=partial, what=what)
+
+    def render_asset(self, facts: RevisionFacts | None = None, *, partial: bool = False) -> str:
+        """The asset file name; `partial` as for render_tag."""
+        what = f"the asset of kit '{self.id}'"
+        return render(self.asset, self.values(facts), partial=partial, what=what)
+
+    def pending(self, facts: RevisionFacts | None = None) -> tuple[str, ...]:
+        """The placeholders of tag and asset that the facts do not fill yet, in order."""
+        values = self.values(facts)
+        names = template_placeholders(self.tag) + template_placeholders(self.asset)
+        return tuple(dict.fromkeys(name for name in names if values.get(name) is None))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Matrix:
+    """The whole matrix.toml: upstreams, toolchains and kits, each in file order."""
+
+    path: Path
+    schema: int
+    upstreams: Mapping[str, Upstream]
+    toolchains: Mapping[str, Toolchain]
+    kits: Mapping[str, Kit]
+
+    def kit(self, name: str) -> Kit:
+        return _lookup("kit", name, self.kits)
+
+    def upstream(self, name: str) -> Upstream:
+        return _lookup("upstream", name, self.upstreams)
+
+    def toolchain(self, name: str) -> Toolchain:
+        return _lookup("toolchain", name, self.toolchains)
+
+    def select(self, names: Iterable[str] = ()) -> tuple[Kit, ...]:
+        """The named kits (each once, in the order given), or every kit when no name is given."""
+        chosen = tuple(dict.fromkeys(names))
+        return tuple(self.kit(name) for name in chosen) if chosen else tuple(self.kits.values())
+
+
+_T = TypeVar("_T")
+
+
+def _lookup(kind: str, name: str, known: Mapping[str, _T]) -> _T:
+    if name not in known:
+        raise BadInput(unknown_name(kind, name, list(known)))
+    return known[name]
+
+
+# --------------------------------------------------------------------------- templates
+
+
+def template_placeholders(template: str) -> tuple[str, ...]:
+    """The placeholder names in a template, in order; ValueError for a stray brace."""
+    leftover = _PLACEHOLDER.sub("", template)
+    if "{" in leftover or "}" in leftover:
+        raise ValueError(f"unbalanced brace in template {quote(template)}")
+    return tuple(_PLACEHOLDER.findall(template))
+
+
+def render(
+    template: str, values: Mapping[str, str | None], *, partial: bool = False,
+    what: str = "template",
+) -> str:
+    """Fill `{name}` placeholders from values; a None value stays `{name}` or raises."""
+    missing: list[str] = []
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in PLACEHOLDERS:
+            raise ValueError(f"unknown placeholder {{{name}}} in {quote(template)}")
+        value = values.get(name)
+        if value is None:
+            missing.append(name)
+            return match.group(0)
+        return value
+
+    text = _PLACEHOLDER.sub(substitute, template)
+    if missing and not partial:
+        raise UnresolvedPlaceholders(what, list(dict.fromkeys(missing)))
+    return text

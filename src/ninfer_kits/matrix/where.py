@@ -1,0 +1,206 @@
+"""Where in matrix.toml something is: tomllib reports values, not places, so the raw text is
+scanned for the line of each table and key, and every check reads its values through a Table
+that can say file, line, table and key when it fails."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ninfer_kits.errors import ConfigError, Where
+from ninfer_kits.matrix.names import printable, quote, unknown_name
+
+
+def _kind(value: object) -> str:
+    kinds: tuple[tuple[type, str], ...] = (
+        (bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
+        (list, "an array"), (dict, "a table"), (datetime.datetime, "a date-time"),
+        (datetime.date, "a date"), (datetime.time, "a time"),
+    )
+    return next((name for kind, name in kinds if isinstance(value, kind)), "nothing")
+
+
+def _expected(what: str, value: object) -> str:
+    return f"expected {what}, got {_kind(value)}"
+
+
+_KEY_PART = re.compile(r"""[ \t]*(?:([A-Za-z0-9_-]+)|"((?:[^"\\]|\\.)*)"|'([^']*)')[ \t]*""")
+
+
+def _key_path(line: str, pos: int) -> tuple[tuple[str, ...], int] | None:
+    """Parse a dotted TOML key (bare or quoted parts) starting at pos."""
+    parts: list[str] = []
+    while (match := _KEY_PART.match(line, pos)) is not None:
+        bare, basic, literal = match.groups()
+        parts.append(bare or literal or _unescape(basic or ""))
+        pos = match.end()
+        if not line.startswith(".", pos):
+            return tuple(parts), pos
+        pos += 1
+    return None
+
+
+def _unescape(basic: str) -> str:
+    try:
+        value = json.loads(f'"{basic}"')
+    except ValueError:
+        return basic
+    return value if isinstance(value, str) else basic
+
+
+def _header(line: str) -> tuple[str, ...] | None:
+    parsed = _key_path(line, 1) if line.startswith("[") else None
+    if parsed is None or not line.startswith("]", parsed[1]):
+        return None
+    rest = line[parsed[1] + 1 :].strip()
+    return parsed[0] if not rest or rest.startswith("#") else None
+
+
+def _key_line(line: str) -> tuple[str, ...] | None:
+    parsed = _key_path(line, 0)
+    return parsed[0] if parsed is not None and line.startswith("=", parsed[1]) else None
+
+
+def _opens_multiline_string(line: str) -> str | None:
+    return next((quote for quote in ('"""', "'''") if line.count(quote) % 2), None)
+
+
+class Locator:
+    """Finds the line of a table or key in the raw text: tomllib reports values, not places."""
+
+    def __init__(self, text: str) -> None:
+        self.headers: dict[tuple[str, ...], int] = {}
+        self.keys: dict[tuple[str, ...], list[tuple[tuple[str, ...], int]]] = {(): []}
+        section: tuple[str, ...] | None = ()
+        in_string: str | None = None
+        for number, raw in enumerate(text.split("\n"), start=1):
+            line = raw.strip(" \t\r")
+            if in_string is not None:
+                in_string = None if in_string in line else in_string
+                continue
+            if line.startswith("["):
+                # An array of tables is not part of the schema; its keys must not be
+                # credited to the table above it.
+                section = None if line.startswith("[[") else _header(line)
+                if section is not None:
+                    self.headers.setdefault(section, number)
+                    self.keys.setdefault(section, [])
+                continue
+            key = _key_line(line)
+            if key is not None and section is not None:
+                self.keys[section].append((key, number))
+            in_string = _opens_multiline_string(line)
+
+    def line_of(self, path: tuple[str, ...]) -> int | None:
+        """The line defining path, else that of its nearest enclosing table header."""
+        for depth in range(len(path), -1, -1):
+            section = path[:depth]
+            if section not in self.keys:
+                continue
+            line = self._best_key_line(section, path[depth:])
+            if line is not None:
+                return line
+            if depth:
+                return self.headers[section]
+        return None
+
+    def _best_key_line(self, section: tuple[str, ...], rest: tuple[str, ...]) -> int | None:
+        best, best_line = 0, None
+        for key, line in self.keys[section]:
+            shared = _common_prefix(key, rest)
+            if shared > best:
+                best, best_line = shared, line
+        return best_line
+
+
+def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    count = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        count += 1
+    return count
+
+
+def table_name(parts: tuple[str, ...]) -> str:
+    quoted = (p if re.fullmatch(r"[A-Za-z0-9_-]+", p) else json.dumps(p) for p in parts)
+    return printable(".".join(quoted))
+
+
+@dataclass(frozen=True)
+class Source:
+    path: Path
+    locator: Locator
+
+
+@dataclass(frozen=True)
+class Table:
+    """One TOML table with its place in the file, so that every check can say where it failed."""
+
+    source: Source
+    parts: tuple[str, ...]
+    data: Mapping[str, object]
+
+    @property
+    def id(self) -> str:
+        return self.parts[-1]
+
+    def error(self, key: str, message: str) -> ConfigError:
+        line = self.source.locator.line_of(self.parts + ((key,) if key else ()))
+        where = Where(self.source.path, table_name(self.parts), printable(key), line)
+        return ConfigError(where, printable(message))
+
+    def check_keys(self, required: Sequence[str], optional: Sequence[str] = ()) -> None:
+        known = (*required, *optional)
+        for key in self.data:
+            if key not in known:
+                raise self.error(key, unknown_name("key", key, known))
+        for key in required:
+            if key not in self.data:
+                raise self.error(key, f"missing required key {quote(key)}")
+
+    def text(self, key: str) -> str:
+        value = self.data.get(key)
+        if not isinstance(value, str):
+            raise self.error(key, _expected("a string", value))
+        if not value.strip():
+            raise self.error(key, "must not be empty")
+        return value
+
+    def optional_text(self, key: str) -> str | None:
+        return self.text(key) if key in self.data else None
+
+    def integer(self, key: str) -> int:
+        value = self.data.get(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, _expected("an integer", value))
+        return value
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        """A non-empty array of non-empty strings."""
+        value = self.data.get(key)
+        if not isinstance(value, list):
+            raise self.error(key, _expected("an array of strings", value))
+        if not value:
+            raise self.error(key, "must not be empty")
+        for item in value:
+            if not isinstance(item, str):
+                raise self.error(key, _expected("an array of strings", item) + " in it")
+            if not item.strip():
+                raise self.error(key, "must not contain an empty string")
+        return tuple(value)
+
+    def table(self, key: str) -> Table:
+        value = self.data.get(key)
+        if not isinstance(value, dict):
+            raise self.error(key, _expected("a table", value))
+        return Table(self.source, (*self.parts, key), value)
+
+    def text_pairs(self, key: str) -> tuple[tuple[str, str], ...]:
+        """A table of strings, as (key, value) pairs in file order."""
+        sub = self.table(key)
+        return tuple((name, sub.text(name)) for name in sub.data)

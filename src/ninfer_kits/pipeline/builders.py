@@ -22,6 +22,7 @@ from ninfer_kits import resources
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import CudaVersion, Kit
+from ninfer_kits.pipeline.hostdeps import ensure_build_dependencies
 
 # Part of the tool, never taken from beside the matrix: the repository's build/recipe.py in a
 # checkout, the copy bundled into the package when installed (see ninfer_kits.resources).
@@ -107,6 +108,7 @@ class LocalBuilder:
         self.nvcc = nvcc or os.environ.get("NVCC") or os.environ.get("CUDACXX") or ""
 
     def preflight(self, kit: Kit, reporter: Reporter) -> Toolchain:
+        ensure_build_dependencies(reporter, nvcc=self.nvcc)  # all of them, before fetching
         nvcc = self._find_nvcc()
         version = _nvcc_version(nvcc)
         needed = required_cuda(kit)

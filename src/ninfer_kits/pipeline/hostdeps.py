@@ -1,0 +1,403 @@
+"""The local builder's dependencies on this machine: all found before anything is fetched, or
+all named at once with ONE install line for the distribution it runs on.
+
+What is needed, how each is found and which package brings it on Debian/Ubuntu, Fedora/RHEL
+and Arch is data (data/build_deps.toml), validated when it loads; the distribution is read from
+/etc/os-release (ID, then ID_LIKE). Run as root on Debian or Ubuntu, the missing packages are
+installed with apt-get (non-interactive, saying what it installs) unless NINFER_KITS_NO_INSTALL
+is set; otherwise, and everywhere else, the error names them and the build exits with status 2.
+
+CMake (3.28 or newer: the `[local]` extra) and the CUDA toolkit (from NVIDIA) are checked here
+too, so that one run names everything, but are never installed.
+
+`python -m ninfer_kits.pipeline.hostdeps [--tests]` does the same for the build (and the test
+suite): `nox -s tests` runs it first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ninfer_kits.errors import BadInput
+from ninfer_kits.log import Reporter
+
+DATA: Final = Path(__file__).resolve().parent.parent / "data" / "build_deps.toml"
+OS_RELEASE: Final = (Path("/etc/os-release"), Path("/usr/lib/os-release"))
+NO_INSTALL_ENV: Final = "NINFER_KITS_NO_INSTALL"
+MIN_CMAKE: Final = (3, 28)
+PURPOSES: Final = ("build", "tests")
+APT_TAIL = 20
+
+# Package names as each family spells them (Debian Policy 5.6.1; Fedora and Arch alike, with
+# capitals and '_' allowed) — never an option or a shell word.
+_PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9+._-]*")
+_NAME = re.compile(r"[a-z0-9][a-z0-9+._-]*")  # names of deps and families; os-release IDs
+_WORD = re.compile(r"-{0,2}[A-Za-z0-9][A-Za-z0-9+._=-]*")  # a word of the install command
+
+
+class MissingBuildDependencies(BadInput):
+    """Something the build needs is not on this machine (exit status 2, as the quick start
+    says); the message names all of it and gives one install line."""
+
+
+class CatalogError(ValueError):
+    """build_deps.toml is malformed; the message names the file, the table and the key."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dependency:
+    name: str
+    what: str
+    purpose: str
+    command: str | None = None
+    pkg_config: str | None = None
+    header: str | None = None
+
+    @property
+    def how(self) -> str:
+        return f"command {self.command}" if self.command else f"pkg-config {self.pkg_config}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Family:
+    name: str
+    ids: tuple[str, ...]
+    install: tuple[str, ...]
+    packages: Mapping[str, str]
+    automatic: bool = False
+    note: str = ""
+
+    def install_line(self, missing: Iterable[Dependency]) -> str:
+        """`apt-get install -y libavformat-dev libswscale-dev`: each package once, in order."""
+        return shlex.join([*self.install, *self.packages_for(missing)])
+
+    def packages_for(self, missing: Iterable[Dependency]) -> list[str]:
+        return list(dict.fromkeys(self.packages[dep.name] for dep in missing))
+
+
+@dataclass(frozen=True)
+class Catalog:
+    deps: tuple[Dependency, ...]
+    families: tuple[Family, ...]
+
+    def family_for(self, os_release: Mapping[str, str]) -> Family | None:
+        """The family of ID, else of the first word of ID_LIKE that has one."""
+        ids = [os_release.get("ID", ""), *os_release.get("ID_LIKE", "").split()]
+        for distro in ids:
+            for family in self.families:
+                if distro in family.ids:
+                    return family
+        return None
+
+
+# --------------------------------------------------------------------------- the data file
+
+
+def load_catalog(path: Path = DATA) -> Catalog:
+    """Read and check build_deps.toml; CatalogError says what is wrong and where."""
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CatalogError(f"{path}: {error}") from None
+
+    def fail(where: str, message: str) -> CatalogError:
+        return CatalogError(f"{path}: [{where}] {message}")
+
+    _keys(document, "", {"schema", "deps", "families"}, fail)
+    if document["schema"] != 1:
+        raise fail("", f"unsupported schema {document['schema']!r}")
+    deps = tuple(_dependency(name, table, fail)
+                 for name, table in _tables(document, "deps", fail))
+    families = tuple(_family(name, table, deps, fail)
+                     for name, table in _tables(document, "families", fail))
+    seen: dict[str, str] = {}
+    for family in families:
+        for distro in family.ids:
+            if distro in seen:
+                raise fail(f"families.{family.name}", f"ID {distro!r} is already in family "
+                                                      f"{seen[distro]!r}")
+            seen[distro] = family.name
+    return Catalog(deps, families)
+
+
+@functools.cache
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+def _keys(table: Mapping[str, Any], where: str, allowed: set[str], fail: Any,
+          required: set[str] | None = None) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise fail(where, f"unknown key {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
+    absent = sorted((allowed if required is None else required) - set(table))
+    if absent:
+        raise fail(where, f"missing key {absent[0]!r}")
+
+
+def _tables(document: Mapping[str, Any], key: str, fail: Any
+            ) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    section = document[key]
+    if not isinstance(section, dict) or not section:
+        raise fail(key, "must be a table of tables, not empty")
+    for name, table in section.items():
+        if not isinstance(table, dict):
+            raise fail(f"{key}.{name}", "must be a table")
+        if not _NAME.fullmatch(name):
+            raise fail(f"{key}.{name}", f"invalid name {name!r}")
+        yield name, table
+
+
+def _text(table: Mapping[str, Any], key: str, where: str, fail: Any) -> str:
+    value = table[key]
+    if not isinstance(value, str) or not value.strip():
+        raise fail(where, f"{key!r} must be a non-empty string")
+    return value
+
+
+def _dependency(name: str, table: Mapping[str, Any], fail: Any) -> Dependency:
+    where = f"deps.{name}"
+    found_by = {"command"} if "command" in table else {"pkg_config", "header"}
+    _keys(table, where, {"what", "for"} | found_by, fail)
+    purpose = _text(table, "for", where, fail)
+    if purpose not in PURPOSES:
+        raise fail(where, f"'for' must be one of {', '.join(PURPOSES)}, not {purpose!r}")
+    values = {key: _text(table, key, where, fail) for key in found_by}
+    return Dependency(name=name, what=_text(table, "what", where, fail), purpose=purpose,
+                      command=values.get("command"), pkg_config=values.get("pkg_config"),
+                      header=values.get("header"))
+
+
+def _family(name: str, table: Mapping[str, Any], deps: Sequence[Dependency], fail: Any
+            ) -> Family:
+    where = f"families.{name}"
+    _keys(table, where, {"ids", "install", "packages", "automatic", "note"}, fail,
+          required={"ids", "install", "packages"})
+    ids, install = table["ids"], table["install"]
+    for key, value, form in (("ids", ids, _NAME), ("install", install, _WORD)):
+        if not isinstance(value, list) or not value or not all(
+                isinstance(item, str) and form.fullmatch(item) for item in value):
+            raise fail(where, f"{key!r} must be a non-empty array of plain words")
+    automatic = table.get("automatic", False)
+    if automatic is not False and (automatic is not True or install[0] != "apt-get"):
+        raise fail(where, "'automatic' is only for apt-get (the install this tool runs itself)")
+    packages = table["packages"]
+    if not isinstance(packages, dict):
+        raise fail(f"{where}.packages", "must be a table")
+    _keys(packages, f"{where}.packages", {dep.name for dep in deps}, fail)
+    for dep, package in packages.items():
+        if not isinstance(package, str) or not _PACKAGE.fullmatch(package):
+            raise fail(f"{where}.packages", f"invalid package name {package!r} for {dep!r}")
+    note = table.get("note", "")
+    if not isinstance(note, str):
+        raise fail(where, "'note' must be a string")
+    return Family(name=name, ids=tuple(ids), install=tuple(install), packages=dict(packages),
+                  automatic=bool(automatic), note=note)
+
+
+# --------------------------------------------------------------------------- this machine
+
+
+def read_os_release(paths: Sequence[Path] = OS_RELEASE) -> dict[str, str]:
+    """The first os-release file that exists, as a dict ({} when there is none)."""
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        values: dict[str, str] = {}
+        for line in text.splitlines():
+            key, sep, raw = line.strip().partition("=")
+            if not sep or key.startswith("#") or not key.isidentifier():
+                continue
+            try:
+                words = shlex.split(raw)
+            except ValueError:
+                continue
+            values[key] = " ".join(words)
+        return values
+    return {}
+
+
+def search_path(environ: Mapping[str, str]) -> str:
+    """PATH with this environment's bin/ first, as the local builder runs tools (CMake from the
+    `[local]` extra is there, also when the environment is not activated)."""
+    return os.pathsep.join([str(Path(sys.executable).parent), environ.get("PATH", "")])
+
+
+def include_dirs(environ: Mapping[str, str]) -> list[Path]:
+    multiarch = sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu"
+    listed = [part for var in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
+              for part in environ.get(var, "").split(os.pathsep) if part]
+    return [Path(p) for p in (*listed, "/usr/local/include", f"/usr/include/{multiarch}",
+                              "/usr/include", "/usr/include/ffmpeg")]
+
+
+def is_present(dep: Dependency, environ: Mapping[str, str]) -> bool:
+    path = search_path(environ)
+    if dep.command:
+        return shutil.which(dep.command, path=path) is not None
+    pkg_config = environ.get("PKG_CONFIG") or shutil.which("pkg-config", path=path)
+    if pkg_config:
+        done = subprocess.run([pkg_config, "--exists", str(dep.pkg_config)], env=dict(environ),
+                              capture_output=True, check=False)
+        return done.returncode == 0
+    return any((folder / str(dep.header)).is_file() for folder in include_dirs(environ))
+
+
+def cmake_problem(environ: Mapping[str, str]) -> str | None:
+    hint = "pip install 'ninfer-kits[local]' (or 'cmake>=3.28') into this environment"
+    cmake = shutil.which("cmake", path=search_path(environ))
+    if cmake is None:
+        return f"CMake not found: the upstreams need CMake 3.28 or newer: {hint}"
+    output = subprocess.run([cmake, "--version"], capture_output=True, text=True,
+                            check=False).stdout
+    match = re.search(r"cmake version (\d+)\.(\d+)", output)
+    found = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    if found >= MIN_CMAKE:
+        return None
+    shown = ".".join(map(str, found)) if match else "of unknown version"
+    return f"{cmake} is CMake {shown}; the upstreams need CMake 3.28 or newer: {hint}"
+
+
+def nvcc_problem(nvcc: str, environ: Mapping[str, str]) -> str | None:
+    """The local builder's rule: NVCC/CUDACXX when set (and then only that), else
+    /usr/local/cuda/bin/nvcc, else nvcc on PATH."""
+    named = nvcc or environ.get("NVCC") or environ.get("CUDACXX") or ""
+    if named:
+        if os.access(named, os.X_OK):
+            return None
+        return (f"nvcc {named} (from NVCC/CUDACXX) is not an executable file; install the CUDA "
+                f"toolkit or point NVCC at its nvcc")
+    if os.access("/usr/local/cuda/bin/nvcc", os.X_OK) or shutil.which(
+            "nvcc", path=environ.get("PATH", "")):
+        return None
+    return ("nvcc not found: the local builder needs the CUDA toolkit, 13.0 or newer, from "
+            "NVIDIA (install it at /usr/local/cuda or set NVCC=/path/to/nvcc)")
+
+
+@dataclass(frozen=True)
+class Findings:
+    missing: tuple[Dependency, ...]  # what a distribution package brings
+    problems: tuple[str, ...]  # CMake and CUDA, which no install line here brings
+    family: Family | None
+    distro: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.problems
+
+
+def check(*, purposes: Sequence[str] = ("build",), nvcc: str = "",
+          environ: Mapping[str, str] | None = None,
+          os_release: Sequence[Path] = OS_RELEASE, data: Catalog | None = None) -> Findings:
+    environ = os.environ if environ is None else environ
+    known = data or catalog()
+    release = read_os_release(os_release)
+    missing = tuple(dep for dep in known.deps
+                    if dep.purpose in purposes and not is_present(dep, environ))
+    problems = tuple(problem for problem in (cmake_problem(environ),
+                                             nvcc_problem(nvcc, environ)) if problem)
+    distro = release.get("PRETTY_NAME") or release.get("NAME") or release.get("ID") or ""
+    return Findings(missing, problems, known.family_for(release), distro)
+
+
+def explain(findings: Findings, *, after: str = "") -> str:
+    """The error: what is missing, then ONE install line (or the packages to look for)."""
+    on = f" on {findings.distro}" if findings.distro else ""
+    lines = ["the local builder cannot build on this machine yet:"]
+    lines += [f"  missing: {dep.what} ({dep.how})" for dep in findings.missing]
+    lines += [f"  {problem}" for problem in findings.problems]
+    if findings.missing and findings.family is not None:
+        note = f" ({findings.family.note})" if findings.family.note else ""
+        lines.append(f"install them as root{on}: "
+                     f"{findings.family.install_line(findings.missing)}{note}")
+    elif findings.missing:
+        lines.append(f"no install line is known{on or ' here'} (Debian, Ubuntu, Fedora, RHEL "
+                     f"and Arch are): install your distribution's packages for "
+                     f"{', '.join(dep.what for dep in findings.missing)}")
+    if after:
+        lines.append(after)
+    return "\n".join(lines)
+
+
+def ensure_build_dependencies(reporter: Reporter, *, nvcc: str = "",
+                              purposes: Sequence[str] = ("build",),
+                              environ: Mapping[str, str] | None = None,
+                              os_release: Sequence[Path] = OS_RELEASE,
+                              is_root: bool | None = None) -> None:
+    """Return when everything is there; install the missing packages first when run as root
+    on Debian or Ubuntu (unless NINFER_KITS_NO_INSTALL is set); else BadInput naming them."""
+    environ = os.environ if environ is None else environ
+    findings = check(purposes=purposes, nvcc=nvcc, environ=environ, os_release=os_release)
+    if findings.ok:
+        return
+    root = os.geteuid() == 0 if is_root is None else is_root
+    family = findings.family
+    if findings.missing and family is not None and family.automatic:
+        apt = shutil.which("apt-get", path=search_path(environ))
+        if not root:
+            raise MissingBuildDependencies(explain(findings, after="then run this again"))
+        if environ.get(NO_INSTALL_ENV):
+            raise MissingBuildDependencies(
+                explain(findings, after=f"(not installed: {NO_INSTALL_ENV} is set)"))
+        if apt is None:
+            raise MissingBuildDependencies(explain(findings, after="(apt-get not found)"))
+        packages = family.packages_for(findings.missing)
+        names = ", ".join(dep.name for dep in findings.missing)
+        reporter.info(f"installing what the build needs ({names}): "
+                      f"{family.install_line(findings.missing)}  "
+                      f"[as root; {NO_INSTALL_ENV}=1 only names them]")
+        _apt_install(apt, packages, environ)
+        findings = check(purposes=purposes, nvcc=nvcc, environ=environ, os_release=os_release)
+        if findings.ok:
+            return
+    raise MissingBuildDependencies(explain(findings))
+
+
+def _apt_install(apt: str, packages: Sequence[str], environ: Mapping[str, str]) -> None:
+    env = dict(environ, DEBIAN_FRONTEND="noninteractive")
+    for command in ([apt, "update", "-qq"],
+                    [apt, "install", "-y", "-qq", "--no-install-recommends", *packages]):
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False,
+                              stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-APT_TAIL:]
+            shown = "\n".join(f"  | {line}" for line in tail)
+            raise BadInput(f"{shlex.join(command)} failed (exit status {done.returncode}):\n"
+                           f"{shown}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ninfer_kits.pipeline.hostdeps",
+        description="Check (and, as root on Debian/Ubuntu, install) what the local builder "
+                    "needs; exit status 2 names what is missing.")
+    parser.add_argument("--tests", action="store_true",
+                        help="also what the test suite needs (gcc, readelf)")
+    args = parser.parse_args(argv)
+    purposes = PURPOSES if args.tests else ("build",)
+    try:
+        ensure_build_dependencies(Reporter(), purposes=purposes)
+    except BadInput as error:
+        print(f"ninfer-kits: error: {error}", file=sys.stderr)
+        return error.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

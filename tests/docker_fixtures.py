@@ -181,3 +181,39 @@ def ensure_runtime_test_image(tag: str = RUNTIME_TEST_IMAGE) -> str:
     """
     base = ensure_base_image(MINBASE_IMAGE, include="")
     return build_image(RUNTIME_TEST_DOCKERFILE, tag, {"BASE_IMAGE": base})
+
+
+VERIFY_ROOTS = {
+    # The runtime libraries a kit of each suite links (FFmpeg, libcurl, libstdc++): roots the
+    # resolver is checked against, with the real loader as the oracle.
+    "bookworm": "libstdc++6 libcurl4 libavformat59 libavcodec59 libavutil57 libswscale6",
+    "trixie": "libstdc++6 libcurl4t64 libavformat61 libavcodec61 libavutil59 libswscale8",
+}
+
+
+def export_root(suite: str, cache: Path) -> Path:
+    """A debootstrapped Debian root of `suite` (minbase + VERIFY_ROOTS[suite]) as a folder.
+
+    Made once with scripts/make-base-image.sh (image ninfer-kits/verify-SUITE:local), then
+    exported from a created, never started, container into cache/<suite>-<image id>/.
+    """
+    tag = ensure_base_image(f"ninfer-kits/verify-{suite}:local", suite, VERIFY_ROOTS[suite])
+    image_id = _docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip()
+    folder = cache / f"{suite}-{image_id.removeprefix('sha256:')[:12]}"
+    if (folder / "etc" / "os-release").exists():
+        return folder
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    container = _docker("create", tag, "/bin/true").stdout.strip()
+    try:
+        exported = subprocess.Popen(["docker", "export", container], stdout=subprocess.PIPE,
+                                    env=_docker_env())
+        untar = subprocess.run(["tar", "-x", "-C", str(partial), "--exclude=dev/*"],
+                               stdin=exported.stdout, capture_output=True, check=False)
+        if exported.wait() != 0 or untar.returncode != 0:
+            missing(f"an export of {tag} ({untar.stderr.decode(errors='replace')[-300:]})")
+    finally:
+        _docker("rm", "-f", container)
+    partial.rename(folder)
+    return folder

@@ -1,0 +1,91 @@
+"""/etc/ld.so.cache, the binary index ldconfig writes and the dynamic loader reads.
+
+Two layouts exist (glibc's sysdeps/generic/dl-cache.h): the old one ("ld.so-1.7.0", 12-byte
+entries, string offsets counted from the end of the entry table) and the new one
+("glibc-ld.so.cache1.1", 24-byte entries, offsets counted from the new header). ldconfig before
+glibc 2.32 wrote both back to back by default ("compat"); newer ones write the new one alone.
+When both are present the loader uses the new one, and so do we.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+OLD_MAGIC = b"ld.so-1.7.0"
+NEW_MAGIC = b"glibc-ld.so.cache1.1"
+OLD_HEADER = struct.Struct("<12sI")  # magic (11 bytes + NUL), number of entries
+OLD_ENTRY = struct.Struct("<iII")  # flags, key, value
+NEW_HEADER = struct.Struct("<20sIIB3xI12x")  # magic, entries, string bytes, flags, extensions
+NEW_ENTRY = struct.Struct("<iIIIQ")  # flags, key, value, osversion, hwcap
+
+FLAG_TYPE_MASK = 0x00FF
+FLAG_ELF_LIBC6 = 0x0003
+FLAG_REQUIRED_MASK = 0xFF00
+FLAG_X8664_LIB64 = 0x0300
+FLAG_AARCH64_LIB64 = 0x0A00
+
+
+class CacheError(ValueError):
+    """The file is not an ld.so.cache the loader could read."""
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    soname: str
+    path: str
+    flags: int
+
+    def fits(self, elf_class: int, machine: str) -> bool:
+        """Whether the loader would take this entry for an object of that class and machine."""
+        if self.flags & FLAG_TYPE_MASK != FLAG_ELF_LIBC6:
+            return False
+        required = self.flags & FLAG_REQUIRED_MASK
+        if machine == "x86-64":
+            return required == FLAG_X8664_LIB64
+        if machine == "aarch64":
+            return required == FLAG_AARCH64_LIB64
+        return required == 0 and elf_class == 32
+
+
+def parse(data: bytes) -> tuple[CacheEntry, ...]:
+    """Every entry, in the file's order (which is the loader's preference order)."""
+    if data.startswith(NEW_MAGIC):
+        return _parse_new(data, 0)
+    if not data.startswith(OLD_MAGIC):
+        raise CacheError("neither the old nor the new ld.so.cache magic")
+    _, count = _unpack(OLD_HEADER, data, 0)
+    strings = OLD_HEADER.size + count * OLD_ENTRY.size
+    new_at = (strings + 7) & ~7  # the compat layout puts the new cache right after, aligned
+    if data[new_at:new_at + len(NEW_MAGIC)] == NEW_MAGIC:
+        return _parse_new(data, new_at)
+    entries = []
+    for index in range(count):
+        flags, key, value = _unpack(OLD_ENTRY, data, OLD_HEADER.size + index * OLD_ENTRY.size)
+        entries.append(CacheEntry(_string(data, strings + key), _string(data, strings + value),
+                                  flags))
+    return tuple(entries)
+
+
+def _parse_new(data: bytes, base: int) -> tuple[CacheEntry, ...]:
+    _, count, _strings, _flags, _extensions = _unpack(NEW_HEADER, data, base)
+    entries = []
+    for index in range(count):
+        at = base + NEW_HEADER.size + index * NEW_ENTRY.size
+        flags, key, value, _os, _hwcap = _unpack(NEW_ENTRY, data, at)
+        entries.append(CacheEntry(_string(data, base + key), _string(data, base + value), flags))
+    return tuple(entries)
+
+
+def _unpack(layout: struct.Struct, data: bytes, at: int) -> tuple[Any, ...]:
+    if at + layout.size > len(data):
+        raise CacheError(f"truncated at byte {at}")
+    return layout.unpack_from(data, at)
+
+
+def _string(data: bytes, at: int) -> str:
+    end = data.find(b"\0", at)
+    if at >= len(data) or end < 0:
+        raise CacheError(f"string offset {at} outside the file")
+    return data[at:end].decode("utf-8", "surrogateescape")

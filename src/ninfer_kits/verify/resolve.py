@@ -1,0 +1,254 @@
+"""Resolve a program's libraries and symbol versions as glibc's dynamic loader does (x86-64).
+
+The order (glibc elf/dl-load.c, _dl_map_object): a name with a slash is a path; else the
+DT_RPATH of the requesting object and of each object that loaded it up to the program, then the
+program's own DT_RPATH — all of it only when the requesting object has no DT_RUNPATH (an object
+with both ignores its DT_RPATH); then LD_LIBRARY_PATH; then the requesting object's DT_RUNPATH
+(it does not propagate); then /etc/ld.so.cache; then the system folders. A candidate of another
+ELF class or machine is skipped and the search goes on. Libraries are loaded breadth first and a
+name already loaded (by its DT_NEEDED name or its SONAME) is not searched again. Afterwards
+every needed symbol version must be defined (`.gnu.version_d`) by the library that satisfied it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ninfer_kits.errors import NotAnElf
+from ninfer_kits.inspector.elf import ElfInfo, read_elf
+from ninfer_kits.verify.ldcache import CacheEntry
+from ninfer_kits.verify.rootfs import RootFS
+
+
+DEFAULT_LOADERS = {"x86-64": "/lib64/ld-linux-x86-64.so.2",
+                   "aarch64": "/lib/ld-linux-aarch64.so.1"}
+
+
+@dataclass(frozen=True)
+class Found:
+    name: str  # as DT_NEEDED names it
+    path: str  # where the loader maps it, in the target
+    via: str  # "RUNPATH of kit/bin/ninfer", "ld.so.cache", "system folder", ...
+    needed_by: str
+
+
+@dataclass(frozen=True)
+class NotFound:
+    name: str
+    needed_by: str
+    searched: tuple[str, ...]  # the folders looked in, in order
+
+
+@dataclass(frozen=True)
+class VersionGap:
+    library: str  # the name it was needed by (libstdc++.so.6)
+    path: str  # the file that does not define the version
+    version: str
+    needed_by: str
+    defined: tuple[str, ...]  # what that file defines
+
+
+@dataclass(frozen=True)
+class StaleSearchPath:
+    """A RUNPATH/RPATH folder that does not exist on the target, for a library found elsewhere."""
+
+    kind: str  # RUNPATH or RPATH
+    folder: str
+    name: str
+    found: str
+    needed_by: str
+
+
+@dataclass(frozen=True)
+class Resolution:
+    program: str
+    interpreter_missing: str | None
+    found: tuple[Found, ...]
+    missing: tuple[NotFound, ...]
+    gaps: tuple[VersionGap, ...]
+    stale: tuple[StaleSearchPath, ...]
+
+    @property
+    def loads(self) -> bool:
+        return self.interpreter_missing is None and not self.missing and not self.gaps
+
+
+@dataclass(frozen=True)
+class LoaderSetup:
+    """What the target's loader knows besides the program: its cache, folders, environment."""
+
+    rootfs: RootFS
+    cache: tuple[CacheEntry, ...]
+    system_dirs: tuple[str, ...]
+    ld_library_path: tuple[str, ...] = ()
+    lib: str = "lib64"  # what $LIB expands to (Debian: lib/x86_64-linux-gnu)
+    platform: str = "x86_64"  # what $PLATFORM expands to
+
+
+@dataclass
+class _Object:
+    path: str  # as opened, in the target
+    info: ElfInfo
+    loader: _Object | None
+    origin: str
+    names: set[str] = field(default_factory=set)
+
+
+class Resolver:
+    def __init__(self, setup: LoaderSetup) -> None:
+        self.setup = setup
+        self._infos: dict[str, ElfInfo | None] = {}
+
+    def resolve(self, program: str, shown: str | None = None) -> Resolution:
+        """Everything the loader would do for `program` (a path in the target)."""
+        info = self.info(program)
+        if info is None:
+            raise NotAnElf(f"{program}: not a readable ELF file in the target")
+        canonical = self.setup.rootfs.canonical(program) or program
+        main = _Object(program, info, None, posixpath.dirname(canonical), {program})
+        label = shown or program
+        interpreter = info.interpreter
+        missing_interpreter = (interpreter if interpreter and not self.setup.rootfs.is_file(
+            interpreter) else None)
+        # A shared library has no PT_INTERP: whichever loader maps it is already there too.
+        interpreter = interpreter or DEFAULT_LOADERS.get(info.machine)
+        objects = [main]
+        if interpreter and missing_interpreter is None:
+            # The loader is mapped before any library: a DT_NEEDED on it is already satisfied.
+            loader_info = self.info(interpreter)
+            if loader_info is not None:
+                names = {posixpath.basename(interpreter), loader_info.soname or ""} - {""}
+                objects.append(_Object(interpreter, loader_info, main, "", names))
+        found: list[Found] = []
+        missing: list[NotFound] = []
+        stale: list[StaleSearchPath] = []
+        for obj in _walk(objects):
+            for name in obj.info.needed:
+                if any(name in other.names for other in objects):
+                    continue
+                hit = self._search(name, obj, main, label, stale)
+                if isinstance(hit, NotFound):
+                    missing.append(hit)
+                    continue
+                path, via, target = hit
+                found.append(Found(name, path, via, self._shown(obj, main, label)))
+                objects.append(_Object(path, target, obj, posixpath.dirname(path),
+                                       {name, *([target.soname] if target.soname else [])}))
+        gaps = tuple(self._gaps(objects, main, label))
+        return Resolution(label, missing_interpreter, tuple(found), tuple(missing), gaps,
+                          tuple(dict.fromkeys(stale)))
+
+    def info(self, path: str) -> ElfInfo | None:
+        if path not in self._infos:
+            real = self.setup.rootfs.real(path)
+            try:
+                self._infos[path] = read_elf(real, path) if real is not None else None
+            except (NotAnElf, OSError):
+                self._infos[path] = None
+        return self._infos[path]
+
+    def _search(self, name: str, requester: _Object, main: _Object, label: str,
+                stale: list[StaleSearchPath]) -> tuple[str, str, ElfInfo] | NotFound:
+        if "/" in name:
+            target = self._candidate(name, main.info)
+            if target is not None:
+                return name, "its path", target
+            return NotFound(name, self._shown(requester, main, label), (name,))
+        searched: list[str] = []
+        missing_dirs: list[tuple[str, str]] = []
+        for via, folder, kind in self._folders(requester, main):
+            if kind and not self.setup.rootfs.is_dir(folder):
+                missing_dirs.append((kind, folder))
+                continue
+            searched.append(folder)
+            target = self._candidate(posixpath.join(folder, name), main.info)
+            if target is not None:
+                return self._hit(posixpath.join(folder, name), via, target, name, requester,
+                                 main, label, missing_dirs, stale)
+        for entry in self.setup.cache:
+            if entry.soname == name and entry.fits(main.info.elf_class, main.info.machine):
+                target = self._candidate(entry.path, main.info)
+                if target is not None:
+                    return self._hit(entry.path, "ld.so.cache", target, name, requester, main,
+                                     label, missing_dirs, stale)
+        searched.append("ld.so.cache")
+        for folder in self.setup.system_dirs:
+            searched.append(folder)
+            target = self._candidate(posixpath.join(folder, name), main.info)
+            if target is not None:
+                return self._hit(posixpath.join(folder, name), "system folder", target, name,
+                                 requester, main, label, missing_dirs, stale)
+        searched += [folder for _, folder in missing_dirs]
+        return NotFound(name, self._shown(requester, main, label), tuple(searched))
+
+    def _hit(self, path: str, via: str, target: ElfInfo, name: str, requester: _Object,
+             main: _Object, label: str, missing_dirs: list[tuple[str, str]],
+             stale: list[StaleSearchPath]) -> tuple[str, str, ElfInfo]:
+        shown = self._shown(requester, main, label)
+        stale += [StaleSearchPath(kind, folder, name, path, shown) for kind, folder in missing_dirs]
+        return path, via, target
+
+    def _folders(self, requester: _Object, main: _Object) -> Iterator[tuple[str, str, str]]:
+        """(how, folder, RUNPATH/RPATH or "") in the loader's order, before the cache."""
+        if not requester.info.runpath:
+            chain: _Object | None = requester
+            seen_main = False
+            while chain is not None:
+                for folder in self._expand(chain.info.rpath, chain):
+                    yield f"RPATH of {chain.path}", folder, "RPATH"
+                seen_main |= chain is main
+                chain = chain.loader
+            if not seen_main:
+                for folder in self._expand(main.info.rpath, main):
+                    yield f"RPATH of {main.path}", folder, "RPATH"
+        for folder in self.setup.ld_library_path:
+            yield "LD_LIBRARY_PATH", folder, ""
+        for folder in self._expand(requester.info.runpath, requester):
+            yield f"RUNPATH of {requester.path}", folder, "RUNPATH"
+
+    def _expand(self, entries: tuple[str, ...], obj: _Object) -> Iterator[str]:
+        for entry in entries:
+            if not entry:
+                continue  # the current folder: not knowable here, and kits may not use it
+            expanded = (entry.replace("${ORIGIN}", obj.origin).replace("$ORIGIN", obj.origin)
+                        .replace("${LIB}", self.setup.lib).replace("$LIB", self.setup.lib)
+                        .replace("${PLATFORM}", self.setup.platform)
+                        .replace("$PLATFORM", self.setup.platform))
+            if expanded.startswith("/"):
+                yield posixpath.normpath(expanded)
+
+    def _candidate(self, path: str, program: ElfInfo) -> ElfInfo | None:
+        """The library at `path` if the loader would take it: a regular ELF file of the
+        program's class and machine (another class is skipped, and the search goes on)."""
+        if not self.setup.rootfs.is_file(path):
+            return None
+        info = self.info(path)
+        if info is None or info.elf_class != program.elf_class or info.machine != program.machine:
+            return None
+        return info
+
+    def _gaps(self, objects: list[_Object], main: _Object, label: str) -> Iterator[VersionGap]:
+        for obj in objects:
+            for need in obj.info.version_needs:
+                provider = next((o for o in objects if need.library in o.names), None)
+                if provider is None:
+                    continue  # the library itself is missing: reported once, as missing
+                for version in need.versions:
+                    if version not in provider.info.version_defs:
+                        yield VersionGap(need.library, provider.path, version,
+                                         self._shown(obj, main, label),
+                                         provider.info.version_defs)
+
+    @staticmethod
+    def _shown(obj: _Object, main: _Object, label: str) -> str:
+        return label if obj is main else obj.path
+
+
+def _walk(objects: list[_Object]) -> Iterator[_Object]:
+    """Breadth first over a list that grows while it is walked."""
+    index = 0
+    while index < len(objects):
+        yield objects[index]
+        index += 1

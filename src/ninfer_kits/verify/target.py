@@ -1,0 +1,102 @@
+"""A target to verify a kit on: what its loader reads (ld.so.cache, the family's built-in
+folders) and what it is (os-release), from a root folder — "/" for this host."""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ninfer_kits.verify.ldcache import CacheError, parse
+from ninfer_kits.verify.resolve import LoaderSetup
+from ninfer_kits.verify.rootfs import RootFS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+FOLDER = re.compile(r"^/[^\0]*$")
+
+
+@dataclass(frozen=True)
+class LoaderFamily:
+    name: str
+    ids: tuple[str, ...]
+    system_dirs: tuple[str, ...]
+    lib: str
+
+
+@dataclass(frozen=True)
+class OsRelease:
+    id: str
+    id_like: tuple[str, ...]
+    pretty_name: str
+    version_id: str
+
+
+@functools.cache
+def loader_families() -> tuple[LoaderFamily, ...]:
+    path = Path(__file__).resolve().parent.parent / "data" / "loader_facts.toml"
+    return _validate(tomllib.loads(path.read_text(encoding="utf-8")), path.name)
+
+
+def _validate(raw: dict[str, Any], name: str) -> tuple[LoaderFamily, ...]:
+    if raw.get("schema") != 1:
+        raise ValueError(f"{name}: unsupported schema {raw.get('schema')!r}")
+    families = []
+    for family, table in raw.get("families", {}).items():
+        dirs, lib, ids = table.get("system_dirs"), table.get("lib"), table.get("ids")
+        if not (isinstance(dirs, list) and dirs and all(isinstance(d, str) and FOLDER.match(d)
+                                                       for d in dirs)):
+            raise ValueError(f"{name}: [families.{family}] system_dirs must be absolute folders")
+        if not (isinstance(lib, str) and lib and not lib.startswith("/")):
+            raise ValueError(f"{name}: [families.{family}] lib must be a relative folder")
+        if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+            raise ValueError(f"{name}: [families.{family}] ids must be a list of os-release IDs")
+        families.append(LoaderFamily(family, tuple(ids), tuple(dirs), lib))
+    if not any(family.name == "generic" for family in families):
+        raise ValueError(f"{name}: a [families.generic] fallback is required")
+    return tuple(families)
+
+
+def os_release(rootfs: RootFS) -> OsRelease:
+    """/etc/os-release (or /usr/lib/os-release) of the target; empty fields when it has none."""
+    data = rootfs.read_bytes("/etc/os-release") or rootfs.read_bytes("/usr/lib/os-release") or b""
+    fields: dict[str, str] = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip().isidentifier():
+            try:
+                fields[key.strip()] = "".join(shlex.split(value))
+            except ValueError:
+                fields[key.strip()] = value.strip().strip('"')
+    return OsRelease(id=fields.get("ID", ""), id_like=tuple(fields.get("ID_LIKE", "").split()),
+                     pretty_name=fields.get("PRETTY_NAME", ""),
+                     version_id=fields.get("VERSION_ID", ""))
+
+
+def family_of(release: OsRelease) -> LoaderFamily:
+    families = loader_families()
+    for candidate in (release.id, *release.id_like):
+        for family in families:
+            if candidate and candidate in family.ids:
+                return family
+    return next(family for family in families if family.name == "generic")
+
+
+def loader_setup(rootfs: RootFS, ld_library_path: tuple[str, ...] = ()) -> LoaderSetup:
+    """What the target's loader searches besides RPATH/RUNPATH. A missing or unreadable
+    ld.so.cache is what the loader then has too: no cache."""
+    family = family_of(os_release(rootfs))
+    data = rootfs.read_bytes("/etc/ld.so.cache")
+    try:
+        cache = parse(data) if data else ()
+    except CacheError:
+        cache = ()
+    return LoaderSetup(rootfs=rootfs, cache=cache, system_dirs=family.system_dirs,
+                       ld_library_path=ld_library_path, lib=family.lib)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ninfer_kits import __version__
-from ninfer_kits.errors import EXIT_BAD_INPUT, NinferKitsError
+from ninfer_kits.errors import EXIT_INTERRUPTED, NinferKitsError, exit_code_for, exit_codes_help
 
 # Each subcommand is a module with configure_parser() and execute(); imported only when chosen,
 # so that a quick `inspect` does not pay for the imports of `build` or `publish`.
@@ -17,12 +17,14 @@ SUBCOMMANDS: dict[str, str] = {
     "matrix": "ninfer_kits.commands.matrix_cmd",
     "inspect": "ninfer_kits.commands.inspect_cmd",
     "build": "ninfer_kits.commands.build_cmd",
+    "verify": "ninfer_kits.commands.verify_cmd",
 }
 
 SUMMARIES: dict[str, str] = {
     "matrix": "show what the pipeline builds (upstream × arch)",
     "inspect": "derive the runtime floor of an ELF file, a folder or a kit tarball",
     "build": "build one matrix entry into a finished kit under dist/",
+    "verify": "check whether a kit will run here (a host, a root folder, a Docker image)",
 }
 
 
@@ -41,13 +43,15 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ninfer-kits",
         description="Build, inspect and publish prebuilt NInfer kits.",
+        epilog=exit_codes_help(), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ninfer-kits {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = next((a for a in argv if a in SUBCOMMANDS), None)
     for name, summary in SUMMARIES.items():
-        child = sub.add_parser(name, help=summary, description=summary)
+        child = sub.add_parser(name, help=summary, description=summary, epilog=exit_codes_help(),
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
         child.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                            help="show tracebacks on errors")
         if name == chosen:
@@ -65,12 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return error.exit_code
     except KeyboardInterrupt:
         print("ninfer-kits: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
-    except OSError as error:
+    except OSError as error:  # one that no code turned into a message: by what it is about
         _report(error, args.debug)
-        return EXIT_BAD_INPUT
+        return exit_code_for(error)
 
 
 def _report(error: BaseException, debug: bool) -> None:

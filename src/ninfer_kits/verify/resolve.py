@@ -21,7 +21,6 @@ from ninfer_kits.inspector.elf import ElfInfo, read_elf
 from ninfer_kits.verify.ldcache import CacheEntry
 from ninfer_kits.verify.rootfs import RootFS
 
-
 DEFAULT_LOADERS = {"x86-64": "/lib64/ld-linux-x86-64.so.2",
                    "aarch64": "/lib/ld-linux-aarch64.so.1"}
 
@@ -69,6 +68,7 @@ class Resolution:
     missing: tuple[NotFound, ...]
     gaps: tuple[VersionGap, ...]
     stale: tuple[StaleSearchPath, ...]
+    libc_versions: tuple[str, ...] = ()  # what the libc.so.6 it maps defines
 
     @property
     def loads(self) -> bool:
@@ -137,8 +137,9 @@ class Resolver:
                 objects.append(_Object(path, target, obj, posixpath.dirname(path),
                                        {name, *([target.soname] if target.soname else [])}))
         gaps = tuple(self._gaps(objects, main, label))
+        libc = next((o.info.version_defs for o in objects if "libc.so.6" in o.names), ())
         return Resolution(label, missing_interpreter, tuple(found), tuple(missing), gaps,
-                          tuple(dict.fromkeys(stale)))
+                          tuple(dict.fromkeys(stale)), libc)
 
     def info(self, path: str) -> ElfInfo | None:
         if path not in self._infos:
@@ -158,7 +159,7 @@ class Resolver:
             return NotFound(name, self._shown(requester, main, label), (name,))
         searched: list[str] = []
         missing_dirs: list[tuple[str, str]] = []
-        for via, folder, kind in self._folders(requester, main):
+        for via, folder, kind in self._folders(requester, main, label):
             if kind and not self.setup.rootfs.is_dir(folder):
                 missing_dirs.append((kind, folder))
                 continue
@@ -190,23 +191,24 @@ class Resolver:
         stale += [StaleSearchPath(kind, folder, name, path, shown) for kind, folder in missing_dirs]
         return path, via, target
 
-    def _folders(self, requester: _Object, main: _Object) -> Iterator[tuple[str, str, str]]:
+    def _folders(self, requester: _Object, main: _Object,
+                 label: str) -> Iterator[tuple[str, str, str]]:
         """(how, folder, RUNPATH/RPATH or "") in the loader's order, before the cache."""
         if not requester.info.runpath:
             chain: _Object | None = requester
             seen_main = False
             while chain is not None:
                 for folder in self._expand(chain.info.rpath, chain):
-                    yield f"RPATH of {chain.path}", folder, "RPATH"
+                    yield f"RPATH of {self._shown(chain, main, label)}", folder, "RPATH"
                 seen_main |= chain is main
                 chain = chain.loader
             if not seen_main:
                 for folder in self._expand(main.info.rpath, main):
-                    yield f"RPATH of {main.path}", folder, "RPATH"
+                    yield f"RPATH of {label}", folder, "RPATH"
         for folder in self.setup.ld_library_path:
             yield "LD_LIBRARY_PATH", folder, ""
         for folder in self._expand(requester.info.runpath, requester):
-            yield f"RUNPATH of {requester.path}", folder, "RUNPATH"
+            yield f"RUNPATH of {self._shown(requester, main, label)}", folder, "RUNPATH"
 
     def _expand(self, entries: tuple[str, ...], obj: _Object) -> Iterator[str]:
         for entry in entries:

@@ -3,22 +3,25 @@ folders) and what it is (os-release), from a root folder — "/" for this host."
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import re
 import shlex
-import sys
+import shutil
+import tarfile
+import tempfile
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ninfer_kits.errors import BadInput
 from ninfer_kits.verify.ldcache import CacheError, parse
 from ninfer_kits.verify.resolve import LoaderSetup
 from ninfer_kits.verify.rootfs import RootFS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 FOLDER = re.compile(r"^/[^\0]*$")
 
@@ -100,3 +103,88 @@ def loader_setup(rootfs: RootFS, ld_library_path: tuple[str, ...] = ()) -> Loade
         cache = ()
     return LoaderSetup(rootfs=rootfs, cache=cache, system_dirs=family.system_dirs,
                        ld_library_path=ld_library_path, lib=family.lib)
+
+
+KIT_MOUNT = "/opt/ninfer-kit"  # where a kit appears inside a root or an image
+SKIPPED_IN_IMAGES = ("usr/share/", "usr/include/", "usr/src/", "var/", "proc/", "sys/", "dev/",
+                     "tmp/", "run/")
+
+
+@dataclass(frozen=True)
+class Target:
+    description: str
+    mode: str  # "host", "root" or "image"
+    kit_root: str  # the kit's folder (the one holding kit/) as the target sees it
+    setup: LoaderSetup
+
+
+@contextmanager
+def open_target(kit_root: Path, *, root: Path | None = None, image: str | None = None,
+                ld_library_path: tuple[str, ...] | None = None) -> Iterator[Target]:
+    """This host (the default), a root folder, or a Docker image's filesystem."""
+    if image is not None:
+        with _exported(image) as folder:
+            yield _in_root(folder, kit_root, f"image {image}", "image", ld_library_path or ())
+        return
+    if root is not None:
+        if not root.is_dir():
+            raise BadInput(f"--root {root}: not a folder")
+        if not any((root / name).exists() for name in ("etc", "lib", "usr")):
+            raise BadInput(f"--root {root}: holds no etc/, lib/ or usr/: not a root filesystem")
+        yield _in_root(root, kit_root, f"root {root}", "root", ld_library_path or ())
+        return
+    rootfs = RootFS(Path("/"))
+    env_path = tuple(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p)
+    release = os_release(rootfs)
+    yield Target(f"this host ({release.pretty_name or 'unknown distribution'})", "host",
+                 str(kit_root.resolve()),
+                 loader_setup(rootfs, env_path if ld_library_path is None else ld_library_path))
+
+
+def _in_root(folder: Path, kit_root: Path, what: str, mode: str,
+             ld_library_path: tuple[str, ...]) -> Target:
+    rootfs = RootFS(folder, ((KIT_MOUNT, kit_root.resolve()),))
+    release = os_release(rootfs)
+    return Target(f"{what} ({release.pretty_name or 'unknown distribution'})", mode, KIT_MOUNT,
+                  loader_setup(rootfs, ld_library_path))
+
+
+@contextmanager
+def _exported(image: str) -> Iterator[Path]:
+    """The image's filesystem in a private temporary folder, through the docker SDK: a container
+    is created (never started), exported, and removed."""
+    import docker.errors
+
+    from ninfer_kits.pipeline.docker_builder import connect
+
+    client = connect()
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise BadInput(f"--image {image}: no such image on the engine (docker pull it first)") \
+            from None
+    folder = Path(tempfile.mkdtemp(prefix="ninfer-kits-image-"))
+    container = client.containers.create(image, command=["/nonexistent"], detach=True)
+    try:
+        with tempfile.TemporaryFile() as spool:
+            for chunk in container.export():
+                spool.write(chunk)
+            spool.seek(0)
+            with tarfile.open(fileobj=spool, mode="r|") as archive:
+                for member in archive:
+                    if _wanted(member):
+                        # A member under a symlink that leaves the folder is refused by the
+                        # filter: its path as the image sees it is still reached through the
+                        # link, which RootFS follows inside the root.
+                        with contextlib.suppress(tarfile.FilterError):
+                            archive.extract(member, folder, filter="tar")
+        yield folder
+    finally:
+        container.remove(force=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _wanted(member: tarfile.TarInfo) -> bool:
+    name = member.name.lstrip("/")
+    return (member.isfile() or member.isdir() or member.issym()) and not name.startswith(
+        SKIPPED_IN_IMAGES)

@@ -1,0 +1,119 @@
+"""The kit to verify, on disk: a kit folder (the one holding kit/), a kit archive, or a finished
+kit folder under dist/ (its SHA256SUMS is checked first). Archives are unpacked with the
+hardened streaming reader into a private temporary folder, which goes when the `with` ends."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ninfer_kits import buildinfo
+from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.inspector.archive import KitArchive, archive_format
+from ninfer_kits.inspector.elf import ElfInfo, is_elf, read_elf
+
+
+@dataclass(frozen=True)
+class KitOnDisk:
+    shown: str  # what the user named
+    root: Path  # the folder that holds kit/
+    programs: tuple[Path, ...]  # kit/bin/*
+    files: tuple[ElfInfo, ...]  # every ELF of the kit (programs and kit/lib), paths kit/...
+    info: buildinfo.BuildInfo | None
+    checked: str  # "SHA256SUMS ok" or why nothing was checked
+
+
+@contextmanager
+def open_kit(path: Path) -> Iterator[KitOnDisk]:
+    if not os.path.lexists(path):
+        raise BadInput(f"{path}: no such file or folder")
+    if path.is_dir():
+        tarballs = sorted(path.glob("*.tar.gz"))
+        if (path / "kit" / "bin").is_dir() or path.name == "kit":
+            root = path if (path / "kit").is_dir() else path.parent
+            yield _read(str(path), root, "a kit folder: no checksums to check")
+            return
+        if (path / "SHA256SUMS").is_file() and len(tarballs) == 1:
+            checked = check_sums(path)
+            with _unpacked(tarballs[0]) as root:
+                yield _read(str(path), root, checked)
+            return
+        raise BadInput(f"{path}: neither a kit folder (kit/bin/) nor a finished kit folder "
+                       f"(one .tar.gz and SHA256SUMS)")
+    with path.open("rb") as stream:
+        head = stream.read(512)
+    if archive_format(head) is None:
+        raise BadInput(f"{path}: not a kit archive (.tar.gz, .tar.xz, .tar.bz2 or .tar), "
+                       f"a kit folder or a finished kit folder")
+    with _unpacked(path) as root:
+        yield _read(str(path), root, "an archive on its own: no SHA256SUMS beside it")
+
+
+def check_sums(folder: Path) -> str:
+    """Every line of SHA256SUMS must name a file here with that sha256."""
+    lines = (folder / "SHA256SUMS").read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        digest, _, name = line.partition("  ")
+        name = name.lstrip("*")
+        if len(digest) != 64 or not name or "/" in name:
+            raise BadInput(f"{folder / 'SHA256SUMS'}:{number}: not a `<sha256>  <file>` line")
+        target = folder / name
+        if not target.is_file():
+            raise CheckFailed(f"{folder / 'SHA256SUMS'}:{number}: {name} is not there")
+        actual = _sha256(target)
+        if actual != digest:
+            raise CheckFailed(f"{target}: sha256 {actual}, but SHA256SUMS says {digest}: the "
+                              f"download is damaged or not the published kit")
+    return f"SHA256SUMS ok ({len(lines)} files)"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextmanager
+def _unpacked(archive_path: Path) -> Iterator[Path]:
+    workdir = Path(tempfile.mkdtemp(prefix="ninfer-kits-verify-"))
+    try:
+        with KitArchive(archive_path) as archive:
+            for member in archive:
+                target = workdir / member.name
+                if member.kind == "folder":
+                    target.mkdir(parents=True, exist_ok=True)
+                elif member.kind == "symlink" and member.link is not None:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.symlink_to(member.link)
+                elif member.kind == "file":
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with target.open("wb") as sink:
+                        member.copy_to(sink)
+                    target.chmod(member.mode & 0o755)
+        if not (workdir / "kit").is_dir():
+            raise BadInput(f"{archive_path}: holds no kit/ folder")
+        yield workdir
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _read(shown: str, root: Path, checked: str) -> KitOnDisk:
+    bin_dir = root / "kit" / "bin"
+    programs = tuple(p for p in sorted(bin_dir.iterdir()) if p.is_file() and is_elf(p)) \
+        if bin_dir.is_dir() else ()
+    if not programs:
+        raise BadInput(f"{shown}: kit/bin/ holds no program")
+    elfs = [p for p in sorted((root / "kit").rglob("*")) if p.is_file() and not p.is_symlink()
+            and is_elf(p)]
+    files = tuple(read_elf(p, str(p.relative_to(root))) for p in elfs)
+    info_path = root / "kit" / "BUILDINFO.txt"
+    info = buildinfo.read(info_path) if info_path.is_file() else None
+    return KitOnDisk(shown, root, programs, files, info, checked)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tools import DATA, ROOT, git, nvcc, run, tool
+from tools import DATA, ROOT, git, missing, nvcc, run, tool
 
 CUDA_ARCHS = [
     "-gencode", "arch=compute_86,code=sm_86",
@@ -77,8 +78,21 @@ SYSTEM_LIBRARIES = [
 ]
 
 
-def system_libraries() -> list[Path]:
-    return [Path(p) for p in SYSTEM_LIBRARIES if Path(p).exists()]
+def system_libraries() -> list[Any]:
+    """Every file of SYSTEM_LIBRARIES as a test parameter, present or not: one that is absent
+    skips its test, naming the file (fails it under CI, which installs them all), instead of
+    silently dropping out of the list (see _system_library_is_there)."""
+    return [pytest.param(Path(p), marks=pytest.mark.system_library) for p in SYSTEM_LIBRARIES]
+
+
+@pytest.fixture(autouse=True)
+def _system_library_is_there(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("system_library") is None:
+        return
+    path = next(value for value in request.node.callspec.params.values()
+                if isinstance(value, Path))
+    if not path.exists():
+        missing(f"{path} (a system file the inspector is compared with readelf on)")
 
 
 @pytest.fixture(scope="session")
@@ -91,3 +105,6 @@ def example_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     git("add", "-A", cwd=repo)
     git("commit", "-q", "-m", "ninfer-example", cwd=repo)
     return repo, git("rev-parse", "HEAD", cwd=repo)
+
+# Debian roots for verify's tests: session fixtures `roots` and `proc_mounted` (tests/roots.py).
+from roots import proc_mounted, roots  # noqa: E402, F401

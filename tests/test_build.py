@@ -17,10 +17,12 @@ from ninfer_kits import buildinfo
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.inspector.inspection import inspect_path
 from ninfer_kits.matrix import load_matrix
+from ninfer_kits.pipeline import hostdeps
+from ninfer_kits.pipeline.builders import required_cuda
 from ninfer_kits.pipeline.pack import hash_file
 from ninfer_kits.pipeline.stages import check_archs, check_search_paths
 
-from tools import ROOT, changed_copy, missing, needs_libcurl_headers, sha256_of, tool
+from tools import ROOT, changed_copy, missing, needs_libcurl_headers, nvcc, sha256_of, tool
 
 TAG = "example-v0.3.0-linux-sm86"
 ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
@@ -196,10 +198,29 @@ def test_named_compiler_that_is_missing(tmp_path: Path) -> None:
     assert "/nonexistent/nvcc" in built.done.stderr and "CUDA toolkit" in built.done.stderr
 
 
+def local_cuda() -> tuple[int, ...]:
+    """The CUDA version of the nvcc the local builder uses (NVCC, /usr/local/cuda, PATH)."""
+    output = subprocess.run([nvcc(), "--version"], capture_output=True, text=True,
+                            check=False).stdout
+    found = re.search(r"release \S+ V(\d+(?:\.\d+)+)", output)
+    assert found, output
+    return tuple(int(part) for part in found.group(1).split("."))
+
+
 def test_production_kit_fails_early_on_old_local_cuda(tmp_path: Path) -> None:
+    kit = load_matrix(ROOT / "matrix.toml").kit("ninfer-sm120a")
+    needed = required_cuda(kit)
+    if hostdeps.check().missing:
+        missing("the build dependencies (python -m ninfer_kits.pipeline.hostdeps names them)")
+    if local_cuda() >= needed.parts:  # new enough here: the check passes and the build goes
+        built = build(tmp_path / "x", "ninfer-sm120a",  # on, to a source that is not there
+                      "--source", str(tmp_path / "no-such-checkout"))
+        assert "needs CUDA" not in built.done.stderr
+        assert built.done.returncode == 2, built.done.stderr
+        return
     built = build(tmp_path / "x", "ninfer-sm120a")
     assert built.done.returncode == 2
-    assert "needs CUDA ≥ 13.1" in built.done.stderr
+    assert f"needs CUDA ≥ {needed}" in built.done.stderr
     assert "--builder docker" in built.done.stderr
     assert not (built.cache / "git").exists(), "nothing may be fetched before the check"
 

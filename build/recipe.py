@@ -8,10 +8,11 @@ builder), so it depends on nothing but the Python standard library (3.8+), CMake
         --target ninfer=apps/ninfer --target ninfer-serve=apps/ninfer-serve \
         [--jobs N] [--cmake-option KEY=VALUE ...]
 
-It writes OUT/kit/bin/<target> for every target and OUT/recipe.json with the facts BUILDINFO
-needs (tool versions, flags, job count, compile time). The log goes to stdout, Ninja's `[n/m]`
-status included. Exit status: 0 done, 2 bad arguments, 3 a tool is missing, 4 configure failed,
-5 compile failed, 6 a target was not produced.
+It writes OUT/kit/bin/<target> for every target and OUT/recipe.json, its report: what BUILDINFO
+needs (tool versions, flags, job count, compile time), read back by
+ninfer_kits.pipeline.recipe_report (REPORT_SCHEMA is the version both sides agree on). The log
+goes to stdout, Ninja's `[n/m]` status included. Exit status: 0 done, 2 bad arguments, 3 a tool
+is missing or does not answer, 4 configure failed, 5 compile failed, 6 a target was not produced.
 
 Reproducibility policy (same tree + same toolchain → same bytes, whatever the folders or job count):
 - nvcc `-objtemp`: temporaries are named after the object file, not nvcc's process id;
@@ -62,6 +63,8 @@ MODULE_SUFFIXES = (".cppm", ".ixx", ".mpp", ".cxxm", ".c++m", ".ccm")
 MODULE_DECLARATION = re.compile(rb"^[ \t]*(?:export[ \t]+)?(?:module|import)[ \t]+[A-Za-z_:<\"]",
                                 re.MULTILINE)
 GIB = 1 << 30
+REPORT_SCHEMA = 1  # ninfer_kits.pipeline.recipe_report.SCHEMA
+PROBE_TIMEOUT = 60  # seconds for `tool --version` and ccache's statistics: a hung tool fails
 MEMORY_PER_JOB = 2 * GIB  # nvcc on the upstreams' larger kernels peaks near 2 GiB per job
 
 
@@ -110,8 +113,19 @@ def find_tool(name: str, explicit: str = "") -> str:
     raise RecipeError(EXIT_TOOL, f"{name} not found: install {hint}")
 
 
+def probe(command: list[str]) -> str:
+    """A quick question to a tool (its version, its statistics): its stdout, or an error when it
+    does not answer in PROBE_TIMEOUT seconds."""
+    try:
+        return subprocess.run(command, capture_output=True, text=True, check=False,
+                              timeout=PROBE_TIMEOUT).stdout
+    except subprocess.TimeoutExpired:
+        raise RecipeError(EXIT_TOOL, f"{' '.join(command)} did not answer in {PROBE_TIMEOUT} s"
+                          ) from None
+
+
 def tool_version(command: list[str], pattern: str) -> str:
-    output = subprocess.run(command, capture_output=True, text=True, check=False).stdout
+    output = probe(command)
     match = re.search(pattern, output)
     return match.group(1) if match else "unknown"
 
@@ -161,16 +175,17 @@ def build_env() -> dict[str, str]:
     return env
 
 
-def compiler_facts(build: Path) -> dict[str, str]:
-    facts = {}
+def compiler_ids(build: Path) -> dict[str, str]:
+    """CMake's compiler id and version for C++ and CUDA, as it found them while configuring."""
+    found = {}
     for language in ("CXX", "CUDA"):
         for path in sorted(build.glob(f"CMakeFiles/*/CMake{language}Compiler.cmake")):
             text = path.read_text(errors="replace")
             for field in ("COMPILER_ID", "COMPILER_VERSION"):
                 match = re.search(rf'set\(CMAKE_{language}_{field} "([^"]*)"\)', text)
                 if match:
-                    facts[f"{language.lower()}_{field.lower()}"] = match.group(1)
-    return facts
+                    found[f"{language.lower()}_{field.lower()}"] = match.group(1)
+    return found
 
 
 def ccache_path() -> str:
@@ -193,8 +208,7 @@ def ccache_stats(enabled: bool, calls: int) -> dict[str, object]:
     calls ccache could not cache at all: every call the launcher saw that was neither."""
     if not enabled:
         return {}
-    text = subprocess.run(["ccache", "--print-stats"], capture_output=True, text=True,
-                          check=False).stdout
+    text = probe(["ccache", "--print-stats"])
     counters: dict[str, int] = {}
     for line in text.splitlines():
         key, _, value = line.partition("\t")
@@ -309,7 +323,7 @@ def compile_targets(args: argparse.Namespace, cmake: str, jobs: int, env: dict[s
         raise RecipeError(EXIT_COMPILE, "compile failed (see the log above)")
 
 
-def collect(args: argparse.Namespace, targets: list[tuple[str, str]]) -> None:
+def copy_targets(args: argparse.Namespace, targets: list[tuple[str, str]]) -> None:
     bin_dir = args.out / "kit" / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     for name, relative in targets:
@@ -320,9 +334,9 @@ def collect(args: argparse.Namespace, targets: list[tuple[str, str]]) -> None:
         os.chmod(bin_dir / name, 0o755)
 
 
-def write_facts(out: Path, facts: dict[str, object]) -> None:
+def write_report(out: Path, report: dict[str, object]) -> None:
     temporary = out / ".recipe.json.tmp"
-    temporary.write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    temporary.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     temporary.replace(out / "recipe.json")
 
 
@@ -339,15 +353,16 @@ def main(argv: list[str]) -> int:
         env = build_env()
         args.out.mkdir(parents=True, exist_ok=True)
         if args.ccache:
-            subprocess.run([ccache_path(), "--zero-stats"], capture_output=True, check=False)
+            probe([ccache_path(), "--zero-stats"])
         (args.build_dir / COMPILE_CALLS).unlink(missing_ok=True)
         started = time.monotonic()
         options = configure(args, nvcc, cmake, env)
         configured = time.monotonic()
         compile_targets(args, cmake, jobs, env, targets)
-        collect(args, targets)
+        copy_targets(args, targets)
         finished = time.monotonic()
-        facts: dict[str, object] = {
+        report: dict[str, object] = {
+            "schema": REPORT_SCHEMA,
             "arch": args.arch,
             "jobs": jobs,
             "configure_seconds": round(configured - started, 1),
@@ -361,12 +376,12 @@ def main(argv: list[str]) -> int:
                 **deterministic_flags(Path("<source>"), Path("<build>")),
                 "per_file": "-frandom-seed=<source path relative to the source root>"},
             "targets": [name for name, _ in targets],
-            **compiler_facts(args.build_dir),
+            **compiler_ids(args.build_dir),
             **ccache_stats(args.ccache, compile_calls(args.build_dir)),
         }
-        write_facts(args.out, facts)
-        print(f"recipe: built {', '.join(facts['targets'])} for {args.arch} "  # type: ignore[arg-type]
-              f"in {facts['compile_seconds']} s with {jobs} jobs", flush=True)
+        write_report(args.out, report)
+        print(f"recipe: built {', '.join(name for name, _ in targets)} for {args.arch} "
+              f"in {report['compile_seconds']} s with {jobs} jobs", flush=True)
         return 0
     except RecipeError as error:
         print(f"recipe: error: {error}", file=sys.stderr, flush=True)

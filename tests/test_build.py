@@ -2,27 +2,55 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from ninfer_kits import buildinfo
-from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits import buildinfo, kitdir
+from ninfer_kits.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CHECK_FAILED,
+    EXIT_CODES,
+    EXIT_ENVIRONMENT,
+    BadInput,
+    CheckFailed,
+    EnvironmentFailure,
+    exit_code_for,
+    exit_codes_help,
+)
 from ninfer_kits.inspector.inspection import inspect_path
+from ninfer_kits.kitdir import KitDirInvalid, TagTaken
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pipeline import hostdeps
-from ninfer_kits.pipeline.builders import required_cuda
+from ninfer_kits.pipeline.builders import (
+    BUILDERS,
+    BuilderOptions,
+    LocalBuilder,
+    make_builder,
+    required_cuda,
+)
 from ninfer_kits.pipeline.pack import hash_file
-from ninfer_kits.pipeline.stages import check_archs, check_search_paths
+from ninfer_kits.pipeline.stages import (
+    check_archs,
+    check_search_paths,
+    driver_and_gpu,
+    pipeline_checkout,
+)
 
-from tools import ROOT, changed_copy, missing, needs_libcurl_headers, nvcc, sha256_of, tool
+from tools import ROOT, changed_copy, git, missing, needs_libcurl_headers, nvcc, sha256_of, tool
 
 TAG = "example-v0.3.0-linux-sm86"
 ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
@@ -40,14 +68,16 @@ class Built:
         return self.dist / TAG
 
 
+def build_command(place: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "ninfer_kits", "build", "--matrix", str(ROOT / "matrix.toml"),
+            "--dist", str(place / "dist"), "--cache-dir", str(place / "cache"), *args]
+
+
 def build(place: Path, *args: str, env: dict[str, str] | None = None) -> Built:
-    dist, cache = place / "dist", place / "cache"
     place.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "ninfer_kits", "build", "--matrix", str(ROOT / "matrix.toml"),
-               "--dist", str(dist), "--cache-dir", str(cache), *args]
-    done = subprocess.run(command, capture_output=True, text=True, check=False,
-                          env={**os.environ, **(env or {})}, cwd=place.parent)
-    return Built(done=done, dist=dist, cache=cache)
+    done = subprocess.run(build_command(place, *args), capture_output=True, text=True,
+                          check=False, env={**os.environ, **(env or {})}, cwd=place.parent)
+    return Built(done=done, dist=place / "dist", cache=place / "cache")
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +192,11 @@ def test_buildinfo_records_the_build(two_builds: tuple[Built, Built],
     assert info.host_compiler.startswith("GNU ")
     assert "-DCMAKE_CUDA_ARCHITECTURES=86" in info.cmake_options
     assert info.sass == "sm_86" and "libcudart.so.13" in info.sonames
+    # What made the gzip bytes, and the pipeline checkout (with its changes, when it has any).
+    assert (info.python_version, info.zlib_version) == (platform.python_version(),
+                                                        zlib.ZLIB_RUNTIME_VERSION)
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", info.pipeline_revision), info.pipeline_revision
+    assert info.pipeline_revision.endswith("-dirty") == bool(info.run_value("pipeline_changes"))
     assert info.licenses == ("kit/LICENSE", "kit/NOTICE", "kit/third_party/tinyjson/LICENSE")
     assert float(info.run_value("compile_seconds") or "nan") > 0
     assert buildinfo.parse(buildinfo.render(info)) == info
@@ -219,7 +254,7 @@ def test_production_kit_fails_early_on_old_local_cuda(tmp_path: Path) -> None:
         assert built.done.returncode == 2, built.done.stderr
         return
     built = build(tmp_path / "x", "ninfer-sm120a")
-    assert built.done.returncode == 2
+    assert built.done.returncode == EXIT_ENVIRONMENT  # this machine's toolchain, not the input
     assert f"needs CUDA ≥ {needed}" in built.done.stderr
     assert "--builder docker" in built.done.stderr
     assert not (built.cache / "git").exists(), "nothing may be fetched before the check"
@@ -251,7 +286,7 @@ def test_disk_full_while_packing_leaves_nothing(example_repo: tuple[Path, str],
         missing(f"a small tmpfs to fill (mount failed: {mounted.stderr.strip()})")
     try:
         built = build(tmp_path / "x", "example", "--source", str(example_repo[0]))
-        assert built.done.returncode == 1, built.done.stderr[-2000:]
+        assert built.done.returncode == EXIT_ENVIRONMENT, built.done.stderr[-2000:]
         assert "no space left on device" in built.done.stderr.lower()
         assert "Traceback" not in built.done.stderr
         assert list(dist.iterdir()) == []
@@ -286,8 +321,216 @@ def test_search_path_check_refuses_the_current_directory(c_binaries: dict[str, P
     check_search_paths(inspect_path(tmp_path))
 
 
-def test_buildinfo_parser_names_the_bad_line() -> None:
-    with pytest.raises(BadInput, match=r"BUILDINFO.txt:3: expected 'key: value'"):
-        buildinfo.parse("# comment\nformat: 1\nno separator here\n")
-    with pytest.raises(BadInput, match="missing keys"):
-        buildinfo.parse("format: 1\n")
+
+# --------------------------------------------------------------------------- the kit folder
+
+
+def test_the_kit_folder_reads_back_as_one_checked_type(two_builds: tuple[Built, Built]) -> None:
+    first, _ = two_builds
+    kit = kitdir.read_kit_dir(first.out)
+    assert (kit.tag, kit.asset, kit.kit, kit.verified) == (TAG, ASSET, "example", True)
+    assert kit.files == tuple(sorted(p.name for p in first.out.iterdir()))
+    tarball = hash_file(first.out / ASSET)
+    assert (kit.sha256, kit.sha1, kit.size) == (tarball.sha256, tarball.sha1, tarball.size)
+    assert kit.info == buildinfo.read(first.out / "BUILDINFO.txt")
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (lambda d: (d / ASSET).write_bytes((d / ASSET).read_bytes() + b"\0"),
+     f"{ASSET} does not match SHA256SUMS"),
+    (lambda d: (d / "BUILDINFO.txt").write_text(
+        (d / "BUILDINFO.txt").read_text().replace("card: ", "card: X")),
+     "BUILDINFO.txt does not match SHA256SUMS"),
+    (lambda d: (d / "SHA1SUMS").write_text(f"{'0' * 40}  {ASSET}\n"),
+     f"{ASSET} does not match SHA1SUMS"),
+    (lambda d: (d / "build.log").unlink(), "build.log missing"),
+    (lambda d: (d / "notes.txt").write_text("x"), "holds notes.txt, which is not part of"),
+    (lambda d: (d / "other.tar.gz").write_bytes(b""), "holds 2 tarballs"),
+    (lambda d: (d / "SHA256SUMS").write_text(
+        (d / "SHA256SUMS").read_text().splitlines()[0] + "\n"), "SHA256SUMS lists"),
+    (lambda d: (d / "BUILDINFO.txt").write_text(
+        (d / "BUILDINFO.txt").read_text() + "card: again\n"), "key 'card': repeated"),
+], ids=["tarball", "buildinfo", "sha1", "missing-log", "extra-file", "two-tarballs",
+        "short-sums", "repeated-key"])
+def test_a_damaged_kit_folder_is_refused_naming_what_is_wrong(
+        two_builds: tuple[Built, Built], tmp_path: Path, damage, message: str) -> None:  # type: ignore[no-untyped-def]
+    folder = tmp_path / TAG
+    shutil.copytree(two_builds[0].out, folder)
+    damage(folder)
+    with pytest.raises(KitDirInvalid, match=re.escape(message)) as caught:
+        kitdir.read_kit_dir(folder)
+    assert str(folder) in str(caught.value) and caught.value.exit_code == EXIT_CHECK_FAILED
+
+
+def test_a_tag_that_another_kit_holds_is_refused_before_the_compile(
+        two_builds: tuple[Built, Built], example_repo: tuple[Path, str], tmp_path: Path) -> None:
+    """Two matrix entries that render the same tag: the second build stops at fetch, names both
+    kits and the tag, and leaves the first kit's folder as it was."""
+    place = tmp_path / "x"
+    theirs = place / "dist" / TAG
+    shutil.copytree(two_builds[0].out, theirs)
+    text = (theirs / "BUILDINFO.txt").read_text()
+    assert "\nkit: example\n" in text
+    (theirs / "BUILDINFO.txt").write_text(text.replace("\nkit: example\n", "\nkit: example-b\n"))
+    before = {p.name: sha256_of(p) for p in theirs.iterdir()}
+    built = build(place, "example", "--source", str(example_repo[0]))
+    assert built.done.returncode == EXIT_BAD_INPUT, built.done.stderr[-2000:]
+    assert (f"kits example-b and example both render the release tag '{TAG}': {theirs} holds "
+            f"kit example-b") in built.done.stderr
+    assert "==> compile" not in built.done.stderr and "Traceback" not in built.done.stderr
+    assert {p.name: sha256_of(p) for p in theirs.iterdir()} == before
+    assert sorted(p.name for p in (place / "dist").iterdir()) == [TAG]
+
+
+def test_install_replaces_the_same_kit_and_rolls_back_a_failed_rename(
+        two_builds: tuple[Built, Built], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = two_builds
+    dist = tmp_path / "dist"
+    shutil.copytree(first.out, dist / TAG)
+    before = {p.name: sha256_of(p) for p in (dist / TAG).iterdir()}
+    staging = dist / ".staging-example-1"
+    shutil.copytree(second.out, staging)
+    rename = Path.rename
+
+    def failing(self: Path, target: Path) -> Path:  # the final rename fails (EXDEV, EIO …)
+        if self == staging:
+            raise OSError(errno.EIO, "Input/output error", str(self))
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", failing)
+    with pytest.raises(EnvironmentFailure, match="the previous kit folder is back in place"):
+        kitdir.install(staging, dist, TAG, "example")
+    assert {p.name: sha256_of(p) for p in (dist / TAG).iterdir()} == before
+    assert sorted(p.name for p in dist.iterdir()) == [staging.name, TAG]  # nothing retired left
+    monkeypatch.undo()
+    placed = kitdir.install(staging, dist, TAG, "example")
+    assert placed.path == dist / TAG and placed.verified
+    assert sorted(p.name for p in dist.iterdir()) == [TAG]
+    assert sha256_of(dist / TAG / "BUILDINFO.txt") == sha256_of(second.out / "BUILDINFO.txt")
+    # And another kit's folder is never replaced, even when asked directly.
+    shutil.copytree(first.out, staging)
+    with pytest.raises(TagTaken, match="kits example and example-b both render"):
+        kitdir.install(staging, dist, TAG, "example-b")
+
+
+def test_a_second_build_of_the_same_kit_stops_naming_the_first(
+        example_repo: tuple[Path, str], tmp_path: Path) -> None:
+    """Two real builds, one cache: the second finds the first's lock on the kit's work folder
+    and stops at once with exit status 3 and the first one's PID; the first is unharmed."""
+    tool("ninja")
+    needs_libcurl_headers()
+    place = tmp_path / "x"
+    place.mkdir()
+    args = ("example", "--source", str(example_repo[0]))
+    first = subprocess.Popen(build_command(place, *args), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                             start_new_session=True)
+    try:
+        lock = place / "cache" / "work" / "example.lock"
+        deadline = time.monotonic() + 60
+        while not (lock.is_file() and lock.read_text().strip() == str(first.pid)):
+            assert first.poll() is None, first.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the first build never took the lock"
+            time.sleep(0.05)
+        second = build(place, *args)
+        assert second.done.returncode == EXIT_ENVIRONMENT, second.done.stderr[-3000:]
+        assert (f"kit example: the work folder {place / 'cache' / 'work' / 'example'} is in use "
+                f"by another build (PID {first.pid})") in second.done.stderr
+        assert "==> preflight" not in second.done.stderr
+        assert first.poll() is None, "the second build must not disturb the first"
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGINT)  # Ctrl-C, as on a terminal
+        first.communicate(timeout=120)
+    assert first.returncode == 130
+    # The lock went with the process that held it.
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def test_the_pipeline_checkout_is_recorded_dirty_with_its_changes(tmp_path: Path) -> None:
+    repo = tmp_path / "pipeline"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    (repo / "matrix.toml").write_text("x\n")
+    (repo / "old.py").write_text("y\n")
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "c", cwd=repo)
+    sha = git("rev-parse", "HEAD", cwd=repo)
+    assert pipeline_checkout(repo) == type(pipeline_checkout(repo))(sha, "")
+    (repo / "matrix.toml").write_text("changed\n")
+    (repo / "new file.py").write_text("z\n")
+    git("mv", "old.py", "renamed.py", cwd=repo)
+    dirty = pipeline_checkout(repo)
+    assert dirty.revision == f"{sha}-dirty"
+    assert dirty.changes == "matrix.toml, new file.py, renamed.py"
+    assert pipeline_checkout(tmp_path / "nowhere").revision.startswith("unknown")
+
+
+def test_a_hanging_nvidia_smi_is_cut_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pid_file = tmp_path / "sleeper.pid"
+    fake = bin_dir / "nvidia-smi"
+    fake.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {pid_file}\nwait\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    started = time.monotonic()
+    assert driver_and_gpu(timeout=0.5) == ("unknown (nvidia-smi did not answer in 0.5 s)",
+                                           "unknown")
+    assert time.monotonic() - started < 10
+    sleeper = Path(f"/proc/{pid_file.read_text().strip()}")
+    deadline = time.monotonic() + 5
+    while sleeper.exists() and "Z" not in (sleeper / "stat").read_text().split()[2:3]:
+        assert time.monotonic() < deadline, "the probe's child outlived it"
+        time.sleep(0.05)
+
+
+# --------------------------------------------------------------------------- exit codes, builders
+
+
+def test_exit_codes_are_documented_in_help_and_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for argv in (["--help"], ["build", "--help"], ["inspect", "--help"]):
+        shown = subprocess.run([sys.executable, "-m", "ninfer_kits", *argv], capture_output=True,
+                               text=True, check=True).stdout
+        assert exit_codes_help() in shown, argv
+    for code, _ in EXIT_CODES:
+        assert f"| `{code}` |" in readme, code
+
+
+@pytest.mark.parametrize(("error", "code"), [
+    (OSError(errno.ENOSPC, "No space left on device", "/dist/x"), EXIT_ENVIRONMENT),
+    (OSError(errno.EIO, "Input/output error", "/dist/x"), EXIT_ENVIRONMENT),
+    (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), EXIT_ENVIRONMENT),
+    (OSError(errno.ENOENT, "No such file or directory"), EXIT_ENVIRONMENT),  # no path named
+    (FileNotFoundError(errno.ENOENT, "No such file or directory", "kit.tar.gz"), EXIT_BAD_INPUT),
+    (PermissionError(errno.EACCES, "Permission denied", "/root/x"), EXIT_BAD_INPUT),
+])
+def test_an_os_error_is_bad_input_only_when_it_is_about_a_path(error: OSError, code: int) -> None:
+    assert exit_code_for(error) == code
+
+
+def test_builders_come_from_the_registry_and_load_when_chosen() -> None:
+    assert list(BUILDERS) == ["local", "docker"]
+    assert isinstance(make_builder("local", BuilderOptions()), LocalBuilder)
+    with pytest.raises(BadInput, match="--ccache-volume is for the docker builder"):
+        make_builder("local", BuilderOptions(ccache_volume="v"))
+    with pytest.raises(BadInput, match=r"unknown builder 'dockr'.*did you mean 'docker'"):
+        make_builder("dockr", BuilderOptions())
+    probe = ("import sys; from ninfer_kits.pipeline.builders import make_builder, "
+             "BuilderOptions; make_builder('local', BuilderOptions()); "
+             "print(sorted(m for m in sys.modules if 'docker' in m))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True).stdout
+    assert loaded.strip() == "[]"  # the docker builder (and SDK) only when asked for
+    shown = subprocess.run([sys.executable, "-m", "ninfer_kits", "build", "--help"],
+                           capture_output=True, text=True, check=True).stdout
+    for entry in BUILDERS.values():
+        assert f"{entry.name}: " in " ".join(shown.split())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits.errors import BadInput, NinferKitsError
+from ninfer_kits.errors import EXIT_ENVIRONMENT, BadInput, NinferKitsError
 from ninfer_kits.pipeline.pack import (
     BLOCK_SIZE,
     DiskFull,
@@ -258,6 +258,7 @@ def test_a_full_disk_is_reported_and_leaves_nothing(tree: Path, small_disk: Path
     with pytest.raises(DiskFull, match=f"no space left on device while writing {dest}") as info:
         pack_tree(tree, dest, mtime=MTIME, threads=2)
     assert isinstance(info.value, NinferKitsError)
+    assert info.value.exit_code == EXIT_ENVIRONMENT  # the machine's fault, not the input's
     assert list(small_disk.iterdir()) == []
     with pytest.raises(DiskFull):
         write_file(dest, b"\0" * (1 << 20))

@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
 import os
 import shutil
 import subprocess
 import tarfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from ninfer_kits.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, BadInput, CheckFailed
+from ninfer_kits.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CHECK_FAILED,
+    EXIT_ENVIRONMENT,
+    BadInput,
+    CheckFailed,
+)
 from ninfer_kits.matrix import CudaVersion, Upstream, load_matrix
 from ninfer_kits.pipeline.source import (
     FetchFailed,
+    FetchRefused,
+    FetchUnreachable,
     SourceTree,
     _check_member,
     fetch_source,
@@ -152,7 +163,7 @@ def test_branch_head_resolves_to_the_full_sha(origin: Origin, cache: Path, tmp_p
     assert len(tree.revision) == 40
     assert (tree.ref, tree.url, tree.subdir, tree.dirty) == ("main", origin.file_url, None, False)
     assert tree.version == "0.2.0"
-    assert tree.facts().rev8 == origin.second[:8]
+    assert tree.template_inputs().rev8 == origin.second[:8]
 
 
 def test_a_branch_with_a_slash(origin: Origin, cache: Path, tmp_path: Path) -> None:
@@ -287,9 +298,9 @@ def test_a_pinned_revision_builds_offline_from_the_cache(
         tree = fetch(pinned, cache, tmp_path / f"offline{i}", log=log)
         assert tree.revision in (origin.first, origin.second)
         assert "using cached revision" in log.text and "fetching" not in log.text
-    with pytest.raises(FetchFailed, match="cannot fetch file://") as caught:
+    with pytest.raises(FetchRefused, match="cannot fetch file://") as caught:
         fetch(make_upstream(origin.file_url), cache, tmp_path / "head")  # a head needs the network
-    assert caught.value.exit_code == EXIT_BAD_INPUT
+    assert isinstance(caught.value, FetchFailed) and caught.value.exit_code == EXIT_BAD_INPUT
 
 
 def test_credentials_never_show(
@@ -301,14 +312,148 @@ def test_credentials_never_show(
         monkeypatch.delenv(name.upper(), raising=False)
     log = Recorder()
     url = "https://user:secret@127.0.0.1:9/x.git"
-    with pytest.raises(FetchFailed) as caught:
+    with pytest.raises(FetchUnreachable) as caught:
         fetch(make_upstream(url), cache, tmp_path / "out", log=log)
+    assert caught.value.exit_code == EXIT_ENVIRONMENT  # the network's fault, not the input's
     message = str(caught.value)
     assert message.startswith("cannot fetch https://127.0.0.1:9/x.git: ")
     assert "secret" not in message and "user" not in message
     assert "secret" not in log.text and "https://127.0.0.1:9/x.git" in log.text
     # An interrupted first fetch leaves no half cache behind, only the lock file.
     assert [p.suffix for p in (cache / "git").iterdir()] == [".lock"]
+
+
+CANARY = "ghp_c4nary0f0r0ninfer0kits0tests"
+
+
+class _GitServer(ThreadingHTTPServer):
+    """Smart HTTP in front of `git http-backend`, answering only with the right Authorization,
+    and looking at every process's command line for the canary while git waits for it."""
+
+    daemon_threads = True
+
+    def __init__(self, root: Path, expected: str) -> None:
+        super().__init__(("127.0.0.1", 0), _GitHandler)
+        self.root, self.expected = root, expected
+        self.seen: list[str | None] = []
+        self.leaks: list[str] = []
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+class _GitHandler(BaseHTTPRequestHandler):
+    server: _GitServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def _serve(self) -> None:
+        auth = self.headers.get("Authorization")
+        self.server.seen.append(auth)
+        self.server.leaks += command_lines_holding(CANARY)
+        if auth != self.server.expected:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        path, _, query = self.path.partition("?")
+        length = int(self.headers.get("Content-Length") or 0)
+        env = {"PATH": os.environ["PATH"], "GIT_PROJECT_ROOT": str(self.server.root),
+               "GIT_HTTP_EXPORT_ALL": "1", "REQUEST_METHOD": self.command, "PATH_INFO": path,
+               "QUERY_STRING": query, "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+               "CONTENT_LENGTH": str(length), "REMOTE_ADDR": "127.0.0.1",
+               "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
+               "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+               "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+        body = self.rfile.read(length) if length else b""
+        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True,
+                             check=True).stdout
+        head, _, payload = out.partition(b"\r\n\r\n")
+        status, headers = 200, []
+        for line in head.decode().split("\r\n"):
+            name, _, value = line.partition(": ")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            elif name:
+                headers.append((name, value))
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def command_lines_holding(secret: str) -> list[str]:
+    """Every process command line (what `ps` shows to any user) that holds `secret`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue  # ended meanwhile
+        if secret.encode() in argv:
+            shown = argv.replace(b"\0", b" ").decode(errors="replace")
+            found.append(f"{proc.name}: {shown}")
+    return found
+
+
+@pytest.fixture
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """127.0.0.1 must be reached directly; a proxy would answer instead."""
+    for name in ("http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
+def test_a_token_never_reaches_a_command_line_a_message_or_the_cache(
+    origin: Origin, cache: Path, tmp_path: Path, no_proxy: None
+) -> None:
+    """`--source https://user:TOKEN@host/...`: git gets the URL without the token and an
+    Authorization header through its environment; `ps` never shows the token (sampled while
+    git waits for each answer), nor does any message, log line or file of the cache."""
+    served = tmp_path / "srv"
+    served.mkdir()
+    git(served, "clone", "-q", "--bare", str(origin.path), "eng.git")
+    token = base64.b64encode(f"ci:{CANARY}".encode()).decode()
+    server = _GitServer(served, f"Basic {token}")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        clean = f"http://127.0.0.1:{server.port}/eng.git"
+        log = Recorder()
+        tree = fetch(make_upstream(f"http://ci:{CANARY}@127.0.0.1:{server.port}/eng.git"),
+                     cache, tmp_path / "out", log=log)
+        assert (tree.revision, tree.url) == (origin.second, clean)
+        assert server.seen and set(server.seen) == {server.expected}, server.seen
+        assert server.leaks == []
+        assert CANARY not in log.text and clean in log.text
+        for path in cache.rglob("*"):
+            assert path.is_dir() or CANARY.encode() not in path.read_bytes(), path
+        # A token the server refuses: bad input, and the message names the URL without it.
+        wrong = "ghp_wr0ng0t0ken0for0ninfer0kits"
+        with pytest.raises(FetchRefused) as caught:
+            fetch(make_upstream(f"https://{wrong}@127.0.0.1:{server.port}/eng.git".replace(
+                "https", "http")), tmp_path / "cache2", tmp_path / "out2", log=log)
+        assert caught.value.exit_code == EXIT_BAD_INPUT
+        assert str(caught.value).startswith(f"cannot fetch {clean}: ")
+        assert wrong not in str(caught.value) and wrong not in log.text
+        assert server.seen[-1] == "Basic " + base64.b64encode(f"{wrong}:".encode()).decode()
+        assert command_lines_holding(wrong) == [] and server.leaks == []
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.parametrize(("url", "shown"), [

@@ -5,10 +5,16 @@ The file has two parts. Everything above the run marker is a pure function of th
 inside the tarball. The published BUILDINFO.txt beside the tarball adds, below the marker, what
 belongs to this one run (job count, compile time, driver, GPU, compiler-cache statistics). The
 README documents every key.
+
+One line is one key: a value with a line break or another control character, and a key that
+appears twice (other than the REPEATED ones), are refused when writing and when reading.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,13 +29,23 @@ SCALARS = (
     "format", "kit", "card", "upstream", "upstream_url", "tracked_ref", "revision", "version",
     "arch", "cuda_version", "host_compiler", "cmake_version", "cmake_options", "builder",
     "toolchain", "base_image", "base_image_digest", "source_date_epoch", "pipeline_version",
-    "pipeline_revision", "glibc_floor", "sonames", "runpath", "sass", "ptx",
-    "relocatable_device_code",
+    "pipeline_revision", "python_version", "zlib_version", "glibc_floor", "sonames", "runpath",
+    "sass", "ptx", "relocatable_device_code",
 )
 # Scalars added after format 1 was first written: a file without one reads as this value.
-OPTIONAL = {"relocatable_device_code": "none"}
+OPTIONAL = {"relocatable_device_code": "none", "python_version": "unknown",
+            "zlib_version": "unknown"}
+# The only keys that may appear more than once, and the field each one fills.
 REPEATED = {"symbol_floor": "symbol_floors", "floor": "floor", "sha256": "binaries",
             "license": "licenses"}
+RUN_PREFIX = "run."
+RUN_KEY = re.compile(r"[a-z0-9_]+")
+FLOOR_SEPARATOR = " | "
+# Characters no value may hold: C0/C1 controls (\n, \r, \t, ESC …), the line and paragraph
+# separators that str.splitlines() also breaks at, and lone surrogates.
+FORBIDDEN_CATEGORIES = frozenset({"Cc", "Zl", "Zp", "Cs"})
+CONTROL_NAMES = {"\n": "a line feed", "\r": "a carriage return", "\t": "a tab",
+                 "\x00": "a NUL byte", "\x1b": "an escape"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +69,9 @@ class BuildInfo:
     base_image_digest: str
     source_date_epoch: int
     pipeline_version: str
-    pipeline_revision: str
+    pipeline_revision: str  # the checkout's commit, `<sha>-dirty` with uncommitted changes
+    python_version: str = "unknown"  # the Python that packed the tarball
+    zlib_version: str = "unknown"  # the zlib that compressed it: the gzip bytes depend on it
     glibc_floor: str
     sonames: str
     runpath: str
@@ -72,15 +90,57 @@ class BuildInfo:
 
 
 def render(info: BuildInfo, *, with_run: bool = True) -> str:
+    """The file's text; BadInput naming the key and line for a value that would break it."""
     lines = [HEADER]
-    lines += [f"{key}: {getattr(info, key)}" for key in SCALARS]
-    lines += [f"symbol_floor: {name}" for name in info.symbol_floors]
-    lines += [f"floor: {requirement} | {why}" for requirement, why in info.floor]
-    lines += [f"sha256: {digest}  {path}" for digest, path in info.binaries]
-    lines += [f"license: {path}" for path in info.licenses]
-    if with_run and info.run:
-        lines += [RUN_MARKER, *(f"run.{key}: {value}" for key, value in info.run)]
+    seen: dict[str, int] = {}
+    for key, value in _entries(info, with_run=with_run):
+        if key is None:
+            lines.append(value)
+            continue
+        number = len(lines) + 1
+        where = f"BUILDINFO.txt line {number}, key '{key}'"
+        _check_value(value, where)
+        if key not in REPEATED:
+            if key.startswith(RUN_PREFIX) and not RUN_KEY.fullmatch(key[len(RUN_PREFIX):]):
+                raise BadInput(f"{where}: not a run key (lowercase letters, digits and _)")
+            if key in seen:
+                raise BadInput(f"{where}: repeated (first on line {seen[key]}); only "
+                               f"{', '.join(REPEATED)} may appear more than once")
+            seen[key] = number
+        lines.append(f"{key}: {value}")
     return "\n".join(lines) + "\n"
+
+
+def _entries(info: BuildInfo, *, with_run: bool) -> Iterator[tuple[str | None, str]]:
+    """(key, value) in file order; (None, line) for a comment line."""
+    for key in SCALARS:
+        yield key, str(getattr(info, key))
+    for name in info.symbol_floors:
+        yield "symbol_floor", name
+    for requirement, why in info.floor:
+        if FLOOR_SEPARATOR in requirement:
+            raise BadInput(f"BUILDINFO.txt key 'floor': the requirement {requirement!r} holds "
+                           f"{FLOOR_SEPARATOR.strip()!r}, which separates it from the reason")
+        yield "floor", f"{requirement}{FLOOR_SEPARATOR}{why}"
+    for digest, path in info.binaries:
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise BadInput(f"BUILDINFO.txt key 'sha256': {digest!r} is not a sha256 hex digest")
+        yield "sha256", f"{digest}  {path}"
+    for path in info.licenses:
+        yield "license", path
+    if with_run and info.run:
+        yield None, RUN_MARKER
+        for key, value in info.run:
+            yield f"{RUN_PREFIX}{key}", value
+
+
+def _check_value(value: str, where: str) -> None:
+    """Refuse a character that would break the line (`where` names the key and the line)."""
+    for column, char in enumerate(value, start=1):
+        if unicodedata.category(char) in FORBIDDEN_CATEGORIES:
+            name = CONTROL_NAMES.get(char) or str(unicodedata.name(char, "a control character"))
+            raise BadInput(f"{where}: holds {name.lower()} (U+{ord(char):04X}) at column "
+                           f"{column}; a value must stay on its line: {value[:60]!r}")
 
 
 def parse(text: str, source: str = "BUILDINFO.txt") -> BuildInfo:
@@ -88,14 +148,27 @@ def parse(text: str, source: str = "BUILDINFO.txt") -> BuildInfo:
     scalars: dict[str, str] = {}
     repeated: dict[str, list[str]] = {name: [] for name in REPEATED.values()}
     run: list[tuple[str, str]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    first_seen: dict[str, int] = {}
+    # Split at \n only: str.splitlines() would also break at \r, \v, \f and U+2028, and so
+    # hide a control character inside a value instead of refusing it.
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        key, sep, value = line.partition(": ")
+        shown = f"{source}:{number}" + (f": key '{key}'" if sep else "")
+        _check_value(line, shown)
         if not line.strip() or line.startswith("#"):
             continue
-        key, sep, value = line.partition(": ")
         if not sep:
             raise BadInput(f"{source}:{number}: expected 'key: value', got {line[:60]!r}")
-        if key.startswith("run."):
-            run.append((key.removeprefix("run."), value))
+        if key not in REPEATED:
+            if key in first_seen:
+                raise BadInput(f"{shown}: repeated (first on line {first_seen[key]}); only "
+                               f"{', '.join(REPEATED)} may appear more than once")
+            first_seen[key] = number
+        if key.startswith(RUN_PREFIX):
+            run.append((key.removeprefix(RUN_PREFIX), value))
         elif key in REPEATED:
             repeated[REPEATED[key]].append(value)
         elif key in SCALARS:
@@ -128,7 +201,7 @@ def _build(scalars: dict[str, str], repeated: dict[str, list[str]],
 
 
 def _split_row(row: str, source: str) -> tuple[str, str]:
-    requirement, sep, why = row.partition(" | ")
+    requirement, sep, why = row.partition(FLOOR_SEPARATOR)
     if not sep:
         raise BadInput(f"{source}: floor row without ' | ': {row[:60]!r}")
     return requirement, why

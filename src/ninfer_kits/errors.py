@@ -1,12 +1,58 @@
-"""One error family for the whole program; the CLI turns each into a message and an exit code."""
+"""One error family for the whole program; the CLI turns each into a message and an exit code.
+
+Exit codes (README.md and `ninfer-kits --help` show the same table, from EXIT_CODES):
+0 done; 1 a check failed: a kit (or something built on the way to one) is wrong; 2 the user's
+input is wrong: an argument, the matrix, a file given to us; 3 the environment or a service
+failed: a tool missing, too old or hanging, no Docker engine or an engine error, the network,
+a full disk, a kit work folder held by another build; 130 interrupted.
+"""
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from pathlib import Path
 
 EXIT_CHECK_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_ENVIRONMENT = 3
+EXIT_INTERRUPTED = 130
+
+# (code, meaning), in the order `--help` and README.md list them.
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (0, "done"),
+    (EXIT_CHECK_FAILED, "a check failed: the kit (or a compile, arch, smoke or checksum check on "
+                        "the way to it) is wrong"),
+    (EXIT_BAD_INPUT, "bad input: an argument, the matrix, or a file given to ninfer-kits"),
+    (EXIT_ENVIRONMENT, "the environment or a service failed: a tool missing, too old or not "
+                       "answering, no Docker engine or an engine error, the network, a full "
+                       "disk, a work folder held by another build"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+)
+
+
+# An OSError with one of these, about a named path, says the path is wrong: not there, not a
+# file or a folder, not ours to read. Any other (ENOSPC, EIO, ENOMEM, ECONNREFUSED …) is the
+# environment's.
+_PATH_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP,
+                          errno.ENAMETOOLONG, errno.EACCES, errno.EPERM, errno.ENXIO})
+
+
+def exit_code_for(error: OSError) -> int:
+    """The exit code of an OSError that no code turned into a message of its own: bad input
+    when it is about a path (missing, not a folder, refused), else the environment's."""
+    if error.filename is not None and error.errno in _PATH_ERRNOS:
+        return EXIT_BAD_INPUT
+    return EXIT_ENVIRONMENT
+
+
+def exit_codes_help() -> str:
+    """The exit codes as `--help` shows them."""
+    import textwrap
+
+    rows = (textwrap.fill(meaning, width=78, initial_indent=f"  {code:<4} ",
+                          subsequent_indent=" " * 7) for code, meaning in EXIT_CODES)
+    return "exit status:\n" + "\n".join(rows)
 
 
 class NinferKitsError(Exception):
@@ -25,6 +71,13 @@ class CheckFailed(NinferKitsError):
     """A check we run on real things (a build, a binary, a floor) did not pass."""
 
     exit_code = EXIT_CHECK_FAILED
+
+
+class EnvironmentFailure(NinferKitsError):
+    """The machine or a service failed us, not the user's input and not the kit: a tool that is
+    missing, too old or does not answer, the Docker engine, the network, a full disk."""
+
+    exit_code = EXIT_ENVIRONMENT
 
 
 class NotAnElf(BadInput):

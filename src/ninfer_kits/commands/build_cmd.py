@@ -11,7 +11,7 @@ from ninfer_kits.errors import BadInput, NinferKitsError
 from ninfer_kits.inspector.floor import render_table
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import add_matrix_argument, load_matrix
-from ninfer_kits.pipeline.builders import Builder, LocalBuilder
+from ninfer_kits.pipeline.builders import BUILDERS, BuilderOptions, make_builder
 from ninfer_kits.pipeline.stages import BuildRequest, BuildState, run_build
 
 
@@ -23,8 +23,10 @@ def default_cache_dir() -> Path:
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kit", help="a kit from matrix.toml (see `ninfer-kits matrix`)")
     add_matrix_argument(parser)
-    parser.add_argument("--builder", choices=["local", "docker"], default="local",
-                        help="where to compile: this host, or the kit's toolchain image")
+    parser.add_argument("--builder", choices=list(BUILDERS), default="local",
+                        help="where to compile: " + "; ".join(
+                            f"{entry.name}: {entry.summary}" for entry in BUILDERS.values())
+                        + " (default: local)")
     parser.add_argument("--jobs", "-j", type=int, default=0,
                         help="parallel compile jobs (default: from cores and memory)")
     parser.add_argument("--revision", help="build this revision instead of the pinned one")
@@ -37,22 +39,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="build trees and logs (default: <cache-dir>/work)")
     parser.add_argument("--keep-work", action="store_true",
-                        help="keep the build tree after a successful build")
+                        help="keep the build tree after a successful build (a work folder "
+                             "is held by one build at a time: a second build of the same kit "
+                             "with the same --work-dir stops, naming the first one's PID)")
     parser.add_argument("--ccache-volume", metavar="NAME", default=None,
                         help="docker builder: the compiler cache volume (default: "
                              "ninfer-kits-ccache-<toolchain>; 'none' compiles without one)")
-
-
-def make_builder(args: argparse.Namespace) -> Builder:
-    if args.builder == "local":
-        if args.ccache_volume is not None:
-            raise BadInput("--ccache-volume is for the docker builder (--builder docker)")
-        return LocalBuilder()
-    from ninfer_kits.pipeline.docker_builder import (
-        DockerBuilder,  # the docker SDK only when asked for
-    )
-
-    return DockerBuilder(ccache_volume=args.ccache_volume)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -62,7 +54,8 @@ def execute(args: argparse.Namespace) -> int:
         raise BadInput(f"--jobs must be 1 or more, got {args.jobs}")
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
     request = BuildRequest(
-        kit=kit, builder=make_builder(args), project=matrix.path.absolute().parent,
+        kit=kit, builder=make_builder(args.builder, BuilderOptions(
+            ccache_volume=args.ccache_volume)), project=matrix.path.absolute().parent,
         dist_dir=args.dist.absolute(),
         cache_dir=cache_dir, work_dir=(args.work_dir or cache_dir / "work").absolute(),
         jobs=args.jobs, revision=args.revision, source_url=args.source_url,
@@ -79,18 +72,17 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def report(state: BuildState, reporter: Reporter) -> None:
-    assert state.output is not None and state.tarball is not None
-    assert state.inspection is not None
-    asset = state.output / state.asset
+    assert state.kit_dir is not None and state.inspection is not None
+    kit = state.kit_dir
     table = render_table(state.inspection.floor.table)
     sys.stdout.write(
-        f"\nkit      {asset}\n"
-        f"size     {state.tarball.size:,} bytes ({state.tarball.size / 1e6:.1f} MB)\n"
-        f"sha256   {state.tarball.sha256}\n"
-        f"files    {', '.join(sorted(p.name for p in state.output.iterdir()))}\n\n"
+        f"\nkit      {kit.tarball}\n"
+        f"size     {kit.size:,} bytes ({kit.size / 1e6:.1f} MB)\n"
+        f"sha256   {kit.sha256}\n"
+        f"files    {', '.join(kit.files)}\n\n"
         f"Runtime floor:\n\n{table}\n"
     )
     reporter.summary(
-        f"### {state.request.kit.id} → `{state.tag}`\n\n| file | size | sha256 |\n|---|---|---|\n"
-        f"| {state.asset} | {state.tarball.size:,} | `{state.tarball.sha256}` |\n\n{table}\n"
+        f"### {kit.kit} → `{kit.tag}`\n\n| file | size | sha256 |\n|---|---|---|\n"
+        f"| {kit.asset} | {kit.size:,} | `{kit.sha256}` |\n\n{table}\n"
     )

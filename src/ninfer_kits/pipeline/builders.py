@@ -1,28 +1,32 @@
 """Builders: where the recipe in build/recipe.py runs. The local builder runs it on this host.
 
-A builder checks its toolchain before anything is fetched (preflight), then compiles an exported
-tree into an output folder and reports the recipe's facts. Both builders run the very same
-recipe; they differ only in where (this host, or a toolchain container).
+A builder checks its toolchain before anything is fetched (preflight: a PreparedToolchain),
+then compiles an exported tree into an output folder and hands back the recipe's report. Both
+builders run the very same recipe; they differ only in where (this host, or a toolchain
+container). BUILDERS names every builder, and imports one only when it is chosen.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
 from ninfer_kits import resources
-from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.log import Reporter
-from ninfer_kits.matrix import CudaVersion, Kit
+from ninfer_kits.matrix import CudaVersion, Kit, did_you_mean
 from ninfer_kits.pipeline.hostdeps import ensure_build_dependencies
+from ninfer_kits.pipeline.probe import probe
+from ninfer_kits.pipeline.recipe_report import RecipeReport, read_recipe_report
 
 # Part of the tool, never taken from beside the matrix: the repository's build/recipe.py in a
 # checkout, the copy bundled into the package when installed (see ninfer_kits.resources).
@@ -34,15 +38,16 @@ NINJA_STATUS = re.compile(r"^\[(\d+)/(\d+)\]")
 
 
 @dataclass(frozen=True, kw_only=True)
-class Toolchain:
-    """What the builder will compile with, known before the compile starts."""
+class PreparedToolchain:
+    """What a builder will compile with, found (or made) before the compile starts. Not the
+    matrix's `Toolchain`, which describes the image; this is what a builder has in hand."""
 
     builder: str
     nvcc: str
     cuda_version: str
-    base_image: str = ""
-    base_image_digest: str = ""
-    image: str = ""  # the toolchain image (docker builder)
+    base_image: str = ""  # docker builder: the base the toolchain image was built from
+    base_image_digest: str = ""  # and its ID on the engine when it was built (image label)
+    image: str = ""  # the toolchain image's tag (docker builder)
     image_id: str = ""
 
 
@@ -59,18 +64,25 @@ class CompileRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class Compiled:
-    """The compile's products and the recipe's facts (recipe.json)."""
+    """The compile's products and the recipe's report (recipe.json, checked)."""
 
     bin_dir: Path
-    facts: dict[str, object]
+    report: RecipeReport
     log: Path
-    extra_run_facts: tuple[tuple[str, str], ...] = ()
+    run_entries: tuple[tuple[str, str], ...] = ()  # the builder's own `run.` keys of BUILDINFO
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuilderOptions:
+    """What the command line says about the builder, whichever it is."""
+
+    ccache_volume: str | None = None  # docker builder only
 
 
 class Builder(Protocol):
     name: str
 
-    def preflight(self, kit: Kit, reporter: Reporter) -> Toolchain: ...
+    def preflight(self, kit: Kit, reporter: Reporter) -> PreparedToolchain: ...
 
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled: ...
 
@@ -107,13 +119,19 @@ class LocalBuilder:
     def __init__(self, nvcc: str | None = None) -> None:
         self.nvcc = nvcc or os.environ.get("NVCC") or os.environ.get("CUDACXX") or ""
 
-    def preflight(self, kit: Kit, reporter: Reporter) -> Toolchain:
+    @classmethod
+    def from_options(cls, options: BuilderOptions) -> LocalBuilder:
+        if options.ccache_volume is not None:
+            raise BadInput("--ccache-volume is for the docker builder (--builder docker)")
+        return cls()
+
+    def preflight(self, kit: Kit, reporter: Reporter) -> PreparedToolchain:
         ensure_build_dependencies(reporter, nvcc=self.nvcc)  # all of them, before fetching
         nvcc = self._find_nvcc()
         version = _nvcc_version(nvcc)
         needed = required_cuda(kit)
         if not version.at_least(needed):
-            raise BadInput(
+            raise EnvironmentFailure(
                 f"kit {kit.id} needs CUDA ≥ {needed} (upstream {kit.upstream.repository} and "
                 f"toolchain {kit.toolchain.id}), but the local builder has CUDA {version} "
                 f"({nvcc}); install CUDA {needed} or newer and set NVCC, or build it in its "
@@ -121,10 +139,11 @@ class LocalBuilder:
             )
         for tool, package in (("cmake", "'ninfer-kits[local]'"), ("ninja", "ninja")):
             if shutil.which(tool, path=tool_path()) is None:
-                raise BadInput(f"{tool} not found: the local builder needs it "
-                               f"(pip install {package}, or your distribution's package)")
+                raise EnvironmentFailure(f"{tool} not found: the local builder needs it "
+                                         f"(pip install {package}, or your distribution's "
+                                         f"package)")
         _check_cmake(shutil.which("cmake", path=tool_path()) or "cmake")
-        return Toolchain(builder=self.name, nvcc=nvcc, cuda_version=version.text)
+        return PreparedToolchain(builder=self.name, nvcc=nvcc, cuda_version=version.text)
 
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled:
         out = request.workspace / "out"
@@ -135,7 +154,8 @@ class LocalBuilder:
                    PATH=tool_path())
         run_logged(command, env=env, log=request.log, reporter=reporter,
                    label=f"compiling {request.kit.id}")
-        return Compiled(bin_dir=out / "kit" / "bin", facts=read_facts(out), log=request.log)
+        return Compiled(bin_dir=out / "kit" / "bin", report=read_recipe_report(out),
+                        log=request.log)
 
     def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
                    reporter: Reporter) -> str:
@@ -153,8 +173,8 @@ class LocalBuilder:
         for candidate in ("/usr/local/cuda/bin/nvcc", shutil.which("nvcc") or ""):
             if candidate and os.access(candidate, os.X_OK):
                 return candidate
-        raise BadInput("nvcc not found: the local builder needs the CUDA toolkit "
-                       "(install it at /usr/local/cuda or set NVCC=/path/to/nvcc)")
+        raise EnvironmentFailure("nvcc not found: the local builder needs the CUDA toolkit "
+                                 "(install it at /usr/local/cuda or set NVCC=/path/to/nvcc)")
 
 
 def tool_path() -> str:
@@ -165,23 +185,21 @@ def tool_path() -> str:
 
 def _check_cmake(cmake: str) -> None:
     """The upstreams declare CMake >= 3.28 (C++20 module scanning); say so before fetching."""
-    output = subprocess.run([cmake, "--version"], capture_output=True, text=True,
-                            check=False).stdout
+    output = probe([cmake, "--version"]).stdout
     match = re.search(r"cmake version (\d+)\.(\d+)", output)
     found = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
     if found < MIN_CMAKE:
         shown = ".".join(map(str, found)) if match else "of unknown version"
-        raise BadInput(f"{cmake} is CMake {shown}; the upstreams need CMake "
+        raise EnvironmentFailure(f"{cmake} is CMake {shown}; the upstreams need CMake "
                        f"{'.'.join(map(str, MIN_CMAKE))} or newer: pip install "
                        f"'ninfer-kits[local]' (or 'cmake>=3.28') into this environment")
 
 
 def _nvcc_version(nvcc: str) -> CudaVersion:
-    output = subprocess.run([nvcc, "--version"], capture_output=True, text=True,
-                            check=False).stdout
+    output = probe([nvcc, "--version"]).stdout
     match = re.search(r"release \S+ V(\d+\.\d+(?:\.\d+)?)", output)
     if match is None:
-        raise BadInput(f"{nvcc} --version did not report a CUDA version")
+        raise EnvironmentFailure(f"{nvcc} --version did not report a CUDA version")
     return CudaVersion.parse(match.group(1))
 
 
@@ -216,6 +234,38 @@ class CompileFailed(CheckFailed):
         self.log = log
 
 
-def read_facts(out: Path) -> dict[str, object]:
-    facts: dict[str, object] = json.loads((out / "recipe.json").read_text(encoding="utf-8"))
-    return facts
+# --------------------------------------------------------------------------- the registry
+
+BuilderFactory = Callable[[BuilderOptions], Builder]
+
+
+@dataclass(frozen=True)
+class BuilderEntry:
+    """A builder by name: what it is, and where its factory lives (imported when chosen, so
+    that the local builder never pays for the docker SDK)."""
+
+    name: str
+    summary: str
+    module: str
+    factory: str  # a class (or function) in `module` with from_options(BuilderOptions)
+
+    def create(self, options: BuilderOptions) -> Builder:
+        made: Callable[[BuilderOptions], Builder] = getattr(
+            importlib.import_module(self.module), self.factory).from_options
+        return made(options)
+
+
+BUILDERS: Final[dict[str, BuilderEntry]] = {entry.name: entry for entry in (
+    BuilderEntry("local", "this host, with its own CUDA toolkit, CMake and compilers",
+                 "ninfer_kits.pipeline.builders", "LocalBuilder"),
+    BuilderEntry("docker", "the kit's toolchain image, on the Docker engine DOCKER_HOST names",
+                 "ninfer_kits.pipeline.docker_builder", "DockerBuilder"),
+)}
+
+
+def make_builder(name: str, options: BuilderOptions) -> Builder:
+    entry = BUILDERS.get(name)
+    if entry is None:
+        raise BadInput(f"unknown builder '{name}' (builders: {', '.join(BUILDERS)})"
+                       + did_you_mean(name, list(BUILDERS)))
+    return entry.create(options)

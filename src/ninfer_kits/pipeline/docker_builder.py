@@ -5,6 +5,12 @@ Any engine the docker SDK reaches works: the local one, or a remote build box th
 classic builder (the SDK has no BuildKit), so the compiler cache lives in a named volume per
 toolchain, mounted into the build container. Every container this module starts carries the
 label below and is removed in `finally` (NINFER_KITS_KEEP_CONTAINER=1 keeps it for debugging).
+
+Provenance: an image's tag hashes its Dockerfile, its build arguments and the *ID* of its base
+image as the engine has it, so a base that moves (a new `docker pull` of the same name) makes
+another image; the ID it was built from is a label on the image, read back for BUILDINFO's
+`base_image_digest`. The compile runs with no network: the source is fetched before.
+Engine failures (no engine, an API error, a broken connection) are EnvironmentFailure.
 """
 
 from __future__ import annotations
@@ -15,35 +21,38 @@ import os
 import tarfile
 import tempfile
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, NinferKitsError
 from ninfer_kits.log import Reporter
-from ninfer_kits.matrix import Kit
-from ninfer_kits.matrix import Toolchain as MatrixToolchain
+from ninfer_kits.matrix import Kit, Toolchain
 from ninfer_kits.pipeline.builders import (
     LOG_TAIL,
     NINJA_STATUS,
+    BuilderOptions,
     Compiled,
     CompileFailed,
     CompileRequest,
-    Toolchain,
-    read_facts,
+    PreparedToolchain,
     recipe_arguments,
 )
+from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.smoke import read_trace, trace_script
 
 LABEL = "org.ninfer-kits.role"
+BASE_LABEL = "org.ninfer-kits.base-image"  # the base image's name, as the matrix gives it
+BASE_ID_LABEL = "org.ninfer-kits.base-image-id"  # its ID on the engine when this image was built
+COMPILE_NETWORK = "none"  # the compile needs nothing from the network: the source is fetched
 IMAGE_PREFIX = "ninfer-kits"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 WORK = "/work"  # fixed paths inside the container keep builds reproducible across hosts
 SOURCE, CMAKE, OUT = f"{WORK}/source", f"{WORK}/cmake", f"{WORK}/out"  # as the local builder's
 KEEP_ENV = "NINFER_KITS_KEEP_CONTAINER"
-CCACHE_FACTS = ("calls", "hits", "misses", "uncacheable", "hit_rate")  # from recipe.json
 START_ENGINE_HINT = ("start one (as root: scripts/start-docker-engine.sh, or `dockerd &`), or "
                      "point DOCKER_HOST at a remote engine (tcp://HOST:2375, ssh://user@HOST)")
 
@@ -59,13 +68,13 @@ class ImageRecipe:
     build_args: tuple[tuple[str, str], ...] = ()  # besides BASE_IMAGE, which base_image gives
 
     @classmethod
-    def toolchain_image(cls, toolchain: MatrixToolchain) -> ImageRecipe:
+    def toolchain_image(cls, toolchain: Toolchain) -> ImageRecipe:
         """The image the docker builder compiles in, as the matrix's toolchain describes it."""
         return cls(role="toolchain", toolchain=toolchain.id, dockerfile=toolchain.dockerfile_path,
                    base_image=toolchain.base_image, build_args=toolchain.build_args)
 
     @classmethod
-    def runtime_image(cls, toolchain: MatrixToolchain) -> ImageRecipe:
+    def runtime_image(cls, toolchain: Toolchain) -> ImageRecipe:
         """The image the smoke test runs a finished kit in (runtime_packages included)."""
         return cls(role="runtime", toolchain=toolchain.id,
                    dockerfile=toolchain.runtime_dockerfile_path,
@@ -76,15 +85,17 @@ class ImageRecipe:
         """Every build argument the image is built with, BASE_IMAGE included."""
         return {**dict(self.build_args), "BASE_IMAGE": self.base_image}
 
-    def tag(self) -> str:
+    def tag(self, base_id: str) -> str:
+        """The image's tag for a base whose ID on the engine is `base_id` (`sha256:…`)."""
         if not self.dockerfile.is_file():
             raise BadInput(f"toolchain {self.toolchain}: {self.role} Dockerfile {self.dockerfile} "
                            f"not found")
         digest = hashlib.sha256(self.dockerfile.read_bytes())
-        # Every argument, sorted: a changed one is another image. With BASE_IMAGE alone this is
-        # the hash older versions computed, so their images are still found.
+        # Every argument, sorted: a changed one is another image; and the base's ID, so that a
+        # base pulled anew under the same name is another image too.
         for name, value in sorted(self.all_build_args().items()):
             digest.update(f"\0{name}={value}".encode())
+        digest.update(f"\0{BASE_ID_LABEL}={base_id}".encode())
         return f"{IMAGE_PREFIX}/{self.role}-{self.toolchain}:{digest.hexdigest()[:16]}"
 
 
@@ -93,15 +104,48 @@ def connect() -> Any:
     try:
         import docker
     except ImportError:
-        raise BadInput("the docker builder needs the docker SDK: pip install docker") from None
+        raise EnvironmentFailure("the docker builder needs the docker SDK: pip install docker"
+                                 ) from None
     where = engine_address()
     try:
         client = docker.from_env(timeout=600)
         client.ping()
     except Exception as error:  # the SDK raises DockerException, requests' and OS errors alike
-        raise BadInput(f"no Docker engine answers at {where} ({_first_line(error)}); "
-                       f"{START_ENGINE_HINT}") from None
+        raise EnvironmentFailure(f"no Docker engine answers at {where} ({_first_line(error)}); "
+                                 f"{START_ENGINE_HINT}") from None
     return client
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def engine_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """The engine's own failures (an API error, a dropped connection, a timeout) as one
+    EnvironmentFailure naming the engine, never a traceback; our own errors pass through."""
+
+    @wraps(method)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except NinferKitsError:
+            raise
+        except Exception as error:
+            if not _from_engine(error):
+                raise
+            raise EnvironmentFailure(f"the Docker engine at {engine_address()} failed: "
+                                     f"{_first_line(error)}") from error
+
+    return guarded
+
+
+def _from_engine(error: Exception) -> bool:
+    """An error of the docker SDK, of requests under it, or of the connection to the engine
+    (a local OSError, such as a full disk, is not the engine's and passes through)."""
+    if isinstance(error, ConnectionError):
+        return True
+    module = type(error).__module__
+    return module.startswith(("docker.", "requests.", "urllib3.", "paramiko."))
 
 
 def engine_address() -> str:
@@ -123,7 +167,11 @@ class DockerBuilder:
     def __init__(self, client: Any | None = None, ccache_volume: str | None = None) -> None:
         self._client = client
         self._ccache_volume = ccache_volume
-        self._toolchains: dict[str, Toolchain] = {}
+        self._toolchains: dict[str, PreparedToolchain] = {}
+
+    @classmethod
+    def from_options(cls, options: BuilderOptions) -> DockerBuilder:
+        return cls(ccache_volume=options.ccache_volume)
 
     @property
     def client(self) -> Any:
@@ -131,20 +179,24 @@ class DockerBuilder:
             self._client = connect()
         return self._client
 
-    def preflight(self, kit: Kit, reporter: Reporter) -> Toolchain:
-        """The toolchain image, built once per Dockerfile + base (then reused by its tag)."""
+    @engine_errors
+    def preflight(self, kit: Kit, reporter: Reporter) -> PreparedToolchain:
+        """The toolchain image, built once per Dockerfile, arguments and base image ID (then
+        reused by its tag); the base it was built from comes from the image's labels."""
         if kit.toolchain.id in self._toolchains:
             return self._toolchains[kit.toolchain.id]
         toolchain = kit.toolchain
-        recipe = ImageRecipe.toolchain_image(toolchain)
-        image = ensure_image(self.client, recipe, reporter)
-        base = self.client.images.get(toolchain.base_image)
-        found = Toolchain(builder=self.name, nvcc=f"nvcc in {recipe.tag()}",
-                          cuda_version=toolchain.cuda.text, base_image=toolchain.base_image,
-                          base_image_digest=base.id, image=recipe.tag(), image_id=image.id)
+        image = ensure_image(self.client, ImageRecipe.toolchain_image(toolchain), reporter)
+        found = PreparedToolchain(
+            builder=self.name, nvcc=f"nvcc in {image.tag}", cuda_version=toolchain.cuda.text,
+            base_image=image.labels.get(BASE_LABEL) or toolchain.base_image,
+            base_image_digest=image.labels.get(BASE_ID_LABEL)
+            or f"unknown ({image.tag} has no {BASE_ID_LABEL} label)",
+            image=image.tag, image_id=image.id)
         self._toolchains[toolchain.id] = found
         return found
 
+    @engine_errors
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled:
         toolchain = self.preflight(request.kit, reporter)
         volume = self._ccache_volume or f"ninfer-kits-ccache-{request.kit.toolchain.id}"
@@ -157,7 +209,7 @@ class DockerBuilder:
             if cached else {}
         out = request.workspace / "out"
         with build_container(self.client, image=toolchain.image, command=command, env=env,
-                             volumes=volumes, network=network_mode(self.client)) as container:
+                             volumes=volumes, network=COMPILE_NETWORK) as container:
             container.put_archive(WORK, _work_archive(request))
             container.start()
             _stream_log(container, request, reporter)
@@ -167,31 +219,28 @@ class DockerBuilder:
                 raise CompileFailed(f"compiling {request.kit.id} in {toolchain.image}", status,
                                     tail, request.log)
             _copy_out(container, OUT, out)
-        facts = read_facts(out)
         run = (("image", f"{toolchain.image}@{toolchain.image_id}"),
-               ("ccache", volume if cached else "none (--ccache-volume none)"),
-               *((f"ccache_{key}", str(facts.get(f"ccache_{key}", "")))
-                 for key in CCACHE_FACTS if cached))
-        return Compiled(bin_dir=out / "kit" / "bin", facts=facts, log=request.log,
-                        extra_run_facts=run)
+               ("ccache", volume if cached else "none (--ccache-volume none)"))
+        return Compiled(bin_dir=out / "kit" / "bin", report=read_recipe_report(out),
+                        log=request.log, run_entries=run)
 
-
+    @engine_errors
     def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
                    reporter: Reporter) -> str:
         """The dynamic loader traces every binary inside the kit's runtime image; every missing
         library and symbol version is named, in the error and in the build log."""
         recipe = ImageRecipe.runtime_image(kit.toolchain)
-        ensure_image(self.client, recipe, reporter)
+        tag = ensure_image(self.client, recipe, reporter).tag
         script = trace_script(interpreter, "/kit/bin")
-        with build_container(self.client, image=recipe.tag(), command=["sh", "-c", script],
+        with build_container(self.client, image=tag, command=["sh", "-c", script],
                              env={}, volumes={}, network="none") as container:
             container.put_archive("/", _folder_archive(bin_dir, "kit/bin"))
             container.start()
             container.wait()
             output = container.logs().decode("utf-8", "replace")
-        verdict = read_trace(output, recipe.tag())
+        verdict = read_trace(output, tag)
         with log.open("a", encoding="utf-8") as sink:
-            sink.write(f"\n== smoke test: the loader's trace in {recipe.tag()}\n{output}"
+            sink.write(f"\n== smoke test: the loader's trace in {tag}\n{output}"
                        f"== smoke test {verdict.summary()}\n")
         if not verdict.passed:
             raise CheckFailed(f"smoke test ({kit.toolchain.runtime_dockerfile}) "
@@ -206,47 +255,63 @@ def _folder_archive(folder: Path, name: str) -> bytes:
     return buffer.getvalue()
 
 
-def ensure_image(client: Any, recipe: ImageRecipe, reporter: Reporter) -> Any:
-    """Reuse the image tagged with this recipe's hash, or build it (streaming its log)."""
+@dataclass(frozen=True)
+class EngineImage:
+    """An image of ours on the engine: the tag we gave it, its ID, its labels."""
+
+    tag: str
+    id: str
+    labels: dict[str, str]
+
+    @classmethod
+    def of(cls, tag: str, image: Any) -> EngineImage:
+        return cls(tag=tag, id=str(image.id), labels=dict(image.labels or {}))
+
+
+def ensure_image(client: Any, recipe: ImageRecipe, reporter: Reporter) -> EngineImage:
+    """Reuse the image tagged with this recipe's hash (base image ID included), or build it,
+    streaming its log, with the base's name and ID as labels."""
     import docker.errors
 
-    tag = recipe.tag()
+    base = _require_base(client, recipe)
+    tag = recipe.tag(base.id)
     try:
-        return client.images.get(tag)
+        return EngineImage.of(tag, client.images.get(tag))
     except docker.errors.ImageNotFound:
         pass
-    _require_base(client, recipe)
     arguments = "".join(f", {name}={value}" for name, value in recipe.build_args)
-    reporter.info(f"building {tag} from {recipe.dockerfile.name} (base {recipe.base_image}"
-                  f"{arguments})")
+    reporter.info(f"building {tag} from {recipe.dockerfile.name} (base {recipe.base_image} = "
+                  f"{base.id}{arguments})")
     with _context(recipe.dockerfile) as context:
         tail: deque[str] = deque(maxlen=LOG_TAIL)
         for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True,
                                       forcerm=True, pull=False, decode=True,
                                       buildargs=recipe.all_build_args(),
                                       network_mode=network_mode(client),
-                                      labels={LABEL: recipe.role}):
+                                      labels={LABEL: recipe.role,
+                                              BASE_LABEL: recipe.base_image,
+                                              BASE_ID_LABEL: base.id}):
             for line in str(chunk.get("stream", "")).splitlines():
                 tail.append(line)
             if "error" in chunk:
                 lines = "\n".join(f"  | {line}" for line in tail)
                 raise CheckFailed(f"building image {tag} from {recipe.dockerfile} failed: "
                                   f"{str(chunk['error']).strip()}\n{lines}")
-    return client.images.get(tag)
+    return EngineImage.of(tag, client.images.get(tag))
 
 
-def _require_base(client: Any, recipe: ImageRecipe) -> None:
+def _require_base(client: Any, recipe: ImageRecipe) -> Any:
+    """The base image as the engine has it now (pulled when it is not there)."""
     import docker.errors
 
     try:
-        client.images.get(recipe.base_image)
-        return
+        return client.images.get(recipe.base_image)
     except docker.errors.ImageNotFound:
         pass
     try:
-        client.images.pull(recipe.base_image)
+        return client.images.pull(recipe.base_image)
     except docker.errors.APIError as error:
-        raise BadInput(
+        raise EnvironmentFailure(
             f"base image {recipe.base_image} (toolchain {recipe.toolchain}) cannot be had: it is "
             f"not on the engine at {engine_address()} and pulling it failed "
             f"({_first_line(error)}). Pull or load it "

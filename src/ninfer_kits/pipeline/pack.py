@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
-from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.errors import BadInput, EnvironmentFailure
 
 BLOCK_SIZE = 1 << 20
 WINDOW = 32 << 10  # deflate's window: all a block can reference of what came before it
@@ -48,7 +48,7 @@ TAR_ERRORS = "surrogateescape"
 Progress = Callable[[int, int], None]
 
 
-class DiskFull(CheckFailed):
+class DiskFull(EnvironmentFailure):
     """The disk filled up while we wrote an output; the partial file has been removed."""
 
 
@@ -199,7 +199,7 @@ def _walk(root: Path, folder: Path, name: str) -> Iterator[Entry]:
             yield _entry(root, path, child_name)
 
 
-def collect(root: Path, name: str) -> list[Entry]:
+def list_entries(root: Path, name: str) -> list[Entry]:
     """Every entry under `root`, sorted by the bytes of its whole path (folders included)."""
     return sorted(_walk(root, root, name), key=lambda entry: os.fsencode(entry.name))
 
@@ -360,7 +360,7 @@ def pack_tree(root: Path, dest: Path, *, mtime: int, threads: int | None = None,
     if threads < 1 or not 0 <= level <= 9 or mtime < 0:
         raise ValueError(f"bad pack settings: threads={threads}, level={level}, mtime={mtime}")
     _check_paths(root, dest)
-    entries = collect(root, _archive_name(root))
+    entries = list_entries(root, _archive_name(root))
     total = tar_size(entries)
     with _atomic(dest) as sink, ThreadPoolExecutor(threads, "pack") as pool:
         stream = ParallelGzip(sink, pool, threads, level, total, progress)

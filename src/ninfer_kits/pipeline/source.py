@@ -7,10 +7,15 @@ rebuild works offline. A folder inside a local repository (the built-in example)
 that repository's last commit touching the folder.
 
 Submodules are out of scope: an export holds the upstream's own tree, nothing it links to.
+
+Credentials in a URL (`https://user:TOKEN@host/…`) never reach a command line, where `ps`
+shows them to every user of the machine: git is given the URL without them, and an HTTP
+Authorization header through its environment (GIT_CONFIG_COUNT); messages and logs are scrubbed.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import hashlib
@@ -20,12 +25,13 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Final
+from urllib.parse import unquote
 
-from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, NinferKitsError
 from ninfer_kits.matrix import RevisionFacts, Upstream, did_you_mean, relative_path_problem
 
 Log = Callable[[str], None]
@@ -64,8 +70,25 @@ _REFSPECS: Final = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 _PLAIN_EXPORT: Final = "* -export-ignore -export-subst\n"
 
 
-class FetchFailed(BadInput):
-    """Git could not fetch from an upstream's URL: wrong URL, no access, or no network."""
+# What git (and curl, and ssh under it) say when the network or the server failed, rather than
+# the URL or the credentials.
+_UNREACHABLE: Final = re.compile(
+    r"could not resolve (host|proxy)|failed to connect|connection (refused|timed out|reset)|"
+    r"operation timed out|network is unreachable|no route to host|temporary failure in name "
+    r"resolution|ssl certificate|server certificate|\bssl_|\bssl connect|gnutls|tls handshake|"
+    r"returned error: 5\d\d|early eof|rpc failed", re.IGNORECASE)
+
+
+class FetchFailed(NinferKitsError):
+    """Git could not fetch from an upstream's URL (one of the two kinds below)."""
+
+
+class FetchRefused(FetchFailed, BadInput):
+    """The URL is wrong, the repository is not there, or the credentials were refused."""
+
+
+class FetchUnreachable(FetchFailed, EnvironmentFailure):
+    """The network or the server failed: no route, no name resolution, TLS, a 5xx answer."""
 
 
 class _UnsafeMember(tarfile.TarError):
@@ -89,7 +112,8 @@ class SourceTree:
     subdir: str | None = None  # the folder inside an enclosing repository, if built from one
     dirty: bool = False  # that folder has uncommitted changes, which the export leaves out
 
-    def facts(self) -> RevisionFacts:
+    def template_inputs(self) -> RevisionFacts:
+        """What the matrix's tag and asset templates take from the source: revision, VERSION."""
         return RevisionFacts(revision=self.revision, version=self.version)
 
 
@@ -140,22 +164,25 @@ def _command(*args: str) -> list[str]:
     return ["git", *(part for item in _GIT_CONFIG for part in ("-c", item)), *args]
 
 
-def _environment() -> dict[str, str]:
+def _environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items() if name not in _LOCAL_ENV}
     # No prompt may block an unattended build; replace refs would let a SHA name other content;
     # optional locks would make `status` rewrite the index of a user's repository.
     env.update(GIT_TERMINAL_PROMPT="0", GIT_NO_REPLACE_OBJECTS="1", GIT_OPTIONAL_LOCKS="0")
+    env.update(extra or {})
     return env
 
 
-def _run(args: Sequence[str], *, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def _run(args: Sequence[str], *, stdin: str = "",
+         env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
             _command(*args), input=stdin, capture_output=True, text=True, errors="replace",
-            env=_environment(), check=False,
+            env=_environment(env), check=False,
         )
     except FileNotFoundError:
-        raise CheckFailed("git is not installed (or not on PATH); sources need it") from None
+        raise EnvironmentFailure("git is not installed (or not on PATH); sources need it"
+                                 ) from None
 
 
 def _output(args: Sequence[str], failure: str, *, stdin: str = "") -> str:
@@ -189,8 +216,38 @@ def _scrub(text: str, url: str) -> str:
     if not userinfo:
         return text
     text = text.replace(url, clean).replace(f"{userinfo}@", "")
-    password = userinfo.partition(":")[2]
-    return text.replace(password, "***") if password else text
+    user, _, password = userinfo.partition(":")
+    secrets = {password, unquote(password), _basic_credentials(userinfo)} if password else \
+        {user, unquote(user), _basic_credentials(userinfo)}  # a lone `TOKEN@` is the secret
+    for secret in sorted(secrets - {""}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _basic_credentials(userinfo: str) -> str:
+    """`user:password` of a URL as HTTP basic authentication sends it (percent-decoded)."""
+    user, _, password = userinfo.partition(":")
+    return base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+
+
+def _credentials_apart(url: str) -> tuple[str, dict[str, str]]:
+    """The URL to give git, and the environment that carries the credentials it had.
+
+    http(s): an `http.<url>.extraHeader` of `Authorization: Basic …`, set through git's
+    GIT_CONFIG_COUNT/KEY/VALUE variables, scoped to that URL: never on a command line (where
+    `ps` shows it to every user), never in the cache's config. `https://TOKEN@host/…` (GitHub's
+    form) sends the token as the user name with an empty password, as git itself would. Other
+    schemes keep the user name and drop the password (ssh cannot take one from a URL)."""
+    clean, userinfo = _split_credentials(url)
+    if not userinfo:
+        return url, {}
+    scheme, _, rest = clean.partition("://")
+    if scheme.lower() not in ("http", "https"):
+        user = userinfo.partition(":")[0]
+        return f"{scheme}://{user}@{rest}", {}
+    header = f"Authorization: Basic {_basic_credentials(userinfo)}"
+    return clean, {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"http.{clean}.extraHeader",
+                   "GIT_CONFIG_VALUE_0": header}
 
 
 # --------------------------------------------------------------------------- what to build
@@ -484,12 +541,15 @@ def _update_mirror(mirror: Path, source: str, log: Log) -> None:
 
 
 def _fetch(git_dir: Path, source: str) -> None:
-    # The URL goes on the command line, not into the cache's config: a token stays off disk.
-    args = [f"--git-dir={git_dir}", "fetch", "--prune", "--quiet", "--", source, *_REFSPECS]
-    result = _run(args)
+    # The URL goes on the command line, not into the cache's config; its credentials go
+    # through the environment (see _credentials_apart): a token stays off disk and out of `ps`.
+    url, credentials = _credentials_apart(source)
+    args = [f"--git-dir={git_dir}", "fetch", "--prune", "--quiet", "--", url, *_REFSPECS]
+    result = _run(args, env=credentials)
     if result.returncode != 0:
         said = _scrub(_tail(result.stderr), source)
-        raise FetchFailed(f"cannot fetch {redact_url(source)}: {said}")
+        kind = FetchUnreachable if _UNREACHABLE.search(said) else FetchRefused
+        raise kind(f"cannot fetch {redact_url(source)}: {said}")
 
 
 # --------------------------------------------------------------------------- the export

@@ -1,32 +1,47 @@
-"""The main job: one matrix entry → a finished kit in dist/<release-tag>/.
+"""The main job: one matrix entry → a finished kit folder, dist/<release-tag>/ (ninfer_kits.kitdir).
 
 The stages below, in order, are the whole program; each takes the state so far and returns it
-with its own result added. Everything is built in a staging folder next to dist/<tag>/ and moved
-into place by one rename at the end, so dist/ never holds a partial kit.
+with its own result added. The build runs in the kit's work folder, held by this process alone
+(pipeline.workspace); the kit folder is made in a staging folder next to dist/<tag>/ and moved
+into place by one rename at the end (kitdir.install), so dist/ never holds a partial kit, and
+never loses another kit's folder to a tag they share.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 import shutil
-import subprocess
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Final, TypeVar
 
-from ninfer_kits import __version__, resources
+from ninfer_kits import __version__, kitdir, resources
 from ninfer_kits.buildinfo import BuildInfo, render
-from ninfer_kits.errors import CheckFailed
+from ninfer_kits.errors import CheckFailed, EnvironmentFailure
 from ninfer_kits.inspector.floor import describe_device_code
 from ninfer_kits.inspector.inspection import Inspection, inspect_path
+from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
-from ninfer_kits.pipeline.builders import RECIPE, Builder, Compiled, CompileRequest, Toolchain
-from ninfer_kits.pipeline.pack import PackedFile, pack_tree, write_file, write_sha256sums
+from ninfer_kits.pipeline.builders import (
+    RECIPE,
+    Builder,
+    Compiled,
+    CompileRequest,
+    PreparedToolchain,
+)
+from ninfer_kits.pipeline.pack import PackedFile, hash_file, pack_tree, write_file, write_sha256sums
+from ninfer_kits.pipeline.probe import ProbeTimeout, probe
 from ninfer_kits.pipeline.source import SourceTree, fetch_source
+from ninfer_kits.pipeline.workspace import held_workspace
+
+NVIDIA_SMI_TIMEOUT: Final = 10.0  # seconds; a stuck driver makes nvidia-smi hang for minutes
+LISTED_CHANGES: Final = 20  # changed files of a dirty pipeline checkout named in BUILDINFO
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,12 +58,20 @@ class BuildRequest:
     keep_work: bool = False
 
 
+@dataclass(frozen=True)
+class PipelineCheckout:
+    """The checkout that holds the matrix and builds the kit."""
+
+    revision: str  # the commit; `<sha>-dirty` when files differ from it
+    changes: str  # the files that differ (at most LISTED_CHANGES named), or ""
+
+
 @dataclass(frozen=True, kw_only=True)
 class BuildState:
     request: BuildRequest
     workspace: Path
     started: float
-    toolchain: Toolchain | None = None
+    toolchain: PreparedToolchain | None = None
     source: SourceTree | None = None
     compiled: Compiled | None = None
     kit_root: Path | None = None
@@ -59,9 +82,9 @@ class BuildState:
     staging: Path | None = None
     buildinfo: BuildInfo | None = None
     tarball: PackedFile | None = None
-    output: Path | None = None
+    kit_dir: KitDir | None = None
     smoke: str = ""
-
+    checkout: PipelineCheckout | None = None  # the pipeline's own revision
 
 
 Stage = Callable[[BuildState, Reporter], BuildState]
@@ -91,10 +114,12 @@ def fetch(state: BuildState, reporter: Reporter) -> BuildState:
     tree = fetch_source(request.kit.upstream, cache_dir=request.cache_dir,
                         dest=state.workspace / "source", revision=request.revision,
                         url=request.source_url, log=reporter.info)
-    facts = tree.facts()
-    tag, asset = request.kit.render_tag(facts), request.kit.render_asset(facts)
+    inputs = tree.template_inputs()
+    tag, asset = request.kit.render_tag(inputs), request.kit.render_asset(inputs)
     reporter.info(f"{request.kit.upstream.repository} {tree.ref} @ {tree.revision[:12]}"
                   f"{f', VERSION {tree.version}' if tree.version else ''} → {tag}/{asset}")
+    # Before the compile: a tag another kit's folder holds stops the build now, not at the end.
+    kitdir.check_tag_free(request.dist_dir, tag, request.kit.id)
     return dataclasses.replace(state, source=tree, tag=tag, asset=asset)
 
 
@@ -107,12 +132,12 @@ def compile_kit(state: BuildState, reporter: Reporter) -> BuildState:
                              log=state.workspace / "build.log",
                              recipe=RECIPE)
     compiled = state.request.builder.compile(request, reporter)
-    reporter.info(f"compiled in {compiled.facts.get('compile_seconds')} s with "
-                  f"{compiled.facts.get('jobs')} jobs")
+    reporter.info(f"compiled in {compiled.report.compile_seconds} s with "
+                  f"{compiled.report.jobs} jobs")
     return dataclasses.replace(state, compiled=compiled)
 
 
-def collect(state: BuildState, reporter: Reporter) -> BuildState:
+def assemble(state: BuildState, reporter: Reporter) -> BuildState:
     """kit/bin/ from the compile, and the upstream's licenses (Apache-2.0 requires them)."""
     compiled, source = need(state.compiled, "compiled"), need(state.source, "source")
     kit_root = state.workspace / "kit"
@@ -145,11 +170,12 @@ def smoke_test(state: BuildState, reporter: Reporter) -> BuildState:
 
 
 def write_buildinfo(state: BuildState, reporter: Reporter) -> BuildState:
-    """BUILDINFO.txt into the kit (inputs only) — the run's own facts are added when published."""
-    info = make_buildinfo(state)
+    """BUILDINFO.txt into the kit (inputs only); the run's own keys are added when published."""
+    checkout = pipeline_checkout(state.request.project)
+    info = make_buildinfo(state, checkout)
     kit_root = need(state.kit_root, "kit_root")
-    (kit_root / "BUILDINFO.txt").write_text(render(info, with_run=False), encoding="utf-8")
-    return dataclasses.replace(state, buildinfo=info)
+    (kit_root / kitdir.BUILDINFO).write_text(render(info, with_run=False), encoding="utf-8")
+    return dataclasses.replace(state, buildinfo=info, checkout=checkout)
 
 
 def pack(state: BuildState, reporter: Reporter) -> BuildState:
@@ -164,31 +190,27 @@ def pack(state: BuildState, reporter: Reporter) -> BuildState:
 
 
 def checksums(state: BuildState, reporter: Reporter) -> BuildState:
-    """BUILDINFO.txt beside the tarball (with this run's facts), the log, SHA256SUMS, SHA1SUMS."""
+    """BUILDINFO.txt beside the tarball (with this run's keys), the log, SHA256SUMS, SHA1SUMS."""
     staging, info = need(state.staging, "staging"), need(state.buildinfo, "buildinfo")
     tarball, compiled = need(state.tarball, "tarball"), need(state.compiled, "compiled")
-    published = dataclasses.replace(info, run=run_facts(state, compiled))
-    buildinfo = write_file(staging / "BUILDINFO.txt", render(published).encode("utf-8"))
-    shutil.copyfile(compiled.log, staging / "build.log")
-    write_sha256sums(staging / "SHA256SUMS",
-                     {state.asset: tarball.sha256, "BUILDINFO.txt": buildinfo.sha256})
+    published = dataclasses.replace(info, run=run_entries(state, compiled))
+    buildinfo = write_file(staging / kitdir.BUILDINFO, render(published).encode("utf-8"))
+    shutil.copyfile(compiled.log, staging / kitdir.BUILD_LOG)
+    write_sha256sums(staging / kitdir.SHA256SUMS,
+                     {state.asset: tarball.sha256, kitdir.BUILDINFO: buildinfo.sha256})
     # B2 and older download clients verify by SHA-1; it comes from the same pass as the sha256.
-    write_file(staging / "SHA1SUMS", f"{tarball.sha1}  {state.asset}\n".encode())
+    write_file(staging / kitdir.SHA1SUMS, f"{tarball.sha1}  {state.asset}\n".encode())
     return dataclasses.replace(state, buildinfo=published)
 
 
 def publish_to_dist(state: BuildState, reporter: Reporter) -> BuildState:
-    """One rename puts the finished folder in place; an older build of the same tag goes."""
+    """One rename puts the checked kit folder in place of the same kit's older one; another
+    kit's folder under the same tag is refused, and a failed rename puts the older one back."""
     staging = need(state.staging, "staging")
-    final = state.request.dist_dir / state.tag
-    retired = state.request.dist_dir / f".retired-{state.tag}-{os.getpid()}"
-    if final.exists():
-        final.rename(retired)
-    staging.rename(final)
-    shutil.rmtree(retired, ignore_errors=True)
+    placed = kitdir.install(staging, state.request.dist_dir, state.tag, state.request.kit.id)
     if not state.request.keep_work:
         shutil.rmtree(state.workspace, ignore_errors=True)
-    return dataclasses.replace(state, output=final)
+    return dataclasses.replace(state, kit_dir=placed)
 
 
 # The main job, in order. Each stage's docstring says what it adds.
@@ -196,7 +218,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("preflight", preflight),
     ("fetch", fetch),
     ("compile", compile_kit),
-    ("collect", collect),
+    ("assemble", assemble),
     ("inspect", inspect_kit),
     ("smoke", smoke_test),
     ("buildinfo", write_buildinfo),
@@ -207,20 +229,18 @@ STAGES: tuple[tuple[str, Stage], ...] = (
 
 
 def run_build(request: BuildRequest, reporter: Reporter) -> BuildState:
-    workspace = request.work_dir / request.kit.id
-    if workspace.exists():
-        shutil.rmtree(workspace)
-    workspace.mkdir(parents=True)
+    started = time.monotonic()
     # Named before any stage runs, so that whatever fails, the cleanup knows what to remove.
     staging = request.dist_dir / f".staging-{request.kit.id}-{os.getpid()}"
-    state = BuildState(request=request, workspace=workspace, started=time.monotonic(),
-                       staging=staging)
-    try:
-        for name, stage in STAGES:
-            with reporter.step(name):
-                state = stage(state, reporter)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with held_workspace(request.work_dir, request.kit.id) as workspace:
+        state = BuildState(request=request, workspace=workspace, started=started,
+                           staging=staging)
+        try:
+            for name, stage in STAGES:
+                with reporter.step(name):
+                    state = stage(state, reporter)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return state
 
 
@@ -276,24 +296,24 @@ def check_search_paths(inspection: Inspection) -> None:
                                   f"the loader reads relative to the current directory")
 
 
-def make_buildinfo(state: BuildState) -> BuildInfo:
+def make_buildinfo(state: BuildState, checkout: PipelineCheckout) -> BuildInfo:
     request, toolchain = state.request, need(state.toolchain, "toolchain")
     source, compiled, inspection = (need(state.source, "source"), need(state.compiled, "compiled"),
                                     need(state.inspection, "inspection"))
-    kit, facts, floor = request.kit, compiled.facts, inspection.floor
+    kit, report, floor = request.kit, compiled.report, inspection.floor
     glibc = floor.floor("GLIBC")
     return BuildInfo(
         kit=kit.id, card=kit.card, upstream=kit.upstream.repository, upstream_url=source.url,
         tracked_ref=source.ref, revision=source.revision, version=source.version or "",
-        arch=kit.arch, cuda_version=str(facts.get("nvcc_version", toolchain.cuda_version)),
-        host_compiler=_host_compiler(facts),
-        cmake_version=str(facts.get("cmake_version", "")),
-        cmake_options=" ".join(map(str, _as_list(facts.get("cmake_options")))),
+        arch=kit.arch, cuda_version=report.nvcc_version or toolchain.cuda_version,
+        host_compiler=report.cxx_compiler, cmake_version=report.cmake_version,
+        cmake_options=" ".join(report.cmake_options),
         builder=toolchain.builder, toolchain=kit.toolchain.id,
         base_image=toolchain.base_image or "none (built on the host)",
         base_image_digest=toolchain.base_image_digest or "none",
         source_date_epoch=source.commit_time, pipeline_version=__version__,
-        pipeline_revision=pipeline_revision(request.project),
+        pipeline_revision=checkout.revision,
+        python_version=platform.python_version(), zlib_version=zlib.ZLIB_RUNTIME_VERSION,
         glibc_floor=glibc.version if glibc else "none",
         sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
         sass=", ".join(floor.sass) or "none", ptx=", ".join(floor.ptx) or "none",
@@ -305,51 +325,89 @@ def make_buildinfo(state: BuildState) -> BuildInfo:
     )
 
 
-def _host_compiler(facts: dict[str, object]) -> str:
-    return f"{facts.get('cxx_compiler_id', '?')} {facts.get('cxx_compiler_version', '?')}"
-
-
-def _as_list(value: object) -> list[object]:
-    return list(value) if isinstance(value, list) else []
-
-
 def _binary_hashes(state: BuildState) -> list[tuple[str, str]]:
-    from ninfer_kits.pipeline.pack import hash_file
-
     kit_root = need(state.kit_root, "kit_root")
     return [(hash_file(path).sha256, f"kit/bin/{path.name}")
             for path in sorted((kit_root / "bin").iterdir())]
 
 
-def run_facts(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str], ...]:
-    facts = compiled.facts
-    driver, gpu = _driver_and_gpu()
+def run_entries(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str], ...]:
+    """The `run.` keys of the published BUILDINFO.txt: this run's, not the inputs'."""
+    report = compiled.report
+    driver, gpu = driver_and_gpu()
+    changes = need(state.checkout, "checkout").changes
+    ccache = report.ccache
     return (
-        ("jobs", str(facts.get("jobs"))),
-        ("compile_seconds", str(facts.get("compile_seconds"))),
-        ("configure_seconds", str(facts.get("configure_seconds"))),
-        ("build_seconds", str(facts.get("build_seconds"))),
+        ("jobs", str(report.jobs)),
+        ("compile_seconds", str(report.compile_seconds)),
+        ("configure_seconds", str(report.configure_seconds)),
+        ("build_seconds", str(report.build_seconds)),
         ("wall_seconds", f"{time.monotonic() - state.started:.1f}"),
         ("driver", driver),
         ("gpu", gpu),
         ("smoke", state.smoke),
-        *compiled.extra_run_facts,
+        *((("pipeline_changes", changes),) if changes else ()),
+        *compiled.run_entries,
+        *((("ccache_calls", str(ccache.calls)), ("ccache_hits", str(ccache.hits)),
+           ("ccache_misses", str(ccache.misses)), ("ccache_uncacheable", str(ccache.uncacheable)),
+           ("ccache_hit_rate", ccache.hit_rate)) if ccache else ()),
     )
 
 
-def _driver_and_gpu() -> tuple[str, str]:
+def driver_and_gpu(timeout: float = NVIDIA_SMI_TIMEOUT) -> tuple[str, str]:
+    """The build machine's NVIDIA driver and first GPU, from nvidia-smi (which may hang)."""
     if shutil.which("nvidia-smi") is None:
         return "none (no nvidia-smi)", "none"
-    query = subprocess.run(
-        ["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"],
-        capture_output=True, text=True, check=False)
+    try:
+        query = probe(["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"],
+                      timeout=timeout)
+    except ProbeTimeout:
+        return f"unknown (nvidia-smi did not answer in {timeout:g} s)", "unknown"
     first = query.stdout.strip().splitlines()[0] if query.returncode == 0 and query.stdout else ""
     driver, _, gpu = first.partition(", ")
-    return (driver or "none", gpu or "none")
+    return (_one_line(driver) or "none", _one_line(gpu) or "none")
 
 
-def pipeline_revision(project: Path) -> str:
-    """This checkout's commit, so a kit names the pipeline that made it."""
-    done = subprocess.run(["git", "-C", str(project), "rev-parse", "HEAD"],
-                          capture_output=True, text=True, check=False)
-    return done.stdout.strip() if done.returncode == 0 else "unknown (not a git checkout)"
+def _one_line(text: str) -> str:
+    """A tool's answer as a BUILDINFO value: no control characters, whatever the tool printed."""
+    return "".join(char if char.isprintable() else "?" for char in text).strip()
+
+
+def pipeline_checkout(project: Path) -> PipelineCheckout:
+    """The commit of the checkout that holds the matrix and builds the kit, and whether it has
+    uncommitted changes (tracked or not, ignored files aside), so a kit names what made it."""
+    try:
+        head = probe(["git", "-C", str(project), "rev-parse", "HEAD"])
+        status = probe(["git", "-C", str(project), "status", "--porcelain=v1", "-z",
+                        "--untracked-files=all"], env=_git_env())
+    except ProbeTimeout as error:
+        raise EnvironmentFailure(f"reading the pipeline's revision: {error}") from None
+    except FileNotFoundError:
+        return PipelineCheckout("unknown (git is not installed)", "")
+    if head.returncode != 0:
+        return PipelineCheckout("unknown (not a git checkout)", "")
+    sha = head.stdout.strip()
+    changed = _changed_paths(status.stdout)
+    if status.returncode != 0 or not changed:
+        return PipelineCheckout(sha, "")
+    shown = ", ".join(_one_line(name) for name in changed[:LISTED_CHANGES])
+    more = len(changed) - LISTED_CHANGES
+    return PipelineCheckout(f"{sha}-dirty", shown + (f" and {more} more" if more > 0 else ""))
+
+
+def _changed_paths(porcelain: str) -> list[str]:
+    """The paths of `git status --porcelain=v1 -z`: `XY path`, and after a rename or copy the
+    source path as an entry of its own."""
+    entries, paths = iter(porcelain.split("\0")), set()
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        paths.add(entry[3:])
+        if entry[0] in "RC":
+            next(entries, None)
+    return sorted(paths)
+
+
+def _git_env() -> dict[str, str]:
+    # `status` must not take the index lock of a checkout someone is working in.
+    return dict(os.environ, GIT_OPTIONAL_LOCKS="0")

@@ -1,0 +1,126 @@
+"""BUILDINFO.txt: one key per line, written and read back; what would break a line is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from ninfer_kits import buildinfo
+from ninfer_kits.buildinfo import BuildInfo
+from ninfer_kits.errors import EXIT_BAD_INPUT, BadInput
+
+SHA = "0123456789abcdef" * 4
+
+
+def sample() -> BuildInfo:
+    return BuildInfo(
+        kit="example", card="RTX 3090", upstream="owner/eng", upstream_url="https://h/x.git",
+        tracked_ref="main", revision="a" * 40, version="0.3.0", arch="sm_86",
+        cuda_version="13.0.88", host_compiler="GNU 12.2.0", cmake_version="3.31.6",
+        cmake_options="-DCMAKE_BUILD_TYPE=Release", builder="local", toolchain="tc",
+        base_image="none (built on the host)", base_image_digest="none",
+        source_date_epoch=1735689600, pipeline_version="0.1.0",
+        pipeline_revision=f"{'b' * 40}-dirty", python_version="3.11.7", zlib_version="1.2.13",
+        glibc_floor="2.34", sonames="libc.so.6", runpath="none", sass="sm_86", ptx="none",
+        symbol_floors=("GLIBC_2.34", "GLIBCXX_3.4.29"),
+        floor=(("x86-64 Linux, glibc ≥ 2.34", "highest versioned symbol is GLIBC_2.34"),),
+        binaries=((SHA, "kit/bin/ninfer"), (SHA, "kit/bin/ninfer-serve")),
+        licenses=("kit/LICENSE", "kit/NOTICE"),
+        run=(("jobs", "2"), ("pipeline_changes", "README.md, src/x.py")),
+    )
+
+
+def test_render_and_parse_round_trip_with_the_repeated_keys() -> None:
+    info = sample()
+    text = buildinfo.render(info)
+    assert text.count("\nsymbol_floor: ") == 2 and text.count("\nsha256: ") == 2
+    assert f"pipeline_revision: {'b' * 40}-dirty\n" in text
+    assert "python_version: 3.11.7\nzlib_version: 1.2.13\n" in text
+    assert buildinfo.parse(text) == info
+
+
+def test_an_older_file_without_the_newer_keys_still_reads() -> None:
+    text = buildinfo.render(sample())
+    older = "".join(line for line in text.splitlines(keepends=True)
+                    if not line.startswith(("python_version:", "zlib_version:")))
+    info = buildinfo.parse(older)
+    assert (info.python_version, info.zlib_version) == ("unknown", "unknown")
+
+
+@pytest.mark.parametrize(("field", "value", "key", "shown"), [
+    ("card", "RTX\n3090", "card", "a line feed (U+000A)"),
+    ("card", "RTX 3090\r", "card", "a carriage return (U+000D)"),
+    ("version", "0.3\x1b[31m", "version", "an escape (U+001B)"),
+    ("upstream_url", "https://h/x\tgit", "upstream_url", "a tab (U+0009)"),
+    ("cmake_options", "-DA=1\u2028-DB=2", "cmake_options", "line separator (U+2028)"),
+    ("card", "RTX\x0b3090", "card", "a control character (U+000B)"),
+    ("card", "RTX\x853090", "card", "a control character (U+0085)"),
+])
+def test_a_value_that_would_break_its_line_is_refused_when_writing(
+        field: str, value: str, key: str, shown: str) -> None:
+    info = dataclasses.replace(sample(), **{field: value})  # type: ignore[arg-type]
+    line = buildinfo.SCALARS.index(key) + 2  # the header is line 1
+    with pytest.raises(BadInput) as caught:
+        buildinfo.render(info)
+    assert str(caught.value).startswith(f"BUILDINFO.txt line {line}, key '{key}': holds {shown}")
+    assert caught.value.exit_code == EXIT_BAD_INPUT
+
+
+def test_run_values_and_repeated_values_are_checked_too() -> None:
+    with pytest.raises(BadInput, match=r"key 'run.gpu': holds a line feed"):
+        buildinfo.render(dataclasses.replace(sample(), run=(("gpu", "A\nB"),)))
+    with pytest.raises(BadInput, match=r"key 'license': holds a carriage return"):
+        buildinfo.render(dataclasses.replace(sample(), licenses=("kit/LICENSE\r",)))
+    with pytest.raises(BadInput, match=r"key 'run.jobs': repeated \(first on line \d+\)"):
+        buildinfo.render(dataclasses.replace(sample(), run=(("jobs", "1"), ("jobs", "2"))))
+    with pytest.raises(BadInput, match="not a run key"):
+        buildinfo.render(dataclasses.replace(sample(), run=(("Jobs: x", "1"),)))
+    with pytest.raises(BadInput, match=r"requirement 'a \| b' holds '\|'"):
+        buildinfo.render(dataclasses.replace(sample(), floor=(("a | b", "why"),)))
+
+
+def _lines() -> list[str]:
+    return buildinfo.render(sample()).splitlines()
+
+
+def _with(line: str, at: int) -> str:
+    lines = _lines()
+    lines.insert(at, line)
+    return "\n".join(lines) + "\n"
+
+
+def test_a_repeated_key_is_refused_when_reading_naming_both_lines() -> None:
+    card = next(number for number, line in enumerate(_lines(), start=1)
+                if line.startswith("card: "))
+    with pytest.raises(BadInput) as caught:
+        buildinfo.parse(_with("card: RTX 5090", 10), "dist/x/BUILDINFO.txt")
+    assert str(caught.value) == (
+        f"dist/x/BUILDINFO.txt:11: key 'card': repeated (first on line {card}); only "
+        "symbol_floor, floor, sha256, license may appear more than once")
+    with pytest.raises(BadInput, match=r":\d+: key 'run.jobs': repeated"):
+        buildinfo.parse(_with("run.jobs: 9", len(_lines())))
+    # the documented repeated keys may repeat
+    assert len(buildinfo.parse(_with("license: kit/COPYING", 10)).licenses) == 3
+
+
+@pytest.mark.parametrize(("raw", "shown"), [
+    ("card: RTX\r3090", "a carriage return (U+000D)"),
+    ("card: RTX\x0c3090", "a control character (U+000C)"),  # splitlines() would split here
+    ("card: RTX\u20293090", "paragraph separator (U+2029)"),
+    ("card: RTX\x003090", "a nul byte (U+0000)"),
+])
+def test_a_control_character_is_refused_when_reading(raw: str, shown: str) -> None:
+    text = "\n".join(line if not line.startswith("card: ") else raw for line in _lines()) + "\n"
+    number = next(n for n, line in enumerate(_lines(), start=1) if line.startswith("card: "))
+    with pytest.raises(BadInput, match=re.escape(f"BUILDINFO.txt:{number}: key 'card': holds "
+                                                 f"{shown} at column 10")):
+        buildinfo.parse(text)
+
+
+def test_the_parser_names_the_bad_line() -> None:
+    with pytest.raises(BadInput, match=r"BUILDINFO.txt:3: expected 'key: value'"):
+        buildinfo.parse("# comment\nformat: 1\nno separator here\n")
+    with pytest.raises(BadInput, match="missing keys"):
+        buildinfo.parse("format: 1\n")

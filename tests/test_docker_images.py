@@ -1,0 +1,228 @@
+"""The docker builder's bookkeeping, without an engine: image tags and labels (provenance), the
+compile container's settings, and engine failures as exit status 3. The few SDK calls the
+builder makes are answered by a small fake; tests/test_docker.py runs all of it on a real
+engine."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ninfer_kits.errors import EXIT_ENVIRONMENT, EnvironmentFailure
+from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import load_matrix
+from ninfer_kits.pipeline.builders import RECIPE, CompileRequest
+from ninfer_kits.pipeline.docker_builder import (
+    BASE_ID_LABEL,
+    BASE_LABEL,
+    LABEL,
+    DockerBuilder,
+    ImageRecipe,
+    ensure_image,
+)
+from test_recipe_report import report
+
+from tools import ROOT
+
+docker = pytest.importorskip("docker")
+
+ID1, ID2 = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+
+
+@dataclass
+class FakeImage:
+    id: str
+    tags: list[str]
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class FakeImages:
+    def __init__(self, *present: FakeImage) -> None:
+        self.present = list(present)
+
+    def get(self, name: str) -> FakeImage:
+        for image in reversed(self.present):
+            if name in image.tags:
+                return image
+        raise docker.errors.ImageNotFound(name)
+
+    def pull(self, name: str) -> FakeImage:
+        raise docker.errors.APIError(f"pull access denied for {name}")
+
+    def retag(self, name: str, new_id: str) -> None:
+        """`docker pull` of a newer base under the same name."""
+        for image in self.present:
+            if name in image.tags:
+                image.tags.remove(name)
+        self.present.append(FakeImage(new_id, [name]))
+
+
+class FakeApi:
+    def __init__(self, images: FakeImages) -> None:
+        self.images, self.builds = images, list[dict[str, Any]]()
+
+    def build(self, **options: Any) -> Iterator[dict[str, str]]:
+        self.builds.append(options)
+        built = f"sha256:{len(self.builds):064x}"
+        self.images.present.append(FakeImage(built, [options["tag"]], dict(options["labels"])))
+        return iter([{"stream": "Step 1/1 : FROM base\n"}])
+
+
+class FakeContainer:
+    short_id = "c0ffee"
+
+    def __init__(self, out: bytes) -> None:
+        self.out, self.removed = out, False
+
+    def put_archive(self, path: str, data: bytes) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def logs(self, stream: bool = False, follow: bool = False) -> Any:
+        return iter([b"[1/1] compiling\n"]) if stream else b""
+
+    def wait(self) -> dict[str, int]:
+        return {"StatusCode": 0}
+
+    def get_archive(self, path: str) -> tuple[Iterator[bytes], dict[str, str]]:
+        return iter([self.out]), {}
+
+    def remove(self, force: bool, v: bool) -> None:
+        self.removed = True
+
+
+class FakeContainers:
+    def __init__(self, out: bytes, fail: Exception | None = None) -> None:
+        self.out, self.fail = out, fail
+        self.created: list[tuple[str, dict[str, Any]]] = []
+        self.made: list[FakeContainer] = []
+
+    def create(self, image: str, **options: Any) -> FakeContainer:
+        if self.fail is not None:
+            raise self.fail
+        self.created.append((image, options))
+        self.made.append(FakeContainer(self.out))
+        return self.made[-1]
+
+
+class FakeClient:
+    def __init__(self, *present: FakeImage, out: bytes = b"",
+                 fail: Exception | None = None) -> None:
+        self.images = FakeImages(*present)
+        self.api = FakeApi(self.images)
+        self.containers = FakeContainers(out, fail)
+        self.volumes = type("Volumes", (), {"get": staticmethod(lambda name: name)})()
+        self.networks = type("Networks", (), {"list": staticmethod(lambda **_: ["bridge"])})()
+
+
+def quiet() -> Reporter:
+    return Reporter(stream=io.StringIO(), mode="plain")
+
+
+def image_recipe(tmp_path: Path) -> ImageRecipe:
+    dockerfile = tmp_path / "tc.Dockerfile"
+    dockerfile.write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n")
+    return ImageRecipe(role="toolchain", toolchain="tc", dockerfile=dockerfile,
+                       base_image="base:1", build_args=(("CUDA_WHEELS", "13.1"),))
+
+
+def test_the_tag_hashes_the_base_images_id_and_every_argument(tmp_path: Path) -> None:
+    recipe = image_recipe(tmp_path)
+    tag = recipe.tag(ID1)
+    assert tag.startswith("ninfer-kits/toolchain-tc:") and recipe.tag(ID1) == tag
+    others = {
+        recipe.tag(ID2),  # the same name, pulled anew
+        replace(recipe, build_args=(("CUDA_WHEELS", "13.0"),)).tag(ID1),
+        replace(recipe, base_image="base:2").tag(ID1),
+        replace(recipe, role="runtime").tag(ID1),
+    }
+    assert len(others | {tag}) == 5
+    recipe.dockerfile.write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN true\n")
+    assert recipe.tag(ID1) != tag
+
+
+def test_an_image_is_labelled_with_the_base_it_was_built_from(tmp_path: Path) -> None:
+    recipe = image_recipe(tmp_path)
+    client = FakeClient(FakeImage(ID1, ["base:1"]))
+    made = ensure_image(client, recipe, quiet())
+    assert made.tag == recipe.tag(ID1)
+    build = client.api.builds[0]
+    assert build["buildargs"] == {"CUDA_WHEELS": "13.1", "BASE_IMAGE": "base:1"}
+    assert build["labels"] == {LABEL: "toolchain", BASE_LABEL: "base:1", BASE_ID_LABEL: ID1}
+    assert made.labels[BASE_ID_LABEL] == ID1
+    assert ensure_image(client, recipe, quiet()) == made and len(client.api.builds) == 1
+    # The base moves under the same name: another image, labelled with the new ID; the first
+    # image keeps the ID it was built from.
+    client.images.retag("base:1", ID2)
+    moved = ensure_image(client, recipe, quiet())
+    assert moved.tag == recipe.tag(ID2) != made.tag and len(client.api.builds) == 2
+    assert moved.labels[BASE_ID_LABEL] == ID2
+    assert client.images.get(made.tag).labels[BASE_ID_LABEL] == ID1
+
+
+def test_preflight_reads_the_base_from_the_images_labels() -> None:
+    kit = load_matrix(ROOT / "matrix.toml").kit("example")
+    client = FakeClient(FakeImage(ID1, [kit.toolchain.base_image]))
+    toolchain = DockerBuilder(client=client).preflight(kit, quiet())
+    assert (toolchain.base_image, toolchain.base_image_digest) == (kit.toolchain.base_image, ID1)
+    assert toolchain.image == ImageRecipe.toolchain_image(kit.toolchain).tag(ID1)
+
+
+def test_a_base_that_cannot_be_pulled_is_the_environments_failure(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentFailure, match=r"base image base:1 .* cannot be had") as caught:
+        ensure_image(FakeClient(), image_recipe(tmp_path), quiet())
+    assert caught.value.exit_code == EXIT_ENVIRONMENT
+
+
+def _out_archive() -> bytes:
+    """What get_archive gives for /work/out: the binaries and the recipe's report."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, data in (("out/kit/bin/ninfer", b"\x7fELF"),
+                           ("out/recipe.json", json.dumps(report()).encode())):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o755
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _request(tmp_path: Path) -> CompileRequest:
+    kit = load_matrix(ROOT / "matrix.toml").kit("example")
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "CMakeLists.txt").write_text("project(x)\n")
+    return CompileRequest(kit=kit, source=source, workspace=tmp_path / "work", jobs=2,
+                          source_date_epoch=1, log=tmp_path / "work" / "build.log",
+                          recipe=RECIPE)
+
+
+def test_the_compile_container_has_no_network(tmp_path: Path) -> None:
+    request = _request(tmp_path)
+    client = FakeClient(FakeImage(ID1, [request.kit.toolchain.base_image]), out=_out_archive())
+    compiled = DockerBuilder(client=client, ccache_volume="cc").compile(request, quiet())
+    [(image, options)] = client.containers.created
+    assert options["network_mode"] == "none"
+    assert options["labels"] == {LABEL: "build"} and client.containers.made[0].removed
+    assert image == ImageRecipe.toolchain_image(request.kit.toolchain).tag(ID1)
+    assert compiled.report.jobs == 2 and (compiled.bin_dir / "ninfer").is_file()
+    built = client.images.get(image).id  # the first (and only) image the fake built
+    assert dict(compiled.run_entries) == {"image": f"{image}@{built}", "ccache": "cc"}
+
+
+def test_an_engine_error_is_the_environments_failure(tmp_path: Path) -> None:
+    request = _request(tmp_path)
+    client = FakeClient(FakeImage(ID1, [request.kit.toolchain.base_image]),
+                        fail=docker.errors.APIError("500 Server Error: no space left"))
+    with pytest.raises(EnvironmentFailure, match=r"the Docker engine at .* failed: 500 Server "
+                                                 "Error: no space left") as caught:
+        DockerBuilder(client=client).compile(request, quiet())
+    assert caught.value.exit_code == EXIT_ENVIRONMENT

@@ -105,3 +105,6 @@ def example_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     git("add", "-A", cwd=repo)
     git("commit", "-q", "-m", "ninfer-example", cwd=repo)
     return repo, git("rev-parse", "HEAD", cwd=repo)
+
+# Debian roots for verify's tests: session fixtures `roots` and `proc_mounted` (tests/roots.py).
+from roots import proc_mounted, roots  # noqa: E402, F401

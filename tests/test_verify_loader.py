@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,9 +23,6 @@ from ninfer_kits.inspector.elf import is_elf
 from ninfer_kits.verify.resolve import Resolution, Resolver
 from ninfer_kits.verify.rootfs import RootFS
 from ninfer_kits.verify.target import loader_setup
-
-from docker_fixtures import ensure_engine, export_root
-from tools import ROOT, missing
 
 LOADER = "/lib64/ld-linux-x86-64.so.2"
 # Set inside the root (by its own env), so that they reach its loader and not chroot's.
@@ -42,30 +38,6 @@ class Verdict:
     mapped: frozenset[tuple[str, str]]  # (needed name, canonical path in the root)
     missing: frozenset[str]
     versions: frozenset[tuple[str, str]]  # (library name, version)
-
-
-@pytest.fixture(scope="module")
-def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    ensure_engine()
-    if shutil.which("chroot") is None:
-        missing("chroot (coreutils)")
-    cache = ROOT / ".cache" / "roots"
-    return {suite: export_root(suite, cache) for suite in ("bookworm", "trixie")}
-
-
-@pytest.fixture()
-def proc_mounted(roots: dict[str, Path]) -> Iterator[None]:
-    mounted = []
-    try:
-        for root in roots.values():
-            if not (root / "proc" / "self").exists():
-                (root / "proc").mkdir(exist_ok=True)
-                subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
-                mounted.append(root / "proc")
-        yield
-    finally:
-        for point in mounted:
-            subprocess.run(["umount", str(point)], check=False)
 
 
 def probes(source: Path) -> list[Path]:

@@ -1,0 +1,257 @@
+"""`ninfer-kits verify`: real kits (the example, and crafted RPATH/RUNPATH/$ORIGIN/version
+layouts compiled here) on this host, in real Debian roots and in a Docker image; each verdict
+in a root is checked against that root's own loader."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from ninfer_kits.commands.verify_cmd import verify
+from ninfer_kits.inspector.elf import is_elf, read_elf
+from ninfer_kits.inspector.floor import SymbolVersion
+from ninfer_kits.verify.kit import open_kit
+from ninfer_kits.verify.report import MISSING, OK, TOO_OLD, VerifyReport
+from ninfer_kits.verify.rootfs import RootFS
+from ninfer_kits.verify.target import KIT_MOUNT, open_target
+from test_verify_loader import loader_verdict, our_verdict
+
+from tools import ROOT, needs_libcurl_headers, tool
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ninfer_kits", "verify", *args],
+                          capture_output=True, text=True, check=False)
+
+
+def gcc(*args: str, cwd: Path) -> None:
+    subprocess.run([tool("gcc"), *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def example_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example kit, built once with the local builder: dist/<tag>/."""
+    tool("ninja")
+    needs_libcurl_headers()
+    place = tmp_path_factory.mktemp("verify-example")
+    done = subprocess.run([sys.executable, "-m", "ninfer_kits", "build", "example",
+                           "--matrix", str(ROOT / "matrix.toml"), "--dist", str(place / "dist"),
+                           "--cache-dir", str(place / "cache")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return next((place / "dist").iterdir())
+
+
+def crafted_kit(folder: Path, *, rpath_kind: str = "runpath", kit_version: str = "KIT_1",
+                app_needs: str = "KIT_1") -> Path:
+    """kit/bin/app → kit/lib/libk.so.1 (→ kit/lib/libj.so.1). app's search path is
+    $ORIGIN/../lib as DT_RUNPATH or DT_RPATH; libk has none. libk defines `kit_version`,
+    app was linked against one that defines `app_needs`."""
+    lib = folder / "kit" / "lib"
+    (folder / "kit" / "bin").mkdir(parents=True)
+    lib.mkdir(parents=True)
+    (lib / "j.c").write_text("int j(void) { return 1; }\n")
+    gcc("-shared", "-fPIC", "-Wl,-soname,libj.so.1", "j.c", "-o", "libj.so.1", cwd=lib)
+    (lib / "k.c").write_text("int j(void);\nint k(void) { return j(); }\n")
+    for version in (app_needs, kit_version):  # the last one built stays in the kit
+        (lib / "k.map").write_text(f"{version} {{ global: k; local: *; }};\n")
+        gcc("-shared", "-fPIC", "-Wl,--version-script=k.map", "-Wl,-soname,libk.so.1", "k.c",
+            "-L.", "-l:libj.so.1", "-o", "libk.so.1", cwd=lib)
+        if version == app_needs:
+            (lib / "app.c").write_text("int k(void);\nint main(void) { return k(); }\n")
+            dtags = "--enable-new-dtags" if rpath_kind == "runpath" else "--disable-new-dtags"
+            gcc("app.c", "-L.", "-l:libk.so.1", f"-Wl,{dtags},-rpath,$ORIGIN/../lib",
+                "-Wl,-rpath-link,.", "-o", str(folder / "kit" / "bin" / "app"), cwd=lib)
+    for source in lib.glob("*.[cm]*"):
+        source.unlink()
+    return folder
+
+
+@contextmanager
+def in_root(kit: Path, root: Path) -> Iterator[VerifyReport]:
+    """verify's report for `kit` in `root`, with the kit also placed where the report says it
+    is (KIT_MOUNT), so the root's own loader can be asked the same question."""
+    placed = root / KIT_MOUNT.lstrip("/")
+    shutil.rmtree(placed, ignore_errors=True)
+    try:
+        with open_kit(kit) as opened, open_target(opened.root, root=root) as target:
+            shutil.copytree(opened.root, placed, symlinks=True)  # unpacked, as verify sees it
+            report = verify(opened, target)
+        yield report
+    finally:
+        shutil.rmtree(placed, ignore_errors=True)
+
+
+def assert_agrees_with_the_loader(report: VerifyReport, root: Path) -> None:
+    fs = RootFS(root)
+    for resolution in report.resolutions:
+        program = f"{KIT_MOUNT}/{resolution.program}"
+        theirs = loader_verdict(root, program)
+        ours = our_verdict(resolution, fs)
+        assert ours == theirs, (resolution.program, theirs, ours)
+
+
+def row(report: VerifyReport, start: str) -> tuple[str, str, str, str]:
+    found = [r for r in report.rows if r.requirement.startswith(start)]
+    assert found, (start, report.rows)
+    return found[0].requirement, found[0].found, found[0].status, found[0].fix
+
+
+# --------------------------------------------------------------------------- the example kit
+
+
+def test_example_kit_on_this_host(example_dist: Path) -> None:
+    done = cli(str(example_dist))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SHA256SUMS ok" in done.stdout and "this host (" in done.stdout
+    for soname in ("libcudart.so.13", "libcurl.so.4", "libstdc++.so.6"):
+        assert any(soname in line and "| ok |" in line for line in done.stdout.splitlines()), \
+            (soname, done.stdout)
+    as_json = json.loads(cli(str(example_dist), "--json").stdout)
+    assert as_json["schema_version"] == 1 and as_json["met"] is True
+    assert {p["program"] for p in as_json["programs"]} == {"kit/bin/ninfer",
+                                                           "kit/bin/ninfer-serve"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite", ["bookworm", "trixie"])
+def test_example_kit_in_a_root_agrees_with_its_loader(example_dist: Path, roots: dict[str, Path],
+                                                      proc_mounted: None, suite: str) -> None:
+    with in_root(example_dist, roots[suite]) as report:
+        assert_agrees_with_the_loader(report, roots[suite])
+    assert not report.met and report.exit_code == 1
+    # The kit's RUNPATH is the build machine's toolkit: no CUDA runtime in a plain root.
+    _, found, status, fix = row(report, "CUDA 13 runtime")
+    assert (found, status) == ("not found", MISSING) and "cuda-cudart-13-0" in fix
+    ffmpeg = row(report, "libavformat.so.59")
+    if suite == "bookworm":
+        assert ffmpeg[2] == OK
+    else:  # trixie has FFmpeg 7; the host-built kit links FFmpeg 5
+        assert ffmpeg[1:3] == ("not found", MISSING)
+        assert "apt-get install libavformat59" in ffmpeg[3]
+
+
+def test_verify_an_image_reads_it_as_a_root(example_dist: Path, roots: dict[str, Path]) -> None:
+    """--image exports the image's filesystem (nothing runs in it): the same rows as the
+    exported root, plus the driver, which only a host supplies."""
+    done = cli(str(example_dist), "--image", "ninfer-kits/verify-trixie:local", "--json")
+    by_root = cli(str(example_dist), "--root", str(roots["trixie"]), "--json")
+    assert done.returncode == by_root.returncode == 1, done.stderr
+    image_rows = json.loads(done.stdout)["rows"]
+    assert [(r["requirement"], r["status"]) for r in image_rows] == [
+        (r["requirement"], r["status"]) for r in json.loads(by_root.stdout)["rows"]]
+    driver = [r for r in image_rows if "driver" in r["requirement"]]
+    assert driver and driver[0]["found"].startswith("supplied by the driver at run time")
+
+
+# --------------------------------------------------------------------------- crafted layouts
+
+
+@pytest.mark.slow
+def test_runpath_does_not_reach_a_dependency(tmp_path: Path, roots: dict[str, Path],
+                                             proc_mounted: None) -> None:
+    kit = crafted_kit(tmp_path / "runpath")
+    with in_root(kit, roots["bookworm"]) as report:
+        assert_agrees_with_the_loader(report, roots["bookworm"])
+    assert [m.name for m in report.resolutions[0].missing] == ["libj.so.1"]
+    assert row(report, "libj.so.1 (needed by")[2] == MISSING
+
+
+@pytest.mark.slow
+def test_rpath_reaches_a_dependency(tmp_path: Path, roots: dict[str, Path],
+                                    proc_mounted: None) -> None:
+    kit = crafted_kit(tmp_path / "rpath", rpath_kind="rpath")
+    assert read_elf(kit / "kit" / "bin" / "app").rpath == ("$ORIGIN/../lib",)
+    with in_root(kit, roots["bookworm"]) as report:
+        assert_agrees_with_the_loader(report, roots["bookworm"])
+    assert report.met
+    via = {found.name: found.via for found in report.resolutions[0].found}
+    assert via["libj.so.1"] == "RPATH of kit/bin/app"
+
+
+@pytest.mark.slow
+def test_a_kit_library_without_the_needed_version(tmp_path: Path, roots: dict[str, Path],
+                                                  proc_mounted: None) -> None:
+    kit = crafted_kit(tmp_path / "version", kit_version="KIT_1", app_needs="KIT_2")
+    with in_root(kit, roots["bookworm"]) as report:
+        assert_agrees_with_the_loader(report, roots["bookworm"])
+    gaps = report.resolutions[0].gaps
+    assert [(g.library, g.version) for g in gaps] == [("libk.so.1", "KIT_2")]
+
+
+@pytest.mark.slow
+def test_newer_glibc_and_libstdcxx_are_named(tmp_path: Path, roots: dict[str, Path],
+                                             proc_mounted: None) -> None:
+    """Programs of Debian 13 in a Debian 12 root: the glibc and libstdc++ rows say what the root
+    has, what the kit needs, and which GCC provides it."""
+    trixie = roots["trixie"]
+    kit = tmp_path / "newer"
+    (kit / "kit" / "bin").mkdir(parents=True)
+    for chosen in (trixie / "usr" / "bin" / "chgrp", _trixie_cxx_file(trixie)):
+        shutil.copy2(chosen, kit / "kit" / "bin" / chosen.name)
+    with in_root(kit, roots["bookworm"]) as report:
+        assert_agrees_with_the_loader(report, roots["bookworm"])
+    _, found, status, fix = row(report, "x86-64 Linux, glibc ≥ 2.")
+    assert status == TOO_OLD and found.startswith("glibc 2.36 (")
+    assert "glibc ≥" in fix and "nvidia/cuda:" in fix
+    _, found, status, fix = row(report, "libstdc++.so.6 providing")
+    assert status == TOO_OLD
+    assert found == "libstdc++.so.6 at /lib/x86_64-linux-gnu provides up to GLIBCXX_3.4.30"
+    assert "(GCC 1" in fix and "or newer" in fix
+
+
+def _trixie_cxx_file(trixie: Path) -> Path:
+    """A trixie ELF file that needs a GLIBCXX newer than bookworm's 3.4.30 and no library
+    bookworm lacks (libchromaprint, in these roots)."""
+    runtime = {"libstdc++.so.6", "libc.so.6", "libm.so.6", "libgcc_s.so.1"}
+    for folder in ("usr/bin", "usr/lib/x86_64-linux-gnu"):
+        for path in sorted((trixie / folder).iterdir()):
+            if not path.is_file() or path.is_symlink() or not is_elf(path):
+                continue
+            info = read_elf(path)
+            needs = {SymbolVersion.parse(v) for n in info.version_needs for v in n.versions}
+            if set(info.needed) <= runtime and any(
+                    v.prefix == "GLIBCXX" and v.number > (3, 4, 30) for v in needs):
+                return path
+    pytest.fail("no trixie file needs a newer libstdc++ and nothing else bookworm lacks")
+    raise AssertionError
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_bad_input(tmp_path: Path, example_dist: Path) -> None:
+    not_a_kit = tmp_path / "notes.txt"
+    not_a_kit.write_text("hello\n")
+    cases = [
+        ((str(not_a_kit),), "not a kit archive"),
+        ((str(tmp_path / "absent.tar.gz"),), "no such file or folder"),
+        ((str(example_dist), "--root", str(tmp_path / "nowhere")), "not a folder"),
+        ((str(example_dist), "--root", str(tmp_path)), "not a root filesystem"),
+        ((str(example_dist), "--image", "ninfer-kits/no-such-image:none"), "no such image"),
+        ((str(example_dist), "--ld-library-path", "relative/lib"), "give absolute folders"),
+    ]
+    for args, needle in cases:
+        done = cli(*args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert needle in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+def test_a_damaged_download_is_refused(tmp_path: Path, example_dist: Path) -> None:
+    copy = tmp_path / "dist"
+    shutil.copytree(example_dist, copy)
+    tarball = next(copy.glob("*.tar.gz"))
+    data = bytearray(tarball.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    tarball.write_bytes(bytes(data))
+    done = cli(str(copy))
+    assert done.returncode == 1 and "the download is damaged" in done.stderr, done.stderr
+    assert os.listdir(copy)  # nothing was unpacked beside it

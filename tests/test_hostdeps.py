@@ -307,3 +307,33 @@ def test_the_command_line_entry(lacking: dict[str, str]) -> None:
     clean = subprocess.run([sys.executable, "-m", "ninfer_kits.pipeline.hostdeps", "--tests"],
                            capture_output=True, text=True, check=False)
     assert (clean.returncode, clean.stderr) == (0, "")
+
+
+def test_a_fresh_debian_gets_them_from_apt(tmp_path: Path) -> None:
+    """For real, on a Debian trixie root (the test toolchain image, which tests/test_docker.py
+    builds): with two packages removed, `python -m ninfer_kits.pipeline.hostdeps` as root
+    installs exactly those with apt-get, and the next run finds everything."""
+    docker = shutil.which("docker")
+    if docker is None:
+        missing("docker (the Docker CLI)")
+    assert docker is not None
+    listed = subprocess.run([docker, "images", "--format", "{{.Repository}}:{{.Tag}}",
+                             "ninfer-kits/toolchain-trixie-cuda130"],
+                            capture_output=True, text=True, check=False, timeout=60)
+    images = listed.stdout.split()
+    if listed.returncode != 0 or not images:
+        missing("the image ninfer-kits/toolchain-trixie-cuda130 (tests/test_docker.py builds it)")
+    script = ("apt-get remove -y -qq ninja-build libswscale-dev >/dev/null 2>&1 && "
+              "python3 -m ninfer_kits.pipeline.hostdeps && "
+              "echo SECOND >&2 && python3 -m ninfer_kits.pipeline.hostdeps")
+    done = subprocess.run(
+        [docker, "run", "--rm", "--network", "host", "-v", f"{ROOT / 'src'}:/ninfer-kits:ro",
+         "-e", "PYTHONPATH=/ninfer-kits", "-e", "PYTHONDONTWRITEBYTECODE=1", images[0],
+         "sh", "-c", script],
+        capture_output=True, text=True, check=False, timeout=540)
+    assert done.returncode == 0, done.stdout + done.stderr
+    first, said, second = done.stderr.partition("SECOND")
+    assert said, done.stderr
+    assert ("installing what the build needs (ninja, libswscale): "
+            "apt-get install -y ninja-build libswscale-dev") in first
+    assert "installing" not in second and "error" not in second

@@ -132,6 +132,7 @@ def test_production_has_exactly_its_entries(production: Matrix) -> None:
         ("ninfer-all-sm120a", "iamwavecut/ninfer-all", "sm_120a"),
         ("example", "ninfer-kits/example-engine", "sm_86"),
         ("example-sm120a", "ninfer-kits/example-engine", "sm_120a"),
+        ("example-jit", "ninfer-kits/example-engine", "sm_86"),
     ]
 
 
@@ -181,6 +182,46 @@ def test_production_example_is_a_local_folder(production: Matrix) -> None:
     assert toolchain.dockerfile_path == ROOT / "dockerfiles/toolchain-wheels-debian.Dockerfile"
 
 
+def test_production_example_jit_is_a_variant_by_cmake_option(production: Matrix) -> None:
+    """Same upstream and arch as `example`, built without separable compilation (so its kit
+    keeps loadable PTX): the kit's own option goes over the upstream's, which stay as they are
+    for every other kit."""
+    kit = production.kit("example-jit")
+    assert (kit.upstream.id, kit.arch, kit.toolchain.id) == ("example", "sm_86", "trixie-cuda130")
+    assert kit.cmake_options == (("NINFER_SEPARABLE_COMPILATION", "OFF"),)
+    assert kit.upstream.cmake_options == (("CMAKE_BUILD_TYPE", "Release"),
+                                          ("NINFER_SEPARABLE_COMPILATION", "OFF"))
+    assert production.upstream("example").cmake_options == (("CMAKE_BUILD_TYPE", "Release"),)
+    assert production.kit("example").upstream.cmake_options == (("CMAKE_BUILD_TYPE", "Release"),)
+    assert production.kit("example").cmake_options == ()
+    facts = RevisionFacts(version="0.3.0-example")
+    assert kit.render_tag(facts) == "example-jit-v0.3.0-linux-sm86"
+    assert kit.render_asset(facts) == "ninfer-example-jit-kit-v0.3.0-sm86.tar.gz"
+    assert kit.card == "any GPU of compute capability 8.6 or newer (example engine, PTX)"
+    cmake = (ROOT / "examples" / "engine" / "CMakeLists.txt").read_text()
+    assert "option(NINFER_SEPARABLE_COMPILATION" in cmake
+
+
+def test_kit_cmake_options_go_over_the_upstreams(tmp_path: Path) -> None:
+    variant = SECOND_KIT.replace("[kits.second]", "[kits.debug]").replace(
+        'arch = "sm_120a"', 'arch = "sm_86"').replace("eng-v{version}", "eng-debug-v{version}"
+    ).replace("eng-kit-", "eng-debug-kit-") + 'cmake_options = { USE_X = "ON", ' \
+        'CMAKE_BUILD_TYPE = "Debug" }\n'
+    matrix = load_matrix(write(tmp_path, MINIMAL + variant))
+    kit = matrix.kit("debug")
+    assert kit.cmake_options == (("USE_X", "ON"), ("CMAKE_BUILD_TYPE", "Debug"))
+    # a name the upstream has keeps its place; new names follow
+    assert kit.upstream.cmake_options == (("CMAKE_BUILD_TYPE", "Debug"), ("USE_X", "ON"))
+    assert matrix.kit("example").upstream == matrix.upstream("eng")
+    assert matrix.upstream("eng").cmake_options == (("CMAKE_BUILD_TYPE", "Release"),)
+    # the same options as another kit of that upstream and arch: the same build, refused
+    same = variant.replace('USE_X = "ON", CMAKE_BUILD_TYPE = "Debug"',
+                           'CMAKE_BUILD_TYPE = "Release"')
+    with pytest.raises(ConfigError, match="duplicate kit: kit 'example' already builds upstream "
+                                          "'eng' for sm_86 with the same CMake options"):
+        load_matrix(write(tmp_path, MINIMAL + same))
+
+
 def test_production_objects_are_frozen(production: Matrix) -> None:
     kit = production.kit("example")
     for obj, name in ((kit, "arch"), (kit.upstream, "branch"), (kit.toolchain, "cuda"),
@@ -199,7 +240,7 @@ def test_unknown_kit_name_suggests(production: Matrix) -> None:
         production.kit("ninfer-3090-sm68")
     assert [k.id for k in production.select(["example", "ninfer-sm120a", "example"])] == [
         "example", "ninfer-sm120a"]
-    assert len(production.select()) == 7
+    assert len(production.select()) == 8
 
 
 # --------------------------------------------------------------------------- helpers
@@ -539,6 +580,23 @@ BAD_CASES: list[tuple[str, str, str, str, str | None, str]] = [
                                      "{ BUILD_TESTING = false }"),
      "upstreams.eng.cmake_options", "BUILD_TESTING", "cmake_options =",
      "expected a string, got a boolean"),
+    ("kit-bad-cmake-variable", edit('card = "RTX 3090"',
+                                    'card = "RTX 3090"\ncmake_options = { "A B" = "x" }'),
+     "kits.example.cmake_options", "A B", 'cmake_options = { "A B"',
+     "invalid CMake variable name 'A B'"),
+    ("kit-cmake-arch", edit('card = "RTX 3090"', 'card = "RTX 3090"\n'
+                            'cmake_options = { CMAKE_CUDA_ARCHITECTURES = "90" }'),
+     "kits.example.cmake_options", "CMAKE_CUDA_ARCHITECTURES",
+     "cmake_options = { CMAKE_CUDA_ARCHITECTURES",
+     "CMAKE_CUDA_ARCHITECTURES is set from each kit's arch; remove it here"),
+    ("kit-cmake-option-not-string", edit('card = "RTX 3090"', 'card = "RTX 3090"\n'
+                                         "cmake_options = { USE_X = true }"),
+     "kits.example.cmake_options", "USE_X", "cmake_options = { USE_X",
+     "expected a string, got a boolean"),
+    ("kit-cmake-options-not-table", edit('card = "RTX 3090"', 'card = "RTX 3090"\n'
+                                         'cmake_options = "USE_X=ON"'),
+     "kits.example", "cmake_options", 'cmake_options = "USE_X',
+     "expected a table, got a string"),
     ("target-escapes", edit('"apps/eng"', '"../eng"'), "upstreams.eng.targets", "eng",
      "targets =", "invalid output path '../eng': must not contain '..'"),
     ("bad-repository", edit('"owner/eng"', '"eng"'), "upstreams.eng", "repository",

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = ROOT / "matrix.toml"
 KITS = ("ninfer-sm120a", "ninfer-3090-sm86", "ninfer-all-sm86", "ninfer-all-sm89",
-        "ninfer-all-sm120a", "example", "example-sm120a")
+        "ninfer-all-sm120a", "example", "example-sm120a", "example-jit")
 
 
 def run_matrix(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
@@ -90,7 +90,7 @@ def test_github_is_one_line_for_a_job_matrix() -> None:
     assert run.returncode == 0
     assert run.stdout.count("\n") == 1
     include = json.loads(run.stdout)["include"]
-    assert len(include) == len(KITS) == 7
+    assert len(include) == len(KITS) == 8
     assert include[1] == {"kit": "ninfer-3090-sm86", "upstream": "ninfer-3090", "arch": "sm_86",
                           "toolchain": "ubuntu2404-cuda131", "card": "RTX 3090"}
 
@@ -116,8 +116,8 @@ def test_unknown_kit_suggests_and_exits_2() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "line_text", "expected"),
     [
-        ('arch = "sm_86"\ntoolchain = "trixie-cuda130"',
-         'arch = "sm86"\ntoolchain = "trixie-cuda130"', 'arch = "sm86"',
+        ('[kits.example]\nupstream = "example"\narch = "sm_86"',
+         '[kits.example]\nupstream = "example"\narch = "sm86"', 'arch = "sm86"',
          "[kits.example] key 'arch': invalid arch 'sm86'"),
         ("schema = 1", "schema = 1\nschema = 2", "schema = 2",
          "invalid TOML: Cannot overwrite a value"),

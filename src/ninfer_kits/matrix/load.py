@@ -7,6 +7,7 @@ second, naming the file, table, key and line, instead of failing a build an hour
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import tomllib
@@ -27,6 +28,7 @@ from ninfer_kits.matrix.model import (
     Matrix,
     Toolchain,
     Upstream,
+    merge_cmake_options,
     render,
     resolve_dockerfile,
     template_placeholders,
@@ -271,6 +273,7 @@ def _licenses(table: Table) -> tuple[str, ...]:
 
 
 def _cmake_options(table: Table) -> tuple[tuple[str, str], ...]:
+    """An upstream's CMake options, or a kit's own (given over its upstream's)."""
     if "cmake_options" not in table.data:
         return ()
     options = table.text_pairs("cmake_options")
@@ -392,12 +395,13 @@ def _image(table: Table, key: str) -> str:
 
 
 _KIT_KEYS: Final = ("upstream", "arch", "toolchain", "card", "tag", "asset")
+_KIT_OPTIONAL: Final = ("cmake_options",)
 
 
 def _read_kit(
     table: Table, upstreams: Mapping[str, Upstream], toolchains: Mapping[str, Toolchain]
 ) -> Kit:
-    table.check_keys(_KIT_KEYS)
+    table.check_keys(_KIT_KEYS, _KIT_OPTIONAL)
     upstream = _reference(table, "upstream", upstreams)
     arch = _kit_arch(table, upstream)
     toolchain = _reference(table, "toolchain", toolchains)
@@ -406,9 +410,14 @@ def _read_kit(
             f"toolchain '{toolchain.id}' has CUDA {toolchain.cuda}, "
             f"but upstream '{upstream.id}' needs at least {upstream.min_cuda}"
         ))
+    own = _cmake_options(table)
+    if own:  # the upstream as this kit builds it
+        merged = merge_cmake_options(upstream.cmake_options, own)
+        upstream = dataclasses.replace(upstream, cmake_options=merged)
     kit = Kit(
         id=table.id, upstream=upstream, arch=arch, toolchain=toolchain,
         card=table.text("card"), tag=table.text("tag"), asset=table.text("asset"),
+        cmake_options=own,
     )
     _check_template(table, kit, "tag")
     _check_template(table, kit, "asset")
@@ -470,15 +479,18 @@ def _check_version_placeholders(
 
 
 def _check_duplicates(section: Table, kits: Mapping[str, Kit]) -> None:
-    builds: dict[tuple[str, str], str] = {}
+    """No two kits build the same thing: one upstream for one arch with the same CMake options
+    (a kit's own cmake_options make a variant)."""
+    builds: dict[tuple[str, str, tuple[tuple[str, str], ...]], str] = {}
     names: dict[tuple[str, str], str] = {}
     for kit in kits.values():
         table = section.table(kit.id)
-        build = (kit.upstream.id, kit.arch)
+        build = (kit.upstream.id, kit.arch, tuple(sorted(kit.upstream.cmake_options)))
         if build in builds:
+            same = " with the same CMake options" if kit.cmake_options else ""
             raise table.error("arch", (
                 f"duplicate kit: kit '{builds[build]}' already builds upstream "
-                f"'{kit.upstream.id}' for {kit.arch}"
+                f"'{kit.upstream.id}' for {kit.arch}{same}"
             ))
         rendered = (kit.render_tag(partial=True), kit.render_asset(partial=True))
         if rendered in names:

@@ -134,6 +134,16 @@ class Toolchain:
                 (EXTRA_RUNTIME_PACKAGES, " ".join(self.runtime_packages)))
 
 
+def merge_cmake_options(
+    base: Sequence[tuple[str, str]], override: Sequence[tuple[str, str]]
+) -> tuple[tuple[str, str], ...]:
+    """`base` with `override` applied: a name in both keeps its place and takes the override's
+    value; names only in `override` follow, in its order."""
+    merged = dict(base)
+    merged.update(override)
+    return tuple(merged.items())
+
+
 def resolve_dockerfile(path: str, base_dir: Path) -> tuple[Path, tuple[Path, ...]]:
     """The Dockerfile a matrix names, and every place looked at for it, in order.
 
@@ -188,7 +198,12 @@ class RevisionFacts:
 
 @dataclass(frozen=True, kw_only=True)
 class Kit:
-    """One upstream built for one arch, with the names its release tag and asset get."""
+    """One upstream built for one arch, with the names its release tag and asset get.
+
+    `cmake_options` are the kit's own (a variant of an upstream, such as the example engine
+    without separable compilation). `upstream` is the upstream as this kit builds it: its
+    `cmake_options` are the upstream's with the kit's applied over them (same name: the kit's
+    value, in the upstream's place; new names after), which is what the recipe hands CMake."""
 
     id: str
     upstream: Upstream
@@ -197,6 +212,7 @@ class Kit:
     card: str
     tag: str
     asset: str
+    cmake_options: tuple[tuple[str, str], ...] = ()
 
     @property
     def arch_id(self) -> str:

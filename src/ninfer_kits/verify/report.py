@@ -102,12 +102,14 @@ def _library_row(floor: KitFloor, soname: str, found: Found | None,
     requirement = f"{soname} providing {', '.join(versions)}" if versions else soname
     if soname.startswith("libcudart.so."):
         requirement = f"CUDA {soname.rsplit('.', 1)[1]} runtime — {requirement}"
+    absent = sorted({f"{s.kind} {s.folder}" for r in resolutions for s in r.stale})
     if found is None:
-        return Row(requirement, "not found", MISSING, fix_for(soname))
+        searched = f"; the kit's {', '.join(absent)} does not exist here" if absent else ""
+        return Row(requirement, f"not found{searched}", MISSING, fix_for(soname))
     where = f"{found.path} ({found.via})"
-    stale = [s for r in resolutions for s in r.stale if s.name == soname]
-    if stale:
-        where += f"; the kit's {stale[0].kind} {stale[0].folder} does not exist here"
+    if soname.startswith("libcudart.so.") and absent:
+        # The kit's RUNPATH names the build machine's toolkit: say where it was found instead.
+        where += f"; the kit's {', '.join(absent)} does not exist here"
     if gaps:
         provides = _provides(gaps[0])
         wanted = sorted({g.version for g in gaps}, key=SymbolVersion.parse)

@@ -182,7 +182,9 @@ class Resolver:
                 return self._hit(posixpath.join(folder, name), "system folder", target, name,
                                  requester, main, label, missing_dirs, stale)
         searched += [folder for _, folder in missing_dirs]
-        return NotFound(name, self._shown(requester, main, label), tuple(searched))
+        shown = self._shown(requester, main, label)
+        stale += [StaleSearchPath(kind, folder, name, "", shown) for kind, folder in missing_dirs]
+        return NotFound(name, shown, tuple(searched))
 
     def _hit(self, path: str, via: str, target: ElfInfo, name: str, requester: _Object,
              main: _Object, label: str, missing_dirs: list[tuple[str, str]],

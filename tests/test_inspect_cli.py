@@ -49,16 +49,18 @@ def test_tarball_is_read_without_unpacking_next_to_it(kit_folder: Path, tmp_path
     assert done.returncode == 0, done.stderr
     assert sorted(tmp_path.iterdir()) == before
     report = json.loads(done.stdout)
-    assert report["schema_version"] == 2
+    assert report["schema_version"] == 3
     assert [f["path"] for f in report["files"]] == [
         "kit/bin/ninfer", "kit/bin/ninfer-serve", "kit/lib/libkitdemo.so.1"]
     floor = report["floor"]
     assert floor["provided_in_kit"] == ["libkitdemo.so.1"]
     assert "libkitdemo.so.1" not in floor["sonames"]
-    assert floor["cuda"] == {"sass": ["sm_86"], "ptx": [], "relocatable": [], "other": []}
+    assert floor["cuda"] == {"sass": ["sm_86"], "ptx": [], "relocatable": [], "other": [],
+                             "embedded": [], "embedded_in": []}
     assert floor["symbol_versions"]["GLIBC"]["floor"]
     assert report["files"][0]["cuda"][0] == {
-        "section": ".nv_fatbin", "loadable": True, "kind": "sass", "arch": "sm_86",
+        "section": ".nv_fatbin", "segment": None, "placement": "fatbin", "loadable": True,
+        "kind": "sass", "arch": "sm_86",
         "compressed": False, "payload_size": report["files"][0]["cuda"][0]["payload_size"]}
 
 

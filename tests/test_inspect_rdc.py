@@ -187,7 +187,7 @@ def test_unknown_kind_is_reported_not_corrupt(rdc: dict[str, Path], tmp_path: Pa
     floor = kit_floor([read_elf(target)])
     other = [(item.kind, item.arch, item.count) for item in floor.other_device_code]
     assert other == [("kind-64", "arch_86", 1)]
-    assert "kind-64 arch_86 ×1 in .nv_fatbin (neither SASS nor PTX)" in arch_row(floor)[1]
+    assert "not counted: kind-64 arch_86 ×1 (neither SASS nor PTX)" in arch_row(floor)[1]
     done = _inspect(target)
     assert done.returncode == 0, done.stderr
     assert "kind-64 arch_86 ×1" in done.stdout
@@ -227,7 +227,7 @@ def test_json_keeps_loaded_and_relocatable_apart(rdc: dict[str, Path]) -> None:
     report = json.loads(_inspect("--json", rdc["rdc_app"]).stdout)
     schema_path = Path(__file__).parent.parent / "src/ninfer_kits/data/inspect.schema.json"
     jsonschema.validate(report, json.loads(schema_path.read_text()))
-    assert report["schema_version"] == 2
+    assert report["schema_version"] == 3
     cuda = report["floor"]["cuda"]
     assert cuda["sass"] == ["sm_86"] and cuda["ptx"] == [] and cuda["other"] == []
     assert {(item["kind"], item["arch"]) for item in cuda["relocatable"]} == {

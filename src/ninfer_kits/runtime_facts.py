@@ -5,9 +5,8 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 VERSION_KEY = re.compile(r"^\d+(\.\d+)*$")
 GCC_RELEASE = re.compile(r"^GCC (?P<release>\d+\.\d+(\.\d+)?)$")  # "GCC 13.2", "GCC 4.8.3"
@@ -17,12 +16,25 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
 
 
-@dataclass(frozen=True)
-class RuntimeFacts:
+class GlibcAbiMarker(NamedTuple):
+    """A symbol version that names a loader feature, not an interface (GLIBC_ABI_DT_RELR): the
+    linker adds the need when the feature is used, and only glibc from `glibc` on defines it."""
+
+    name: str
+    glibc: tuple[int, ...]
+    meaning: str
+    source: str
+
+
+class RuntimeFacts(NamedTuple):
     glibcxx: tuple[tuple[tuple[int, ...], str], ...]  # sorted by version
     cxxabi: tuple[tuple[tuple[int, ...], str], ...]
     families: tuple[tuple[str, tuple[str, ...]], ...]
     glibc_sonames: frozenset[str]
+    glibc_abi: tuple[GlibcAbiMarker, ...] = ()
+
+    def glibc_abi_marker(self, name: str) -> GlibcAbiMarker | None:
+        return next((marker for marker in self.glibc_abi if marker.name == name), None)
 
     def gcc_advice(self, prefix: str, version: tuple[int, ...]) -> str:
         """Which GCC's libstdc++ provides PREFIX_version, as advice for the floor table."""
@@ -52,7 +64,22 @@ def _validate(raw: dict[str, Any]) -> RuntimeFacts:
         cxxabi=_version_table(raw, "cxxabi"),
         families=tuple((name, tuple(members)) for name, members in raw["families"].items()),
         glibc_sonames=frozenset(raw["glibc_sonames"]),
+        glibc_abi=_glibc_abi(raw.get("glibc_abi", {})),
     )
+
+
+def _glibc_abi(table: dict[str, Any]) -> tuple[GlibcAbiMarker, ...]:
+    markers = []
+    for name, row in table.items():
+        fields = row if isinstance(row, dict) else {}
+        glibc, meaning, source = (fields.get(key) for key in ("glibc", "meaning", "source"))
+        if not (name.startswith("GLIBC_ABI_") and isinstance(glibc, str)
+                and VERSION_KEY.match(glibc) and isinstance(meaning, str) and meaning
+                and isinstance(source, str) and source):
+            raise ValueError(f"runtime_facts.toml: [glibc_abi.{name}] needs a GLIBC_ABI_ name "
+                             f"and glibc (a dotted version), meaning and source (texts)")
+        markers.append(GlibcAbiMarker(name, parse_version(glibc), meaning, source))
+    return tuple(markers)
 
 
 def _version_table(raw: dict[str, Any], name: str) -> tuple[tuple[tuple[int, ...], str], ...]:

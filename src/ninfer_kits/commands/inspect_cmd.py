@@ -4,26 +4,48 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
 
+from ninfer_kits.inspector.archive import DEFAULT_MEMBER_LIMIT, size_words
 from ninfer_kits.inspector.elf import ElfInfo
 from ninfer_kits.inspector.fatbin import FatbinEntry
 from ninfer_kits.inspector.floor import SymbolVersion, device_code_order, kind_label, render_table
+from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.inspector.inspection import Inspection, inspect_path, to_json
+
+SIZE = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?)(?:i?B)?$", re.IGNORECASE)
+
+
+def member_size(text: str) -> int:
+    """`4G`, `512M`, `1.5GiB`, `100000` (bytes): for --max-member-size."""
+    match = SIZE.match(text.strip())
+    if match is None or float(match["number"]) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 4G, 512M or 1000000")
+    shift = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[match["unit"].upper()]
+    return int(float(match["number"]) * (1 << shift))
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", type=Path, help="an ELF file, a folder, or a .tar.gz kit")
+    parser.add_argument("path", type=Path,
+                        help="an ELF file, a folder, or a kit archive (.tar.gz, .tar.xz, "
+                             ".tar.bz2, .tar)")
     parser.add_argument("--json", action="store_true",
                         help="versioned JSON (indented on a terminal, compact when piped)")
     parser.add_argument("--floor-only", action="store_true",
                         help="print only the floor table, not each file")
+    parser.add_argument("--max-member-size", type=member_size, default=DEFAULT_MEMBER_LIMIT,
+                        metavar="SIZE",
+                        help=f"refuse an ELF member of a kit archive larger than this "
+                             f"(default {size_words(DEFAULT_MEMBER_LIMIT)}); it is held in a "
+                             f"temporary file while it is read")
 
 
 def execute(args: argparse.Namespace) -> int:
-    inspection = inspect_path(args.path)
+    inspection = inspect_path(args.path, member_limit=args.max_member_size, partial=True,
+                              limit_hint=" (--max-member-size)")
     if args.json:
         # Indented for people at a terminal; compact when piped, where the C encoder is several
         # times faster on kits with thousands of fatbin entries (jq re-indents if wanted).
@@ -31,19 +53,29 @@ def execute(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(to_json(inspection), indent=indent, sort_keys=True) + "\n")
     else:
         sys.stdout.write(render_text(inspection, files=not args.floor_only))
+    if inspection.unreadable:
+        sys.stdout.flush()
+        raise inspection.unreadable_error()
     return 0
 
 
 def render_text(inspection: Inspection, files: bool = True) -> str:
     parts = [_describe_file(info) for info in inspection.files] if files else []
+    if inspection.skipped:
+        parts.append("".join(f"skipped: {printable(note.path)}: {note.why}\n"
+                             for note in inspection.skipped))
     count = len(inspection.files)
-    title = f"Runtime floor of {inspection.source} ({count} ELF file{'s' * (count != 1)}):"
+    missing = len(inspection.unreadable)
+    unread = (f"; {missing} path{'s' * (missing != 1)} could not be read, see below"
+              if missing else "")
+    title = (f"Runtime floor of {printable(inspection.source)} "
+             f"({count} ELF file{'s' * (count != 1)}{unread}):")
     parts.append(f"{title}\n\n{render_table(inspection.floor.table)}\n")
     return "\n".join(parts)
 
 
 def _describe_file(info: ElfInfo) -> str:
-    lines = [f"{info.path}: ELF{info.elf_class} {info.machine} {info.type}"]
+    lines = [f"{printable(info.path)}: ELF{info.elf_class} {info.machine} {info.type}"]
     fields = [
         ("interpreter", info.interpreter or ""),
         ("soname", info.soname or ""),
@@ -52,15 +84,25 @@ def _describe_file(info: ElfInfo) -> str:
         ("runpath", ":".join(info.runpath)),
         ("build-id", info.build_id or ""),
     ]
-    lines += [f"  {name:<12}{value}" for name, value in fields if value]
-    lines += [f"  {'versions':<12}{line}" for line in _version_lines(info)]
-    loaded = [entry for entry in info.device_code if entry.loadable]
+    lines += [f"  {name:<12}{printable(value)}" for name, value in fields if value]
+    lines += [f"  {'versions':<12}{printable(line)}" for line in _version_lines(info)]
+    loaded = [entry for entry in info.device_code if entry.placement == "fatbin"]
     relocatable = [entry for entry in info.device_code if not entry.loadable]
+    embedded: dict[str, list[FatbinEntry]] = {}
+    for entry in info.device_code:
+        if entry.placement in ("data", "segment"):
+            embedded.setdefault(entry.where, []).append(entry)
     if loaded:
         lines.append(f"  {'cuda':<12}{_device_summary(loaded)}")
+    for where, entries in embedded.items():
+        why = ("found without section headers" if where.startswith("segment ")
+               else "fatbin containers outside .nv_fatbin, loaded by the library itself; "
+                    "cuobjdump does not list them")
+        lines.append(f"  {'cuda':<12}{_device_summary(entries)} in {printable(where)} ({why})")
     if relocatable:
         lines.append(f"  {'relocatable':<12}{_device_summary(relocatable)} "
                      f"(device-link inputs; never loaded by the CUDA runtime)")
+    lines += [f"  {'remark':<12}{printable(remark)}" for remark in info.remarks]
     return "\n".join(lines) + "\n"
 
 

@@ -1,51 +1,65 @@
 """Read what an ELF file needs from its dynamic loader and what device code it carries.
 
-Read-only and header-level: nothing here executes the file or loads large sections. pyelftools
-raises many different exception types on corrupt input (its own, construct's, struct's, plain
-ValueError/IndexError...), so each read is fenced and turned into one `NotAnElf` naming the file.
+Read-only and header-level: nothing here executes the file or reads large sections whole. What the
+loader needs is read the way the loader reads it — from the program headers: `PT_INTERP`,
+`PT_DYNAMIC`, and through its tags (`DT_STRTAB`, `DT_NEEDED`, `DT_SONAME`, `DT_RPATH`,
+`DT_RUNPATH`, `DT_VERNEED`, `DT_VERDEF`) mapped to file offsets by the `PT_LOAD` segments — so a
+file without section headers (`strip --strip-section-headers`, or `e_shoff = 0` by hand; it still
+runs) gives the same answer as one with them, and section headers that disagree with the program
+headers cannot mislead it (that is said in the file's remarks). Section headers are used for what
+only they name: the CUDA fatbin sections and the data sections searched for more device code.
+
+Every offset is checked against the file's size before it is read, so a corrupt or hostile file
+ends in one `NotAnElf` naming the file and what is wrong, never in a crash or a huge allocation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import mmap
+import struct
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
-
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
-from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
-from elftools.elf.sections import NoteSection
+from typing import BinaryIO, NamedTuple
 
 from ninfer_kits.errors import NotAnElf
-from ninfer_kits.inspector.fatbin import FATBIN_SECTIONS, FatbinEntry, read_fatbin
-
-T = TypeVar("T")
+from ninfer_kits.inspector.fatbin import (
+    FATBIN_SECTIONS,
+    WRAPPER_SECTION,
+    FatbinEntry,
+    find_containers,
+    read_fatbin,
+)
+from ninfer_kits.inspector.inputs import ByteSource, open_regular, printable
 
 ELF_MAGIC = b"\x7fELF"
 
 MACHINES = {
-    "EM_X86_64": "x86-64",
-    "EM_386": "i386",
-    "EM_AARCH64": "aarch64",
-    "EM_ARM": "arm",
-    "EM_PPC64": "ppc64",
-    "EM_RISCV": "riscv",
-    "EM_S390": "s390",
+    0: "none", 2: "sparc", 3: "i386", 8: "mips", 20: "ppc", 21: "ppc64", 22: "s390", 40: "arm",
+    43: "sparcv9", 50: "ia64", 62: "x86-64", 183: "aarch64", 190: "cuda", 243: "riscv",
+    258: "loongarch",
 }
+TYPES = {0: "NONE", 1: "REL", 2: "EXEC", 3: "DYN", 4: "CORE"}
+
+PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE = 1, 2, 3, 4
+SHT_PROGBITS, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS = 1, 6, 7, 8
+SHT_GNU_VERDEF, SHT_GNU_VERNEED = 0x6FFFFFFD, 0x6FFFFFFE
+SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
+DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29
+DT_VERSYM, DT_VERDEF, DT_VERNEED = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE
+NT_GNU_BUILD_ID = 3
+VER_FLG_BASE = 0x1
+PN_XNUM = SHN_XINDEX = 0xFFFF
 
 
-@dataclass(frozen=True)
-class VersionNeed:
-    """The symbol versions one file needs from one library (`.gnu.version_r`)."""
+class VersionNeed(NamedTuple):
+    """The symbol versions one file needs from one library (DT_VERNEED, `.gnu.version_r`)."""
 
     library: str
     versions: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class ElfInfo:
+class ElfInfo(NamedTuple):
     """Everything the floor is derived from, for one ELF file."""
 
     path: str
@@ -61,40 +75,59 @@ class ElfInfo:
     version_needs: tuple[VersionNeed, ...]
     version_defs: tuple[str, ...]
     device_code: tuple[FatbinEntry, ...]
+    # What was read differently from the usual, or could not be read: no section headers,
+    # section headers that disagree with the program headers, data that was not searched.
+    remarks: tuple[str, ...] = ()
 
 
 def is_elf(path: Path) -> bool:
     try:
-        with path.open("rb") as stream:
-            return stream.read(4) == ELF_MAGIC
-    except OSError:
+        with open_regular(path) as file:
+            return file.head(4) == ELF_MAGIC
+    except Exception:
         return False
 
 
-def read_elf(path: Path, name: str | None = None) -> ElfInfo:
-    """Inspect one file; `name` is how it is shown (e.g. its path inside a tarball)."""
-    with path.open("rb") as stream:
-        return read_elf_stream(stream, name or str(path))
+def read_elf(path: Path, name: str | None = None, shown: str | None = None) -> ElfInfo:
+    """Inspect one regular file. `name` is its path in the report (e.g. relative to the folder
+    inspected), `shown` how errors name it (default: the path as given)."""
+    label = shown or str(path)
+    with open_regular(path, label) as file:
+        data = file.contents()
+        try:
+            return read_elf_buffer(data, name or str(path), label)
+        finally:
+            if isinstance(data, mmap.mmap):
+                data.close()
 
 
 def read_elf_stream(stream: BinaryIO, shown: str) -> ElfInfo:
-    if stream.read(4) != ELF_MAGIC:
-        raise NotAnElf(f"{shown}: not an ELF file")
-    stream.seek(0)
-    with _fenced(shown):
-        return _read(stream, shown)
+    """Inspect what a binary stream holds (read whole; for tests and small inputs)."""
+    return read_elf_buffer(stream.read(), shown)
+
+
+def read_elf_buffer(data: ByteSource, name: str, shown: str | None = None) -> ElfInfo:
+    """Inspect the bytes of an ELF file; `name` is its path in the report, `shown` (default:
+    `name`) how errors name it."""
+    label = printable(shown or name)
+    if data[:4] != ELF_MAGIC:
+        raise NotAnElf(f"{label}: not an ELF file")
+    with _fenced(label):
+        return _Elf(data).info(name)
 
 
 @contextmanager
-def _fenced(shown: str) -> Iterator[None]:
+def _fenced(label: str) -> Iterator[None]:
     try:
         yield
+    except _Corrupt as error:
+        raise NotAnElf(f"{label}: corrupt or truncated ELF file ({error})") from error
     except NotAnElf as error:
-        raise NotAnElf(f"{shown}: {error}") from error
+        raise NotAnElf(f"{label}: {error}") from error
     except RecursionError as error:
-        raise NotAnElf(f"{shown}: corrupt ELF file (unreadable structure)") from error
-    except Exception as error:  # pyelftools has no single error type for corrupt input
-        raise NotAnElf(f"{shown}: corrupt or truncated ELF file ({_describe(error)})") from error
+        raise NotAnElf(f"{label}: corrupt ELF file (unreadable structure)") from error
+    except Exception as error:  # a bug here must still name the file, in one line
+        raise NotAnElf(f"{label}: corrupt or truncated ELF file ({_describe(error)})") from error
 
 
 def _describe(error: BaseException) -> str:
@@ -102,100 +135,456 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[:120]}" if text else type(error).__name__
 
 
-def _read(stream: BinaryIO, shown: str) -> ElfInfo:
-    elf = ELFFile(stream)
-    sections = list(elf.iter_sections())  # pyelftools re-parses headers on every iteration
-    dynamic = _dynamic_tags(sections)
-    return ElfInfo(
-        path=shown,
-        elf_class=elf.elfclass,
-        machine=MACHINES.get(elf["e_machine"], str(elf["e_machine"]).removeprefix("EM_").lower()),
-        type=str(elf["e_type"]).removeprefix("ET_"),
-        interpreter=_interpreter(elf),
-        soname=next(iter(dynamic.get("DT_SONAME", [])), None),
-        needed=tuple(dynamic.get("DT_NEEDED", [])),
-        rpath=_split_paths(dynamic.get("DT_RPATH", [])),
-        runpath=_split_paths(dynamic.get("DT_RUNPATH", [])),
-        build_id=_build_id(sections),
-        version_needs=_version_needs(sections),
-        version_defs=_version_defs(sections),
-        device_code=_device_code(sections, stream),
-    )
+class _Corrupt(Exception):
+    """What is wrong with the file's structure, in words; the caller adds the file's name."""
 
 
-def _bounded(items: Iterable[T], section: Any, entry_size: int) -> Iterator[T]:
-    """Stop a corrupt count or a self-referencing `next` link from looping forever: a section
-    cannot hold more entries than its size allows."""
-    limit = section["sh_size"] // entry_size + 1
-    for count, item in enumerate(items):
-        if count >= limit:
-            raise NotAnElf(f"section {section.name} lists more entries than it can hold")
-        yield item
+class _Segment(NamedTuple):
+    number: int
+    type: int
+    flags: int
+    offset: int
+    vaddr: int
+    filesz: int
+    align: int
 
 
-def _dynamic_tags(sections: list[Any]) -> dict[str, list[str]]:
-    wanted = {"DT_NEEDED": "needed", "DT_SONAME": "soname", "DT_RPATH": "rpath",
-              "DT_RUNPATH": "runpath"}
-    tags: dict[str, list[str]] = {}
-    for section in sections:
-        if not isinstance(section, DynamicSection):
-            continue
-        for tag in _bounded(section.iter_tags(), section, 8):
-            if tag.entry.d_tag in wanted:
-                tags.setdefault(tag.entry.d_tag, []).append(getattr(tag, wanted[tag.entry.d_tag]))
-    return tags
+class _Section(NamedTuple):
+    number: int
+    name: str
+    type: int
+    flags: int
+    addr: int
+    offset: int
+    size: int
+    addralign: int
+
+
+class _Dynamic:
+    """The tags of PT_DYNAMIC that say what the loader must find."""
+
+    def __init__(self) -> None:
+        self.needed: list[int] = []
+        self.soname: int | None = None
+        self.rpath: list[int] | None = None
+        self.runpath: list[int] | None = None
+        self.strtab: int | None = None
+        self.strsz: int | None = None
+        self.verneed: int | None = None
+        self.verdef: int | None = None
+        self.versym: int | None = None
+
+
+class _Elf:
+    """One parse of one file's headers."""
+
+    def __init__(self, data: ByteSource) -> None:
+        self.data = data
+        self.size = len(data)
+        self.remarks: list[str] = []
+        ident = bytes(data[:16])
+        if len(ident) < 16:
+            raise _Corrupt(f"only {self.size} bytes, shorter than an ELF identification")
+        if ident[4] not in (1, 2):
+            raise _Corrupt(f"unknown ELF class {ident[4]}")
+        if ident[5] not in (1, 2):
+            raise _Corrupt(f"unknown byte order {ident[5]}")
+        self.is64 = ident[4] == 2
+        order = "<" if ident[5] == 1 else ">"
+        self.elf_class = 64 if self.is64 else 32
+        word = "Q" if self.is64 else "I"
+        self.s_header = struct.Struct(order + ("HHIQQQIHHHHHH" if self.is64 else "HHIIIIIHHHHHH"))
+        self.s_phdr = struct.Struct(order + ("IIQQQQQQ" if self.is64 else "IIIIIIII"))
+        self.s_shdr = struct.Struct(order + f"II{word}{word}{word}{word}II{word}{word}")
+        self.s_dyn = struct.Struct(order + ("qQ" if self.is64 else "iI"))
+        self.s_verneed = struct.Struct(order + "HHIII")
+        self.s_vernaux = struct.Struct(order + "IHHII")
+        self.s_verdef = struct.Struct(order + "HHHHIII")
+        self.s_verdaux = struct.Struct(order + "II")
+        self.s_note = struct.Struct(order + "III")
+        header = self._unpack(self.s_header, 16, "the ELF header")
+        (self.e_type, self.e_machine, _version, _entry, self.phoff, self.shoff, _flags,
+         _ehsize, self.phentsize, self.phnum, self.shentsize, self.shnum,
+         self.shstrndx) = header
+        self.sections = self._sections()
+        self.segments = self._segments()
+        self._check_loadable()
+
+    # --- reading, bounded -------------------------------------------------------------------
+
+    def _unpack(self, layout: struct.Struct, at: int, what: str) -> tuple[int, ...]:
+        if at < 0 or at + layout.size > self.size:
+            raise _Corrupt(f"{what} at offset {at:#x} lies past the end of the file "
+                           f"({self.size} bytes)")
+        return layout.unpack_from(self.data, at)
+
+    def _table(self, offset: int, count: int, entsize: int, layout: struct.Struct,
+               what: str) -> list[tuple[int, ...]]:
+        if count == 0:
+            return []
+        if entsize < layout.size:
+            raise _Corrupt(f"{what} entries of {entsize} bytes, smaller than {layout.size}")
+        end = offset + count * entsize
+        if offset < 0 or end > self.size:
+            raise _Corrupt(f"{what} ({count} entries of {entsize} bytes at offset {offset:#x}) "
+                           f"runs past the end of the file ({self.size} bytes)")
+        if entsize == layout.size:
+            return list(layout.iter_unpack(self.data[offset:end]))
+        return [layout.unpack_from(self.data, offset + i * entsize) for i in range(count)]
+
+    def _string(self, table: int, size: int, index: int, what: str) -> str:
+        if index >= size:
+            raise _Corrupt(f"{what}: string offset {index:#x} outside its string table "
+                           f"({size} bytes)")
+        start = table + index
+        end = self.data.find(b"\0", start, table + size)
+        if end < 0:
+            raise _Corrupt(f"{what}: unterminated string at offset {start:#x}")
+        return bytes(self.data[start:end]).decode("utf-8", "surrogateescape")
+
+    # --- headers --------------------------------------------------------------------------------
+
+    def _sections(self) -> list[_Section]:
+        if self.shoff == 0:
+            self.remarks.append(
+                "no section headers (e_shoff = 0): read what the loader reads, from the "
+                "program headers")
+            return []
+        count, names_index = self.shnum, self.shstrndx
+        if count == 0 or names_index == SHN_XINDEX:  # the real values live in section 0
+            first = self._table(self.shoff, 1, self.shentsize, self.s_shdr, "section header 0")
+            count = count or first[0][5]
+            if names_index == SHN_XINDEX:
+                names_index = first[0][6]
+        rows = self._table(self.shoff, count, self.shentsize, self.s_shdr,
+                           "the section header table")
+        if self.phnum == PN_XNUM and rows:
+            self.phnum = rows[0][7]
+        names = self._names(rows, names_index)
+        return [
+            _Section(number=i, name=names(row[0]), type=row[1], flags=row[2], addr=row[3],
+                     offset=row[4], size=row[5], addralign=row[8])
+            for i, row in enumerate(rows)
+        ]
+
+    def _names(self, rows: list[tuple[int, ...]], index: int) -> _NameReader:
+        if not 0 < index < len(rows) or rows[index][1] == SHT_NOBITS:
+            if index:
+                self.remarks.append(f"section names unreadable (e_shstrndx {index})")
+            return _NameReader(self, 0, 0)
+        offset, size = rows[index][4], rows[index][5]
+        if offset + size > self.size:
+            self.remarks.append("section names unreadable (their table runs past the end of "
+                                "the file)")
+            return _NameReader(self, 0, 0)
+        return _NameReader(self, offset, size)
+
+    def _segments(self) -> list[_Segment]:
+        if self.phoff == 0 or self.phnum == 0:
+            return []
+        rows = self._table(self.phoff, self.phnum, self.phentsize, self.s_phdr,
+                           "the program header table")
+        segments = []
+        for i, row in enumerate(rows):
+            if self.is64:
+                p_type, flags, offset, vaddr, _paddr, filesz, _memsz, align = row
+            else:
+                p_type, offset, vaddr, _paddr, filesz, _memsz, flags, align = row
+            segments.append(_Segment(i, p_type, flags, offset, vaddr, filesz, align))
+        return segments
+
+    def _check_loadable(self) -> None:
+        """A segment the loader maps must lie inside the file: otherwise it is truncated."""
+        if self.e_type not in (2, 3):  # EXEC, DYN
+            return
+        for segment in self.segments:
+            if segment.type in (PT_LOAD, PT_DYNAMIC, PT_INTERP) and (
+                    segment.offset + segment.filesz > self.size):
+                raise _Corrupt(f"segment {segment.number} ({segment.filesz} bytes at offset "
+                               f"{segment.offset:#x}) runs past the end of the file "
+                               f"({self.size} bytes)")
+
+    def _file_offset(self, address: int, what: str) -> tuple[int, int]:
+        """The file offset of a virtual address, and how many bytes from there belong to the
+        same segment: the way the loader finds what a DT_ tag points at."""
+        for segment in self.segments:
+            if segment.type == PT_LOAD and segment.vaddr <= address < (
+                    segment.vaddr + segment.filesz):
+                delta = address - segment.vaddr
+                return segment.offset + delta, segment.filesz - delta
+        for section in self.sections:  # files without PT_LOAD (objects) keep them in sections
+            if section.type != SHT_NOBITS and section.addr <= address < (
+                    section.addr + section.size) and section.flags & SHF_ALLOC:
+                delta = address - section.addr
+                return section.offset + delta, section.size - delta
+        raise _Corrupt(f"{what} address {address:#x} lies in no loadable segment")
+
+    # --- the loader's view --------------------------------------------------------------------
+
+    def _dynamic_region(self) -> tuple[int, int] | None:
+        for segment in self.segments:
+            if segment.type == PT_DYNAMIC:
+                return segment.offset, segment.filesz
+        for section in self.sections:  # no PT_DYNAMIC: an object or a debug file, at most
+            if section.type == SHT_DYNAMIC:
+                return section.offset, section.size
+        return None
+
+    def _dynamic(self) -> _Dynamic:
+        dynamic = _Dynamic()
+        region = self._dynamic_region()
+        if region is None:
+            return dynamic
+        offset, size = region
+        if offset + size > self.size:
+            raise _Corrupt(f"the dynamic section ({size} bytes at offset {offset:#x}) runs past "
+                           f"the end of the file ({self.size} bytes)")
+        count = size // self.s_dyn.size
+        for tag, value in self._table(offset, count, self.s_dyn.size, self.s_dyn,
+                                      "the dynamic section"):
+            if tag == DT_NULL:
+                break
+            if tag == DT_NEEDED:
+                dynamic.needed.append(value)
+            elif tag == DT_SONAME:
+                dynamic.soname = value
+            elif tag == DT_RPATH:
+                dynamic.rpath = [*(dynamic.rpath or []), value]
+            elif tag == DT_RUNPATH:
+                dynamic.runpath = [*(dynamic.runpath or []), value]
+            elif tag == DT_STRTAB:
+                dynamic.strtab = value
+            elif tag == DT_STRSZ:
+                dynamic.strsz = value
+            elif tag == DT_VERNEED:
+                dynamic.verneed = value
+            elif tag == DT_VERDEF:
+                dynamic.verdef = value
+            elif tag == DT_VERSYM:
+                dynamic.versym = value
+        return dynamic
+
+    def _strings(self, dynamic: _Dynamic) -> tuple[int, int]:
+        if dynamic.strtab is None:
+            return 0, 0
+        offset, available = self._file_offset(dynamic.strtab, "DT_STRTAB")
+        size = available if dynamic.strsz is None else min(dynamic.strsz, available)
+        return offset, size
+
+    def _interpreter(self) -> str | None:
+        for segment in self.segments:
+            if segment.type == PT_INTERP:
+                if segment.offset + segment.filesz > self.size:
+                    raise _Corrupt("PT_INTERP runs past the end of the file")
+                raw = bytes(self.data[segment.offset:segment.offset + segment.filesz])
+                return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        return None
+
+    def _version_needs(self, dynamic: _Dynamic, strings: tuple[int, int]) -> list[VersionNeed]:
+        """DT_VERNEED, walked as ld.so walks it: by `vn_next`/`vna_next` until a zero link."""
+        if dynamic.verneed is None:
+            return []
+        table, size = strings
+        at, _ = self._file_offset(dynamic.verneed, "DT_VERNEED")
+        needs: list[VersionNeed] = []
+        seen: set[int] = set()
+        while True:
+            if at in seen or len(seen) > self.size // 16:
+                raise _Corrupt("the version needs (DT_VERNEED) form a loop")
+            seen.add(at)
+            _version, count, file_name, aux, next_need = self._unpack(
+                self.s_verneed, at, "a version need")
+            library = self._string(table, size, file_name, "DT_VERNEED")
+            names, aux_at = [], at + aux
+            for _ in range(min(count, self.size // 16)):
+                _hash, _flags, _other, name, next_aux = self._unpack(
+                    self.s_vernaux, aux_at, "a version need entry")
+                names.append(self._string(table, size, name, "DT_VERNEED"))
+                if next_aux == 0:
+                    break
+                aux_at += next_aux
+            needs.append(VersionNeed(library=library, versions=tuple(names)))
+            if next_need == 0:
+                return needs
+            at += next_need
+
+    def _version_defs(self, dynamic: _Dynamic, strings: tuple[int, int]) -> list[str]:
+        """DT_VERDEF: the versions this file defines, without its base entry (its own name)."""
+        if dynamic.verdef is None:
+            return []
+        table, size = strings
+        at, _ = self._file_offset(dynamic.verdef, "DT_VERDEF")
+        names: list[str] = []
+        seen: set[int] = set()
+        while True:
+            if at in seen or len(seen) > self.size // 20:
+                raise _Corrupt("the version definitions (DT_VERDEF) form a loop")
+            seen.add(at)
+            _version, flags, _index, count, _hash, aux, next_def = self._unpack(
+                self.s_verdef, at, "a version definition")
+            if not flags & VER_FLG_BASE and count:
+                name, _next = self._unpack(self.s_verdaux, at + aux, "a version name")
+                names.append(self._string(table, size, name, "DT_VERDEF"))
+            if next_def == 0:
+                return names
+            at += next_def
+
+    def _disagreements(self, dynamic: _Dynamic) -> None:
+        """Section headers that say something else than the program headers: the loader only
+        reads the latter, and so does this reader; the difference is worth a remark."""
+        if not self.sections:
+            return
+        differ = []
+        by_type: dict[int, list[_Section]] = {}
+        for section in self.sections:
+            by_type.setdefault(section.type, []).append(section)
+        region = next(((s.offset, s.filesz) for s in self.segments if s.type == PT_DYNAMIC), None)
+        if region is not None and not any(s.offset == region[0]
+                                           for s in by_type.get(SHT_DYNAMIC, [])):
+            differ.append("dynamic section")
+        for tag, kind, name in ((dynamic.verneed, SHT_GNU_VERNEED, "version needs"),
+                                (dynamic.verdef, SHT_GNU_VERDEF, "version definitions")):
+            if tag is not None and not any(s.addr == tag for s in by_type.get(kind, [])):
+                differ.append(name)
+        if differ:
+            self.remarks.append(f"the section headers disagree with the program headers "
+                                f"({', '.join(differ)}): read what the loader reads")
+
+    # --- notes and device code ----------------------------------------------------------------
+
+    def _build_id(self) -> str | None:
+        """The GNU build-id note (owner "GNU", type NT_GNU_BUILD_ID): other owners use type 3
+        for other things (SystemTap's `.note.stapsdt` probes)."""
+        regions = [(s.offset, s.filesz, s.align) for s in self.segments if s.type == PT_NOTE]
+        if not regions:
+            regions = [(s.offset, s.size, s.addralign) for s in self.sections
+                       if s.type == SHT_NOTE]
+        for offset, size, align in regions:
+            found = self._gnu_build_id(offset, min(offset + size, self.size),
+                                       8 if align == 8 else 4)
+            if found is not None:
+                return found
+        return None
+
+    def _gnu_build_id(self, position: int, end: int, align: int) -> str | None:
+        pad = align - 1
+        while position >= 0 and position + 12 <= end:
+            namesz, descsz, note_type = self.s_note.unpack_from(self.data, position)
+            name_at = position + 12
+            desc_at = name_at + ((namesz + pad) & ~pad)
+            if desc_at + descsz > end:
+                return None  # a malformed note ends the area, as in readelf
+            owner = bytes(self.data[name_at:name_at + namesz]).rstrip(b"\0")
+            if owner == b"GNU" and note_type == NT_GNU_BUILD_ID and descsz:
+                return bytes(self.data[desc_at:desc_at + descsz]).hex()
+            position = desc_at + ((descsz + pad) & ~pad)
+        return None
+
+    def _device_code(self) -> list[FatbinEntry]:
+        if self.e_type == 4:  # CORE
+            return []
+        if not self.sections:
+            return self._device_code_in_segments()
+        entries: list[FatbinEntry] = []
+        for name in FATBIN_SECTIONS:
+            for section in self.sections:
+                if section.name == name and section.type != SHT_NOBITS:
+                    entries.extend(read_fatbin(self.data, name, section.offset, section.size))
+        searched: set[tuple[int, int]] = set()
+        for section in self.sections:
+            if not _holds_data(section) or (section.offset, section.size) in searched:
+                continue
+            searched.add((section.offset, section.size))
+            end = section.offset + section.size
+            if end > self.size:
+                self.remarks.append(f"section {section.name} runs past the end of the file: "
+                                    f"device code searched only in what is there")
+            entries.extend(find_containers(self.data, section.offset, end, section.name))
+        return entries
+
+    def _device_code_in_segments(self) -> list[FatbinEntry]:
+        loads = sorted((s for s in self.segments if s.type == PT_LOAD), key=lambda s: s.offset)
+        if not loads:
+            if self.e_type in (2, 3):
+                self.remarks.append("no section headers and no loadable segment: device code "
+                                    "could not be looked for")
+            return []
+        entries: list[FatbinEntry] = []
+        covered = 0
+        for segment in loads:
+            start = max(segment.offset, covered)
+            end = min(segment.offset + segment.filesz, self.size)
+            if start < end:
+                entries.extend(find_containers(self.data, start, end, "", segment.number))
+            covered = max(covered, end)
+        self.remarks.append(
+            "device code looked for in the loadable segments (no section headers): "
+            + ("found containers cannot be told apart as .nv_fatbin (loaded by the CUDA "
+               "runtime) or __nv_relfatbin (device-link inputs, never loaded)" if entries
+               else "none found"))
+        return entries
+
+    # --- all of it ----------------------------------------------------------------------------
+
+    def info(self, path: str) -> ElfInfo:
+        dynamic = self._dynamic()
+        strings = self._strings(dynamic)
+        table, size = strings
+
+        def text(index: int, what: str) -> str:
+            return self._string(table, size, index, what)
+
+        if dynamic.needed and dynamic.strtab is None:
+            raise _Corrupt("DT_NEEDED without DT_STRTAB")
+        self._disagreements(dynamic)
+        interpreter = self._interpreter()
+        if self.e_type == 2 and not any(s.type == PT_DYNAMIC for s in self.segments):
+            self.remarks.append("no dynamic segment: statically linked, needs no shared "
+                                "library")
+        return ElfInfo(
+            path=path,
+            elf_class=self.elf_class,
+            machine=MACHINES.get(self.e_machine, f"machine-{self.e_machine}"),
+            type=TYPES.get(self.e_type, f"type-{self.e_type:#x}"),
+            interpreter=interpreter,
+            soname=None if dynamic.soname is None else text(dynamic.soname, "DT_SONAME"),
+            needed=tuple(text(index, "DT_NEEDED") for index in dynamic.needed),
+            rpath=_split_paths([text(i, "DT_RPATH") for i in dynamic.rpath or []]),
+            runpath=_split_paths([text(i, "DT_RUNPATH") for i in dynamic.runpath or []]),
+            build_id=self._build_id(),
+            version_needs=tuple(self._version_needs(dynamic, strings)),
+            version_defs=tuple(self._version_defs(dynamic, strings)),
+            device_code=tuple(self._device_code()),
+            remarks=tuple(self.remarks),
+        )
+
+
+class _NameReader:
+    """Section names, read on demand from `.shstrtab`; an unreadable one is the empty name."""
+
+    def __init__(self, elf: _Elf, offset: int, size: int) -> None:
+        self.elf, self.offset, self.size = elf, offset, size
+
+    def __call__(self, index: int) -> str:
+        if index >= self.size:
+            return ""
+        try:
+            return self.elf._string(self.offset, self.size, index, "a section name")
+        except _Corrupt:
+            return ""
+
+
+def _holds_data(section: _Section) -> bool:
+    """Sections searched for fatbin containers outside the fatbin sections: allocated data
+    (`.data`, `.ldata`, `.data.rel.ro`; read-only `.rodata`/`.lrodata`), never code."""
+    if section.type != SHT_PROGBITS or not section.flags & SHF_ALLOC:
+        return False
+    if section.flags & SHF_EXECINSTR or section.name in (*FATBIN_SECTIONS, WRAPPER_SECTION):
+        return False
+    return bool(section.flags & SHF_WRITE) or section.name.startswith((".rodata", ".lrodata"))
 
 
 def _split_paths(values: list[str]) -> tuple[str, ...]:
     # Empty entries are kept: the loader reads one as the current directory, which a kit must
     # not search, so it has to stay visible.
     return tuple(part for value in values for part in value.split(":"))
-
-
-def _interpreter(elf: Any) -> str | None:
-    for segment in elf.iter_segments():
-        if segment["p_type"] == "PT_INTERP":
-            return str(segment.get_interp_name())
-    return None
-
-
-def _build_id(sections: list[Any]) -> str | None:
-    for section in sections:
-        if not isinstance(section, NoteSection):
-            continue
-        for note in _bounded(section.iter_notes(), section, 12):
-            if note["n_type"] == "NT_GNU_BUILD_ID":
-                return str(note["n_desc"])
-    return None
-
-
-def _version_needs(sections: list[Any]) -> tuple[VersionNeed, ...]:
-    needs = []
-    for section in sections:
-        if isinstance(section, GNUVerNeedSection):
-            for verneed, auxiliaries in _bounded(section.iter_versions(), section, 16):
-                versions = tuple(aux.name for aux in _bounded(auxiliaries, section, 16))
-                needs.append(VersionNeed(library=str(verneed.name), versions=versions))
-    return tuple(needs)
-
-
-def _version_defs(sections: list[Any]) -> tuple[str, ...]:
-    names: list[str] = []
-    for section in sections:
-        if isinstance(section, GNUVerDefSection):
-            for verdef, auxiliaries in _bounded(section.iter_versions(), section, 20):
-                if verdef["vd_flags"] & 0x1:  # VER_FLG_BASE: the file's own name, not a version
-                    continue
-                first = next(iter(auxiliaries), None)
-                if first is not None:
-                    names.append(first.name)
-    return tuple(names)
-
-
-def _device_code(sections: list[Any], stream: BinaryIO) -> tuple[FatbinEntry, ...]:
-    entries: list[FatbinEntry] = []
-    for name in FATBIN_SECTIONS:
-        for section in sections:
-            if section.name == name and section["sh_type"] != "SHT_NOBITS":
-                entries.extend(read_fatbin(stream, name, section["sh_offset"], section["sh_size"]))
-    return tuple(entries)

@@ -1,36 +1,52 @@
-"""CUDA device code inside an ELF: list the SASS and PTX entries of its fatbin sections.
+"""CUDA device code inside an ELF: list the SASS and PTX entries of its fatbin containers.
 
-Two sections hold fatbins, and only one of them is device code a GPU can run: the CUDA runtime
-loads `.nv_fatbin`. `__nv_relfatbin` holds the inputs of the device link (separable compilation,
-`nvcc -rdc=true`), which nvlink consumed when the program was linked and which the runtime never
-loads; they are read and reported, but as what they are (`FatbinEntry.loadable` is False).
+Two sections hold fatbins by name, and only one of them is device code the CUDA runtime loads
+when the program starts: `.nv_fatbin`. `__nv_relfatbin` holds the inputs of the device link
+(separable compilation, `nvcc -rdc=true`), which nvlink consumed when the program was linked and
+which the runtime never loads; they are read and reported, but as what they are
+(`FatbinEntry.loadable` is False).
 
-Only headers are read, by seeking from one to the next, so the time taken grows with the number
-of entries and not with the size of the payloads (a large CUDA library carries hundreds of MB).
-Layout (checked against cuobjdump on binaries compiled by nvcc 13): a section holds containers
-back to back, 8-byte aligned; each container is a 16-byte header followed by entries, each entry
-a header of its own size followed by its payload.
+Some libraries keep fatbin containers elsewhere: cuFFT keeps thousands in `.data`/`.ldata` and
+loads them itself through the driver API; cuobjdump does not see them ("does not contain device
+code"). `find_containers` looks for them by their magic number in other data, over the whole
+region at C speed (`bytes.find`/`mmap.find`), and keeps only what parses as a whole container
+with sane entries. A file without section headers is searched the same way, segment by segment.
+
+Only headers are read, so the time taken grows with the number of entries and not with the size
+of the payloads (a large CUDA library carries hundreds of MB). Layout (checked against cuobjdump
+on binaries compiled by nvcc 13): containers lie back to back, 8-byte aligned; each container is
+a 16-byte header followed by entries, each entry a header of its own size followed by its payload.
 """
 
 from __future__ import annotations
 
+import mmap
 import struct
-from dataclasses import dataclass
-from typing import BinaryIO
+from collections.abc import Callable
+from functools import cache
+from typing import Any, NamedTuple
 
 from ninfer_kits.errors import NotAnElf
+from ninfer_kits.inspector.inputs import ByteSource
 
 LOADED_SECTION = ".nv_fatbin"  # what the CUDA runtime loads
 RELOCATABLE_SECTION = "__nv_relfatbin"  # device-link inputs (-rdc): never loaded
+WRAPPER_SECTION = ".nvFatBinSegment"  # the registration structs that point at the fatbins
 FATBIN_SECTIONS = (LOADED_SECTION, RELOCATABLE_SECTION)
 
 CONTAINER_MAGIC = 0xBA55ED50
 CONTAINER_HEADER = struct.Struct("<IHHQ")  # magic, version, header size, body size
-ENTRY_PREFIX = struct.Struct("<HHIQ")  # kind, version, header size, payload size
+# What a container found by searching (not in a fatbin section) must start with: the magic,
+# version 1 and a 16-byte header, as every container nvcc 12 and 13 write (and NVIDIA's
+# libraries carry) does. Eight known bytes also let the search skip ahead twice as far.
+FOUND_PREFIX = struct.pack("<IHH", CONTAINER_MAGIC, 1, CONTAINER_HEADER.size)
 ENTRY_ARCH_OFFSET = 28
 ENTRY_FLAGS_OFFSET = 40
-ENTRY_MIN_HEADER = ENTRY_FLAGS_OFFSET + 8
+# kind, version, header size, payload size (0-15), arch (28), flags (40): one read per entry
+ENTRY_HEADER = struct.Struct("<HHIQ12xI8xQ")
+ENTRY_MIN_HEADER = ENTRY_HEADER.size
 ENTRY_MAX_HEADER = 4096
+FOUND_ARCHS = range(10, 1000)  # what an entry of a found container may name
 
 KIND_PTX = 1
 KIND_SASS = 2
@@ -42,22 +58,45 @@ FLAG_COMPRESSED = 0x8000
 FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY_SPECIFIC = 0x200000
 
+# Where an entry was found, and so whether anything loads it:
+#   fatbin       `.nv_fatbin`: registered and loaded by the CUDA runtime
+#   relocatable  `__nv_relfatbin`: device-link inputs, never loaded
+#   data         a container in another section (`.data`, `.ldata`): the library loads it itself
+#   segment      a container found in a loadable segment of a file without section headers
+PLACEMENTS = ("fatbin", "relocatable", "data", "segment")
 
-@dataclass(frozen=True)
-class FatbinEntry:
+
+class FatbinEntry(NamedTuple):
     """One piece of device code: SASS for a real GPU arch, PTX for a virtual one, LTO-IR, or an
-    entry of a kind this parser does not know (reported by its number, never read further)."""
+    entry of a kind this parser does not know (reported by its number, never read further).
+    A named tuple: a big CUDA library has tens of thousands of them."""
 
-    section: str
+    section: str  # ".nv_fatbin", "__nv_relfatbin", another section, or "" (no section headers)
     kind: str  # "sass", "ptx", "ltoir", or "kind-N" for any other kind number N
     arch: str  # "sm_86", "sm_120a", "sm_100f" for SASS; "compute_90" PTX; "lto_86"; "arch_86"
     compressed: bool
     payload_size: int
+    segment: int | None = None  # the program header's index, when found without section headers
+
+    @property
+    def placement(self) -> str:
+        if self.segment is not None:
+            return "segment"
+        if self.section == LOADED_SECTION:
+            return "fatbin"
+        if self.section == RELOCATABLE_SECTION:
+            return "relocatable"
+        return "data"
 
     @property
     def loadable(self) -> bool:
-        """Whether the CUDA runtime loads this entry (it never loads `__nv_relfatbin`)."""
-        return self.section == LOADED_SECTION
+        """Whether this is device code a GPU gets to run: everything but the device-link inputs
+        of `__nv_relfatbin`, which the CUDA runtime never loads."""
+        return self.placement != "relocatable"
+
+    @property
+    def where(self) -> str:
+        return f"segment {self.segment}" if self.segment is not None else self.section
 
 
 def kind_name(kind: int) -> str:
@@ -65,70 +104,168 @@ def kind_name(kind: int) -> str:
 
 
 def arch_name(kind: int, number: int, flags: int) -> str:
-    prefix = ARCH_PREFIXES.get(kind, "arch")
-    suffix = ""
-    if flags & FLAG_ARCH_SPECIFIC:
-        suffix = "a"
-    elif flags & FLAG_FAMILY_SPECIFIC:
-        suffix = "f"
-    return f"{prefix}_{number}{suffix}"
+    key = (kind, number, flags & (FLAG_ARCH_SPECIFIC | FLAG_FAMILY_SPECIFIC))
+    name = _ARCH_NAMES.get(key)
+    if name is None:
+        prefix = ARCH_PREFIXES.get(kind, "arch")
+        suffix = ""
+        if flags & FLAG_ARCH_SPECIFIC:
+            suffix = "a"
+        elif flags & FLAG_FAMILY_SPECIFIC:
+            suffix = "f"
+        name = _ARCH_NAMES[key] = f"{prefix}_{number}{suffix}"
+    return name
 
 
-def read_fatbin(stream: BinaryIO, section: str, offset: int, size: int) -> list[FatbinEntry]:
-    """Every entry of the fatbin section that lies at `offset` (file offset) with `size` bytes."""
+_ARCH_NAMES: dict[tuple[int, int, int], str] = {}
+
+
+def read_fatbin(data: ByteSource, section: str, offset: int, size: int) -> list[FatbinEntry]:
+    """Every entry of the fatbin section that lies at `offset` (file offset) with `size` bytes.
+    Anything that does not parse is corrupt: this section holds nothing but fatbins."""
+    if offset < 0 or size < 0 or offset + size > len(data):
+        raise _corrupt(section, 0, f"the section ({size} bytes at file offset {offset:#x}) runs "
+                                   f"past the end of the file ({len(data)} bytes)")
     entries: list[FatbinEntry] = []
     position = 0
     while position + CONTAINER_HEADER.size <= size:
-        header = _read(stream, offset + position, CONTAINER_HEADER.size, section)
-        magic, _version, header_size, body_size = CONTAINER_HEADER.unpack(header)
+        magic, _version, header_size, body_size = CONTAINER_HEADER.unpack_from(
+            data, offset + position)
         if magic != CONTAINER_MAGIC:
-            if position > 0 and not header.strip(b"\0"):
+            rest = data[offset + position:offset + min(size, position + 64)]
+            if position > 0 and not bytes(rest).strip(b"\0"):
                 break  # zero padding after the last container
             raise _corrupt(section, position, f"bad container magic {magic:#x}")
         body_start = position + header_size
         body_end = body_start + body_size
         if header_size < CONTAINER_HEADER.size or body_end > size:
             raise _corrupt(section, position, "container runs past the end of the section")
-        entries.extend(_read_entries(stream, section, offset, body_start, body_end))
+        found = _entries(data, offset + body_start, offset + body_end, section, None)
+        if isinstance(found, tuple):
+            why, at = found
+            raise _corrupt(section, at - offset, why)
+        entries.extend(found)
         position = (body_end + 7) & ~7
     return entries
 
 
-def _read_entries(
-    stream: BinaryIO, section: str, offset: int, start: int, end: int
-) -> list[FatbinEntry]:
+def find_containers(data: ByteSource, start: int, end: int, section: str,
+                    segment: int | None = None) -> list[FatbinEntry]:
+    """Fatbin containers anywhere in data[start:end] (file offsets), found by their first eight
+    bytes (FOUND_PREFIX). A hit counts only if the whole container parses: a body that fits, and
+    entries that fill it exactly with sane header sizes and plausible archs. Containers lie back
+    to back, so the search resumes after each one and never reads the bytes it covers."""
+    entries: list[FatbinEntry] = []
+    end = min(end, len(data))
+    position = max(start, 0)
+    find = _finder(data, end - position)
+    while True:
+        at = find(FOUND_PREFIX, position, end)
+        if at < 0:
+            return entries
+        found = _container_at(data, at, end, section, segment)
+        if found is None:
+            position = at + 1
+            continue
+        container_end, items = found
+        entries.extend(items)
+        position = container_end
+
+
+# Below this many bytes, `find` on the data is as quick as loading ctypes for memmem; and it is
+# tried first over the next NEAR bytes, where the next of a run of containers usually lies (a
+# ctypes call costs more than a short search).
+MEMMEM_FROM = 1 << 20
+NEAR = 4096
+
+
+def _finder(data: ByteSource, size: int) -> Callable[[bytes, int, int], int]:
+    """`find(needle, start, end)` over the data: the C library's memmem for a large memory map
+    (several times faster than mmap.find: it skips on two-byte hashes), else the data's own
+    find. Both are C loops over the whole region; neither reads a byte at a time in Python."""
+    if size < MEMMEM_FROM or not isinstance(data, mmap.mmap):
+        return data.find
+    memmem, base = _memmem(), _address(data)
+    if memmem is None or base is None:
+        return data.find
+
+    near_find = data.find
+
+    def find(needle: bytes, start: int, end: int) -> int:
+        near = min(end, start + NEAR)
+        hit = near_find(needle, start, near)
+        if hit >= 0 or near >= end:
+            return hit
+        start = max(start, near - len(needle) + 1)
+        hit = memmem(base + start, end - start, needle, len(needle))
+        return -1 if not hit else int(hit) - base
+
+    return find
+
+
+@cache
+def _memmem() -> Any:
+    try:
+        import ctypes
+
+        function = ctypes.CDLL(None).memmem
+    except (ImportError, OSError, AttributeError):
+        return None
+    function.restype = ctypes.c_void_p
+    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    return function
+
+
+def _address(data: mmap.mmap) -> int | None:
+    """Where a writable (ACCESS_COPY) map lies in memory; None for a read-only one. The map
+    stays open while it is searched, so the address stays valid."""
+    import ctypes
+
+    try:
+        anchor = ctypes.c_char.from_buffer(data)
+    except (TypeError, ValueError, BufferError):
+        return None
+    address = ctypes.addressof(anchor)
+    del anchor  # releases the export: the map can be closed later
+    return address
+
+
+def _container_at(data: ByteSource, at: int, end: int, section: str,
+                  segment: int | None) -> tuple[int, list[FatbinEntry]] | None:
+    if at + CONTAINER_HEADER.size > end:
+        return None
+    _magic, _version, header_size, body_size = CONTAINER_HEADER.unpack_from(data, at)
+    if not ENTRY_MIN_HEADER <= body_size <= end - at - header_size:
+        return None
+    body_end = at + header_size + body_size
+    found = _entries(data, at + header_size, body_end, section, segment, searching=True)
+    if isinstance(found, tuple) or not found:
+        return None
+    return body_end, found
+
+
+def _entries(data: ByteSource, start: int, end: int, section: str, segment: int | None,
+             searching: bool = False) -> list[FatbinEntry] | tuple[str, int]:
+    """The entries between two file offsets, or why they are not entries and where."""
     entries = []
     position = start
+    unpack = ENTRY_HEADER.unpack_from
     while position + ENTRY_MIN_HEADER <= end:
-        header = _read(stream, offset + position, ENTRY_MIN_HEADER, section)
-        kind, _version, header_size, payload_size = ENTRY_PREFIX.unpack_from(header)
+        kind, _version, header_size, payload_size, arch, flags = unpack(data, position)
         if kind == 0:  # a kind this parser does not know is reported; no kind at all is not
-            raise _corrupt(section, position, "entry kind 0")
+            return "entry kind 0", position
         if not ENTRY_MIN_HEADER <= header_size <= ENTRY_MAX_HEADER:
-            raise _corrupt(section, position, f"entry header size {header_size} out of range")
+            return f"entry header size {header_size} out of range", position
         if position + header_size + payload_size > end:
-            raise _corrupt(section, position, "entry runs past the end of its container")
-        (arch,) = struct.unpack_from("<I", header, ENTRY_ARCH_OFFSET)
-        (flags,) = struct.unpack_from("<Q", header, ENTRY_FLAGS_OFFSET)
-        entries.append(
-            FatbinEntry(
-                section=section,
-                kind=kind_name(kind),
-                arch=arch_name(kind, arch, flags),
-                compressed=bool(flags & FLAG_COMPRESSED),
-                payload_size=payload_size,
-            )
-        )
+            return "entry runs past the end of its container", position
+        if searching and arch not in FOUND_ARCHS:
+            return f"arch {arch} out of range", position
+        entries.append(FatbinEntry(section, kind_name(kind), arch_name(kind, arch, flags),
+                                   bool(flags & FLAG_COMPRESSED), payload_size, segment))
         position += header_size + payload_size
+    if searching and position != end:
+        return "entries do not fill the container", position
     return entries
-
-
-def _read(stream: BinaryIO, at: int, count: int, section: str) -> bytes:
-    stream.seek(at)
-    data = stream.read(count)
-    if len(data) != count:
-        raise _corrupt(section, at, "truncated")
-    return data
 
 
 def _corrupt(section: str, position: int, why: str) -> NotAnElf:

@@ -9,18 +9,24 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ninfer_kits.inspector.elf import ElfInfo
 from ninfer_kits.inspector.fatbin import FatbinEntry
+from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.runtime_facts import RuntimeFacts, parse_version, runtime_facts
 
+BASE_VERSION = "Base"  # a version node some libraries name so; never a requirement of its own
 SYMBOL_VERSION = re.compile(r"^(?P<prefix>.+?)_(?P<version>\d+(?:\.\d+)*)$")
 CUDART = re.compile(r"^libcudart\.so\.(?P<major>\d+)$")
 GPU_ARCH = re.compile(r"^(?P<prefix>sm|compute)_(?P<number>\d+)(?P<suffix>[af]?)$")
 
 
-@dataclass(frozen=True, order=True)
-class SymbolVersion:
+# The records below are named tuples, not dataclasses: `inspect` starts for every file it reads,
+# and a dataclass costs a compile at import (about a millisecond each).
+
+
+class SymbolVersion(NamedTuple):
     """A needed symbol version such as GLIBC_2.38, split so that 2.38 > 2.9 compares right."""
 
     prefix: str
@@ -39,8 +45,7 @@ class SymbolVersion:
         return ".".join(map(str, self.number))
 
 
-@dataclass(frozen=True)
-class PrefixFloor:
+class PrefixFloor(NamedTuple):
     """The highest version of one prefix that any file needs, and from which library."""
 
     prefix: str
@@ -50,8 +55,7 @@ class PrefixFloor:
     needed_by: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Requirement:
+class Requirement(NamedTuple):
     requirement: str
     why: str
 
@@ -65,8 +69,15 @@ class DeviceCode:
     count: int
 
 
-@dataclass(frozen=True)
-class KitFloor:
+class SearchPath(NamedTuple):
+    """One directory the loader searches for a library, and the tag it came from: RUNPATH, or
+    RPATH (read only when a file has no RUNPATH)."""
+
+    tag: str  # "RUNPATH" or "RPATH"
+    path: str
+
+
+class KitFloor(NamedTuple):
     machines: tuple[str, ...]
     interpreters: tuple[str, ...]
     prefix_floors: tuple[PrefixFloor, ...]
@@ -76,15 +87,20 @@ class KitFloor:
     rpath: tuple[str, ...]
     runpath: tuple[str, ...]
     # soname → the RUNPATH (or, without one, RPATH) entries of the files that need it
-    search_paths: tuple[tuple[str, tuple[str, ...]], ...]
-    # Device code the CUDA runtime loads (`.nv_fatbin`): the only code that decides which GPU
-    # can run the kit.
+    search_paths: tuple[tuple[str, tuple[SearchPath, ...]], ...]
+    # Device code a GPU gets to run: `.nv_fatbin` (loaded by the CUDA runtime) and fatbin
+    # containers found in other data (loaded by the library itself): it decides which GPU can
+    # run the kit.
     sass: tuple[str, ...]
     ptx: tuple[str, ...]
     # Device-link inputs (`__nv_relfatbin`, from -rdc): carried, never loaded, never counted.
     relocatable: tuple[DeviceCode, ...]
     # Loaded entries that are neither SASS nor PTX (LTO-IR, kinds this tool does not know).
     other_device_code: tuple[DeviceCode, ...]
+    # Loadable entries found outside `.nv_fatbin` (in `.data`, `.ldata`, or a segment of a file
+    # without section headers), all kinds, and where they were found: cuobjdump lists none.
+    embedded: tuple[DeviceCode, ...]
+    embedded_in: tuple[str, ...]
     table: tuple[Requirement, ...]
 
     def floor(self, prefix: str) -> PrefixFloor | None:
@@ -95,7 +111,8 @@ def kit_floor(files: Sequence[ElfInfo], facts: RuntimeFacts | None = None) -> Ki
     facts = facts or runtime_facts()
     provided = sorted({info.soname for info in files if info.soname})
     sonames = _unique(name for info in files for name in info.needed if name not in provided)
-    prefix_floors = _prefix_floors(files)
+    prefix_floors = _prefix_floors(files, set(provided), facts)
+    code = _DeviceCodeSort(files)
     floor = KitFloor(
         machines=_unique(info.machine for info in files),
         interpreters=_unique(info.interpreter for info in files if info.interpreter),
@@ -106,11 +123,12 @@ def kit_floor(files: Sequence[ElfInfo], facts: RuntimeFacts | None = None) -> Ki
         rpath=_unique(path for info in files for path in info.rpath),
         runpath=_unique(path for info in files for path in info.runpath),
         search_paths=_search_paths(files, sonames),
-        sass=_archs(files, "sass"),
-        ptx=_archs(files, "ptx"),
-        relocatable=_counted(e for info in files for e in info.device_code if not e.loadable),
-        other_device_code=_counted(e for info in files for e in info.device_code
-                                   if e.loadable and e.kind not in ("sass", "ptx")),
+        sass=_archs(code.sass),
+        ptx=_archs(code.ptx),
+        relocatable=_counted(code.relocatable),
+        other_device_code=_counted(code.other),
+        embedded=_counted(code.embedded),
+        embedded_in=tuple(code.embedded_in),
         table=(),
     )
     return _with_table(floor, facts)
@@ -122,26 +140,55 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
 
 def _search_paths(
     files: Sequence[ElfInfo], sonames: Sequence[str]
-) -> tuple[tuple[str, tuple[str, ...]], ...]:
+) -> tuple[tuple[str, tuple[SearchPath, ...]], ...]:
     """The loader ignores RPATH when RUNPATH is present, so each file offers one or the other."""
     return tuple(
-        (soname, _unique(path for info in files if soname in info.needed
-                         for path in (info.runpath or info.rpath)))
+        (soname, tuple(dict.fromkeys(
+            SearchPath("RUNPATH" if info.runpath else "RPATH", path)
+            for info in files if soname in info.needed
+            for path in (info.runpath or info.rpath))))
         for soname in sonames
     )
 
 
-def _archs(files: Sequence[ElfInfo], kind: str) -> tuple[str, ...]:
-    """The archs of one kind of device code that the CUDA runtime loads (`.nv_fatbin` only)."""
-    found = {entry.arch for info in files for entry in info.device_code
-             if entry.kind == kind and entry.loadable}
+class _DeviceCodeSort:
+    """Every fatbin entry of every file, sorted once into what the floor counts: the archs of
+    loadable SASS and PTX, loadable entries of other kinds, device-link inputs, and loadable
+    entries found outside `.nv_fatbin` (and where). One pass: a CUDA library has thousands."""
+
+    def __init__(self, files: Sequence[ElfInfo]) -> None:
+        self.sass: set[str] = set()
+        self.ptx: set[str] = set()
+        self.other: list[FatbinEntry] = []
+        self.relocatable: list[FatbinEntry] = []
+        self.embedded: list[FatbinEntry] = []
+        self.embedded_in: dict[str, None] = {}
+        for info in files:
+            for entry in info.device_code:
+                placement = entry.placement
+                if placement == "relocatable":
+                    self.relocatable.append(entry)
+                    continue
+                if entry.kind == "sass":
+                    self.sass.add(entry.arch)
+                elif entry.kind == "ptx":
+                    self.ptx.add(entry.arch)
+                else:
+                    self.other.append(entry)
+                if placement != "fatbin":
+                    self.embedded.append(entry)
+                    self.embedded_in[entry.where] = None
+
+
+def _archs(found: set[str]) -> tuple[str, ...]:
     return tuple(sorted(found, key=_arch_order))
 
 
 def _counted(entries: Iterable[FatbinEntry]) -> tuple[DeviceCode, ...]:
     counts: dict[tuple[str, str], int] = {}
     for entry in entries:
-        counts[(entry.kind, entry.arch)] = counts.get((entry.kind, entry.arch), 0) + 1
+        key = (entry.kind, entry.arch)
+        counts[key] = counts.get(key, 0) + 1
     return tuple(DeviceCode(kind, arch, count) for (kind, arch), count
                  in sorted(counts.items(), key=lambda item: device_code_order(*item[0])))
 
@@ -176,19 +223,27 @@ def _versions_by_library(files: Sequence[ElfInfo]) -> tuple[tuple[str, tuple[str
     )
 
 
-def _prefix_floors(files: Sequence[ElfInfo]) -> tuple[PrefixFloor, ...]:
+def _prefix_floors(files: Sequence[ElfInfo], provided: set[str],
+                   facts: RuntimeFacts) -> tuple[PrefixFloor, ...]:
+    """The highest version of each prefix needed from libraries the kit does not carry itself
+    (what it carries, it brings along). glibc's ABI markers (GLIBC_ABI_DT_RELR) count as the
+    glibc release that introduced them."""
     best: dict[str, SymbolVersion] = {}
     sources: dict[str, set[tuple[str, str]]] = {}
     for info in files:
         for need in info.version_needs:
+            if need.library in provided:
+                continue
             for name in need.versions:
-                version = SymbolVersion.parse(name)
+                version = _as_version(name, need.library, facts)
                 if not version.number:
                     continue
                 current = best.get(version.prefix)
-                if current is None or version.number > current.number:
+                if current is None or (version.number, _numbered(version)) > (
+                        current.number, _numbered(current)):
+                    if current is None or version.number > current.number:
+                        sources[version.prefix] = set()
                     best[version.prefix] = version
-                    sources[version.prefix] = set()
                 if best[version.prefix].number == version.number:
                     sources[version.prefix].add((need.library, info.path))
     return tuple(
@@ -203,25 +258,37 @@ def _prefix_floors(files: Sequence[ElfInfo]) -> tuple[PrefixFloor, ...]:
     )
 
 
+def _as_version(name: str, library: str, facts: RuntimeFacts) -> SymbolVersion:
+    marker = facts.glibc_abi_marker(name)
+    if marker is not None and library in facts.glibc_sonames:
+        return SymbolVersion(prefix="GLIBC", number=marker.glibc, name=name)
+    return SymbolVersion.parse(name)
+
+
+def _numbered(version: SymbolVersion) -> bool:
+    """At the same version, a numbered name (GLIBC_2.36) is shown rather than a marker."""
+    return SymbolVersion.parse(version.name).number == version.number
+
+
 def _with_table(floor: KitFloor, facts: RuntimeFacts) -> KitFloor:
     rows = [
-        _platform_row(floor),
+        _platform_row(floor, facts),
         *_libstdcxx_rows(floor, facts),
         *_soname_rows(floor, facts),
         *_cuda_rows(floor),
     ]
-    return KitFloor(**{**floor.__dict__, "table": tuple(rows)})
+    return floor._replace(table=tuple(rows))
 
 
-def _platform_row(floor: KitFloor) -> Requirement:
+def _platform_row(floor: KitFloor, facts: RuntimeFacts) -> Requirement:
     machine = "/".join(floor.machines) or "unknown"
     glibc = floor.floor("GLIBC")
     if glibc is None:
         return Requirement(f"{machine} Linux", "no versioned glibc symbol is referenced")
-    return Requirement(
-        f"{machine} Linux, glibc ≥ {glibc.version}",
-        f"highest versioned symbol referenced is {glibc.name}",
-    )
+    marker = facts.glibc_abi_marker(glibc.name)
+    why = (f"{glibc.name} ({marker.meaning}) needs glibc {glibc.version} or newer"
+           if marker is not None else f"highest versioned symbol referenced is {glibc.name}")
+    return Requirement(f"{machine} Linux, glibc ≥ {glibc.version}", why)
 
 
 def _libstdcxx_rows(floor: KitFloor, facts: RuntimeFacts) -> list[Requirement]:
@@ -264,6 +331,8 @@ def _own_versions(floor: KitFloor, soname: str) -> list[str]:
     """The highest version of each prefix needed from one library, e.g. CURL_OPENSSL_4."""
     highest: dict[str, SymbolVersion] = {}
     for name in dict(floor.versions_by_library).get(soname, ()):
+        if name == BASE_VERSION:
+            continue
         version = SymbolVersion.parse(name)
         if version.prefix not in highest or version > highest[version.prefix]:
             highest[version.prefix] = version
@@ -275,7 +344,7 @@ def _cuda_rows(floor: KitFloor) -> list[Requirement]:
     majors = [m["major"] for m in map(CUDART.match, floor.sonames) if m]
     for major in majors:
         paths = dict(floor.search_paths)[f"libcudart.so.{major}"]
-        where = (f"RUNPATH is {':'.join(paths)}" if paths
+        where = (describe_search_paths(paths) if paths
                  else "no RUNPATH: found through LD_LIBRARY_PATH or the loader's cache")
         rows.append(Requirement(f"CUDA {major} runtime — libcudart.so.{major}", where))
     if majors or floor.sass or floor.ptx:
@@ -285,6 +354,14 @@ def _cuda_rows(floor: KitFloor) -> list[Requirement]:
     if floor.sass or floor.ptx:
         rows.append(_arch_row(floor))
     return rows
+
+
+def describe_search_paths(paths: Sequence[SearchPath]) -> str:
+    """`RUNPATH is /usr/local/cuda/lib64`, `RPATH is $ORIGIN`, or both kinds, each named."""
+    by_tag: dict[str, list[str]] = {}
+    for item in paths:
+        by_tag.setdefault(item.tag, []).append(item.path)
+    return "; ".join(f"{tag} is {':'.join(found)}" for tag, found in by_tag.items())
 
 
 def _arch_row(floor: KitFloor) -> Requirement:
@@ -298,9 +375,16 @@ def _arch_row(floor: KitFloor) -> Requirement:
     why = [_describe_arch(arch) for arch in (*floor.sass, *floor.ptx)]
     if not floor.ptx:
         why.append("no PTX: the driver cannot JIT-compile it for any other GPU")
+    if floor.embedded:
+        segments = any(where.startswith("segment ") for where in floor.embedded_in)
+        why.append(f"counted: {describe_device_code(floor.embedded)} in fatbin containers in "
+                   f"{', '.join(floor.embedded_in)}, outside .nv_fatbin "
+                   + ("(no section headers: they may include device-link inputs, which the CUDA "
+                      "runtime never loads)" if segments else
+                      "(loaded by the library itself; cuobjdump does not list them)"))
     if floor.other_device_code:
-        why.append(f"not counted: {describe_device_code(floor.other_device_code)} in "
-                   f".nv_fatbin (neither SASS nor PTX)")
+        why.append(f"not counted: {describe_device_code(floor.other_device_code)} (neither SASS "
+                   f"nor PTX)")
     if floor.relocatable:
         why.append(f"not counted: {describe_device_code(floor.relocatable)} in __nv_relfatbin "
                    f"(device-link inputs, never loaded by the CUDA runtime)")
@@ -310,8 +394,7 @@ def _arch_row(floor: KitFloor) -> Requirement:
 ANY = 1 << 30  # no upper bound, as a major or a minor
 
 
-@dataclass(frozen=True, order=True)
-class Reach:
+class Reach(NamedTuple):
     """The compute capabilities (major, minor) that code for one arch runs on, both ends
     included: (8, 6)–(8, ANY) is 8.6 and every later 8.x; (8, 6)–(ANY, ANY) is 8.6 or higher."""
 
@@ -365,7 +448,8 @@ def _describe_arch(arch: str) -> str:
 
 def render_table(table: Sequence[Requirement]) -> str:
     """The floor table as Markdown, the form the kit README and BUILDINFO use."""
-    width = max([len("Requirement"), *(len(row.requirement) for row in table)])
+    width = max([len("Requirement"), *(len(printable(row.requirement)) for row in table)])
     lines = [f"| {'Requirement'.ljust(width)} | Why |", f"|{'-' * (width + 2)}|-----|"]
-    lines += [f"| {row.requirement.ljust(width)} | {row.why} |" for row in table]
+    lines += [f"| {printable(row.requirement).ljust(width)} | {printable(row.why)} |"
+              for row in table]
     return "\n".join(lines)

@@ -1,87 +1,194 @@
-"""The inspector stage: turn a file, a folder or a kit tarball into ELF facts and a floor."""
+"""The inspector stage: turn a file, a folder or a kit archive into ELF facts and a floor.
+
+What a path is, is decided by looking at it, never by its name: a folder is walked, a regular
+file is an ELF file or a kit archive by its first bytes (an ELF named `kit.tar.gz` is read as an
+ELF file), and anything else (a FIFO, a device, a socket) is named and refused without being
+opened for reading. Inside a folder, such files are listed as skipped; files and folders that
+cannot be read are listed as unreadable, and make the inspection fail.
+"""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-from dataclasses import dataclass
+import mmap
+import os
+import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
-from ninfer_kits.errors import BadInput
-from ninfer_kits.inspector.elf import ELF_MAGIC, ElfInfo, is_elf, read_elf
+from ninfer_kits.errors import BadInput, NotAnElf
+from ninfer_kits.inspector.archive import (
+    DEFAULT_MEMBER_LIMIT,
+    HEAD_BYTES,
+    SUPPORTED_WORDS,
+    KitArchive,
+    archive_format,
+    unsupported_format,
+)
+from ninfer_kits.inspector.elf import ELF_MAGIC, ElfInfo, read_elf_buffer
 from ninfer_kits.inspector.floor import DeviceCode, KitFloor, kit_floor
+from ninfer_kits.inspector.inputs import (
+    kind_of,
+    look,
+    open_regular,
+    os_error_words,
+    printable,
+)
 
-if TYPE_CHECKING:
-    import tarfile
+# 3: file remarks; device code found outside the fatbin sections ("placement": "data" in a data
+# section, "segment" in a file without section headers) and the floor's "embedded" count;
+# search paths name their tag (RUNPATH or RPATH); "skipped" and "unreadable" paths.
+JSON_SCHEMA_VERSION = 3
+TARBALL_NAMES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tar.zst")
+LISTED = 10  # unreadable paths named in the error; the rest are counted
 
-# 2: device code says which entries the CUDA runtime loads ("loadable"; floor "sass"/"ptx" count
-# only those), relocatable entries are listed apart, entries of other kinds ("ltoir", "kind-N").
-JSON_SCHEMA_VERSION = 2
+
+class PathNote(NamedTuple):
+    """A path inside the inspected folder and what became of it."""
+
+    path: str
+    why: str
 
 
-@dataclass(frozen=True)
-class Inspection:
+class Inspection(NamedTuple):
     source: str
     files: tuple[ElfInfo, ...]
     floor: KitFloor
+    # In a folder: what is not a regular file (FIFOs, devices, sockets), never opened.
+    skipped: tuple[PathNote, ...] = ()
+    # In a folder: files and folders that could not be read (permissions, I/O errors).
+    unreadable: tuple[PathNote, ...] = ()
+
+    def unreadable_error(self) -> BadInput:
+        return BadInput(describe_unreadable(self.source, self.unreadable))
 
 
-def inspect_path(path: Path) -> Inspection:
-    """Inspect one ELF file, every ELF under a folder, or every ELF inside a .tar.gz kit."""
-    if not path.exists():
-        raise BadInput(f"{path}: no such file or folder")
-    if path.is_dir():
-        files = tuple(read_elf(item, str(item.relative_to(path))) for item in _elfs_under(path))
-    elif _is_tarball(path):
-        files = _inspect_tarball(path)
+def inspect_path(path: Path, *, member_limit: int = DEFAULT_MEMBER_LIMIT, partial: bool = False,
+                 limit_hint: str = "") -> Inspection:
+    """Inspect one ELF file, every ELF under a folder, or every ELF inside a kit archive.
+
+    A folder with parts that cannot be read raises BadInput naming them, unless `partial`: then
+    the inspection of the rest comes back with them in `unreadable`, for the caller to report
+    (and fail on) after showing what could be read."""
+    mode = look(path).st_mode
+    skipped: list[PathNote] = []
+    unreadable: list[PathNote] = []
+    if stat.S_ISDIR(mode):
+        files = _inspect_folder(path, skipped, unreadable)
+    elif stat.S_ISREG(mode):
+        files = _inspect_file(path, member_limit, limit_hint)
     else:
-        files = (read_elf(path),)
+        raise BadInput(f"{printable(str(path))}: {kind_of(mode)}, not a regular file "
+                       f"(inspect reads an ELF file, a folder or a kit archive)")
+    if unreadable and (not partial or not files):
+        raise BadInput(describe_unreadable(str(path), unreadable))
     if not files:
-        raise BadInput(f"{path}: holds no ELF file")
-    return Inspection(source=str(path), files=files, floor=kit_floor(files))
+        raise BadInput(f"{printable(str(path))}: holds no ELF file")
+    return Inspection(source=str(path), files=files, floor=kit_floor(files),
+                      skipped=tuple(skipped), unreadable=tuple(unreadable))
 
 
-def _elfs_under(folder: Path) -> Iterator[Path]:
-    for item in sorted(folder.rglob("*")):
-        if item.is_file() and not item.is_symlink() and is_elf(item):
-            yield item
+def describe_unreadable(source: str, unreadable: tuple[PathNote, ...] | list[PathNote]) -> str:
+    listed = "; ".join(f"{printable(item.path)} ({item.why})" for item in unreadable[:LISTED])
+    more = f"; and {len(unreadable) - LISTED} more" if len(unreadable) > LISTED else ""
+    count = len(unreadable)
+    return (f"{printable(source)}: {count} path{'s' * (count != 1)} under it could not be read, "
+            f"so what they hold is not in the floor: {listed}{more}")
 
 
-def _is_tarball(path: Path) -> bool:
-    with path.open("rb") as stream:
-        head = stream.read(4)
-    return head[:2] == b"\x1f\x8b" or path.name.endswith((".tar", ".tar.gz", ".tgz"))
+def _inspect_file(path: Path, member_limit: int, limit_hint: str) -> tuple[ElfInfo, ...]:
+    shown = str(path)
+    with open_regular(path, shown) as file:
+        head = file.head(HEAD_BYTES)
+        if head[:4] == ELF_MAGIC:
+            data = file.contents()
+            try:
+                return (read_elf_buffer(data, shown),)
+            finally:
+                if isinstance(data, mmap.mmap):
+                    data.close()
+    if archive_format(head) is not None or unsupported_format(head) is not None:
+        return _inspect_archive(path, member_limit, limit_hint)
+    if not head:
+        raise NotAnElf(f"{printable(shown)}: an empty file, not an ELF file")
+    named = (f"named like a tarball, but neither {SUPPORTED_WORDS} nor "
+             if path.name.endswith(TARBALL_NAMES) else "")
+    raise NotAnElf(f"{printable(shown)}: {named}not an ELF file (it starts with "
+                   f"{head[:8].hex(' ')})")
 
 
-def _inspect_tarball(path: Path) -> tuple[ElfInfo, ...]:
-    """Copy each ELF member to a private temporary folder, under a numbered name we choose."""
-    import tarfile  # imported here: most runs inspect files or folders, and start-up counts
-    import tempfile
+def _inspect_archive(path: Path, member_limit: int, limit_hint: str) -> tuple[ElfInfo, ...]:
+    """Every ELF member, read once as the archive streams past (see archive.py)."""
+    files = []
+    with KitArchive(path, member_limit=member_limit, limit_hint=limit_hint) as archive:
+        for member in archive:
+            if member.kind != "file" or member.size < 4 or member.head(4) != ELF_MAGIC:
+                continue
+            with member.contents() as data:
+                files.append(read_elf_buffer(data, member.name,
+                                             f"{path}: member {member.name}"))
+    return tuple(sorted(files, key=lambda info: info.path))
 
-    workdir = Path(tempfile.mkdtemp(prefix="ninfer-kits-inspect-"))
+
+def _inspect_folder(folder: Path, skipped: list[PathNote],
+                    unreadable: list[PathNote]) -> tuple[ElfInfo, ...]:
+    """Every regular ELF file under the folder; symlinks are not followed (a kit's
+    `libx.so -> libx.so.1` would count twice), other special files are skipped by name."""
+    found: list[tuple[tuple[str, ...], ElfInfo]] = []
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as listing:
+                entries = list(listing)
+        except OSError as error:
+            unreadable.append(PathNote(_relative(current, folder), os_error_words(error)))
+            continue
+        for entry in entries:
+            item = Path(entry.path)
+            relative = _relative(item, folder)
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError as error:
+                unreadable.append(PathNote(relative, os_error_words(error)))
+                continue
+            if stat.S_ISLNK(mode):
+                continue
+            if stat.S_ISDIR(mode):
+                pending.append(item)
+            elif stat.S_ISREG(mode):
+                info = _folder_file(item, relative, unreadable)
+                if info is not None:
+                    found.append((Path(relative).parts, info))
+            else:
+                skipped.append(PathNote(relative, f"{kind_of(mode)}, not a regular file: not "
+                                                  f"read"))
+    skipped.sort(key=lambda note: note.path)
+    unreadable.sort(key=lambda note: note.path)
+    return tuple(info for _, info in sorted(found, key=lambda pair: pair[0]))
+
+
+def _folder_file(item: Path, relative: str, unreadable: list[PathNote]) -> ElfInfo | None:
     try:
-        with tarfile.open(path, "r:*") as archive:
-            return tuple(_read_members(archive, workdir))
-    except (tarfile.TarError, EOFError, OSError) as error:
-        if isinstance(error, OSError) and error.errno is not None:
-            raise
-        raise BadInput(f"{path}: not a readable tarball ({error})") from error
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        with open_regular(item) as file:
+            if file.head(4) != ELF_MAGIC:
+                return None
+            data = file.contents()
+            try:
+                return read_elf_buffer(data, relative, str(item))
+            finally:
+                if isinstance(data, mmap.mmap):
+                    data.close()
+    except NotAnElf:
+        raise
+    except BadInput as error:  # opening or reading it failed: the message names the path
+        unreadable.append(PathNote(relative, str(error).split(": ", 1)[-1]))
+        return None
 
 
-def _read_members(archive: tarfile.TarFile, workdir: Path) -> Iterator[ElfInfo]:
-    for index, member in enumerate(sorted(archive.getmembers(), key=lambda m: m.name)):
-        if not member.isfile():
-            continue
-        stream = archive.extractfile(member)
-        if stream is None or stream.read(4) != ELF_MAGIC:
-            continue
-        target = workdir / f"{index:06d}.elf"
-        with archive.extractfile(member) as source, target.open("wb") as sink:  # type: ignore[union-attr]
-            shutil.copyfileobj(source, sink, 1 << 20)
-        yield read_elf(target, member.name)
+def _relative(item: Path, folder: Path) -> str:
+    if item == folder:
+        return "."
+    return str(item.relative_to(folder))
 
 
 def to_json(inspection: Inspection) -> dict[str, object]:
@@ -94,6 +201,8 @@ def to_json(inspection: Inspection) -> dict[str, object]:
         "tool": f"ninfer-kits {__version__}",
         "source": inspection.source,
         "files": [_file_json(info) for info in inspection.files],
+        "skipped": [{"path": note.path, "why": note.why} for note in inspection.skipped],
+        "unreadable": [{"path": note.path, "why": note.why} for note in inspection.unreadable],
         "floor": {
             "machines": list(floor.machines),
             "interpreters": list(floor.interpreters),
@@ -107,10 +216,13 @@ def to_json(inspection: Inspection) -> dict[str, object]:
             "provided_in_kit": list(floor.provided_in_kit),
             "rpath": list(floor.rpath),
             "runpath": list(floor.runpath),
-            "search_paths": {soname: list(paths) for soname, paths in floor.search_paths},
+            "search_paths": {soname: [{"tag": item.tag, "path": item.path} for item in paths]
+                             for soname, paths in floor.search_paths},
             "cuda": {"sass": list(floor.sass), "ptx": list(floor.ptx),
                      "relocatable": _device_code_json(floor.relocatable),
-                     "other": _device_code_json(floor.other_device_code)},
+                     "other": _device_code_json(floor.other_device_code),
+                     "embedded": _device_code_json(floor.embedded),
+                     "embedded_in": list(floor.embedded_in)},
             "table": [{"requirement": row.requirement, "why": row.why} for row in floor.table],
         },
     }
@@ -130,9 +242,11 @@ def _file_json(info: ElfInfo) -> dict[str, object]:
         "build_id": info.build_id,
         "version_needs": {need.library: list(need.versions) for need in info.version_needs},
         "version_defs": list(info.version_defs),
+        "remarks": list(info.remarks),
         "cuda": [
-            {"section": e.section, "loadable": e.loadable, "kind": e.kind, "arch": e.arch,
-             "compressed": e.compressed, "payload_size": e.payload_size}
+            {"section": e.section or None, "segment": e.segment, "placement": e.placement,
+             "loadable": e.loadable, "kind": e.kind, "arch": e.arch, "compressed": e.compressed,
+             "payload_size": e.payload_size}
             for e in info.device_code
         ],
     }

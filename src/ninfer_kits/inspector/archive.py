@@ -1,0 +1,497 @@
+"""Read a kit archive safely, in one streaming pass: what `inspect`, `verify` and `fetch` share.
+
+    with KitArchive(path) as archive:
+        for member in archive:                  # MemberInfo fields: name, kind, size, mode, link
+            if member.kind == "file" and member.head(4) == b"\\x7fELF":
+                with member.contents() as data:  # bytes, or a temporary file mapped into memory
+                    ...
+
+- The archive is opened only if it is a regular file (never a FIFO or a device), and its format
+  is decided by its first bytes, not by its name: gzip, xz, bzip2 or plain tar; anything else is
+  "not a supported archive", with what it looks like (zstd, zip...).
+- One pass: the decompressor is the standard library's (gzip/lzma/bz2 file objects, which
+  decompress in bounded steps), and tarfile reads the tar stream above it in stream mode (`r|`),
+  so nothing is decompressed twice and nothing seeks backwards. Members are read in archive
+  order, each at most once; a member's data is available only while the archive stands at it.
+- Safe names: absolute paths, `..` components, links leaving the archive's tree, device files,
+  FIFOs, unknown member types and repeated names are refused (BadInput naming the member).
+- Bounded memory and disk: a member is held only when asked (`contents()`, `read()`): in memory
+  up to `memory_limit` (64 MiB), else in an unnamed temporary file (O_TMPFILE, or unlinked at
+  once), which the kernel frees when it is closed or the process ends, however it ends; a member
+  larger than `member_limit` (4 GiB unless told) is refused with the limit in the message. Long
+  name and pax headers larger than 1 MiB are refused before tarfile reads them into memory.
+- SIGTERM while the archive is open raises SystemExit in the main thread, so every `finally`
+  (the caller's too: a half-written extraction) runs, as it does for Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import mmap
+import posixpath
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
+
+from ninfer_kits.errors import BadInput
+from ninfer_kits.inspector.inputs import (
+    ByteSource,
+    RegularFile,
+    open_regular,
+    os_error_words,
+    printable,
+)
+
+if TYPE_CHECKING:  # tarfile, tempfile and the signal machinery load only when an archive is read
+    import tarfile
+    from types import FrameType
+
+DEFAULT_MEMBER_LIMIT = 4 << 30
+MEMORY_LIMIT = 64 << 20
+HEADER_LIMIT = 1 << 20
+HEAD_BYTES = 512
+STREAM_BUFFER = 1 << 20
+
+# First bytes → the format, as said in messages.
+SUPPORTED = (
+    (b"\x1f\x8b", "gzip"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"BZh", "bzip2"),
+)
+UNSUPPORTED = (
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"\x04\x22\x4d\x18", "LZ4-compressed"),
+    (b"LZIP", "lzip-compressed"),
+    (b"\x89LZO", "lzop-compressed"),
+    (b"Rar!", "a RAR archive"),
+    (b"\x5d\x00\x00", "LZMA-compressed (.lzma)"),
+    (b"\x1f\x9d", "compress-ed (.Z)"),
+)
+SUPPORTED_WORDS = "a tar archive, plain or compressed with gzip, xz or bzip2"
+
+# Member types (tarfile's REGTYPE, AREGTYPE, CONTTYPE, GNUTYPE_SPARSE, DIRTYPE, SYMTYPE, LNKTYPE;
+# CHRTYPE, BLKTYPE, FIFOTYPE; GNUTYPE_LONGNAME, GNUTYPE_LONGLINK, XHDTYPE, XGLTYPE,
+# SOLARIS_XHDTYPE), spelled out so that this module loads without tarfile.
+KINDS = {b"0": "file", b"\0": "file", b"7": "file", b"S": "file", b"5": "folder",
+         b"2": "symlink", b"1": "hardlink"}
+REFUSED_KINDS = {b"3": "a character device", b"4": "a block device",
+                 b"6": "a FIFO (named pipe)"}
+LONG_HEADERS = (b"L", b"K", b"x", b"g", b"X")
+
+
+def archive_format(head: bytes) -> str | None:
+    """"gzip", "xz", "bzip2" or "tar" for what this reader can read, by the first bytes (at
+    least 262 of them for a plain tar, whose magic is at 257); None for anything else."""
+    for magic, name in SUPPORTED:
+        if head.startswith(magic):
+            return name
+    if head[257:262] == b"ustar":
+        return "tar"
+    return None
+
+
+def unsupported_format(head: bytes) -> str | None:
+    """What an archive this reader cannot read is ("zstd-compressed"), or None."""
+    return next((name for magic, name in UNSUPPORTED if head.startswith(magic)), None)
+
+
+def size_words(size: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            value = size / (1 << shift)
+            return f"{value:.1f} {unit}" if value % 1 else f"{int(value)} {unit}"
+    return f"{size} bytes"
+
+
+class MemberInfo(NamedTuple):
+    """One member of a kit archive, as its header says."""
+
+    name: str  # relative, '/'-separated, without '.' or '..' components or a trailing '/'
+    kind: str  # "file", "folder", "symlink" or "hardlink"
+    size: int  # bytes of data (files only; 0 for the others)
+    mode: int  # permission bits
+    link: str | None  # a symlink's target (relative to its folder) or a hardlink's member name
+
+
+class Member:
+    """A member while the archive stands at it (`info` and its fields: name, kind, size, mode,
+    link). Its data can be read once, in order; after the iteration moves on, reading it is an
+    error (the stream has passed it)."""
+
+    def __init__(self, info: MemberInfo, archive: KitArchive, tarinfo: tarfile.TarInfo) -> None:
+        self.info = info
+        self._archive = archive
+        self._tarinfo = tarinfo
+        self._stream: Any = None
+        self._valid = True
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def kind(self) -> str:
+        return self.info.kind
+
+    @property
+    def size(self) -> int:
+        return self.info.size
+
+    @property
+    def mode(self) -> int:
+        return self.info.mode
+
+    @property
+    def link(self) -> str | None:
+        return self.info.link
+
+    def head(self, count: int = 4) -> bytes:
+        """The first `count` bytes of a file member (fewer if it is shorter), without consuming
+        them: `contents()` and `copy_to()` still see the whole member."""
+        stream = self._open()
+        if count > io.DEFAULT_BUFFER_SIZE:
+            raise ValueError("head() peeks at most one buffer")
+        with self._archive.reading(self.name):
+            return bytes(stream.peek(count)[:count])
+
+    def read(self) -> bytes:
+        """The whole member in memory (at most `memory_limit` bytes)."""
+        self._check_size()
+        if self.size > self._archive.memory_limit:
+            raise BadInput(f"{self._where()} is {size_words(self.size)}, more than "
+                           f"{size_words(self._archive.memory_limit)} to hold in memory")
+        stream = self._open()
+        with self._archive.reading(self.name):
+            data = bytes(stream.read(self.size))
+        if len(data) != self.size:
+            raise BadInput(f"{self._where()}: truncated (the archive ends inside it)")
+        return data
+
+    @contextmanager
+    def contents(self) -> Iterator[ByteSource]:
+        """The whole member: bytes when small, else an unnamed temporary file mapped into memory
+        (removed when the block ends, or when the process ends however it ends)."""
+        self._check_size()
+        if self.size <= self._archive.memory_limit:
+            yield self.read()
+            return
+        with self._archive.spool_file(self.name) as spool:
+            self.copy_to(spool)
+            spool.flush()
+            mapped = mmap.mmap(spool.fileno(), 0, access=mmap.ACCESS_COPY)
+            try:
+                yield mapped
+            finally:
+                mapped.close()
+
+    def copy_to(self, sink: BinaryIO, chunk: int = STREAM_BUFFER) -> int:
+        """Stream the member's data into `sink` (at most `member_limit` bytes); the count."""
+        self._check_size()
+        stream = self._open()
+        copied = 0
+        while copied < self.size:
+            with self._archive.reading(self.name):
+                block = stream.read(min(chunk, self.size - copied))
+            if not block:
+                raise BadInput(f"{self._where()}: truncated (the archive ends inside it)")
+            try:
+                sink.write(block)
+            except OSError as error:
+                raise self._archive.write_failed(self.name, sink, error) from error
+            copied += len(block)
+        return copied
+
+    def _where(self) -> str:
+        return f"{printable(self._archive.shown)}: member {printable(self.name)}"
+
+    def _check_size(self) -> None:
+        if self.size > self._archive.member_limit:
+            raise BadInput(f"{self._where()} is {size_words(self.size)}, larger than the limit "
+                           f"of {size_words(self._archive.member_limit)} for one member"
+                           f"{self._archive.limit_hint}")
+
+    def _open(self) -> Any:
+        if not self._valid:
+            raise RuntimeError(f"{self.name}: the archive has moved past this member")
+        if self.kind != "file":
+            raise ValueError(f"{self.name}: a {self.kind} has no data")
+        if self._stream is None:
+            self._stream = self._archive.tar.extractfile(self._tarinfo)
+        return self._stream
+
+
+@cache
+def _bounded_tarinfo() -> type[tarfile.TarInfo]:
+    import tarfile
+
+    class BoundedTarInfo(tarfile.TarInfo):
+        """Refuse a long-name or pax header whose data would be read into memory whole."""
+
+        def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
+            if self.type in LONG_HEADERS and self.size > HEADER_LIMIT:
+                raise _HeaderTooLarge(self.size)
+            return super()._proc_member(archive)  # type: ignore[misc,no-any-return]
+
+    return BoundedTarInfo
+
+
+class _HeaderTooLarge(Exception):
+    pass
+
+
+class KitArchive:
+    """A kit archive opened for one streaming pass. Use as a context manager, then iterate."""
+
+    def __init__(self, path: Path, *, shown: str | None = None,
+                 member_limit: int = DEFAULT_MEMBER_LIMIT, memory_limit: int = MEMORY_LIMIT,
+                 temp_dir: Path | None = None, limit_hint: str = "") -> None:
+        self.path = path
+        self.shown = shown or str(path)
+        self.member_limit = member_limit
+        self.memory_limit = min(memory_limit, member_limit)
+        self.temp_dir = temp_dir
+        self.limit_hint = limit_hint
+        self.format = ""
+        self._stack = ExitStack()
+        self._tar: tarfile.TarFile | None = None
+        self._names: set[str] = set()
+
+    @property
+    def tar(self) -> tarfile.TarFile:
+        if self._tar is None:
+            raise RuntimeError("KitArchive is used outside its `with` block")
+        return self._tar
+
+    def __enter__(self) -> KitArchive:
+        try:
+            self._stack.enter_context(_terminate_as_exit())
+            file = self._stack.enter_context(open_regular(self.path, self.shown))
+            self.format = self._format(file.head(HEAD_BYTES))
+            stream = self._stack.enter_context(self._decompressed(file))
+            import tarfile
+
+            with self.reading(None):
+                self._tar = self._stack.enter_context(tarfile.open(
+                    fileobj=stream, mode="r|", bufsize=STREAM_BUFFER,
+                    tarinfo=_bounded_tarinfo()))
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._tar = None
+        self._stack.close()
+
+    def __iter__(self) -> Iterator[Member]:
+        tar = self.tar
+        while True:
+            with self.reading(None):
+                tarinfo = tar.next()
+            if tarinfo is None:
+                return
+            tar.members.clear()  # type: ignore[attr-defined]  # stream mode keeps every header
+            member = self._member(tarinfo)
+            if member is None:
+                continue
+            try:
+                yield member
+            finally:
+                member._valid = False
+
+    # --- formats and members ------------------------------------------------------------------
+
+    def _format(self, head: bytes) -> str:
+        found = archive_format(head)
+        if found is not None:
+            return found
+        what = unsupported_format(head)
+        if what is not None:
+            raise BadInput(f"{printable(self.shown)}: {what}: not a supported archive (kits are "
+                           f"{SUPPORTED_WORDS})")
+        raise BadInput(f"{printable(self.shown)}: not a supported archive (not "
+                       f"{SUPPORTED_WORDS})")
+
+    @contextmanager
+    def _decompressed(self, file: RegularFile) -> Iterator[BinaryIO]:
+        raw = open(file.fd, "rb", closefd=False)  # noqa: SIM115 (closed below)
+        try:
+            if self.format == "gzip":
+                import gzip
+
+                with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
+                    yield stream  # type: ignore[misc]
+            elif self.format == "xz":
+                import lzma
+
+                with lzma.LZMAFile(raw, mode="rb") as stream:
+                    yield stream  # type: ignore[misc]
+            elif self.format == "bzip2":
+                import bz2
+
+                with bz2.BZ2File(raw, mode="rb") as stream:
+                    yield stream  # type: ignore[misc]
+            else:
+                yield raw
+        finally:
+            raw.close()
+
+    def _member(self, tarinfo: tarfile.TarInfo) -> Member | None:
+        raw = tarinfo.name
+        name = _safe_name(raw)
+        shown = f"{printable(self.shown)}: member {printable(raw)}"
+        if name is None:
+            raise BadInput(f"{shown}: an absolute path or one with '..': refused (it would be "
+                           f"written outside the folder it is extracted into)")
+        if tarinfo.type in REFUSED_KINDS:
+            raise BadInput(f"{shown} is {REFUSED_KINDS[tarinfo.type]}: a kit archive holds only "
+                           f"files, folders and links")
+        kind = KINDS.get(tarinfo.type)
+        if kind is None:
+            raise BadInput(f"{shown}: unknown member type {tarinfo.type!r}")
+        if not name:
+            return None  # the archive's own top folder, "./"
+        link = None
+        if kind == "symlink":
+            link = tarinfo.linkname
+            if not _link_stays_inside(name, link):
+                raise BadInput(f"{shown}: a symlink to {printable(link)}, outside the archive's "
+                               f"tree: refused")
+        elif kind == "hardlink":
+            link = _safe_name(tarinfo.linkname)
+            if not link or link not in self._names:
+                raise BadInput(f"{shown}: a hardlink to {printable(tarinfo.linkname)}, which is "
+                               f"not an earlier member of the archive: refused")
+        if kind != "folder":
+            if name in self._names:
+                raise BadInput(f"{shown}: the name appears twice (extracting keeps only the "
+                               f"last): refused")
+            self._names.add(name)
+        info = MemberInfo(name=name, kind=kind, size=tarinfo.size if kind == "file" else 0,
+                          mode=tarinfo.mode & 0o7777, link=link)
+        return Member(info, self, tarinfo)
+
+    # --- errors, in words ---------------------------------------------------------------------
+
+    @contextmanager
+    def reading(self, member: str | None) -> Iterator[None]:
+        """Turn what the decompressor and tarfile raise into one message naming the archive
+        (and the member, if any) and what is wrong."""
+        import tarfile
+        import zlib
+
+        where = printable(self.shown) + (f": member {printable(member)}" if member else "")
+        kind = f"{self.format} tarball" if self.format not in ("", "tar") else "tarball"
+        try:
+            yield
+        except BadInput:
+            raise
+        except _HeaderTooLarge as error:
+            raise BadInput(f"{where}: a long-name or pax header of {size_words(error.args[0])} "
+                           f"(more than {size_words(HEADER_LIMIT)}): refused") from error
+        except EOFError as error:
+            raise BadInput(f"{where}: not a readable {kind} (truncated: the compressed data "
+                           f"ends early)") from error
+        except (tarfile.TarError, zlib.error) as error:
+            raise BadInput(f"{where}: not a readable {kind} ({error})") from error
+        except OSError as error:
+            if error.errno is None:  # gzip.BadGzipFile and friends: the data, not the disk
+                raise BadInput(f"{where}: not a readable {kind} ({error})") from error
+            raise BadInput(f"{where}: {os_error_words(error)}") from error
+        except Exception as error:
+            if type(error).__name__ == "LZMAError":
+                raise BadInput(f"{where}: not a readable {kind} ({error})") from error
+            raise
+
+    @contextmanager
+    def spool_file(self, member: str) -> Iterator[BinaryIO]:
+        import tempfile
+
+        folder = str(self.temp_dir) if self.temp_dir else tempfile.gettempdir()
+        try:
+            handle: BinaryIO = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (unnamed: O_TMPFILE)
+        except OSError as error:
+            raise SpoolFailed(error.errno, f"{printable(self.shown)}: member "
+                              f"{printable(member)}: cannot make a temporary file in {folder}: "
+                              f"{os_error_words(error)}") from error
+        with handle:
+            yield handle
+
+    def write_failed(self, member: str, sink: BinaryIO, error: OSError) -> OSError:
+        import tempfile
+
+        where = getattr(sink, "name", None)
+        if isinstance(where, int) or where is None:
+            where = str(self.temp_dir) if self.temp_dir else tempfile.gettempdir()
+        return SpoolFailed(error.errno, f"{printable(self.shown)}: member {printable(member)}: "
+                                        f"cannot write a copy of it to {where}: "
+                                        f"{os_error_words(error)}")
+
+
+class SpoolFailed(OSError):
+    """The machine could not hold a copy of a member (no space, no temporary folder): not the
+    archive's fault, so an OSError (the CLI's environment failure), with the whole story."""
+
+    def __init__(self, number: int | None, message: str) -> None:
+        super().__init__(number or errno.EIO, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _safe_name(raw: str) -> str | None:
+    """The member name made relative and clean, or None if it is absolute, has a '..'
+    component or a NUL; "" for the archive's top folder itself."""
+    if raw.startswith("/") or "\0" in raw:
+        return None
+    parts = [part for part in raw.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        return None
+    return "/".join(parts)
+
+
+def _link_stays_inside(name: str, target: str) -> bool:
+    """Whether a symlink at `name` pointing at `target` resolves inside the archive's tree."""
+    if not target or target.startswith("/") or "\0" in target:
+        return False
+    depth = len(posixpath.dirname(name).split("/")) if posixpath.dirname(name) else 0
+    for part in target.split("/"):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return False
+        elif part not in ("", "."):
+            depth += 1
+    return True
+
+
+@contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """While an archive is open, SIGTERM raises SystemExit (status 143) in the main thread,
+    so that `finally` blocks and context managers run, as they do for Ctrl-C. A handler the
+    program installed itself is left alone."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous not in (signal.SIG_DFL, None):
+        yield
+        return
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
 import os
 import random
@@ -384,6 +383,10 @@ def image_recipes(tmp_path: Path, text: str = WITH_ARGS) -> tuple[ImageRecipe, I
     return ImageRecipe.toolchain_image(toolchain), ImageRecipe.runtime_image(toolchain)
 
 
+# The base image's ID on the engine (tags hash it: a base pulled anew is another image).
+BASE_ID = "sha256:" + "b" * 64
+
+
 def test_image_tags_hash_every_build_argument(tmp_path: Path) -> None:
     image, runtime = image_recipes(tmp_path)
     assert image.all_build_args() == {"CUDA_WHEELS": "13.1", "_X1": "a b",
@@ -391,14 +394,14 @@ def test_image_tags_hash_every_build_argument(tmp_path: Path) -> None:
     assert runtime.all_build_args() == {
         "CUDA_WHEELS": "13.1", "BASE_IMAGE": "nvidia/cuda:13.1.2-runtime-ubuntu24.04",
         "EXTRA_RUNTIME_PACKAGES": "libavformat61 libstdc++6 libgl1-mesa-dri"}
-    assert image.tag().startswith("ninfer-kits/toolchain-tc:")
-    assert runtime.tag().startswith("ninfer-kits/runtime-tc:")
+    assert image.tag(BASE_ID).startswith("ninfer-kits/toolchain-tc:")
+    assert runtime.tag(BASE_ID).startswith("ninfer-kits/runtime-tc:")
     # The order they are written in does not matter; every value does.
     swapped = WITH_ARGS.replace('CUDA_WHEELS = "13.1", _X1 = "a b"',
                                 '_X1 = "a b", CUDA_WHEELS = "13.1"')
-    assert image_recipes(tmp_path, swapped)[0].tag() == image.tag()
+    assert image_recipes(tmp_path, swapped)[0].tag(BASE_ID) == image.tag(BASE_ID)
     changed = {
-        image_recipes(tmp_path, WITH_ARGS.replace(old, new, 1))[which].tag()
+        image_recipes(tmp_path, WITH_ARGS.replace(old, new, 1))[which].tag(BASE_ID)
         for old, new, which in (
             ('CUDA_WHEELS = "13.1", _X1', 'CUDA_WHEELS = "13.2", _X1', 0),
             ('_X1 = "a b"', '_X1 = "a  b"', 0),
@@ -408,24 +411,26 @@ def test_image_tags_hash_every_build_argument(tmp_path: Path) -> None:
             ('"libavformat61", "libstdc++6"', '"libstdc++6", "libavformat61"', 1),
         )
     }
-    assert len(changed | {image.tag(), runtime.tag()}) == 7
-    # With BASE_IMAGE alone the tag is what it was before build arguments existed.
-    plain, _ = image_recipes(tmp_path, MINIMAL)
-    legacy = hashlib.sha256(plain.dockerfile.read_bytes())
-    legacy.update(f"\0BASE_IMAGE={plain.base_image}".encode())
-    assert plain.tag() == f"ninfer-kits/toolchain-tc:{legacy.hexdigest()[:16]}"
+    assert len(changed | {image.tag(BASE_ID), runtime.tag(BASE_ID)}) == 7
+    assert image.tag("sha256:" + "c" * 64) != image.tag(BASE_ID)  # the base moved
+
+
+@dataclasses.dataclass
+class FakeImage:
+    id: str
+    labels: dict[str, str]
 
 
 class FakeImages:
     def __init__(self, present: set[str]) -> None:
-        self.present = present
+        self.present = {name: FakeImage(BASE_ID, {}) for name in present}
 
-    def get(self, tag: str) -> str:
+    def get(self, tag: str) -> FakeImage:
         import docker.errors
 
         if tag not in self.present:
             raise docker.errors.ImageNotFound(tag)
-        return tag
+        return self.present[tag]
 
 
 class FakeApi:
@@ -435,7 +440,8 @@ class FakeApi:
 
     def build(self, **options: Any) -> list[dict[str, str]]:
         self.builds.append(options)
-        self.images.present.add(options["tag"])
+        self.images.present[options["tag"]] = FakeImage(f"sha256:{len(self.builds):064x}",
+                                                        options["labels"])
         return [{"stream": "Step 1/1 : FROM base\n"}]
 
 
@@ -453,13 +459,14 @@ def test_ensure_image_passes_every_build_argument(tmp_path: Path) -> None:
     messages = io.StringIO()
     reporter = Reporter(stream=messages, mode="plain")
     for recipe in (image, runtime):
-        assert ensure_image(client, recipe, reporter) == recipe.tag()
+        assert ensure_image(client, recipe, reporter).tag == recipe.tag(BASE_ID)
     built = client.api.builds
-    assert [b["tag"] for b in built] == [image.tag(), runtime.tag()]
+    assert [b["tag"] for b in built] == [image.tag(BASE_ID), runtime.tag(BASE_ID)]
     assert [b["buildargs"] for b in built] == [image.all_build_args(), runtime.all_build_args()]
-    assert "(base nvidia/cuda:13.1.2-devel-ubuntu24.04, CUDA_WHEELS=13.1, _X1=a b)" in (
-        messages.getvalue())
-    assert ensure_image(client, image, reporter) == image.tag()  # found by its tag: no build
+    assert (f"(base nvidia/cuda:13.1.2-devel-ubuntu24.04 = {BASE_ID}, CUDA_WHEELS=13.1, "
+            "_X1=a b)") in messages.getvalue()
+    # found by its tag: no build
+    assert ensure_image(client, image, reporter).tag == image.tag(BASE_ID)
     assert len(client.api.builds) == 2
 
 

@@ -110,3 +110,42 @@ def as_cuobjdump_names(entries: list[tuple[str, str]]) -> Counter[tuple[str, str
         arch = arch[:-1] if kind == "sass" and arch.endswith("f") else arch
         renamed[(kind, arch)] += 1
     return renamed
+
+
+def containers_in_sections(path: Path, names: set[str] | None = None
+                           ) -> dict[str, list[tuple[int, int]]]:
+    """Every fatbin container (magic 0xBA55ED50, any version) in the file's allocated data
+    sections other than the fatbin sections, as (file offset, length), by section. Found with
+    pyelftools and a plain search: independent of the inspector's reader."""
+    import struct
+
+    from elftools.elf.elffile import ELFFile
+
+    found: dict[str, list[tuple[int, int]]] = {}
+    with path.open("rb") as stream:
+        data = stream.read()
+        for section in ELFFile(stream).iter_sections():
+            flags, name = section["sh_flags"], section.name
+            if (section["sh_type"] != "SHT_PROGBITS" or not flags & 0x2 or flags & 0x4
+                    or name in (".nv_fatbin", "__nv_relfatbin")
+                    or (names is not None and name not in names)):
+                continue
+            start, end = section["sh_offset"], section["sh_offset"] + section["sh_size"]
+            at = data.find(b"\x50\xed\x55\xba", start, end)
+            while at >= 0:
+                _magic, _version, header, body = struct.unpack_from("<IHHQ", data, at)
+                found.setdefault(name, []).append((at, header + body))
+                at = data.find(b"\x50\xed\x55\xba", at + header + body, end)
+    return found
+
+
+def cuobjdump_of_containers(path: Path, containers: list[tuple[int, int]],
+                            scratch: Path) -> Counter[tuple[str, str]]:
+    """What cuobjdump lists in these containers, carved out of the file into one .fatbin (it
+    reads containers laid back to back) — cuobjdump does not look for them in the library."""
+    with path.open("rb") as stream, scratch.open("wb") as sink:
+        for offset, length in containers:
+            stream.seek(offset)
+            blob = stream.read(length)
+            sink.write(blob + b"\0" * (-len(blob) % 8))
+    return cuobjdump_entries(scratch, all_fatbin=False)

@@ -110,10 +110,11 @@ def _inspect_file(path: Path, member_limit: int, limit_hint: str) -> tuple[ElfIn
         return _inspect_archive(path, member_limit, limit_hint)
     if not head:
         raise NotAnElf(f"{printable(shown)}: an empty file, not an ELF file")
-    named = (f"named like a tarball, but neither {SUPPORTED_WORDS} nor "
-             if path.name.endswith(TARBALL_NAMES) else "")
-    raise NotAnElf(f"{printable(shown)}: {named}not an ELF file (it starts with "
-                   f"{head[:8].hex(' ')})")
+    starts = f"it starts with {head[:8].hex(' ')}"
+    if path.name.endswith(TARBALL_NAMES):
+        raise NotAnElf(f"{printable(shown)}: named like a kit archive, but neither "
+                       f"{SUPPORTED_WORDS} nor an ELF file ({starts})")
+    raise NotAnElf(f"{printable(shown)}: not an ELF file, a folder or a kit archive ({starts})")
 
 
 def _inspect_archive(path: Path, member_limit: int, limit_hint: str) -> tuple[ElfInfo, ...]:

@@ -15,6 +15,7 @@ import pytest
 from ninfer_kits.inspector.elf import read_elf
 from ninfer_kits.inspector.floor import SearchPath, kit_floor
 from ninfer_kits.inspector.inspection import inspect_path
+from thirdparty import CUDART, CUFFT, CURAND, debian_package, wheel_file
 
 from oracles import (
     as_cuobjdump_names,
@@ -24,7 +25,6 @@ from oracles import (
     cuobjdump_of_containers,
     readelf,
 )
-from thirdparty import CUDART, CUFFT, CURAND, debian_package, wheel_file
 from tools import run, tool
 
 SCHEMA = Path(__file__).parent.parent / "src/ninfer_kits/data/inspect.schema.json"
@@ -84,7 +84,7 @@ def test_build_id_is_the_gnu_note_not_a_systemtap_probe(curand: Path, cufft: Pat
     jsonschema.validate(report, json.loads(SCHEMA.read_text()))
 
 
-# --- 4. RPATH is called RPATH -----------------------------------------------------------------------
+# --- 4. RPATH is called RPATH ---------------------------------------------------------------------
 
 def test_rpath_is_named_rpath_in_the_floor(curand: Path) -> None:
     truth = readelf(curand)
@@ -103,7 +103,7 @@ def test_runpath_is_named_runpath(cufft: Path) -> None:
     assert {paths for _, paths in floor.search_paths} == {(SearchPath("RUNPATH", "$ORIGIN"),)}
 
 
-# --- 6. device code outside .nv_fatbin ----------------------------------------------------------------
+# --- 6. device code outside .nv_fatbin ------------------------------------------------------------
 
 @pytest.mark.parametrize(("name", "section"), [("curand", ".data"), ("cufft", ".ldata")])
 def test_device_code_in_data_sections_is_found(name: str, section: str, tmp_path: Path,
@@ -199,7 +199,7 @@ def test_versions_of_libraries_the_kit_ships_are_no_floor(tmp_path: Path) -> Non
     assert floor.floor("GLIBC") is not None
 
 
-# --- the whole of a Debian library folder, against readelf --------------------------------------------
+# --- the whole of a Debian library folder, against readelf ----------------------------------------
 
 def test_system_library_folder_matches_readelf() -> None:
     """Every ELF shared library directly in /usr/lib/x86_64-linux-gnu (hundreds): needed,

@@ -4,7 +4,6 @@ hardened streaming reader into a private temporary folder, which goes when the `
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -14,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ninfer_kits import buildinfo
-from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.archive import KitArchive, archive_format
 from ninfer_kits.inspector.elf import ElfInfo, is_elf, read_elf
+from ninfer_kits.kitdir import read_kit_dir
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class KitOnDisk:
     programs: tuple[Path, ...]  # kit/bin/*
     files: tuple[ElfInfo, ...]  # every ELF of the kit (programs and kit/lib), paths kit/...
     info: buildinfo.BuildInfo | None
-    checked: str  # "SHA256SUMS ok" or why nothing was checked
+    checked: str  # "SHA256SUMS ok (…)" or why nothing was checked
 
 
 @contextmanager
@@ -40,9 +40,9 @@ def open_kit(path: Path) -> Iterator[KitOnDisk]:
             yield _read(str(path), root, "a kit folder: no checksums to check")
             return
         if (path / "SHA256SUMS").is_file() and len(tarballs) == 1:
-            checked = check_sums(path)
-            with _unpacked(tarballs[0]) as root:
-                yield _read(str(path), root, checked)
+            finished = read_kit_dir(path)  # every file and hash of the dist/<tag>/ contract
+            with _unpacked(finished.tarball) as root:
+                yield _read(str(path), root, f"SHA256SUMS ok ({len(finished.files)} files)")
             return
         raise BadInput(f"{path}: neither a kit folder (kit/bin/) nor a finished kit folder "
                        f"(one .tar.gz and SHA256SUMS)")
@@ -53,32 +53,6 @@ def open_kit(path: Path) -> Iterator[KitOnDisk]:
                        f"a kit folder or a finished kit folder")
     with _unpacked(path) as root:
         yield _read(str(path), root, "an archive on its own: no SHA256SUMS beside it")
-
-
-def check_sums(folder: Path) -> str:
-    """Every line of SHA256SUMS must name a file here with that sha256."""
-    lines = (folder / "SHA256SUMS").read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, start=1):
-        digest, _, name = line.partition("  ")
-        name = name.lstrip("*")
-        if len(digest) != 64 or not name or "/" in name:
-            raise BadInput(f"{folder / 'SHA256SUMS'}:{number}: not a `<sha256>  <file>` line")
-        target = folder / name
-        if not target.is_file():
-            raise CheckFailed(f"{folder / 'SHA256SUMS'}:{number}: {name} is not there")
-        actual = _sha256(target)
-        if actual != digest:
-            raise CheckFailed(f"{target}: sha256 {actual}, but SHA256SUMS says {digest}: the "
-                              f"download is damaged or not the published kit")
-    return f"SHA256SUMS ok ({len(lines)} files)"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits.errors import BadInput
+from ninfer_kits.errors import EnvironmentFailure
 from ninfer_kits.log import Reporter
 from ninfer_kits.pipeline import hostdeps
 from ninfer_kits.pipeline.hostdeps import (
@@ -201,7 +201,7 @@ def test_a_really_missing_dependency_is_named(lacking: dict[str, str]) -> None:
     assert "missing: Ninja (command ninja)" in text
     assert "missing: FFmpeg's libswscale development files (pkg-config libswscale)" in text
     assert expected_line("ninja", "libswscale") in text
-    assert caught.value.exit_code == 2
+    assert caught.value.exit_code == 3
 
 
 def test_headers_stand_in_for_a_missing_pkg_config(tmp_path: Path) -> None:
@@ -229,7 +229,7 @@ def test_the_build_stops_before_fetching_and_names_everything(lacking: dict[str,
          str(ROOT / "matrix.toml"), "--dist", str(tmp_path / "dist"), "--cache-dir", str(cache)],
         capture_output=True, text=True, check=False, cwd=tmp_path,
         env={**lacking, NO_INSTALL_ENV: "1"})
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == 3, done.stderr
     assert "missing: Ninja (command ninja)" in done.stderr
     assert "libswscale" in done.stderr and expected_line("ninja", "libswscale") in done.stderr
     assert "not installed: NINFER_KITS_NO_INSTALL is set" in done.stderr
@@ -283,8 +283,9 @@ def test_a_failed_apt_get_shows_its_output(lacking: dict[str, str], tmp_path: Pa
         missing("a Debian or Ubuntu machine")
     fake_apt(Path(lacking["PATH"]), tmp_path / "apt.log",
              "echo 'E: Unable to locate package ninja-build' >&2; exit 100")
-    with pytest.raises(BadInput, match=r"(?s)--no-install-recommends ninja-build libswscale-dev "
-                                       r"failed \(exit status 100\):\n  \| E: Unable to locate"):
+    with pytest.raises(EnvironmentFailure,
+                       match=r"(?s)--no-install-recommends ninja-build libswscale-dev "
+                             r"failed \(exit status 100\):\n  \| E: Unable to locate"):
         ensure_build_dependencies(Reporter(io.StringIO()), environ=lacking, is_root=True)
 
 
@@ -302,7 +303,7 @@ def test_the_command_line_entry(lacking: dict[str, str]) -> None:
     done = subprocess.run([sys.executable, "-m", "ninfer_kits.pipeline.hostdeps", "--tests"],
                           capture_output=True, text=True, check=False,
                           env={**lacking, NO_INSTALL_ENV: "1"})
-    assert done.returncode == 2
+    assert done.returncode == 3
     assert done.stderr.startswith("ninfer-kits: error: the local builder cannot build")
     clean = subprocess.run([sys.executable, "-m", "ninfer_kits.pipeline.hostdeps", "--tests"],
                            capture_output=True, text=True, check=False)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ninfer_kits.errors import BadInput
+from ninfer_kits.errors import EnvironmentFailure
 from ninfer_kits.log import Reporter
 
 DATA: Final = Path(__file__).resolve().parent.parent / "data" / "build_deps.toml"
@@ -49,9 +49,9 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9+._-]*")  # names of deps and families; os-r
 _WORD = re.compile(r"-{0,2}[A-Za-z0-9][A-Za-z0-9+._=-]*")  # a word of the install command
 
 
-class MissingBuildDependencies(BadInput):
-    """Something the build needs is not on this machine (exit status 2, as the quick start
-    says); the message names all of it and gives one install line."""
+class MissingBuildDependencies(EnvironmentFailure):
+    """Something the build needs is not on this machine: the environment's failure, not the
+    user's input (exit status 3); the message names all of it and gives one install line."""
 
 
 class CatalogError(ValueError):
@@ -341,7 +341,8 @@ def ensure_build_dependencies(reporter: Reporter, *, nvcc: str = "",
                               os_release: Sequence[Path] = OS_RELEASE,
                               is_root: bool | None = None) -> None:
     """Return when everything is there; install the missing packages first when run as root
-    on Debian or Ubuntu (unless NINFER_KITS_NO_INSTALL is set); else BadInput naming them."""
+    on Debian or Ubuntu (unless NINFER_KITS_NO_INSTALL is set); else MissingBuildDependencies
+    naming them."""
     environ = os.environ if environ is None else environ
     findings = check(purposes=purposes, nvcc=nvcc, environ=environ, os_release=os_release)
     if findings.ok:
@@ -378,22 +379,22 @@ def _apt_install(apt: str, packages: Sequence[str], environ: Mapping[str, str]) 
         if done.returncode != 0:
             tail = (done.stdout + done.stderr).strip().splitlines()[-APT_TAIL:]
             shown = "\n".join(f"  | {line}" for line in tail)
-            raise BadInput(f"{shlex.join(command)} failed (exit status {done.returncode}):\n"
-                           f"{shown}")
+            raise EnvironmentFailure(f"{shlex.join(command)} failed (exit status "
+                                     f"{done.returncode}):\n{shown}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m ninfer_kits.pipeline.hostdeps",
         description="Check (and, as root on Debian/Ubuntu, install) what the local builder "
-                    "needs; exit status 2 names what is missing.")
+                    "needs; exit status 3 names what is missing.")
     parser.add_argument("--tests", action="store_true",
                         help="also what the test suite needs (gcc, readelf)")
     args = parser.parse_args(argv)
     purposes = PURPOSES if args.tests else ("build",)
     try:
         ensure_build_dependencies(Reporter(), purposes=purposes)
-    except BadInput as error:
+    except EnvironmentFailure as error:
         print(f"ninfer-kits: error: {error}", file=sys.stderr)
         return error.exit_code
     return 0

@@ -161,11 +161,11 @@ class Member:
 
     def read(self) -> bytes:
         """The whole member in memory (at most `memory_limit` bytes)."""
+        stream = self._open()
         self._check_size()
         if self.size > self._archive.memory_limit:
             raise BadInput(f"{self._where()} is {size_words(self.size)}, more than "
                            f"{size_words(self._archive.memory_limit)} to hold in memory")
-        stream = self._open()
         with self._archive.reading(self.name):
             data = bytes(stream.read(self.size))
         if len(data) != self.size:
@@ -191,8 +191,8 @@ class Member:
 
     def copy_to(self, sink: BinaryIO, chunk: int = STREAM_BUFFER) -> int:
         """Stream the member's data into `sink` (at most `member_limit` bytes); the count."""
-        self._check_size()
         stream = self._open()
+        self._check_size()
         copied = 0
         while copied < self.size:
             with self._archive.reading(self.name):

@@ -1,0 +1,213 @@
+"""The kit-archive reader (inspector/archive.py) that inspect, verify and fetch share: one
+streaming pass, safe names, bounded memory and disk, and what it refuses, by name."""
+
+from __future__ import annotations
+
+import io
+import random
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from ninfer_kits.errors import BadInput
+from ninfer_kits.inspector import archive as archive_module
+from ninfer_kits.inspector.archive import DEFAULT_MEMBER_LIMIT, KitArchive
+from ninfer_kits.inspector.inspection import inspect_path
+
+
+def make_tar(path: Path, members: list[tarfile.TarInfo | tuple[str, bytes]],
+             mode: str = "w:gz", **options: object) -> Path:
+    with tarfile.open(path, mode, **options) as archive:  # type: ignore[call-overload]
+        for member in members:
+            if isinstance(member, tarfile.TarInfo):
+                archive.addfile(member)
+            else:
+                name, data = member
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mode = 0o755
+                archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+def link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = target
+    return info
+
+
+def special(name: str, kind: bytes) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    return info
+
+
+@pytest.fixture()
+def elf(c_binaries: dict[str, Path]) -> bytes:
+    return c_binaries["glibc234"].read_bytes()
+
+
+def test_members_come_in_order_with_clean_names(tmp_path: Path, elf: bytes) -> None:
+    path = make_tar(tmp_path / "kit.tar.gz", [
+        special("./", tarfile.DIRTYPE), special("./kit", tarfile.DIRTYPE),
+        ("./kit/bin/app", elf), ("kit/README", b"hello\n"),
+        link("kit/lib/libx.so", "libx.so.1"), link("kit/bin/app2", "kit/bin/app", tarfile.LNKTYPE),
+        link("kit/lib/up", "../bin/app")])
+    with KitArchive(path) as archive:
+        seen = [(m.name, m.kind, m.size, m.link) for m in archive]
+    assert seen == [("kit", "folder", 0, None), ("kit/bin/app", "file", len(elf), None),
+                    ("kit/README", "file", 6, None), ("kit/lib/libx.so", "symlink", 0, "libx.so.1"),
+                    ("kit/bin/app2", "hardlink", 0, "kit/bin/app"),
+                    ("kit/lib/up", "symlink", 0, "../bin/app")]
+
+
+def test_head_does_not_consume(tmp_path: Path, elf: bytes) -> None:
+    path = make_tar(tmp_path / "kit.tar.xz", [("kit/bin/app", elf), ("kit/x", b"x" * 100)],
+                    mode="w:xz")
+    with KitArchive(path, memory_limit=1024) as archive:  # app goes through a temporary file
+        members = iter(archive)
+        app = next(members)
+        assert app.head(4) == b"\x7fELF"
+        with app.contents() as data:
+            assert bytes(data[:]) == elf and type(data).__name__ == "mmap"
+        small = next(members)
+        assert small.head(1) == b"x" and small.read() == b"x" * 100
+        with pytest.raises(RuntimeError, match="moved past"):
+            app.read()
+
+
+def test_copy_to_streams_the_member(tmp_path: Path, elf: bytes) -> None:
+    path = make_tar(tmp_path / "kit.tar.bz2", [("kit/bin/app", elf)], mode="w:bz2")
+    sink = io.BytesIO()
+    with KitArchive(path) as archive:
+        for member in archive:
+            assert member.copy_to(sink, chunk=1000) == len(elf)
+    assert sink.getvalue() == elf
+
+
+@pytest.mark.parametrize(("members", "words"), [
+    ([("../evil", b"x")], "member ../evil: an absolute path or one with '..': refused"),
+    ([("kit/../../evil", b"x")], "an absolute path or one with '..'"),
+    ([("/etc/evil", b"x")], "member /etc/evil: an absolute path"),
+    ([link("kit/lib/passwd", "../../../etc/passwd")], "a symlink to ../../../etc/passwd, outside"),
+    ([link("kit/lib/up", "../../..")], "a symlink to ../../.., outside"),
+    ([link("kit/lib/passwd", "/etc/passwd")], "a symlink to /etc/passwd, outside"),
+    ([link("kit/bin/x", "kit/bin/nothing", tarfile.LNKTYPE)],
+     "a hardlink to kit/bin/nothing, which is not an earlier member"),
+    ([link("kit/bin/x", "../../etc/shadow", tarfile.LNKTYPE)], "a hardlink to ../../etc/shadow"),
+    ([special("kit/bin/pipe", tarfile.FIFOTYPE)],
+     "member kit/bin/pipe is a FIFO (named pipe): a kit archive holds only files, folders"),
+    ([special("kit/dev/sda", tarfile.BLKTYPE)], "is a block device"),
+    ([special("kit/dev/tty", tarfile.CHRTYPE)], "is a character device"),
+    ([("kit/bin/app", b"1"), ("kit/bin/app", b"2")], "the name appears twice"),
+])
+def test_unsafe_members_are_refused_by_name(tmp_path: Path, members: list[object],
+                                            words: str) -> None:
+    path = make_tar(tmp_path / "evil.tar.gz", members)  # type: ignore[arg-type]
+    with pytest.raises(BadInput) as caught, KitArchive(path) as archive:
+        for _member in archive:
+            pass
+    assert str(caught.value).startswith(f"{path}: member ")
+    assert words in str(caught.value)
+    done = subprocess.run([sys.executable, "-m", "ninfer_kits", "inspect", str(path)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_huge_pax_header_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    info = tarfile.TarInfo("kit/x")
+    info.pax_headers = {"comment": "x" * (2 << 20)}
+    path = make_tar(tmp_path / "pax.tar", [info], mode="w", format=tarfile.PAX_FORMAT)
+    with pytest.raises(BadInput, match=r"a long-name or pax header of 2\.0 MiB .*refused"), \
+            KitArchive(path) as archive:
+        list(archive)
+
+
+def test_member_limit(tmp_path: Path, elf: bytes) -> None:
+    assert DEFAULT_MEMBER_LIMIT == 4 << 30
+    big = elf + bytes(2 << 20)
+    path = make_tar(tmp_path / "kit.tar.gz", [("kit/bin/big", big)])
+    done = subprocess.run([sys.executable, "-m", "ninfer_kits", "inspect",
+                           "--max-member-size", "1M", str(path)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stderr
+    assert (f"{path}: member kit/bin/big is 2.0 MiB, larger than the limit of 1 MiB for one "
+            f"member (--max-member-size)") in done.stderr
+    done = subprocess.run([sys.executable, "-m", "ninfer_kits", "inspect",
+                           "--max-member-size", "3MiB", str(path)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    # a member that is not an ELF file is not held, whatever its size
+    path = make_tar(tmp_path / "data.tar.gz", [("kit/data", bytes(2 << 20)),
+                                               ("kit/bin/app", elf)])
+    assert inspect_path(path, member_limit=1 << 20).files[0].path == "kit/bin/app"
+
+
+def test_one_pass_over_the_archive(tmp_path: Path, elf: bytes) -> None:
+    """The compressed file is read once, front to back: the process reads (rchar) about the
+    archive's size, not twice that as a list-then-extract reader that seeks back does."""
+    rng = random.Random(5)
+    noise = rng.randbytes(8 << 20)  # does not compress: the archive is about this big
+    members = [(f"kit/bin/app{i}", elf) for i in range(5)]
+    path = make_tar(tmp_path / "kit.tar.gz", [*members[:3], ("kit/noise", noise), *members[3:]],
+                    compresslevel=1)
+    size = path.stat().st_size
+
+    def read_so_far() -> int:
+        text = Path("/proc/self/io").read_text()
+        return int(next(line.split()[1] for line in text.splitlines()
+                        if line.startswith("rchar:")))
+
+    inspect_path(path)  # imports and data files loaded once, before the count
+    before = read_so_far()
+    inspection = inspect_path(path)
+    spent = read_so_far() - before
+    assert len(inspection.files) == 5
+    assert size <= spent < size * 1.2 + (256 << 10), (spent, size)
+
+
+def test_kinds_are_tarfiles_own() -> None:
+    """archive.py spells tarfile's member types out so that it loads without tarfile."""
+    assert archive_module.KINDS == {
+        tarfile.REGTYPE: "file", tarfile.AREGTYPE: "file", tarfile.CONTTYPE: "file",
+        tarfile.GNUTYPE_SPARSE: "file", tarfile.DIRTYPE: "folder", tarfile.SYMTYPE: "symlink",
+        tarfile.LNKTYPE: "hardlink"}
+    assert set(archive_module.REFUSED_KINDS) == {tarfile.CHRTYPE, tarfile.BLKTYPE,
+                                                 tarfile.FIFOTYPE}
+    assert set(archive_module.LONG_HEADERS) == {
+        tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
+        tarfile.SOLARIS_XHDTYPE}
+
+
+def test_mutated_archives_give_a_result_or_one_clean_error(tmp_path: Path, elf: bytes) -> None:
+    """Bytes flipped in tar headers and data, plain and gzip: the reader never crashes."""
+    plain = make_tar(tmp_path / "seed.tar", [("kit/bin/app", elf), ("kit/README", b"x" * 700),
+                                             link("kit/lib/l", "../bin/app")], mode="w")
+    seed = plain.read_bytes()
+    rng = random.Random(20261130)
+    outcomes = {"result": 0, "error": 0}
+    for case in range(300):
+        data = bytearray(seed)
+        for _ in range(rng.randint(1, 6)):
+            at = rng.randrange(0, 1536) if rng.random() < 0.7 else rng.randrange(len(data))
+            data[at] = rng.randrange(256)
+        target = tmp_path / f"case-{case}.tar"
+        if case % 2:
+            import gzip
+
+            target = target.with_suffix(".tar.gz")
+            target.write_bytes(gzip.compress(bytes(data))[: rng.choice([None, 200, 4000])])
+        else:
+            target.write_bytes(bytes(data))
+        try:
+            inspect_path(target)
+            outcomes["result"] += 1
+        except BadInput as error:
+            assert str(error).startswith(str(target)), error
+            assert "\n" not in str(error)
+            outcomes["error"] += 1
+    assert outcomes["result"] > 10 and outcomes["error"] > 10, outcomes

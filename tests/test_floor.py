@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +121,62 @@ def test_buildinfo_keeps_the_relocatable_code_apart() -> None:
     assert buildinfo.parse(text) == info
     older = text.replace("relocatable_device_code: SASS sm_86 ×2, PTX compute_86 ×2\n", "")
     assert buildinfo.parse(older) == dataclasses.replace(info, relocatable_device_code="none")
+
+
+# --- glibc: its sonames and its ABI markers (runtime_facts.toml) ---------------------------------
+
+def _sonames(files: list[Path]) -> set[str]:
+    from ninfer_kits.inspector.elf import read_elf
+
+    found = set()
+    for path in files:
+        if path.is_file() and not path.is_symlink() and path.read_bytes()[:4] == b"\x7fELF":
+            soname = read_elf(path).soname
+            if soname and ".so." in soname:
+                found.add(soname)
+    return found
+
+
+def test_glibc_sonames_cover_glibcs_packages() -> None:
+    """Every versioned soname of Debian's libc6 (this machine) and libc6-i386 (downloaded:
+    the 32-bit loader ld-linux.so.2) is covered by the glibc row, not a row of its own."""
+    import shutil
+    import subprocess
+
+    from thirdparty import debian_package
+
+    from tools import missing
+
+    dpkg = shutil.which("dpkg")
+    if dpkg is None:
+        missing("dpkg (a Debian system), for the list of libc6's files")
+        return
+    listed = subprocess.run([dpkg, "-L", "libc6"], capture_output=True, text=True,
+                            check=True).stdout.split()
+    native = _sonames([Path(p) for p in listed if "/gconv/" not in p])
+    i386 = _sonames([p for p in debian_package("libc6-i386").rglob("*.so*")
+                     if "gconv" not in p.parts])
+    assert {"libc.so.6", "ld-linux-x86-64.so.2"} <= native and "ld-linux.so.2" in i386
+    assert native | i386 <= runtime_facts().glibc_sonames, (native | i386) - (
+        runtime_facts().glibc_sonames)
+
+
+def test_glibc_abi_markers_are_validated() -> None:
+    marker = runtime_facts().glibc_abi_marker("GLIBC_ABI_DT_RELR")
+    assert marker is not None and marker.glibc == (2, 36) and "2.36" in marker.source
+    good = {"glibc": "2.36", "meaning": "m", "source": "s"}
+    assert _validate(_raw(glibc_abi={"GLIBC_ABI_X": good})).glibc_abi[0].name == "GLIBC_ABI_X"
+    for bad in ({**good, "glibc": "two"}, {**good, "source": ""}, {"glibc": "2.36"}):
+        with pytest.raises(ValueError, match=r"\[glibc_abi\.GLIBC_ABI_X\]"):
+            _validate(_raw(glibc_abi={"GLIBC_ABI_X": bad}))
+    with pytest.raises(ValueError, match="GLIBC_ABI_ name"):
+        _validate(_raw(glibc_abi={"GLIBC_2.36": good}))
+
+
+def test_search_paths_name_their_tag() -> None:
+    from ninfer_kits.inspector.floor import SearchPath, describe_search_paths
+
+    assert describe_search_paths([SearchPath("RPATH", "$ORIGIN")]) == "RPATH is $ORIGIN"
+    assert describe_search_paths([SearchPath("RUNPATH", "/a"), SearchPath("RUNPATH", "/b"),
+                                  SearchPath("RPATH", "$ORIGIN")]) == (
+        "RUNPATH is /a:/b; RPATH is $ORIGIN")

@@ -179,3 +179,48 @@ def test_prefixes_are_split_at_the_number() -> None:
 
 def test_empty_runpath_entry_stays_visible(c_binaries: dict[str, Path]) -> None:
     assert read_elf(c_binaries["empty_runpath"]).runpath == ("/opt/kitdemo/lib", "")
+
+
+def test_packed_relative_relocations_need_glibc_236(tmp_path: Path) -> None:
+    """`ld -z pack-relative-relocs` adds a need for GLIBC_ABI_DT_RELR on libc.so.6, which only
+    glibc 2.36 and later define: the floor says glibc ≥ 2.36 although no GLIBC_2.36 symbol is
+    used (runtime_facts.toml, [glibc_abi])."""
+    from tools import DATA, run, tool
+
+    target = tmp_path / "relr"
+    run(tool("gcc"), "-O1", "-o", target, DATA / "relr.c", "-Wl,-z,pack-relative-relocs")
+    truth = readelf(target)
+    assert "GLIBC_ABI_DT_RELR" in truth.version_needs["libc.so.6"]
+    numbered = [SymbolVersion.parse(name) for name in truth.version_needs["libc.so.6"]]
+    assert max(v.number for v in numbered if v.prefix == "GLIBC") < (2, 36)
+    info = read_elf(target)
+    assert {n.library: set(n.versions) for n in info.version_needs} == truth.version_needs
+    floor = kit_floor([info])
+    glibc = floor.floor("GLIBC")
+    assert glibc is not None and (glibc.version, glibc.name) == ("2.36", "GLIBC_ABI_DT_RELR")
+    assert floor.table[0].requirement == "x86-64 Linux, glibc ≥ 2.36"
+    assert floor.table[0].why == ("GLIBC_ABI_DT_RELR (packed relative relocations, from ld -z "
+                                  "pack-relative-relocs) needs glibc 2.36 or newer")
+
+
+def test_rpath_row_says_rpath(tmp_path: Path) -> None:
+    """A CUDA program linked with DT_RPATH (old dtags): the cudart row names RPATH."""
+    from tools import DATA, nvcc, run
+
+    target = tmp_path / "rpath_cudart"
+    run(nvcc(), "-o", target, DATA / "kernels.cu", "-cudart", "shared",
+        "-gencode", "arch=compute_86,code=sm_86", "-Xlinker", "--disable-new-dtags",
+        "-Xlinker", "-rpath=/opt/cuda/lib64")
+    info = read_elf(target)
+    assert_matches_readelf(info, target)
+    assert info.rpath == ("/opt/cuda/lib64",) and info.runpath == ()
+    row = next(r for r in kit_floor([info]).table if "libcudart" in r.requirement)
+    assert row.why == "RPATH is /opt/cuda/lib64"
+
+
+def test_kit_libraries_versions_are_not_floors(c_binaries: dict[str, Path]) -> None:
+    alone = kit_floor([read_elf(c_binaries["runpath"])])
+    assert alone.floor("KITDEMO") is not None
+    floor = kit_floor([read_elf(c_binaries["runpath"]), read_elf(c_binaries["kitlib"])])
+    assert floor.floor("KITDEMO") is None
+    assert not any("KITDEMO" in row.requirement for row in floor.table)

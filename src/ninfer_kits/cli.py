@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, str] = {
     "inspect": "ninfer_kits.commands.inspect_cmd",
     "build": "ninfer_kits.commands.build_cmd",
     "verify": "ninfer_kits.commands.verify_cmd",
+    "floor": "ninfer_kits.commands.floor_cmd",
 }
 
 SUMMARIES: dict[str, str] = {
@@ -25,6 +26,7 @@ SUMMARIES: dict[str, str] = {
     "inspect": "derive the runtime floor of an ELF file, a folder or a kit tarball",
     "build": "build one matrix entry into a finished kit under dist/",
     "verify": "check whether a kit will run here (a host, a root folder, a Docker image)",
+    "floor": "say which known distributions meet a kit's runtime floor, and why",
 }
 
 

@@ -1,15 +1,16 @@
 // FFmpeg, linked as the upstreams link it (pkg-config: libavformat, libavcodec, libavutil,
 // libswscale): the versions of the libraries loaded at run time, for --help and the report.
+#include <string>
+
+#include "ninfer/ninfer.hpp"
+
+#if NINFER_WITH_FFMPEG
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/avutil.h>
 #include <libswscale/swscale.h>
 }
-
-#include <string>
-
-#include "ninfer/ninfer.hpp"
 
 namespace ninfer {
 
@@ -30,3 +31,8 @@ std::string media_info() {
 }
 
 }  // namespace ninfer
+#else
+namespace ninfer {
+std::string media_info() { return "not linked (NINFER_WITH_FFMPEG=OFF)"; }
+}  // namespace ninfer
+#endif

@@ -12,6 +12,7 @@ from ninfer_kits.verify.fixes import fix_for
 from ninfer_kits.verify.resolve import Found, Resolution, VersionGap
 
 OK, MISSING, TOO_OLD, NOT_CHECKED = "ok", "missing", "too old", "not checked"
+CANNOT_RUN = "cannot run"
 JSON_SCHEMA_VERSION = 1
 GLIBC_FIX = ("a distribution with glibc ≥ {version} (Ubuntu 24.04 has 2.39, Debian 13 has 2.41), "
              "or run the kit in a container FROM nvidia/cuda:<version>-runtime-ubuntu24.04")

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# What only a real GPU can answer: does `ninfer-kits verify` say what the kit then does?
+#
+# usage: scripts/gpu-check.sh prepare     # here: build the kits into .cache/gpu-check/
+#        scripts/gpu-check.sh run [OUT]   # on the GPU host: verify each kit, then run it
+#
+# prepare builds four kits of the example engine (2 cores: about 3 minutes) and puts pyelftools
+# beside them, so the GPU host needs nothing but python3 ≥ 3.11 and a driver:
+#   example  the kit as `ninfer-kits build example` makes it: FFmpeg, separable compilation
+#            (SASS sm_86 device-linked, PTX compute_86 only in the relocatable objects)
+#   rdc      the same without FFmpeg (the GPU host has no FFmpeg libraries)
+#   jit      without FFmpeg, whole-program compiles: SASS sm_86 and loadable PTX compute_86
+#   sass     without FFmpeg, separable compilation, arch 86-real: SASS sm_86 and no PTX at all
+# run prints, for each kit, verify's table and exit status, then what `kit/bin/ninfer` does (it
+# runs every example kernel when a GPU is there), and last one Markdown row per kit for
+# README's "Verified on" table. With OUT, everything also goes to OUT/gpu-check.txt.
+# Through the device tool: run(command="bash scripts/gpu-check.sh run $OUT",
+#                              carry=[".cache/gpu-check"])
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+work="$here/.cache/gpu-check"
+KITS=(example rdc jit sass)
+
+prepare() {
+    # PYTHON: one where ninfer-kits and CMake >= 3.28 are installed (pip install '.[local]')
+    local python="${PYTHON:-python3}" recipe="$here/build/recipe.py"
+    export PATH="$(dirname "$python"):$PATH"
+    rm -rf "$work" && mkdir -p "$work/kits" "$work/build"
+    "$python" -m pip install --quiet --no-deps --target "$work/pylib" "pyelftools>=0.31"
+    (cd "$work" && "$python" -m ninfer_kits build example --matrix "$here/matrix.toml" \
+        --dist "$work/dist" --cache-dir "$work/build/cache")
+    mv "$work"/dist/* "$work/kits/example"
+    local name arch separable
+    for spec in rdc:86:ON jit:86:OFF sass:86-real:ON; do
+        IFS=: read -r name arch separable <<<"$spec"
+        "$python" "$recipe" --source "$here/examples/engine" --build-dir "$work/build/$name" \
+            --out "$work/kits/$name" --arch "$arch" \
+            --target ninfer=apps/ninfer --target ninfer-serve=apps/ninfer-serve \
+            --cmake-option NINFER_WITH_FFMPEG=OFF \
+            --cmake-option "NINFER_SEPARABLE_COMPILATION=$separable" >"$work/build/$name.log"
+    done
+    rm -rf "$work/build" "$work/dist"
+    du -sh "$work"
+}
+
+run_kit() {  # one kit: verify, then the program itself
+    local name="$1" kit="$work/kits/$1" bin status ran
+    echo "== $name: ninfer-kits verify"
+    set +e
+    python3 -m ninfer_kits verify "$kit"
+    status=$?
+    echo "== $name: verify exit status $status"
+    if [[ -d "$kit/kit" ]]; then
+        bin="$kit/kit/bin/ninfer"
+    else  # a finished kit folder: unpack its tarball
+        mkdir -p "/tmp/gpu-check-$name" && tar -C "/tmp/gpu-check-$name" -xzf "$kit"/*.tar.gz
+        bin="/tmp/gpu-check-$name/kit/bin/ninfer"
+    fi
+    ran="$("$bin" 2>&1)"
+    local code=$?
+    set -e
+    echo "$ran"
+    echo "== $name: ninfer exit status $code"
+    local said smoke
+    said="$( ((status == 0)) && echo "runs" || echo "does not run")"
+    smoke="$(grep -m1 -E "kernels ok|failed|error while loading|no kernel image" <<<"$ran" \
+        || tail -n1 <<<"$ran")"
+    ROWS+=("| $GPU | $DRIVER | $DISTRO | $name | $said (exit $status) | $smoke (exit $code) |")
+}
+
+run() {
+    export PYTHONPATH="$work/pylib:$here/src" PYTHONUNBUFFERED=1
+    GPU="$( (nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader || echo "no GPU, 0") | head -n1 \
+        | sed 's/, / (compute capability /; s/$/)/')"
+    DRIVER="$( (nvidia-smi --query-gpu=driver_version --format=csv,noheader || echo none) | head -n1)"
+    DISTRO="$(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | head -n1 \
+        | awk '{print $NF}')"
+    ROWS=()
+    for name in "${KITS[@]}"; do
+        run_kit "$name"
+    done
+    echo
+    echo "| GPU | driver | distribution | kit | verify says | the kit's run |"
+    echo "|---|---|---|---|---|---|"
+    printf '%s\n' "${ROWS[@]}"
+}
+
+case "${1:-}" in
+    prepare) prepare ;;
+    run)
+        if [[ -n "${2:-}" ]]; then
+            run 2>&1 | tee "$2/gpu-check.txt"
+        else
+            run
+        fi ;;
+    *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac

@@ -27,6 +27,15 @@ from test_verify_loader import loader_verdict, our_verdict
 from tools import ROOT, needs_libcurl_headers, tool
 
 
+SCHEMA = ROOT / "src" / "ninfer_kits" / "data" / "verify.schema.json"
+
+
+def validate_schema(document: object) -> None:
+    import jsonschema
+
+    jsonschema.validate(document, json.loads(SCHEMA.read_text()))
+
+
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ninfer_kits", "verify", *args],
                           capture_output=True, text=True, check=False)
@@ -118,6 +127,7 @@ def test_example_kit_on_this_host(example_dist: Path) -> None:
             (soname, done.stdout)
     as_json = json.loads(cli(str(example_dist), "--json").stdout)
     assert as_json["schema_version"] == 1
+    validate_schema(as_json)
     assert {p["program"] for p in as_json["programs"]} == {"kit/bin/ninfer",
                                                            "kit/bin/ninfer-serve"}
     assert all(p["loads"] for p in as_json["programs"])
@@ -154,6 +164,7 @@ def test_verify_an_image_reads_it_as_a_root(example_dist: Path, roots: dict[str,
     done = cli(str(example_dist), "--image", "ninfer-kits/verify-trixie:local", "--json")
     by_root = cli(str(example_dist), "--root", str(roots["trixie"]), "--json")
     assert done.returncode == by_root.returncode == 1, done.stderr
+    validate_schema(json.loads(done.stdout))
     image_rows = json.loads(done.stdout)["rows"]
     assert [(r["requirement"], r["status"]) for r in image_rows] == [
         (r["requirement"], r["status"]) for r in json.loads(by_root.stdout)["rows"]]

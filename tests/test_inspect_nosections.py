@@ -149,3 +149,46 @@ def test_lying_section_headers_do_not_mislead(c_binaries: dict[str, Path],
     remark = next(r for r in lying.remarks if "disagree" in r)
     assert "dynamic section" in remark and "version needs" in remark
     assert kit_floor([lying]).table == kit_floor([original]).table
+
+
+def test_separate_debug_file_says_what_it_lacks(c_binaries: dict[str, Path],
+                                                tmp_path: Path) -> None:
+    """`objcopy --only-keep-debug` keeps the program headers but not the bytes they point at:
+    not corrupt, but nothing the loader needs can be read, and the output says so (on stderr
+    with --floor-only, where the table alone would look like a program that needs nothing)."""
+    from tools import run, tool
+
+    target = tmp_path / "app.debug"
+    run(tool("objcopy"), "--only-keep-debug", c_binaries["glibc234"], target)
+    assert "There is no dynamic section" in run(tool("readelf"), "-d", target)
+    info = read_elf(target)
+    assert info.needed == () and info.interpreter is None
+    assert info.build_id == read_elf(c_binaries["glibc234"]).build_id
+    assert info.remarks == ("the dynamic segment has no bytes in the file (a separate debug "
+                            "file?): no library needs could be read",)
+    done = subprocess.run([sys.executable, "-m", "ninfer_kits", "inspect", "--floor-only",
+                           str(target)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0
+    assert done.stderr == f"ninfer-kits: note: {target}: {info.remarks[0]}\n"
+
+
+def test_json_of_a_file_without_sections_follows_the_schema(cuda_binaries: dict[str, Path],
+                                                            tmp_path: Path) -> None:
+    import json
+
+    import jsonschema
+
+    stripped = without_section_headers(cuda_binaries["rdc"], tmp_path / "rdc")
+    done = subprocess.run([sys.executable, "-m", "ninfer_kits", "inspect", "--json",
+                           str(stripped)], capture_output=True, text=True, check=False)
+    report = json.loads(done.stdout)
+    schema = json.loads((Path(__file__).parent.parent /
+                         "src/ninfer_kits/data/inspect.schema.json").read_text())
+    jsonschema.validate(report, schema)
+    entry = report["files"][0]["cuda"][0]
+    assert (entry["placement"], entry["section"], entry["loadable"]) == ("segment", None, True)
+    assert isinstance(entry["segment"], int)
+    assert report["floor"]["cuda"]["embedded_in"] == [f"segment {entry['segment']}"]
+    entry["section"] = ".nv_fatbin"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(report, schema)

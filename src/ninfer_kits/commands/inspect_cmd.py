@@ -53,6 +53,11 @@ def execute(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(to_json(inspection), indent=indent, sort_keys=True) + "\n")
     else:
         sys.stdout.write(render_text(inspection, files=not args.floor_only))
+        if args.floor_only:  # the table alone would hide what could not be read as usual
+            for info in inspection.files:
+                for remark in info.remarks:
+                    print(f"ninfer-kits: note: {printable(info.path)}: {printable(remark)}",
+                          file=sys.stderr)
     if inspection.unreadable:
         sys.stdout.flush()
         raise inspection.unreadable_error()

@@ -298,7 +298,7 @@ class _Elf:
         if self.e_type not in (2, 3):  # EXEC, DYN
             return
         for segment in self.segments:
-            if segment.type in (PT_LOAD, PT_DYNAMIC, PT_INTERP) and (
+            if segment.type in (PT_LOAD, PT_DYNAMIC, PT_INTERP) and segment.filesz and (
                     segment.offset + segment.filesz > self.size):
                 raise _Corrupt(f"segment {segment.number} ({segment.filesz} bytes at offset "
                                f"{segment.offset:#x}) runs past the end of the file "
@@ -336,6 +336,11 @@ class _Elf:
         if region is None:
             return dynamic
         offset, size = region
+        if size == 0:
+            if self.e_type in (2, 3):
+                self.remarks.append("the dynamic segment has no bytes in the file (a separate "
+                                    "debug file?): no library needs could be read")
+            return dynamic
         if offset + size > self.size:
             raise _Corrupt(f"the dynamic section ({size} bytes at offset {offset:#x}) runs past "
                            f"the end of the file ({self.size} bytes)")
@@ -373,7 +378,7 @@ class _Elf:
 
     def _interpreter(self) -> str | None:
         for segment in self.segments:
-            if segment.type == PT_INTERP:
+            if segment.type == PT_INTERP and segment.filesz:
                 if segment.offset + segment.filesz > self.size:
                     raise _Corrupt("PT_INTERP runs past the end of the file")
                 raw = bytes(self.data[segment.offset:segment.offset + segment.filesz])
@@ -439,7 +444,7 @@ class _Elf:
         for section in self.sections:
             by_type.setdefault(section.type, []).append(section)
         region = next(((s.offset, s.filesz) for s in self.segments if s.type == PT_DYNAMIC), None)
-        if region is not None and not any(s.offset == region[0]
+        if region is not None and region[1] and not any(s.offset == region[0]
                                            for s in by_type.get(SHT_DYNAMIC, [])):
             differ.append("dynamic section")
         for tag, kind, name in ((dynamic.verneed, SHT_GNU_VERNEED, "version needs"),

@@ -211,3 +211,31 @@ def test_mutated_archives_give_a_result_or_one_clean_error(tmp_path: Path, elf: 
             assert "\n" not in str(error)
             outcomes["error"] += 1
     assert outcomes["result"] > 10 and outcomes["error"] > 10, outcomes
+
+
+def _header_with_size(name: str, size: int) -> bytes:
+    """A tar header claiming `size` bytes of data, in GNU base-256 for sizes past 8 GiB."""
+    header = bytearray(tarfile.TarInfo(name).tobuf(format=tarfile.GNU_FORMAT))
+    field = bytearray(12)
+    field[0] = 0x80
+    field[4:] = size.to_bytes(8, "big")
+    header[124:136] = field
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header)
+    return bytes(header)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_made_up_member_size_ends_at_the_archive_end(tmp_path: Path, compress: bool) -> None:
+    """A header that claims 2**62 bytes, followed by 200 kB: skipping it must stop where the
+    archive stops (tarfile's own seek in a stream would read empty blocks for ever)."""
+    import gzip
+
+    data = _header_with_size("kit/huge", 1 << 62) + b"\x01" * 200_000
+    target = tmp_path / ("huge.tar.gz" if compress else "huge.tar")
+    target.write_bytes(gzip.compress(data) if compress else data)
+    done = subprocess.run([sys.executable, "-m", "ninfer_kits", "inspect", str(target)],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == (f"ninfer-kits: error: {target}: member kit/huge: truncated (the "
+                           f"archive ends inside it)\n")

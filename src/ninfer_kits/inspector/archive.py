@@ -297,12 +297,26 @@ class KitArchive:
                 return
             tar.members.clear()  # type: ignore[attr-defined]  # stream mode keeps every header
             member = self._member(tarinfo)
-            if member is None:
-                continue
-            try:
-                yield member
-            finally:
-                member._valid = False
+            if member is not None:
+                try:
+                    yield member
+                finally:
+                    member._valid = False
+            self._skip_rest(tarinfo)
+
+    def _skip_rest(self, tarinfo: tarfile.TarInfo) -> None:
+        """Read on to the next header, and no further than the archive goes. (tarfile would
+        seek there, which in a stream reads block after empty block up to a size the header
+        may have made up: 2**62 bytes behind a few real ones never ends.)"""
+        stream: Any = self.tar.fileobj
+        with self.reading(tarinfo.name):
+            remaining = self.tar.offset - stream.tell()
+            while remaining > 0:
+                block = stream.read(min(remaining, STREAM_BUFFER))
+                if not block:
+                    raise BadInput(f"{printable(self.shown)}: member {printable(tarinfo.name)}: "
+                                   f"truncated (the archive ends inside it)")
+                remaining -= len(block)
 
     # --- formats and members ------------------------------------------------------------------
 

@@ -327,3 +327,31 @@ def test_sigterm_leaves_no_temporary_file(tmp_path: Path, elf_file: Path) -> Non
     assert process.returncode == 128 + signal.SIGTERM, err
     assert "Traceback" not in err
     assert os.listdir(temp) == []
+
+
+def test_many_sections_over_the_same_bytes_are_read_once(cuda_binaries: dict[str, Path],
+                                                         tmp_path: Path) -> None:
+    """5,000 more section headers, all naming the same .nv_fatbin bytes: read once, said so."""
+    from elftools.elf.elffile import ELFFile
+
+    from ninfer_kits.inspector.elf import read_elf
+
+    source = cuda_binaries["plain"]
+    data = source.read_bytes()
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shnum, = struct.unpack_from("<H", data, 0x3C)
+    with source.open("rb") as stream:
+        names = [section.name for section in ELFFile(stream).iter_sections()]
+    table = data[shoff:shoff + 64 * shnum]
+    fatbin = table[64 * names.index(".nv_fatbin"):64 * (names.index(".nv_fatbin") + 1)]
+    extra = 5000
+    header = bytearray(data[:64])
+    struct.pack_into("<Q", header, 0x28, len(data))
+    struct.pack_into("<H", header, 0x3C, shnum + extra)
+    target = tmp_path / "crowded"
+    target.write_bytes(bytes(header) + data[64:] + table + fatbin * extra)
+    done = inspect("--json", target)
+    assert done.returncode == 0, done.stderr
+    info, original = read_elf(target), read_elf(source)
+    assert info.device_code == original.device_code
+    assert f"{extra} section(s) overlap bytes another one holds (.nv_fatbin" in info.remarks[0]

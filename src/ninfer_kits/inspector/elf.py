@@ -491,21 +491,43 @@ class _Elf:
         if not self.sections:
             return self._device_code_in_segments()
         entries: list[FatbinEntry] = []
-        for name in FATBIN_SECTIONS:
-            for section in self.sections:
-                if section.name == name and section.type != SHT_NOBITS:
-                    entries.extend(read_fatbin(self.data, name, section.offset, section.size))
-        searched: set[tuple[int, int]] = set()
-        for section in self.sections:
-            if not _holds_data(section) or (section.offset, section.size) in searched:
-                continue
-            searched.add((section.offset, section.size))
+        for rank, section in self._sections_to_read():
             end = section.offset + section.size
+            if rank < len(FATBIN_SECTIONS):
+                entries.extend(read_fatbin(self.data, section.name, section.offset,
+                                           section.size))
+                continue
             if end > self.size:
                 self.remarks.append(f"section {section.name} runs past the end of the file: "
                                     f"device code searched only in what is there")
             entries.extend(find_containers(self.data, section.offset, end, section.name))
         return entries
+
+    def _sections_to_read(self) -> list[tuple[int, _Section]]:
+        """The fatbin sections (ranked by FATBIN_SECTIONS) and the data sections to search
+        (ranked after them), in that order. Each byte of the file is read once, however many
+        sections claim it: one that overlaps bytes already claimed is left out, and said to be."""
+        wanted = []
+        for section in self.sections:
+            if not section.size or section.type == SHT_NOBITS:
+                continue
+            if section.name in FATBIN_SECTIONS:
+                wanted.append((FATBIN_SECTIONS.index(section.name), section))
+            elif _holds_data(section):
+                wanted.append((len(FATBIN_SECTIONS), section))
+        wanted.sort(key=lambda item: (item[1].offset, item[0]))
+        chosen, left_out, covered = [], [], 0
+        for rank, section in wanted:
+            if section.offset < covered:
+                left_out.append(section.name)
+                continue
+            chosen.append((rank, section))
+            covered = section.offset + section.size
+        if left_out:
+            shown = ", ".join(left_out[:5]) + (", ..." if len(left_out) > 5 else "")
+            self.remarks.append(f"{len(left_out)} section(s) overlap bytes another one holds "
+                                f"({shown}): not read twice")
+        return sorted(chosen, key=lambda item: (item[0], item[1].number))
 
     def _device_code_in_segments(self) -> list[FatbinEntry]:
         loads = sorted((s for s in self.segments if s.type == PT_LOAD), key=lambda s: s.offset)

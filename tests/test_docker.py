@@ -209,7 +209,7 @@ def test_example_for_sm120a_builds_with_the_cuda_131_wheels(engine: Any,
     info = buildinfo.read(out / "BUILDINFO.txt")
     assert info.cuda_version.startswith("13.1."), info.cuda_version
     assert info.toolchain == "trixie-cuda131" and info.sass == "sm_120a", info
-    assert info.ptx == "none"  # the device link keeps SASS only; -rdc PTX is never loaded
+    assert info.ptx == "none"  # the device link keeps SASS only; -rdc PTX stays relocatable
     gpu = [requirement for requirement, _ in info.floor if "compute capability" in requirement]
     assert gpu == ["An NVIDIA GPU of compute capability 12.0 only"], info.floor
     smoke = info.run_value("smoke") or ""

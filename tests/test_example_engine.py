@@ -212,7 +212,7 @@ def test_kernel_files_are_built_into_the_library() -> None:
 
 def test_both_apps_carry_the_upstreams_device_code_layout(example_build: ExampleBuild) -> None:
     """As the upstreams build (separable compilation): every kernel file's object brings a
-    relocatable fatbin (SASS + PTX, inputs of the device link, never loaded), and the device
+    relocatable fatbin (SASS + PTX, inputs of the device link), and the device
     link makes the one loaded fatbin: sm_86 SASS, no PTX (cuobjdump agrees)."""
     for app in (example_build.ninfer, example_build.serve):
         info = read_elf(app)

@@ -98,14 +98,20 @@ def test_gpu_row_says_which_gpus(entries: list[tuple[str, str]], gpus: str) -> N
     assert floor.table[-1].requirement == f"An NVIDIA GPU of compute capability {gpus}"
 
 
-def test_only_loaded_code_decides_the_row() -> None:
+def test_relocatable_ptx_widens_the_row_and_relocatable_sass_does_not() -> None:
+    """Device-link inputs give no SASS (the device-linked cubin is what loads), but the CUDA
+    runtime JIT-links their PTX when that SASS does not fit the GPU (seen on an H200)."""
     floor = kit_floor(_files((LOADED, "sass", "sm_86"), (RELOCATABLE, "ptx", "compute_86"),
                              (RELOCATABLE, "sass", "sm_90")))
     assert (floor.sass, floor.ptx) == (("sm_86",), ())
     row = floor.table[-1]
-    assert row.requirement == "An NVIDIA GPU of compute capability 8.6 or a later 8.x"
-    assert "no PTX" in row.why and "JIT-compiles" not in row.why
-    assert "not counted: SASS sm_90 ×1, PTX compute_86 ×1 in __nv_relfatbin" in row.why
+    assert row.requirement == "An NVIDIA GPU of compute capability 8.6 or higher"
+    assert "no PTX" not in row.why and "JIT-links" in row.why
+    assert "device-link inputs: SASS sm_90 ×1, PTX compute_86 ×1 in __nv_relfatbin" in row.why
+    sass_only = kit_floor(_files((LOADED, "sass", "sm_86"), (RELOCATABLE, "sass", "sm_86")))
+    assert sass_only.table[-1].requirement == ("An NVIDIA GPU of compute capability 8.6 or a "
+                                               "later 8.x")
+    assert "no PTX" in sass_only.table[-1].why
 
 
 def test_buildinfo_keeps_the_relocatable_code_apart() -> None:

@@ -77,7 +77,8 @@ class BuildInfo:
     runpath: str
     sass: str  # SASS archs the CUDA runtime loads (.nv_fatbin), e.g. "sm_86"
     ptx: str  # PTX archs the CUDA runtime loads, e.g. "compute_86"; "none" when there is none
-    # __nv_relfatbin: device-link inputs (-rdc), never loaded, e.g. "SASS sm_86 ×12, PTX ..."
+    # __nv_relfatbin: device-link inputs (-rdc), JIT-linked when the SASS does not fit the GPU,
+    # e.g. "SASS sm_86 ×12, PTX ..."
     relocatable_device_code: str = "none"
     symbol_floors: tuple[str, ...] = ()  # e.g. GLIBCXX_3.4.32, one per prefix
     floor: tuple[tuple[str, str], ...] = ()  # the floor table: (requirement, why)

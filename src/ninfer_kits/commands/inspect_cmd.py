@@ -106,7 +106,8 @@ def _describe_file(info: ElfInfo) -> str:
         lines.append(f"  {'cuda':<12}{_device_summary(entries)} in {printable(where)} ({why})")
     if relocatable:
         lines.append(f"  {'relocatable':<12}{_device_summary(relocatable)} "
-                     f"(device-link inputs; never loaded by the CUDA runtime)")
+                     f"(device-link inputs; the CUDA runtime JIT-links their PTX when the "
+                     f"SASS does not fit the GPU)")
     lines += [f"  {'remark':<12}{printable(remark)}" for remark in info.remarks]
     return "\n".join(lines) + "\n"
 

@@ -547,7 +547,7 @@ class _Elf:
         self.remarks.append(
             "device code looked for in the loadable segments (no section headers): "
             + ("found containers cannot be told apart as .nv_fatbin (loaded by the CUDA "
-               "runtime) or __nv_relfatbin (device-link inputs, never loaded)" if entries
+               "runtime) or __nv_relfatbin (device-link inputs)" if entries
                else "none found"))
         return entries
 

@@ -30,7 +30,7 @@ from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.inputs import ByteSource
 
 LOADED_SECTION = ".nv_fatbin"  # what the CUDA runtime loads
-RELOCATABLE_SECTION = "__nv_relfatbin"  # device-link inputs (-rdc): never loaded
+RELOCATABLE_SECTION = "__nv_relfatbin"  # device-link inputs (-rdc): JIT-linked when needed
 WRAPPER_SECTION = ".nvFatBinSegment"  # the registration structs that point at the fatbins
 FATBIN_SECTIONS = (LOADED_SECTION, RELOCATABLE_SECTION)
 
@@ -60,7 +60,8 @@ FLAG_FAMILY_SPECIFIC = 0x200000
 
 # Where an entry was found, and so whether anything loads it:
 #   fatbin       `.nv_fatbin`: registered and loaded by the CUDA runtime
-#   relocatable  `__nv_relfatbin`: device-link inputs, never loaded
+#   relocatable  `__nv_relfatbin`: device-link inputs; the CUDA runtime JIT-links their PTX for
+#                a GPU the device-linked SASS does not fit (seen on an H200), so PTX there counts
 #   data         a container in another section (`.data`, `.ldata`): the library loads it itself
 #   segment      a container found in a loadable segment of a file without section headers
 PLACEMENTS = ("fatbin", "relocatable", "data", "segment")

@@ -93,7 +93,8 @@ class KitFloor(NamedTuple):
     # run the kit.
     sass: tuple[str, ...]
     ptx: tuple[str, ...]
-    # Device-link inputs (`__nv_relfatbin`, from -rdc): carried, never loaded, never counted.
+    # Device-link inputs (`__nv_relfatbin`, from -rdc): their PTX is JIT-linked by the CUDA
+    # runtime for a GPU the device-linked SASS does not cover (seen on an H200); counted so.
     relocatable: tuple[DeviceCode, ...]
     # Loaded entries that are neither SASS nor PTX (LTO-IR, kinds this tool does not know).
     other_device_code: tuple[DeviceCode, ...]
@@ -369,11 +370,21 @@ def _arch_row(floor: KitFloor) -> Requirement:
     SASS `sm_XY` runs on compute capability X.Y and later minors of major X; `sm_XYf` (family-
     specific) on the same; `sm_XYa` (arch-specific) on X.Y only. The driver can JIT-compile PTX
     `compute_XY` for any GPU of X.Y or higher, `compute_XYf` only for X.Y and later minors of X,
-    `compute_XYa` only for X.Y. Only loaded device code counts (`.nv_fatbin`)."""
-    reaches = [reach for arch in (*floor.sass, *floor.ptx) if (reach := _reach(arch))]
+    `compute_XYa` only for X.Y. Besides the loaded device code (`.nv_fatbin`), the PTX of the
+    device-link inputs (`__nv_relfatbin`) counts: when the device-linked SASS does not fit the
+    GPU, the CUDA runtime JIT-compiles and links those objects (seen on an H200 with a
+    separable-compilation sm_86 kit: scripts/gpu-check.sh, README "Verified on"), though
+    `cuobjdump --list-ptx` does not list them."""
+    linked_ptx = tuple(sorted({code.arch for code in floor.relocatable if code.kind == "ptx"}
+                              - set(floor.ptx), key=_arch_order))
+    archs = (*floor.sass, *floor.ptx, *linked_ptx)
+    reaches = [reach for arch in archs if (reach := _reach(arch))]
     label = ", or ".join(_describe_reach(reach) for reach in _union(reaches))
     why = [_describe_arch(arch) for arch in (*floor.sass, *floor.ptx)]
-    if not floor.ptx:
+    why += [f"{_describe_arch(arch)}, from the device-link inputs (__nv_relfatbin), which the "
+            f"CUDA runtime JIT-links when the SASS does not fit; cuobjdump --list-ptx does not "
+            f"show it" for arch in linked_ptx]
+    if not floor.ptx and not linked_ptx:
         why.append("no PTX: the driver cannot JIT-compile it for any other GPU")
     if floor.embedded:
         segments = any(where.startswith("segment ") for where in floor.embedded_in)
@@ -386,8 +397,8 @@ def _arch_row(floor: KitFloor) -> Requirement:
         why.append(f"not counted: {describe_device_code(floor.other_device_code)} (neither SASS "
                    f"nor PTX)")
     if floor.relocatable:
-        why.append(f"not counted: {describe_device_code(floor.relocatable)} in __nv_relfatbin "
-                   f"(device-link inputs, never loaded by the CUDA runtime)")
+        why.append(f"device-link inputs: {describe_device_code(floor.relocatable)} in "
+                   f"__nv_relfatbin")
     return Requirement(f"An NVIDIA GPU of compute capability {label or 'unknown'}", "; ".join(why))
 
 

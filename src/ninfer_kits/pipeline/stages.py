@@ -266,7 +266,8 @@ def check_archs(kit: Kit, inspection: Inspection) -> None:
     """Per kit: some file carries SASS for the kit's arch that the CUDA runtime loads (a helper
     without device code is fine), and no file carries loaded SASS or PTX for another arch (PTX
     of the same arch is allowed: compute_86 for sm_86, compute_120a for sm_120a). Relocatable
-    entries (`__nv_relfatbin`, device-link inputs) are never loaded and count neither way."""
+    entries (`__nv_relfatbin`, device-link inputs) do not give the kit its SASS, but their PTX
+    is JIT-linked by the CUDA runtime when the SASS does not fit: it must be of the kit's arch."""
     allowed = {("sass", kit.arch), ("ptx", f"compute_{kit.arch.removeprefix('sm_')}")}
     floor = inspection.floor
     if kit.arch not in floor.sass:
@@ -274,10 +275,10 @@ def check_archs(kit: Kit, inspection: Inspection) -> None:
         raise CheckFailed(
             f"kit {kit.id} carries no SASS for {kit.arch} that the CUDA runtime loads (loaded: "
             f"{', '.join((*floor.sass, *floor.ptx)) or 'no device code'}"
-            + (f"; relocatable, never loaded: {relocatable})" if relocatable else ")"))
+            + (f"; device-link inputs: {relocatable})" if relocatable else ")"))
     for info in inspection.files:
         loaded = {(entry.kind, entry.arch) for entry in info.device_code
-                  if entry.loadable and entry.kind in ("sass", "ptx")}
+                  if entry.kind == "ptx" or (entry.loadable and entry.kind == "sass")}
         extra = sorted(arch for _kind, arch in loaded - allowed)
         if extra:
             raise CheckFailed(f"{info.path} carries {', '.join(extra)}, which kit {kit.id} "

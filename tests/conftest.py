@@ -108,3 +108,22 @@ def example_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 # Debian roots for verify's tests: session fixtures `roots` and `proc_mounted` (tests/roots.py).
 from roots import proc_mounted, roots  # noqa: E402, F401
+
+
+@pytest.fixture(scope="session")
+def example_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example kit, built once per test session with the local builder: dist/<tag>/."""
+    import subprocess
+    import sys
+
+    from tools import ROOT, needs_libcurl_headers, tool
+
+    tool("ninja")
+    needs_libcurl_headers()
+    place = tmp_path_factory.mktemp("example-dist")
+    done = subprocess.run([sys.executable, "-m", "ninfer_kits", "build", "example",
+                           "--matrix", str(ROOT / "matrix.toml"), "--dist", str(place / "dist"),
+                           "--cache-dir", str(place / "cache")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return next((place / "dist").iterdir())

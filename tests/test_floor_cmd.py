@@ -22,7 +22,7 @@ from ninfer_kits.verify.distros import DATA_FILE, Distro, load_distros, shipped_
 from ninfer_kits.verify.rootfs import RootFS
 from ninfer_kits.verify.target import os_release
 
-from tools import ROOT, needs_libcurl_headers, tool
+from tools import tool
 
 SUITES = {"bookworm": "debian-12", "trixie": "debian-13"}
 ALL = ("ubuntu-22-04", "ubuntu-24-04", "ubuntu-26-04", "debian-12", "debian-13", "rhel-9",
@@ -128,20 +128,6 @@ def test_debian_facts_agree_with_the_real_root(roots: dict[str, Path], suite: st
 
 
 # --------------------------------------------------------------------------- the example kit
-
-
-@pytest.fixture(scope="module")
-def example_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example kit, built once with the local builder: dist/<tag>/ (as test_verify does)."""
-    tool("ninja")
-    needs_libcurl_headers()
-    place = tmp_path_factory.mktemp("floor-example")
-    done = subprocess.run([sys.executable, "-m", "ninfer_kits", "build", "example",
-                           "--matrix", str(ROOT / "matrix.toml"), "--dist", str(place / "dist"),
-                           "--cache-dir", str(place / "cache")],
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return next((place / "dist").iterdir())
 
 
 def _host_debian() -> Distro:

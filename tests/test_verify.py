@@ -24,8 +24,7 @@ from ninfer_kits.verify.rootfs import RootFS
 from ninfer_kits.verify.target import KIT_MOUNT, open_target
 from test_verify_loader import loader_verdict, our_verdict
 
-from tools import ROOT, needs_libcurl_headers, tool
-
+from tools import ROOT, tool
 
 SCHEMA = ROOT / "src" / "ninfer_kits" / "data" / "verify.schema.json"
 
@@ -43,20 +42,6 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def gcc(*args: str, cwd: Path) -> None:
     subprocess.run([tool("gcc"), *args], cwd=cwd, check=True, capture_output=True)
-
-
-@pytest.fixture(scope="module")
-def example_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example kit, built once with the local builder: dist/<tag>/."""
-    tool("ninja")
-    needs_libcurl_headers()
-    place = tmp_path_factory.mktemp("verify-example")
-    done = subprocess.run([sys.executable, "-m", "ninfer_kits", "build", "example",
-                           "--matrix", str(ROOT / "matrix.toml"), "--dist", str(place / "dist"),
-                           "--cache-dir", str(place / "cache")],
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return next((place / "dist").iterdir())
 
 
 def crafted_kit(folder: Path, *, rpath_kind: str = "runpath", kit_version: str = "KIT_1",

@@ -1,10 +1,10 @@
 """The build matrix: which upstream is built for which CUDA arch, read from matrix.toml.
 
-The package by job: `model` (the frozen upstreams, toolchains and kits, and the tag and asset
-templates), `load` (reading the file and checking every table and key, with did-you-mean
-errors that name file, line, table and key), `where` (finding those lines), `names` (what a
-valid arch, revision, tag or path looks like) and `collisions` (no two kits can get the same
-tag). Import from here: this is the public API.
+The package by job: `model` (the frozen upstreams, toolchains and kits, the tag and asset
+templates, and [publish]: where kits go), `load` (reading the file and checking every table and
+key, with did-you-mean errors that name file, line, table and key), `where` (finding those
+lines), `names` (what a valid arch, revision, tag or path looks like) and `collisions` (no two
+kits can get the same tag). Import from here: this is the public API.
 """
 
 from __future__ import annotations
@@ -16,16 +16,23 @@ from ninfer_kits.matrix.load import (
     MATRIX_ENV,
     SCHEMA_VERSION,
     add_matrix_argument,
+    b2_prefix_problem,
     default_matrix_path,
+    github_api_problem,
     load_matrix,
 )
 from ninfer_kits.matrix.model import (
+    DEFAULT_GITHUB_API,
     EXTRA_RUNTIME_PACKAGES,
+    LEDGER_MODES,
     PLACEHOLDERS,
     VERSION_PLACEHOLDERS,
+    B2Target,
     CudaVersion,
+    GitHubTarget,
     Kit,
     Matrix,
+    Publish,
     RevisionFacts,
     Toolchain,
     UnresolvedPlaceholders,
@@ -50,15 +57,20 @@ from ninfer_kits.matrix.names import (
 __all__ = [
     "ARCH_FORMS",
     "BASE_IMAGE_ARG",
+    "DEFAULT_GITHUB_API",
     "DEFAULT_MATRIX",
     "EXTRA_RUNTIME_PACKAGES",
+    "LEDGER_MODES",
     "MATRIX_ENV",
     "PLACEHOLDERS",
     "SCHEMA_VERSION",
     "VERSION_PLACEHOLDERS",
+    "B2Target",
     "CudaVersion",
+    "GitHubTarget",
     "Kit",
     "Matrix",
+    "Publish",
     "RevisionFacts",
     "Toolchain",
     "UnresolvedPlaceholders",
@@ -66,10 +78,12 @@ __all__ = [
     "add_matrix_argument",
     "arch_id",
     "asset_name_problem",
+    "b2_prefix_problem",
     "cmake_arch",
     "default_matrix_path",
     "did_you_mean",
     "git_ref_problem",
+    "github_api_problem",
     "is_valid_arch",
     "load_matrix",
     "relative_path_problem",

@@ -11,6 +11,7 @@ import dataclasses
 import os
 import re
 import tomllib
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
@@ -20,12 +21,17 @@ from ninfer_kits import resources
 from ninfer_kits.errors import BadInput, ConfigError, Where
 from ninfer_kits.matrix.collisions import check_collisions
 from ninfer_kits.matrix.model import (
+    DEFAULT_GITHUB_API,
     EXTRA_RUNTIME_PACKAGES,
+    LEDGER_MODES,
     PLACEHOLDERS,
     VERSION_PLACEHOLDERS,
+    B2Target,
     CudaVersion,
+    GitHubTarget,
     Kit,
     Matrix,
+    Publish,
     Toolchain,
     Upstream,
     merge_cmake_options,
@@ -126,7 +132,7 @@ def _parse_toml(path: Path, text: str) -> dict[str, Any]:
 
 
 def _build(root: Table) -> Matrix:
-    root.check_keys(required=("schema", "upstreams", "toolchains", "kits"))
+    root.check_keys(required=("schema", "upstreams", "toolchains", "kits"), optional=("publish",))
     schema = root.integer("schema")
     if schema != SCHEMA_VERSION:
         message = f"unsupported schema {schema} (this ninfer-kits reads schema {SCHEMA_VERSION})"
@@ -137,9 +143,10 @@ def _build(root: Table) -> Matrix:
     kits = _section(root, "kits", lambda t: _read_kit(t, upstreams, toolchains))
     _check_duplicates(root.table("kits"), kits)
     check_collisions(root.table("kits"), kits)
+    publish = _read_publish(root.table("publish")) if "publish" in root.data else Publish()
     return Matrix(
         path=root.source.path, schema=schema, upstreams=MappingProxyType(upstreams),
-        toolchains=MappingProxyType(toolchains), kits=MappingProxyType(kits),
+        toolchains=MappingProxyType(toolchains), kits=MappingProxyType(kits), publish=publish,
     )
 
 
@@ -500,3 +507,84 @@ def _check_duplicates(section: Table, kits: Mapping[str, Kit]) -> None:
             ))
         builds[build] = kit.id
         names[rendered] = kit.id
+
+
+# --------------------------------------------------------------------------- publish
+
+
+_B2_BUCKET = re.compile(r"[A-Za-z0-9-]{6,63}")
+_B2_NAME_BYTES: Final = 1024  # B2's limit on a file name, in UTF-8 bytes
+_LOOPBACK: Final = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _read_publish(table: Table) -> Publish:
+    """[publish]: optional [publish.github] and [publish.b2], and the ledger mode."""
+    table.check_keys((), ("github", "b2", "ledger"))
+    github = _read_github(table.table("github")) if "github" in table.data else None
+    b2 = _read_b2(table.table("b2")) if "b2" in table.data else None
+    ledger = table.optional_text("ledger") or "commit"
+    if ledger not in LEDGER_MODES:
+        raise table.error("ledger", unknown_name("ledger mode", ledger, LEDGER_MODES))
+    return Publish(github=github, b2=b2, ledger=ledger)
+
+
+def _read_github(table: Table) -> GitHubTarget:
+    table.check_keys(("repository",), ("api",))
+    repository = _repository(table)
+    if any(part in (".", "..") for part in repository.split("/")):
+        raise table.error("repository", f"invalid repository {quote(repository)} "
+                                         f"(expected OWNER/NAME)")
+    api = table.optional_text("api") or DEFAULT_GITHUB_API
+    problem = github_api_problem(api)
+    if problem:
+        raise table.error("api", f"invalid API base URL {quote(api)}: {problem}")
+    return GitHubTarget(repository=repository, api=api.rstrip("/"))
+
+
+def github_api_problem(url: str) -> str | None:
+    """Why `url` cannot be a GitHub REST API base URL, or None. Plain http would send the token
+    in clear, so it is accepted for loopback hosts only (a local test server)."""
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "contains whitespace or a control character"
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return "expected https://HOST[/PATH], e.g. https://api.github.com or https://HOST/api/v3"
+    if parts.username is not None or parts.password is not None:
+        return "must not hold credentials (the token comes from GITHUB_TOKEN or GH_TOKEN)"
+    if parts.query or parts.fragment:
+        return "must not have a query or a fragment"
+    if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
+        return "plain http would send the token in clear; use https (http only for localhost)"
+    return None
+
+
+def _read_b2(table: Table) -> B2Target:
+    table.check_keys(("bucket",), ("prefix",))
+    bucket = table.text("bucket")
+    if _B2_BUCKET.fullmatch(bucket) is None or bucket.lower().startswith("b2-"):
+        raise table.error("bucket", f"invalid B2 bucket name {quote(bucket)} (6 to 63 letters, "
+                                    f"digits and '-', not starting with 'b2-')")
+    prefix = table.data.get("prefix", "")
+    if not isinstance(prefix, str):
+        raise table.error("prefix", f"expected a string, got {type(prefix).__name__}")
+    problem = b2_prefix_problem(prefix)
+    if problem:
+        raise table.error("prefix", f"invalid key prefix {quote(prefix)}: {problem}")
+    return B2Target(bucket=bucket, prefix=prefix)
+
+
+def b2_prefix_problem(prefix: str) -> str | None:
+    """Why `prefix` cannot start the B2 file names `<prefix><tag>/<asset>`, or None."""
+    if not prefix:
+        return None
+    if any(not c.isprintable() or c == "\\" for c in prefix):
+        return "contains a control character or a backslash"
+    if prefix.startswith("/"):
+        return f"must not start with '/'; did you mean {quote(prefix.lstrip('/'))}?"
+    if not prefix.endswith("/"):
+        return f"must end with '/' (a folder of the bucket); did you mean {quote(prefix + '/')}?"
+    if any(part in ("", ".", "..") for part in prefix[:-1].split("/")):
+        return "must not contain an empty, '.' or '..' segment"
+    if len(prefix.encode("utf-8")) > _B2_NAME_BYTES // 2:
+        return f"longer than {_B2_NAME_BYTES // 2} bytes (B2 file names hold {_B2_NAME_BYTES})"
+    return None

@@ -254,15 +254,55 @@ class Kit:
         return tuple(dict.fromkeys(name for name in names if values.get(name) is None))
 
 
+DEFAULT_GITHUB_API: Final = "https://api.github.com"
+LEDGER_MODES: Final = ("commit", "pull-request")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GitHubTarget:
+    """[publish.github]: the repository whose Releases get the kits, and its REST API's base URL
+    (GitHub Enterprise: `https://HOST/api/v3`)."""
+
+    repository: str  # OWNER/NAME
+    api: str = DEFAULT_GITHUB_API
+
+
+@dataclass(frozen=True, kw_only=True)
+class B2Target:
+    """[publish.b2]: the Backblaze B2 bucket and the key prefix under which `<tag>/<asset>` go."""
+
+    bucket: str
+    prefix: str = ""  # empty, or ends with '/'
+
+
+@dataclass(frozen=True, kw_only=True)
+class Publish:
+    """[publish]: where `ninfer-kits publish` puts a finished kit (no remote: a local folder),
+    and how the workflows land the ledger file releases/<tag>.toml (`commit` it to the branch,
+    or open a `pull-request`)."""
+
+    github: GitHubTarget | None = None
+    b2: B2Target | None = None
+    ledger: str = "commit"
+
+    @property
+    def remotes(self) -> tuple[str, ...]:
+        """The configured remote stores, in publishing order (blob storage first)."""
+        return tuple(name for name, target in (("b2", self.b2), ("github", self.github))
+                     if target is not None)
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Matrix:
-    """The whole matrix.toml: upstreams, toolchains and kits, each in file order."""
+    """The whole matrix.toml: upstreams, toolchains and kits, each in file order, and where
+    kits are published."""
 
     path: Path
     schema: int
     upstreams: Mapping[str, Upstream]
     toolchains: Mapping[str, Toolchain]
     kits: Mapping[str, Kit]
+    publish: Publish = field(default_factory=Publish)
 
     def kit(self, name: str) -> Kit:
         return _lookup("kit", name, self.kits)

@@ -1,0 +1,206 @@
+"""`ninfer-kits publish KIT`: a finished kit folder onto B2 and GitHub Releases (or a local
+folder), exactly once, verifiably, then releases/<tag>.toml. Running it again is always safe."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
+from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import (
+    GitHubTarget,
+    Matrix,
+    add_matrix_argument,
+    github_api_problem,
+    load_matrix,
+)
+from ninfer_kits.publish import credentials, plan
+from ninfer_kits.publish.retry import RetryPolicy
+from ninfer_kits.publish.stages import Outcome, PublishRequest, run_publish
+from ninfer_kits.publish.store import Store
+from ninfer_kits.publish.stores import STORE_NAMES
+from ninfer_kits.publish.stores.local import LocalStore
+
+DEFAULT_OUT = Path("published")
+DEFAULT_DRY_RUN_OUT = Path("dry-run")
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("kit", help="a kit from matrix.toml (its one finished folder in --dist), "
+                                    "or a finished kit folder (dist/<tag>)")
+    add_matrix_argument(parser)
+    parser.add_argument("--dist", type=Path, default=Path("dist"),
+                        help="where finished kits are (default: dist/)")
+    parser.add_argument("--to", action="append", choices=STORE_NAMES, metavar="STORE",
+                        help="publish to this store only (b2, github, local; repeatable; "
+                             "default: the remotes in matrix.toml's [publish], else local)")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help=f"the local store's folder (default: {DEFAULT_OUT}/; with "
+                             f"--dry-run: {DEFAULT_DRY_RUN_OUT}/)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="touch no remote: write the exact release that would be made "
+                             "(assets and RELEASE.md with the notes) to a local folder")
+    parser.add_argument("--replace", action="store_true",
+                        help="replace assets that are there with other content (a published "
+                             "release goes back to a draft meanwhile; an immutable one never)")
+    parser.add_argument("--github-api", metavar="URL", default=None,
+                        help="the GitHub REST API base URL (default: [publish.github] api, "
+                             "else https://api.github.com; GitHub Enterprise: https://HOST/api/v3)")
+    parser.add_argument("--b2-env", type=Path, metavar="FILE", default=None,
+                        help=f"an env file with {credentials.B2_KEY_ID} and {credentials.B2_KEY} "
+                             f"(default: those variables, else ${credentials.B2_ENV_FILE})")
+    parser.add_argument("--ledger-dir", type=Path, default=None, metavar="DIR",
+                        help="where releases/<tag>.toml goes (default: releases/ beside "
+                             "matrix.toml)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="holds the per-tag publish lock (default: ~/.cache/ninfer-kits)")
+    parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                        help="wait this long for another publish of the same tag on this "
+                             "machine (default: stop at once, naming it)")
+
+
+def execute(args: argparse.Namespace) -> int:
+    reporter = Reporter()
+    try:
+        return _execute(args, reporter, os.environ)
+    except NinferKitsError as error:
+        error.args = (credentials.redact(str(error)),)
+        reporter.error(str(error))
+        raise
+    except (ImportError, KeyboardInterrupt):
+        raise
+    except Exception as error:  # a library's failure that no store turned into a message
+        message = credentials.redact(f"{type(error).__name__}: {error}")
+        reporter.error(message)
+        raise EnvironmentFailure(f"publish failed: {message}") from None
+
+
+def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str, str]) -> int:
+    from ninfer_kits.commands.build_cmd import default_cache_dir
+
+    matrix = load_matrix(args.matrix)
+    if args.wait < 0:
+        raise BadInput(f"--wait must be 0 or more seconds, got {args.wait}")
+    folder = plan.find_kit_dir(args.kit, args.dist, matrix)
+    names = _store_names(args.to, matrix)
+    github = _github_target(matrix, args.github_api, "github" in names)
+    retry = RetryPolicy.from_environment(environ)
+    if args.dry_run:
+        out = (args.out or DEFAULT_DRY_RUN_OUT).absolute()
+        stores: tuple[Store, ...] = (LocalStore(out),)
+        notes_base = _dry_notes_base(names, matrix, github, out, folder.name)
+    else:
+        stores = tuple(make_store(name, matrix, github, args, environ, retry, reporter)
+                       for name in names)
+        notes_base = None
+    request = PublishRequest(
+        kit_dir=folder, matrix=matrix, stores=stores,
+        lock_dir=(args.cache_dir or default_cache_dir()).absolute() / "publish",
+        ledger_dir=None if args.dry_run else (
+            args.ledger_dir or matrix.path.absolute().parent / "releases"),
+        replace=args.replace or args.dry_run, wait=args.wait, notes_base=notes_base)
+    outcome = run_publish(request, reporter)
+    report(outcome, reporter, dry_run=args.dry_run, would=names, ledger_mode=matrix.publish.ledger)
+    return 0
+
+
+def _store_names(chosen: list[str] | None, matrix: Matrix) -> tuple[str, ...]:
+    names = set(chosen or matrix.publish.remotes or ("local",))
+    return tuple(name for name in STORE_NAMES if name in names)
+
+
+def _github_target(matrix: Matrix, api: str | None, needed: bool) -> GitHubTarget | None:
+    target = matrix.publish.github
+    if target is None:
+        if needed:
+            raise BadInput(f"{matrix.path}: no [publish.github] table: add one with "
+                           f"repository = \"OWNER/NAME\" to publish to GitHub")
+        return None
+    if api is not None:
+        problem = github_api_problem(api)
+        if problem:
+            raise BadInput(f"--github-api {api}: {problem}")
+        target = GitHubTarget(repository=target.repository, api=api.rstrip("/"))
+    return target
+
+
+def make_store(name: str, matrix: Matrix, github: GitHubTarget | None,
+               args: argparse.Namespace, environ: Mapping[str, str], retry: RetryPolicy,
+               reporter: Reporter) -> Store:
+    """One store, its credentials read now (a missing one is named before anything runs)."""
+    if name == "local":
+        return LocalStore((args.out or DEFAULT_OUT).absolute())
+    if name == "github":
+        assert github is not None
+        token = credentials.github_token(environ, github.repository)
+        from ninfer_kits.publish.stores.github import GitHubStore
+
+        return GitHubStore(github, token, retry=retry, reporter=reporter)
+    target = matrix.publish.b2
+    if target is None:
+        raise BadInput(f"{matrix.path}: no [publish.b2] table: add one with bucket = \"NAME\" "
+                       f"and prefix = \"kits/\" to publish to B2")
+    key_id, key = credentials.b2_key(environ, args.b2_env)
+    from ninfer_kits.publish.stores.b2 import B2Store
+
+    return B2Store(target, key_id, key, retry=retry, reporter=reporter)
+
+
+def _dry_notes_base(names: tuple[str, ...], matrix: Matrix, github: GitHubTarget | None,
+                    out: Path, tag: str) -> str:
+    """The download folder the real release's notes would show."""
+    if "github" in names and github is not None:
+        from ninfer_kits.publish.stores.github import download_base
+
+        return download_base(github, tag)
+    if "b2" in names and matrix.publish.b2 is not None:
+        target = matrix.publish.b2
+        return f"<B2 download URL>/file/{target.bucket}/{target.prefix}{tag}"
+    return (out / tag).as_uri()
+
+
+def report(outcome: Outcome, reporter: Reporter, *, dry_run: bool, would: tuple[str, ...],
+           ledger_mode: str) -> None:
+    tag = outcome.release.tag
+    lines = []
+    if dry_run:
+        lines.append(f"dry run: nothing was published; {tag} would go to "
+                     f"{', '.join(would)}; the exact release (assets, and RELEASE.md with its "
+                     f"notes) is in {outcome.records[0].location}")
+    elif outcome.changed:
+        lines.append(f"published {tag} (kit {outcome.kit.kit})")
+    else:
+        lines.append(f"nothing to do: {tag} is already published on "
+                     f"{', '.join(record.store for record in outcome.records)} and matches the "
+                     f"kit; the ledger is unchanged")
+    width = max(len(record.store) for record in outcome.records)
+    lines += [f"  {record.store:<{width}}  {record.location}" for record in outcome.records]
+    if outcome.ledger is not None:
+        lines.append(f"  {'ledger':<{width}}  {outcome.ledger}"
+                     + ("" if outcome.ledger_changed else " (unchanged)"))
+    name_width = max(len(asset.name) for asset in outcome.release.assets)
+    lines.append("")
+    lines += [f"{asset.name:<{name_width}}  {asset.size:>13,}  {asset.sha256}"
+              for asset in outcome.release.assets]
+    sys.stdout.write("\n".join(lines) + "\n")
+    rows = "\n".join(f"| {asset.name} | {asset.size:,} | `{asset.sha256}` |"
+                     for asset in outcome.release.assets)
+    where = "\n".join(f"- {record.store}: {record.location}" for record in outcome.records)
+    reporter.summary(f"### publish `{tag}`\n\n{where}\n\n| asset | size | sha256 |\n"
+                     f"|---|---|---|\n{rows}\n")
+    _github_output(tag, outcome, ledger_mode)
+
+
+def _github_output(tag: str, outcome: Outcome, ledger_mode: str) -> None:
+    """On GitHub Actions: step outputs for the workflow that lands the ledger."""
+    path = os.environ.get("GITHUB_OUTPUT")
+    if not path:
+        return
+    values = {"tag": tag, "changed": str(outcome.changed).lower(),
+              "ledger": str(outcome.ledger or ""), "ledger_mode": ledger_mode}
+    with open(path, "a", encoding="utf-8") as output:
+        output.writelines(f"{key}={value}\n" for key, value in values.items())

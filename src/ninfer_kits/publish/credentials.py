@@ -1,0 +1,128 @@
+"""Credentials for the remote stores, and keeping them out of every message.
+
+GitHub: a token from GITHUB_TOKEN, else GH_TOKEN (what the GitHub CLI and Actions use). B2: an
+application key from B2_APPLICATION_KEY_ID and B2_APPLICATION_KEY, else from an env file of
+`KEY=VALUE` lines named by --b2-env or NINFER_B2_ENV (the seed's rented-box scripts kept it so).
+
+A secret is held in a Secret, whose repr and str never show it, and is registered with the
+process-wide redactor: every message publish prints or raises passes through `redact`, so a
+token that a service or a library puts into an error text becomes `***`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ninfer_kits.errors import BadInput
+
+GITHUB_TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN")
+B2_KEY_ID = "B2_APPLICATION_KEY_ID"
+B2_KEY = "B2_APPLICATION_KEY"
+B2_ENV_FILE = "NINFER_B2_ENV"
+REDACTED = "***"
+
+_ENV_LINE = re.compile(r"(?:export\s+)?(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?P<value>.*)")
+_lock = threading.Lock()
+_secrets: set[str] = set()
+
+
+class MissingCredentials(BadInput):
+    """A store needs credentials that are not set: the message names the variables."""
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A credential: `value` is only ever handed to the client library."""
+
+    value: str = field(repr=False)
+    source: str  # where it came from, for messages: "GITHUB_TOKEN", "/path/b2.env"
+
+    def __post_init__(self) -> None:
+        register(self.value)
+
+    def __str__(self) -> str:
+        return f"<secret from {self.source}>"
+
+
+def register(value: str) -> None:
+    """Never show `value` in a message from now on (too short a value would redact words)."""
+    if len(value) >= 6:
+        with _lock:
+            _secrets.add(value)
+
+
+def redact(text: str) -> str:
+    """`text` with every registered secret replaced by ***."""
+    with _lock:
+        secrets = sorted(_secrets, key=len, reverse=True)
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def github_token(environ: Mapping[str, str], repository: str) -> Secret:
+    for name in GITHUB_TOKEN_VARIABLES:
+        value = environ.get(name, "").strip()
+        if value:
+            return Secret(value, name)
+    raise MissingCredentials(
+        f"GitHub: no token: set {GITHUB_TOKEN_VARIABLES[0]} (or {GITHUB_TOKEN_VARIABLES[1]}) to a "
+        f"token that can write {repository} (a fine-grained token with Contents: read and write, "
+        f"or a classic token with the repo scope)")
+
+
+def b2_key(environ: Mapping[str, str], env_file: Path | None = None) -> tuple[str, Secret]:
+    """(key id, key): from the file given as --b2-env; else the environment's two variables;
+    else the file $NINFER_B2_ENV names. MissingCredentials names what is missing."""
+    if env_file is None:
+        key_id, key = environ.get(B2_KEY_ID, "").strip(), environ.get(B2_KEY, "").strip()
+        if key_id and key:
+            return key_id, Secret(key, B2_KEY)
+        named = environ.get(B2_ENV_FILE, "").strip()
+        if not named:
+            missing = [name for name, value in ((B2_KEY_ID, key_id), (B2_KEY, key)) if not value]
+            raise MissingCredentials(
+                f"B2: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set "
+                f"(set {B2_KEY_ID} and {B2_KEY}, or name an env file holding them with "
+                f"{B2_ENV_FILE} or --b2-env)")
+        env_file = Path(named)
+    values = read_env_file(env_file)
+    missing = [name for name in (B2_KEY_ID, B2_KEY) if not values.get(name)]
+    if missing:
+        raise MissingCredentials(f"B2: the env file {env_file} does not set "
+                                 f"{' or '.join(missing)}")
+    return values[B2_KEY_ID], Secret(values[B2_KEY], str(env_file))
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """`KEY=VALUE` lines (`export KEY=VALUE`, quotes and # comments allowed). Errors name the
+    line, never its text: the text is a secret."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MissingCredentials(f"B2: the env file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not UTF-8 text"
+        raise MissingCredentials(f"B2: cannot read the env file {path}: {reason}") from None
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _ENV_LINE.fullmatch(line)
+        if match is None:
+            raise BadInput(f"B2: the env file {path}, line {number}: not a KEY=VALUE line")
+        value = match["value"].strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif " #" in value:
+            value = value.split(" #", 1)[0].rstrip()
+        values[match["key"]] = value
+        if match["key"] == B2_KEY:
+            register(value)
+    return values

@@ -1,0 +1,209 @@
+"""The ledger: releases/<tag>.toml, one file per published kit, written last and atomically.
+
+`publish` writes it only once every store holds the complete release, so a ledger file always
+names a release that can be downloaded and checked. `fetch`, `kit-url` and the scheduled
+rebuild read it through `read()`; releases/README.md documents every key. The format is
+stable: a new key may be added, none is renamed or removed without raising `format`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ninfer_kits.errors import BadInput
+from ninfer_kits.pipeline.pack import write_file
+
+FORMAT = 1
+SUFFIX = ".toml"
+_HEX = {"sha256": re.compile(r"[0-9a-f]{64}"), "sha1": re.compile(r"[0-9a-f]{40}")}
+_SCALARS = ("tag", "kit", "card", "upstream", "upstream_url", "revision", "version", "arch",
+            "cuda_version", "toolchain", "asset")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LedgerAsset:
+    name: str
+    size: int
+    sha256: str
+    sha1: str
+    urls: tuple[tuple[str, str], ...]  # (store, download URL), in publishing order
+
+
+@dataclass(frozen=True, kw_only=True)
+class LedgerStore:
+    name: str  # "b2", "github", "local"
+    location: str  # the release page, the bucket folder, the local folder
+    details: tuple[tuple[str, str], ...] = ()  # e.g. ("repository", "OWNER/NAME")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LedgerEntry:
+    format: int = FORMAT
+    tag: str
+    kit: str
+    card: str
+    upstream: str  # OWNER/NAME
+    upstream_url: str
+    revision: str  # the full commit SHA built
+    version: str  # the upstream's VERSION, "" when it has none
+    arch: str
+    cuda_version: str
+    toolchain: str
+    asset: str  # the kit tarball's name (one of `assets`)
+    published_at: datetime.datetime  # UTC, when publish completed
+    stores: tuple[LedgerStore, ...]
+    assets: tuple[LedgerAsset, ...]
+    floor: tuple[tuple[str, str], ...]  # (requirement, why)
+
+    def url(self, name: str | None = None, store: str | None = None) -> str:
+        """The download URL of asset `name` (default: the tarball) from `store` (default: the
+        first store that has one, in publishing order)."""
+        name = name or self.asset
+        asset = next((a for a in self.assets if a.name == name), None)
+        if asset is None:
+            raise KeyError(f"{self.tag}: no asset {name!r}")
+        for where, url in asset.urls:
+            if store is None or where == store:
+                return url
+        raise KeyError(f"{self.tag}: asset {name!r} has no URL on {store!r}")
+
+    def same_release(self, other: LedgerEntry) -> bool:
+        """The same release on the same stores, whenever it was recorded."""
+        return replace(self, published_at=other.published_at) == other
+
+
+def path_for(ledger_dir: Path, tag: str) -> Path:
+    return ledger_dir / f"{tag}{SUFFIX}"
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _string(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's; DEL must be escaped too)."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _string(name)
+
+
+def render(entry: LedgerEntry) -> str:
+    when = entry.published_at.astimezone(datetime.UTC).replace(microsecond=0)
+    lines = [
+        f"# releases/{entry.tag}{SUFFIX}: kit {entry.kit} as `ninfer-kits publish` published it.",
+        "# Written once the release was complete on every store; releases/README.md documents "
+        "each key.",
+        f"format = {entry.format}",
+        *(f"{name} = {_string(getattr(entry, name))}" for name in _SCALARS),
+        f"published_at = {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
+    ]
+    for store in entry.stores:
+        lines += ["", f"[stores.{_key(store.name)}]", f"location = {_string(store.location)}"]
+        lines += [f"{_key(key)} = {_string(value)}" for key, value in store.details]
+    for asset in entry.assets:
+        lines += ["", "[[assets]]", f"name = {_string(asset.name)}", f"size = {asset.size}",
+                  f"sha256 = {_string(asset.sha256)}", f"sha1 = {_string(asset.sha1)}",
+                  "[assets.urls]"]
+        lines += [f"{_key(store)} = {_string(url)}" for store, url in asset.urls]
+    for requirement, why in entry.floor:
+        lines += ["", "[[floor]]", f"requirement = {_string(requirement)}",
+                  f"why = {_string(why)}"]
+    return "\n".join(lines) + "\n"
+
+
+def write(path: Path, entry: LedgerEntry) -> None:
+    """Write the ledger file atomically (a temporary file, fsync, rename), checking first that
+    it reads back as the same entry."""
+    text = render(entry)
+    if parse(text, str(path)) != replace(entry, published_at=entry.published_at.astimezone(
+            datetime.UTC).replace(microsecond=0)):
+        raise AssertionError(f"{path}: the ledger does not read back as written")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_file(path, text.encode("utf-8"))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read(path: Path) -> LedgerEntry:
+    """Read and check releases/<tag>.toml; BadInput names the file and what is wrong."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"no ledger file {path}: that tag has not been published") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise BadInput(f"cannot read the ledger file {path}: {error}") from None
+    return parse(text, str(path))
+
+
+def parse(text: str, source: str = "ledger") -> LedgerEntry:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise BadInput(f"{source}: invalid TOML: {error}") from None
+    if data.get("format") != FORMAT:
+        raise BadInput(f"{source}: unsupported format {data.get('format')!r} (this tool "
+                       f"reads {FORMAT})")
+    values = {name: _text(data, name, source) for name in _SCALARS}
+    when = data.get("published_at")
+    if not isinstance(when, datetime.datetime) or when.tzinfo is None:
+        raise BadInput(f"{source}: published_at must be a date-time with a time zone")
+    stores_table = data.get("stores")
+    if not isinstance(stores_table, dict) or not stores_table:
+        raise BadInput(f"{source}: no [stores.NAME] table")
+    stores = tuple(_store(name, section, source) for name, section in stores_table.items())
+    assets = tuple(_asset(item, source) for item in _tables(data, "assets", source))
+    if values["asset"] not in {asset.name for asset in assets}:
+        raise BadInput(f"{source}: asset {values['asset']!r} is not among [[assets]]")
+    floor = tuple((_text(row, "requirement", source), _text(row, "why", source))
+                  for row in _tables(data, "floor", source, required=False))
+    return LedgerEntry(format=FORMAT, **values, published_at=when, stores=stores,
+                       assets=assets, floor=floor)
+
+
+def _text(table: Mapping[str, Any], key: str, source: str) -> str:
+    value = table.get(key)
+    if not isinstance(value, str):
+        raise BadInput(f"{source}: key {key!r} must be a string")
+    return value
+
+
+def _tables(data: Mapping[str, Any], key: str, source: str,
+            required: bool = True) -> list[Mapping[str, Any]]:
+    value = data.get(key, None if required else [])
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise BadInput(f"{source}: [[{key}]] tables expected")
+    return value
+
+
+def _store(name: str, section: object, source: str) -> LedgerStore:
+    if not isinstance(section, dict):
+        raise BadInput(f"{source}: stores.{name} must be a table")
+    details = tuple((key, _text(section, key, source)) for key in section if key != "location")
+    return LedgerStore(name=name, location=_text(section, "location", source), details=details)
+
+
+def _asset(item: Mapping[str, Any], source: str) -> LedgerAsset:
+    name = _text(item, "name", source)
+    size = item.get("size")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise BadInput(f"{source}: asset {name!r}: size must be a whole number of bytes")
+    hashes = {}
+    for key, pattern in _HEX.items():
+        value = _text(item, key, source)
+        if pattern.fullmatch(value) is None:
+            raise BadInput(f"{source}: asset {name!r}: {key} is not a {key} hex digest")
+        hashes[key] = value
+    urls = item.get("urls", {})
+    if not isinstance(urls, dict) or not all(isinstance(v, str) for v in urls.values()):
+        raise BadInput(f"{source}: asset {name!r}: urls must be a table of strings")
+    return LedgerAsset(name=name, size=size, sha256=hashes["sha256"], sha1=hashes["sha1"],
+                       urls=tuple(urls.items()))

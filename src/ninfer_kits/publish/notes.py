@@ -1,0 +1,91 @@
+"""Release notes, rendered from the kit's BUILDINFO.txt: what the kit is for, how to download
+and check it, what a machine needs to run it (the floor table), which upstream revision it is,
+and under which licenses it is redistributed."""
+
+from __future__ import annotations
+
+import re
+
+from ninfer_kits.buildinfo import BuildInfo
+
+_FORGE_URL = re.compile(r"https://(?:github\.com|gitlab\.com|codeberg\.org)/[^/\s]+/[^/\s]+")
+
+
+def title(info: BuildInfo, tag: str) -> str:
+    """The release's name: `ninfer-3090 0.6.1-rtx3090 for RTX 3090 (sm_86)`."""
+    what = info.version or info.revision[:12]
+    name = info.upstream.rsplit("/", 1)[-1]
+    return f"{name} {what} for {info.card} ({info.arch}) — {tag}"
+
+
+def revision_url(info: BuildInfo) -> str:
+    """The upstream revision's page: from the URL it was fetched from when that is a forge's,
+    else from the repository the matrix names (OWNER/NAME on GitHub)."""
+    url = info.upstream_url.removesuffix("/").removesuffix(".git")
+    base = url if _FORGE_URL.fullmatch(url) else f"https://github.com/{info.upstream}"
+    return f"{base}/commit/{info.revision}"
+
+
+def repository_url(info: BuildInfo) -> str:
+    return revision_url(info).rsplit("/commit/", 1)[0]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render(info: BuildInfo, *, tag: str, asset: str, download_base: str) -> str:
+    """The Markdown body of the release. `download_base` is the folder URL the assets are
+    downloaded from (GitHub: https://github.com/OWNER/NAME/releases/download/TAG)."""
+    base = download_base.rstrip("/")
+    version = f" {info.version}" if info.version else ""
+    floor = "\n".join(f"| {_cell(requirement)} | {_cell(why)} |"
+                      for requirement, why in info.floor) or "| (no floor recorded) | |"
+    licenses = ", ".join(f"`{path}`" for path in info.licenses) or "(none recorded)"
+    lines = [
+        f"Prebuilt Linux kit of [{info.upstream}]({repository_url(info)}){version} for the "
+        f"**{info.card}** (CUDA arch `{info.arch}`), built from revision "
+        f"[`{info.revision[:12]}`]({revision_url(info)}) with CUDA {info.cuda_version}.",
+        "",
+        "## Download and verify",
+        "",
+        "```sh",
+        "# the kit, its checksums and its build record",
+        f"curl -fLO {base}/{asset}",
+        f"curl -fLO {base}/SHA256SUMS",
+        f"curl -fLO {base}/BUILDINFO.txt",
+        "# every line must say OK",
+        "sha256sum -c SHA256SUMS",
+        "# unpack kit/, then check that this machine can run it (pip install ninfer-kits)",
+        f"tar xzf {asset}",
+        f"ninfer-kits verify {asset}",
+        "```",
+        "",
+        "`SHA1SUMS` holds the tarball's SHA-1 for clients that check only that "
+        "(`sha1sum -c SHA1SUMS`).",
+        "",
+        "## What a machine needs to run it",
+        "",
+        "| Requirement | Why |",
+        "|---|---|",
+        floor,
+        "",
+        "## How it was built",
+        "",
+        f"- upstream: [{info.upstream}]({repository_url(info)}), branch `{info.tracked_ref}`, "
+        f"revision [`{info.revision}`]({revision_url(info)})"
+        + (f", version `{info.version}`" if info.version else ""),
+        f"- toolchain: `{info.toolchain}` ({info.builder} builder), CUDA {info.cuda_version}, "
+        f"{info.host_compiler}",
+        f"- ninfer-kits {info.pipeline_version} at `{info.pipeline_revision}`; every detail is "
+        f"in `BUILDINFO.txt`",
+        "",
+        "## License",
+        "",
+        f"The binaries in this kit are built, unmodified, from [{info.upstream}]"
+        f"({repository_url(info)}) at revision `{info.revision[:12]}` and are redistributed "
+        f"under the upstream's license. The kit carries the upstream's license and notice "
+        f"files: {licenses}. ninfer-kits, which built it, is MIT-licensed.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,121 @@
+"""The plan: which kit folder, which release it makes, checked before any store is touched.
+
+The tag and the asset name come from the kit folder, where the matrix rendered them at build
+time; publish checks that matrix.toml still renders the same ones for the revision built. The
+folder is read through `kitdir.read_kit_dir`: first its layout, so that a tarball too large for
+a store is refused before hours of hashing, then every hash against SHA256SUMS and SHA1SUMS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ninfer_kits import buildinfo, kitdir
+from ninfer_kits.buildinfo import BuildInfo
+from ninfer_kits.errors import BadInput, NinferKitsError
+from ninfer_kits.kitdir import KitDir
+from ninfer_kits.matrix import Matrix, RevisionFacts
+from ninfer_kits.pipeline.pack import hash_file
+from ninfer_kits.publish import notes
+from ninfer_kits.publish.store import SHA256SUMS, Asset, Release
+
+TARBALL_TYPE = "application/gzip"
+TEXT_TYPE = "text/plain; charset=utf-8"
+
+
+class AssetTooLarge(BadInput):
+    """An asset is larger than a store accepts (GitHub: under 2 GiB per file)."""
+
+
+def find_kit_dir(target: str, dist_dir: Path, matrix: Matrix) -> Path:
+    """The kit folder `target` names: a folder path, or a kit of the matrix whose one finished
+    folder is in dist_dir (BUILDINFO.txt's `kit` key says which kit a folder holds)."""
+    as_path = Path(target)
+    if as_path.is_dir() and (as_path / kitdir.BUILDINFO).exists():
+        return as_path
+    matrix.kit(target)  # an unknown name: did-you-mean
+    found = sorted(folder for folder in _folders(dist_dir) if _kit_of(folder) == target)
+    if not found:
+        raise BadInput(f"no finished kit folder of kit {target} in {dist_dir}: build it first "
+                       f"(ninfer-kits build {target}), or give the folder's path")
+    if len(found) > 1:
+        raise BadInput(f"{len(found)} finished kit folders of kit {target} in {dist_dir} "
+                       f"({', '.join(folder.name for folder in found)}): give the folder's path")
+    return found[0]
+
+
+def _folders(dist_dir: Path) -> Iterable[Path]:
+    if not dist_dir.is_dir():
+        raise BadInput(f"{dist_dir}: no such folder (give --dist)")
+    return (child for child in dist_dir.iterdir()
+            if child.is_dir() and not child.name.startswith("."))
+
+
+def _kit_of(folder: Path) -> str | None:
+    try:
+        return buildinfo.read(folder / kitdir.BUILDINFO).kit
+    except (OSError, NinferKitsError):
+        return None
+
+
+def read_kit(folder: Path, matrix: Matrix, limits: Sequence[tuple[str, int | None]]) -> KitDir:
+    """The kit folder, checked: layout, every asset under each store's limit (`limits`: store
+    name and its largest asset), the names the matrix renders, then every hash."""
+    unchecked = kitdir.read_kit_dir(folder, verify=False)
+    for store, limit in limits:
+        for name in unchecked.files:
+            if name == kitdir.BUILD_LOG or limit is None:
+                continue
+            size = (folder / name).stat().st_size
+            if size > limit:
+                raise AssetTooLarge(
+                    f"{folder / name}: {size:,} bytes is more than {store} takes in one asset "
+                    f"({limit:,} bytes); nothing was uploaded. Make the kit smaller (nvcc "
+                    f"--compress-mode=size), or publish it without {store} (--to)")
+    _check_names(unchecked, matrix)
+    return kitdir.read_kit_dir(folder, verify=True)
+
+
+def _check_names(kit: KitDir, matrix: Matrix) -> None:
+    entry = matrix.kit(kit.kit)
+    facts = RevisionFacts(revision=kit.info.revision, version=kit.info.version or None)
+    try:
+        tag, asset = entry.render_tag(facts), entry.render_asset(facts)
+    except (NinferKitsError, ValueError) as error:
+        raise BadInput(f"{kit.path}: cannot render kit {kit.kit}'s names from its BUILDINFO.txt "
+                       f"({error})") from None
+    if (tag, asset) != (kit.tag, kit.asset):
+        raise BadInput(f"{kit.path}: matrix.toml renders tag {tag!r} and asset {asset!r} for "
+                       f"kit {kit.kit} at revision {kit.info.revision[:12]}, but the folder "
+                       f"holds {kit.tag!r} and {kit.asset!r}: rebuild the kit (or publish with "
+                       f"the matrix it was built with)")
+
+
+def assets_of(kit: KitDir) -> tuple[Asset, ...]:
+    """The release's assets in upload order: the tarball, BUILDINFO.txt, SHA1SUMS, and
+    SHA256SUMS last (a client that finds SHA256SUMS finds everything it names)."""
+    sha1sums, sha256sums = (hash_file(kit.path / name)
+                            for name in (kitdir.SHA1SUMS, kitdir.SHA256SUMS))
+    buildinfo = hash_file(kit.buildinfo_path)
+    if buildinfo.sha256 != kit.buildinfo_sha256:
+        raise kitdir.KitDirInvalid(f"kit folder {kit.path}: {kitdir.BUILDINFO} changed while "
+                                   f"it was read")
+    return (
+        Asset(name=kit.asset, path=kit.tarball, size=kit.size, sha256=kit.sha256,
+              sha1=kit.sha1, content_type=TARBALL_TYPE),
+        Asset(name=kitdir.BUILDINFO, path=kit.buildinfo_path, size=buildinfo.size,
+              sha256=buildinfo.sha256, sha1=buildinfo.sha1, content_type=TEXT_TYPE),
+        Asset(name=kitdir.SHA1SUMS, path=sha1sums.path, size=sha1sums.size,
+              sha256=sha1sums.sha256, sha1=sha1sums.sha1, content_type=TEXT_TYPE),
+        Asset(name=SHA256SUMS, path=sha256sums.path, size=sha256sums.size,
+              sha256=sha256sums.sha256, sha1=sha256sums.sha1, content_type=TEXT_TYPE),
+    )
+
+
+def make_release(kit: KitDir, download_base: str) -> Release:
+    info: BuildInfo = kit.info
+    return Release(tag=kit.tag, title=notes.title(info, kit.tag),
+                   notes=notes.render(info, tag=kit.tag, asset=kit.asset,
+                                      download_base=download_base),
+                   assets=assets_of(kit))

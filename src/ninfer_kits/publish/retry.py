@@ -1,0 +1,114 @@
+"""Retries with backoff and a bound, for every call to a remote store.
+
+A call that fails in a way that may pass (a 5xx, a connection reset or timeout, a 429, GitHub's
+secondary rate limit, an exhausted primary limit) is tried again after a wait: what the server
+asked for (Retry-After, or X-RateLimit-Reset when X-RateLimit-Remaining is 0), else an
+exponential backoff with jitter. The number of tries and the longest wait are bounded; past
+them the call fails with ServiceFailed (exit status 3), saying what failed and how often.
+Anything else (a 404, a 422, bad credentials) is not retried: the store decides what it means.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from ninfer_kits.errors import EnvironmentFailure
+from ninfer_kits.log import Reporter
+
+T = TypeVar("T")
+
+# Multiplies every wait: tests run the real policy with waits of milliseconds (never set it
+# in production; a server's Retry-After is there to be honoured).
+SCALE_ENV = "NINFER_KITS_RETRY_SCALE"
+
+
+class ServiceFailed(EnvironmentFailure):
+    """A remote store kept failing (or asked to wait longer than we will): try again later."""
+
+
+@dataclass(frozen=True)
+class Transient:
+    """Why a call may pass when tried again, and how long the server asked us to wait."""
+
+    reason: str  # "HTTP 502", "connection reset", "secondary rate limit"
+    wait: float | None = None  # seconds, from Retry-After or X-RateLimit-Reset
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    attempts: int = 6  # tries in all
+    first_delay: float = 1.0  # the first backoff, doubled on each retry
+    max_delay: float = 60.0  # the longest backoff
+    longest_wait: float = 900.0  # a server asking for longer makes us give up, saying so
+    scale: float = 1.0  # multiplies every wait (tests)
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
+    clock: Callable[[], float] = field(default=time.time, compare=False)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> RetryPolicy:
+        env = os.environ if environ is None else environ
+        try:
+            scale = float(env.get(SCALE_ENV, "") or 1.0)
+        except ValueError:
+            scale = 1.0
+        return cls(scale=max(scale, 0.0))
+
+    def backoff(self, attempt: int) -> float:
+        """The wait before try `attempt + 1` when the server asked for none."""
+        base: float = min(self.max_delay, self.first_delay * 2.0 ** (attempt - 1))
+        return base * random.uniform(0.75, 1.25)
+
+    def call(self, what: str, operation: Callable[[], T],
+             classify: Callable[[BaseException], Transient | None],
+             reporter: Reporter | None = None) -> T:
+        """`operation()`, tried again while `classify` calls its failure transient."""
+        attempt = 1
+        while True:
+            try:
+                return operation()
+            except Exception as error:
+                transient = classify(error)
+                if transient is None:
+                    raise
+                if attempt >= self.attempts:
+                    raise ServiceFailed(f"{what}: still failing after {attempt} tries "
+                                        f"({transient.reason}); run it again later") from error
+                if transient.wait is not None and transient.wait > self.longest_wait:
+                    raise ServiceFailed(
+                        f"{what}: {transient.reason}, and the server asks us to wait "
+                        f"{transient.wait:.0f} s (more than {self.longest_wait:.0f} s); run it "
+                        f"again after that") from error
+                delay = self.backoff(attempt) if transient.wait is None else transient.wait
+                if reporter is not None:
+                    reporter.warning(f"{what}: {transient.reason}; try {attempt + 1} of "
+                                     f"{self.attempts} in {delay:.1f} s")
+                self.sleep(delay * self.scale)
+                attempt += 1
+
+
+def server_wait(headers: Mapping[str, str], now: float) -> float | None:
+    """Seconds the server asked us to wait: Retry-After (seconds or an HTTP date), else the
+    primary rate limit's reset time when none is left; None when it asked for nothing."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    after = lowered.get("retry-after")
+    if after is not None:
+        after = str(after).strip()
+        if after.isdigit():
+            return float(after)
+        try:
+            when = email.utils.parsedate_to_datetime(after)
+        except (TypeError, ValueError):
+            when = None
+        if when is not None:
+            return max(0.0, when.timestamp() - now)
+    if str(lowered.get("x-ratelimit-remaining", "")).strip() == "0":
+        reset = str(lowered.get("x-ratelimit-reset", "")).strip()
+        if reset.isdigit():
+            return max(0.0, float(reset) - now) + 1.0
+    return None

@@ -1,0 +1,256 @@
+"""The publishing pipeline, in order. Each stage is a step of the Reporter (a fold group on
+GitHub Actions); nothing is uploaded before every check that can fail has passed.
+
+    kit        read dist/<tag>/ (kitdir): layout, sizes under every store's limit, the names
+               the matrix renders, every hash
+    lock       one publish of a tag at a time on this machine (a flock under the cache dir)
+    preflight  each store: the credentials work and can write the target
+    plan       the release: title, notes from BUILDINFO.txt, assets in upload order
+    inspect    each store: what it holds already; conflicts refused before anything changes
+    <store>    for each store in order (B2 first, then GitHub): put and verify every asset
+               not there yet, SHA256SUMS last, then finish (GitHub: publish the draft)
+    ledger     releases/<tag>.toml, atomically, once every store holds the whole release
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
+from ninfer_kits.kitdir import KitDir
+from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import Matrix
+from ninfer_kits.publish import ledger, plan
+from ninfer_kits.publish.store import Found, Presence, Release, Store, StoreRecord
+from ninfer_kits.publish.stores import NOTES_PREFERENCE
+
+LOCK_POLL = 0.1
+
+
+class PublishBusy(EnvironmentFailure):
+    """Another publish of the same tag runs on this machine."""
+
+
+class PublishRefused(CheckFailed):
+    """A store holds something under this release that is not this kit, and publish will not
+    change it (without --replace; an immutable release, never)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishRequest:
+    kit_dir: Path  # dist/<tag>/
+    matrix: Matrix
+    stores: tuple[Store, ...]  # in publishing order (B2 first)
+    lock_dir: Path  # <cache>/publish
+    ledger_dir: Path | None  # None: no ledger (a dry run)
+    replace: bool = False
+    wait: float = 0.0  # seconds to wait for another publish of the same tag
+    notes_base: str | None = None  # the download folder the notes show (default: GitHub's,
+    # else B2's, else the local folder's)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    kit: KitDir
+    release: Release
+    records: tuple[StoreRecord, ...]
+    uploaded: tuple[tuple[str, str], ...]  # (store, asset) put this run
+    changed_stores: tuple[str, ...]  # stores this run changed (uploaded to, published)
+    ledger: Path | None
+    ledger_changed: bool
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changed_stores) or self.ledger_changed
+
+
+def run_publish(request: PublishRequest, reporter: Reporter) -> Outcome:
+    limits = [(store.describe(), store.max_asset_size) for store in request.stores]
+    with reporter.step("kit"):
+        kit = plan.read_kit(request.kit_dir, request.matrix, limits)
+    with held_lock(request.lock_dir, kit.tag, request.wait, reporter):
+        with reporter.step("preflight"):
+            for store in request.stores:
+                store.preflight()
+                reporter.info(f"{store.describe()}: ready, can write")
+        with reporter.step("plan"):
+            base = request.notes_base or _notes_store(request.stores).download_base(kit.tag)
+            release = plan.make_release(kit, base)
+            reporter.info(f"release {release.tag}: {', '.join(a.name for a in release.assets)}")
+        with reporter.step("inspect"):
+            found = tuple(store.inspect(release) for store in request.stores)
+            for store, held in zip(request.stores, found, strict=True):
+                for note in held.notes:
+                    reporter.info(note)
+                reporter.info(f"{store.describe()}: {_state(held)}")
+            refuse_conflicts(request.stores, found, request.replace)
+        records, uploaded, changed = [], [], []
+        for store, held in zip(request.stores, found, strict=True):
+            with reporter.step(store.name):
+                put = _fill(store, held, release, reporter)
+                uploaded += [(store.name, name) for name in put]
+                if put or not held.published:
+                    changed.append(store.name)
+                records.append(store.finish(release))
+        ledger_path, ledger_changed = None, False
+        if request.ledger_dir is not None:
+            with reporter.step("ledger"):
+                ledger_path = ledger.path_for(request.ledger_dir, kit.tag)
+                ledger_changed = write_ledger(ledger_path, kit, release, records, reporter)
+    return Outcome(kit=kit, release=release, records=tuple(records), uploaded=tuple(uploaded),
+                   changed_stores=tuple(changed), ledger=ledger_path,
+                   ledger_changed=ledger_changed)
+
+
+def _notes_store(stores: Sequence[Store]) -> Store:
+    """The store whose download URLs the notes show (GitHub's, where there is one)."""
+    rank = {name: index for index, name in enumerate(NOTES_PREFERENCE)}
+    return min(stores, key=lambda store: rank.get(store.name, len(rank)))
+
+
+def _state(found: Found) -> str:
+    if found.published and found.complete:
+        return "published, complete: nothing to upload"
+    there = found.names(Presence.SAME)
+    missing = found.names(Presence.ABSENT)
+    differ = found.names(Presence.DIFFERENT)
+    parts = ["published" if found.published else ("a draft" if there or differ else "nothing")]
+    if there:
+        parts.append(f"verified: {', '.join(there)}")
+    if missing:
+        parts.append(f"to upload: {', '.join(missing)}")
+    if differ:
+        parts.append(f"other content: {', '.join(differ)}")
+    return "; ".join(parts)
+
+
+def refuse_conflicts(stores: Sequence[Store], found: Sequence[Found], replace: bool) -> None:
+    """Before anything changes on any store: refuse what publish must not change."""
+    problems = []
+    for store, held in zip(stores, found, strict=True):
+        differ = held.names(Presence.DIFFERENT)
+        if held.published and not held.complete:
+            missing = held.names(Presence.ABSENT)
+            what = "; ".join(part for part in (
+                f"other content in {', '.join(differ)}" if differ else "",
+                f"missing {', '.join(missing)}" if missing else "") if part)
+            if held.immutable:
+                problems.append(f"{store.describe()}: the release is published and immutable, "
+                                f"and differs from the kit ({what}); it can never be changed: "
+                                f"give the kit a new tag")
+            elif not replace:
+                problems.append(f"{store.describe()}: the release is published and differs "
+                                f"from the kit ({what}); a published release is never changed "
+                                f"silently: give --replace to replace it")
+        elif differ and not replace:
+            problems.append(f"{store.describe()}: {', '.join(differ)} "
+                            f"{'is' if len(differ) == 1 else 'are'} there with other content "
+                            f"than the kit's; give --replace to replace "
+                            f"{'it' if len(differ) == 1 else 'them'}")
+    if problems:
+        raise PublishRefused("nothing was changed:\n  " + "\n  ".join(problems))
+
+
+def _fill(store: Store, found: Found, release: Release, reporter: Reporter) -> list[str]:
+    """Put and verify every asset the store lacks, in order (SHA256SUMS last)."""
+    if found.published and found.complete:
+        reporter.info(f"{store.describe()}: already published with every asset; unchanged")
+        return []
+    if found.published:
+        store.unpublish()
+    put = []
+    for asset in release.assets:
+        presence = found.assets[asset.name]
+        if presence is Presence.SAME:
+            reporter.info(f"{store.name}: {asset.name} is there already, verified")
+            continue
+        store.put(asset, replace=presence is Presence.DIFFERENT)
+        store.verify(asset)
+        reporter.info(f"{store.name}: {asset.name} uploaded and verified ({asset.size:,} bytes, "
+                      f"sha256 {asset.sha256[:16]}…)")
+        put.append(asset.name)
+    return put
+
+
+# --------------------------------------------------------------------------- the ledger
+
+
+def ledger_entry(kit: KitDir, release: Release, records: Sequence[StoreRecord],
+                 when: datetime.datetime) -> ledger.LedgerEntry:
+    info = kit.info
+    return ledger.LedgerEntry(
+        tag=kit.tag, kit=kit.kit, card=info.card, upstream=info.upstream,
+        upstream_url=info.upstream_url, revision=info.revision, version=info.version,
+        arch=info.arch, cuda_version=info.cuda_version, toolchain=info.toolchain,
+        asset=kit.asset, published_at=when,
+        stores=tuple(ledger.LedgerStore(name=record.store, location=record.location,
+                                        details=record.details) for record in records),
+        assets=tuple(ledger.LedgerAsset(
+            name=asset.name, size=asset.size, sha256=asset.sha256, sha1=asset.sha1,
+            urls=tuple((record.store, record.urls[asset.name]) for record in records
+                       if asset.name in record.urls)) for asset in release.assets),
+        floor=info.floor)
+
+
+def write_ledger(path: Path, kit: KitDir, release: Release, records: Sequence[StoreRecord],
+                 reporter: Reporter) -> bool:
+    """Write releases/<tag>.toml unless it already records this very release; True when
+    written."""
+    entry = ledger_entry(kit, release, records, datetime.datetime.now(datetime.UTC))
+    if path.exists():
+        try:
+            if ledger.read(path).same_release(entry):
+                reporter.info(f"{path}: already records this release; unchanged")
+                return False
+        except BadInput as error:  # a damaged ledger is written again, saying so
+            reporter.warning(f"{error}; writing it again")
+    ledger.write(path, entry)
+    reporter.info(f"{path}: written")
+    return True
+
+
+# --------------------------------------------------------------------------- the lock
+
+
+@contextmanager
+def held_lock(lock_dir: Path, tag: str, wait: float, reporter: Reporter) -> Iterator[None]:
+    """One publish of `tag` at a time on this machine: an exclusive flock on
+    <lock_dir>/<tag>.lock (with the holder's PID in it), released however the holder ends.
+    A second publish waits up to `wait` seconds, then stops naming the holder."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    path = lock_dir / f"{tag}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        deadline = time.monotonic() + max(wait, 0.0)
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise PublishBusy(
+                        f"another publish of {tag} is running ({_holder(fd)}; lock {path}); "
+                        f"wait for it to finish, or give --wait SECONDS") from None
+                if not told:
+                    reporter.info(f"waiting for another publish of {tag} ({_holder(fd)}) to "
+                                  f"finish, up to {wait:.0f} s")
+                    told = True
+                time.sleep(LOCK_POLL)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _holder(fd: int) -> str:
+    text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+    return f"PID {text}" if text.isdigit() else "a process that has not written its PID yet"

@@ -1,0 +1,457 @@
+"""GitHub Releases through PyGithub: a draft release, filled and verified, published last.
+
+- Preflight: the repository exists and the token may push to it (what it lacks is named).
+- The release is found by listing (a draft is invisible by tag); none → a draft is created.
+  A create that a retry answers with 422 `already_exists` was our own earlier success: the
+  draft is found by listing again.
+- Each asset is uploaded, then verified: state `uploaded`, the size, and the sha256 from the
+  asset's `digest` where the server gives one, else by downloading it back. An asset left in
+  state `starter` by a failed upload is deleted first. An upload that a retry answers with
+  422 `already_exists` is checked the same way: our own earlier upload, or a conflict.
+- The draft is published (PATCH draft=false) only when every asset is there and verified.
+  A published release is never changed, except with --replace (back to a draft first), and
+  an immutable one never.
+
+PyGithub's own retries are off (retry=None): every call goes through one RetryPolicy, which
+knows Retry-After, X-RateLimit-Reset and GitHub's secondary limits, and has a bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import time
+import urllib.parse
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import requests
+from github import Auth, Github, GithubException
+from github.GithubException import (
+    BadCredentialsException,
+    RateLimitExceededException,
+    UnknownObjectException,
+)
+from github.GitRelease import GitRelease
+from github.GitReleaseAsset import GitReleaseAsset
+from github.Repository import Repository
+
+from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.log import Progress, Reporter
+from ninfer_kits.matrix import GitHubTarget
+from ninfer_kits.publish.credentials import Secret
+from ninfer_kits.publish.retry import RetryPolicy, ServiceFailed, Transient, server_wait
+from ninfer_kits.publish.store import (
+    Asset,
+    Found,
+    Presence,
+    Release,
+    StoreRecord,
+    VerifyFailed,
+)
+
+T = TypeVar("T")
+
+MAX_ASSET_SIZE = 2 * 1024**3 - 1  # "each file included in a release must be under 2 GiB"
+SECONDARY_LIMIT_WAIT = 60.0  # GitHub: without Retry-After, wait at least a minute
+DOWNLOAD_CHUNK = 1 << 20
+UPLOADED = "uploaded"
+
+
+class ReleaseConflict(CheckFailed):
+    """The store holds something under this release's names that is not this kit."""
+
+
+def web_url(api: str) -> str:
+    """The web root for an API base URL: api.github.com → github.com, HOST/api/v3 → HOST."""
+    parts = urllib.parse.urlsplit(api)
+    host = "github.com" if parts.netloc == "api.github.com" else parts.netloc
+    path = parts.path.rstrip("/").removesuffix("/api/v3")
+    return urllib.parse.urlunsplit((parts.scheme, host, path, "", ""))
+
+
+def download_base(target: GitHubTarget, tag: str) -> str:
+    """Where a published release's assets are downloaded from."""
+    quoted = urllib.parse.quote(tag, safe="")
+    return f"{web_url(target.api)}/{target.repository}/releases/download/{quoted}"
+
+
+class GitHubStore:
+    name = "github"
+    max_asset_size: int | None = MAX_ASSET_SIZE
+
+    def __init__(self, target: GitHubTarget, token: Secret, *, retry: RetryPolicy,
+                 reporter: Reporter, timeout: float = 60.0) -> None:
+        self.target = target
+        self._token = token
+        self._retry = retry
+        self._reporter = reporter
+        # GitHub asks integrations to space out writes; the retry scale shrinks it in tests.
+        self._gh = Github(base_url=target.api, auth=Auth.Token(token.value), retry=None,
+                          timeout=max(1, round(timeout)), per_page=100,
+                          seconds_between_requests=0.25 * retry.scale,
+                          seconds_between_writes=1.0 * retry.scale)
+        self._repo: Repository | None = None
+        self._release: GitRelease | None = None
+        self._tag = ""
+        self._spec: Release | None = None  # the release being made (inspect names it)
+        self._assets: dict[str, GitReleaseAsset] = {}  # name → the asset on the release
+        self._uploaded: dict[str, GitReleaseAsset] = {}
+
+    def describe(self) -> str:
+        return f"GitHub {self.target.repository} ({self.target.api})"
+
+    def download_base(self, tag: str) -> str:
+        return download_base(self.target, tag)
+
+    # ----------------------------------------------------------------------- calls
+
+    def _call(self, what: str, operation: Callable[[], T]) -> T:
+        try:
+            return self._retry.call(f"GitHub: {what}", operation, transient, self._reporter)
+        except GithubException as error:
+            raise self._failure(what, error) from None
+
+    def _failure(self, what: str, error: GithubException) -> Exception:
+        message = _message(error)
+        if isinstance(error, BadCredentialsException) or error.status == 401:
+            return BadInput(f"GitHub: {what}: the token from {self._token.source} was refused "
+                            f"({message}): set a valid token")
+        return ServiceFailed(f"GitHub: {what}: HTTP {error.status}: {message}")
+
+    @property
+    def repo(self) -> Repository:
+        if self._repo is None:
+            self.preflight()
+        assert self._repo is not None
+        return self._repo
+
+    # ----------------------------------------------------------------------- preflight
+
+    def preflight(self) -> None:
+        name = self.target.repository
+        try:
+            repo = self._retry.call(f"GitHub: reading {name}", lambda: _loaded(
+                self._gh.get_repo(name)), transient, self._reporter)
+        except UnknownObjectException:
+            raise BadInput(f"GitHub: repository {name} does not exist at {self.target.api}, or "
+                           f"the token from {self._token.source} cannot see it") from None
+        except GithubException as error:
+            raise self._failure(f"reading {name}", error) from None
+        permissions = repo.permissions
+        can_push = permissions is not None and (permissions.push or permissions.maintain
+                                                or permissions.admin)
+        if not can_push:
+            raise BadInput(
+                f"GitHub: the token from {self._token.source} can read {name} but cannot write "
+                f"it: it lacks push access (releases need Contents: read and write on a "
+                f"fine-grained token, the repo scope on a classic one)")
+        scopes = self._gh.oauth_scopes
+        if scopes is not None and not {"repo", "public_repo"} & set(scopes) and \
+                any(scope for scope in scopes):
+            raise BadInput(f"GitHub: the token from {self._token.source} has the scopes "
+                           f"{', '.join(scopes)}, none of which writes releases: it lacks "
+                           f"the repo scope")
+        if repo.archived:
+            raise BadInput(f"GitHub: {name} is archived (read-only): nothing can be published")
+        self._probe_write(repo)
+        self._repo = repo
+
+    def _probe_write(self, repo: Repository) -> None:
+        """Can this token create releases? A create without a tag changes nothing: GitHub
+        answers 422 (missing tag_name) to a token that may write, and 404 or 403 (naming the
+        permission it wants) to one that may not. `permissions` above is the user's, not the
+        token's: a fine-grained token can lack Contents: write on a repository its user owns."""
+        url = f"{repo.url}/releases"
+        try:
+            self._retry.call(f"GitHub: checking that the token can write {repo.full_name}",
+                             lambda: self._gh.requester.requestJsonAndCheck(
+                                 "POST", url, input={"draft": True}),
+                             transient, self._reporter)
+        except GithubException as error:
+            if error.status == 422:
+                return  # allowed to write; the empty create was refused, as it must be
+            headers = {key.lower(): value for key, value in (error.headers or {}).items()}
+            wanted = headers.get("x-accepted-github-permissions") or (
+                f"the scope {headers['x-accepted-oauth-scopes']}"
+                if headers.get("x-accepted-oauth-scopes") else "")
+            lacks = f"it lacks {wanted}" if wanted else "it lacks write access to its contents"
+            if error.status in (403, 404):
+                raise BadInput(f"GitHub: the token from {self._token.source} cannot write "
+                               f"{repo.full_name}: {lacks} (releases need Contents: read and "
+                               f"write on a fine-grained token, the repo scope on a classic "
+                               f"one)") from None
+            raise self._failure(f"checking that the token can write {repo.full_name}",
+                                error) from None
+        raise ServiceFailed(f"GitHub: {repo.full_name} accepted a release without a tag; "
+                            f"this is not a GitHub API publish can trust")
+
+    # ----------------------------------------------------------------------- inspect
+
+    def _find_release(self) -> GitRelease | None:
+        """The release of our tag: a published one if there is one (by tag: one request), else
+        the oldest draft (drafts are invisible by tag: found by listing)."""
+        def by_tag() -> GitRelease | None:
+            try:
+                return self.repo.get_release(self._tag)
+            except UnknownObjectException:
+                return None
+
+        published_one = self._call(f"reading the release {self._tag}", by_tag)
+        if published_one is not None and not published_one.draft:
+            return published_one
+        releases = self._call(f"listing the releases of {self.target.repository}", lambda: [
+            release for release in self.repo.get_releases() if release.tag_name == self._tag])
+        published = [release for release in releases if not release.draft]
+        drafts = sorted((release for release in releases if release.draft),
+                        key=lambda release: release.id)
+        if len(drafts) > 1 and not published:
+            self._reporter.warning(f"GitHub: {len(drafts)} draft releases for {self._tag}; "
+                                   f"completing the oldest (id {drafts[0].id})")
+        chosen = published or drafts
+        return chosen[0] if chosen else None
+
+    def _list_assets(self) -> dict[str, GitReleaseAsset]:
+        release = self._release
+        if release is None:
+            return {}
+        assets = self._call(f"listing the assets of {self._tag}",
+                            lambda: list(release.get_assets()))
+        return {asset.name: asset for asset in assets}
+
+    def inspect(self, release: Release) -> Found:
+        self._tag, self._spec = release.tag, release
+        self._release = self._find_release()
+        self._assets = self._list_assets()
+        presence = {asset.name: self._presence(self._assets.get(asset.name), asset)
+                    for asset in release.assets}
+        starters = [name for name, asset in self._assets.items() if asset.state != UPLOADED]
+        notes = tuple(f"GitHub: {name} was left unfinished by a failed upload (state "
+                      f"{self._assets[name].state}); it will be deleted" for name in starters)
+        published = self._release is not None and not self._release.draft
+        immutable = published and bool(_attribute(self._release, "immutable"))
+        return Found(published=published, assets=presence, immutable=immutable, notes=notes)
+
+    def _presence(self, remote: GitReleaseAsset | None, asset: Asset) -> Presence:
+        if remote is None or remote.state != UPLOADED:
+            return Presence.ABSENT
+        if remote.size != asset.size:
+            return Presence.DIFFERENT
+        digest = _attribute(remote, "digest")
+        if digest:
+            return Presence.SAME if digest == f"sha256:{asset.sha256}" else Presence.DIFFERENT
+        return Presence.SAME if self._download_sha256(remote) == asset.sha256 \
+            else Presence.DIFFERENT
+
+    def _download_sha256(self, remote: GitReleaseAsset) -> str:
+        def download() -> str:
+            digest = hashlib.sha256()
+            _, _, chunks = remote.download_asset(chunk_size=DOWNLOAD_CHUNK)
+            for chunk in chunks:
+                digest.update(chunk)
+            return digest.hexdigest()
+
+        return self._call(f"downloading {remote.name} back to check it", download)
+
+    # ----------------------------------------------------------------------- changes
+
+    def unpublish(self) -> None:
+        release = self._release
+        if release is None or release.draft:
+            return
+        self._reporter.warning(f"GitHub: --replace: {self._tag} goes back to a draft until "
+                               f"its assets are replaced")
+        self._release = self._call(f"turning {self._tag} back into a draft", lambda: (
+            release.update_release(name=release.name or self._tag, message=release.body or "",
+                                   draft=True, prerelease=release.prerelease)))
+
+    def _draft(self, release: Release | None) -> GitRelease:
+        if release is None:
+            raise AssertionError("GitHubStore: inspect() comes before put()")
+        if self._release is not None:
+            return self._release
+        tries = 0
+
+        def create() -> GitRelease:
+            nonlocal tries
+            tries += 1
+            if tries > 1:  # an earlier try may have created it before its answer was lost
+                found = self._find_release()
+                if found is not None:
+                    return found
+            return self.repo.create_git_release(release.tag, name=release.title,
+                                                message=release.notes, draft=True)
+
+        try:
+            created = self._retry.call(f"GitHub: creating the draft release {release.tag}",
+                                       create, transient, self._reporter)
+        except GithubException as error:
+            if not _already_exists(error):
+                raise self._failure(f"creating the draft release {release.tag}", error) from None
+            found = self._find_release()  # our own earlier create, answered late
+            if found is None:
+                raise self._failure(f"creating the draft release {release.tag}", error) from None
+            created = found
+        if not created.draft:
+            raise ReleaseConflict(f"GitHub: release {release.tag} was published by someone else "
+                                  f"while this publish ran; run publish again to compare it")
+        self._release = created
+        return created
+
+    def _delete(self, remote: GitReleaseAsset, why: str) -> None:
+        def delete() -> None:
+            with contextlib.suppress(UnknownObjectException):  # gone: an earlier try did it
+                remote.delete_asset()
+
+        self._reporter.info(f"GitHub: deleting {remote.name} ({why})")
+        self._call(f"deleting {remote.name}", delete)
+
+    def put(self, asset: Asset, *, replace: bool) -> None:
+        release = self._draft(self._spec)
+        remote = self._assets.pop(asset.name, None)
+        if remote is not None:
+            if remote.state == UPLOADED and not replace:
+                raise ReleaseConflict(f"GitHub: {asset.name} is on {self._tag} with other "
+                                      f"content; give --replace to replace it")
+            self._delete(remote, "with other content: --replace" if remote.state == UPLOADED
+                         else f"state {remote.state}, left by a failed upload")
+        progress = self._reporter.progress(f"GitHub: uploading {asset.name}")
+        for _ in range(3):
+            try:
+                uploaded = self._retry.call(f"GitHub: uploading {asset.name}",
+                                            lambda: _upload(release, asset, progress),
+                                            transient, self._reporter)
+            except GithubException as error:
+                if not _already_exists(error):
+                    raise self._failure(f"uploading {asset.name}", error) from None
+                existing = self._list_assets().get(asset.name)
+                if existing is None:
+                    continue
+                if existing.state != UPLOADED:
+                    self._delete(existing, f"state {existing.state}, left by a failed upload")
+                    continue
+                if self._presence(existing, asset) is not Presence.SAME:
+                    raise ReleaseConflict(
+                        f"GitHub: {asset.name} appeared on {self._tag} with other content "
+                        f"while this publish uploaded it: is another publish running?") from None
+                uploaded = existing  # our own earlier try, answered late
+            self._uploaded[asset.name] = uploaded
+            return
+        raise ServiceFailed(f"GitHub: uploading {asset.name}: the server kept answering that "
+                            f"it exists, and kept losing it")
+
+    def verify(self, asset: Asset) -> None:
+        uploaded = self._uploaded.get(asset.name)
+        if uploaded is None:
+            uploaded = self._list_assets().get(asset.name)
+        if uploaded is None:
+            raise VerifyFailed(f"GitHub: {asset.name} is not on {self._tag} after its upload")
+        fresh = self._call(f"reading {asset.name} back",
+                           lambda: _loaded(self.repo.get_release_asset(uploaded.id)))
+        presence = self._presence(fresh, asset)
+        if presence is not Presence.SAME:
+            raise VerifyFailed(
+                f"GitHub: {asset.name} on {self._tag} is not the kit's file after upload (state "
+                f"{fresh.state}, {fresh.size:,} bytes, digest {_attribute(fresh, 'digest')}; "
+                f"the kit's: {asset.size:,} bytes, sha256:{asset.sha256})")
+
+    def finish(self, release: Release) -> StoreRecord:
+        current = self._draft(release) if self._release is None else self._release
+        if current.draft:
+            self._reporter.info(f"GitHub: publishing the draft {release.tag}")
+            current = self._call(f"publishing {release.tag}", lambda: current.update_release(
+                name=release.title, message=release.notes, draft=False, prerelease=False))
+            self._release = current
+        assets = self._list_assets()
+        return StoreRecord(
+            store=self.name, location=current.html_url,
+            urls={asset.name: assets[asset.name].browser_download_url
+                  for asset in release.assets if asset.name in assets},
+            details=(("repository", self.target.repository), ("api", self.target.api),
+                     ("release_id", str(current.id))))
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class _Reading(io.FileIO):
+    """The asset's file as an upload body: reports progress as it is read."""
+
+    def __init__(self, path: str, total: int, progress: Progress) -> None:
+        super().__init__(path, "rb")
+        self._total, self._done, self._progress = total, 0, progress
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        self._done += len(data or b"")
+        self._progress.bytes(self._done, self._total)
+        return data or b""
+
+
+def _upload(release: GitRelease, asset: Asset, progress: Progress) -> GitReleaseAsset:
+    body = _Reading(str(asset.path), asset.size, progress)
+    try:
+        return release.upload_asset_from_memory(body, asset.size, asset.name,
+                                                content_type=asset.content_type)
+    finally:
+        body.close()
+
+
+def _loaded(obj: T) -> T:
+    """A PyGithub object with its attributes fetched (inside the retry, not later)."""
+    _attribute(obj, "url")
+    getattr(obj, "name", None)
+    return obj
+
+
+def _attribute(obj: Any, name: str) -> Any:
+    try:
+        return getattr(obj, name)
+    except AttributeError:
+        return None
+
+
+def _message(error: GithubException) -> str:
+    data = error.data
+    if isinstance(data, dict):
+        text = str(data.get("message") or "")
+        errors = data.get("errors")
+        if isinstance(errors, list) and errors:
+            codes = ", ".join(str(item.get("code", item)) if isinstance(item, dict) else str(item)
+                              for item in errors)
+            text = f"{text} ({codes})" if text else codes
+        return text or str(error.status)
+    return str(data)[:200] if data else str(error.status)
+
+
+def _already_exists(error: GithubException) -> bool:
+    if error.status != 422 or not isinstance(error.data, dict):
+        return False
+    errors = error.data.get("errors")
+    return isinstance(errors, list) and any(
+        isinstance(item, dict) and item.get("code") == "already_exists" for item in errors)
+
+
+def transient(error: BaseException) -> Transient | None:
+    """Whether a failed GitHub call may pass when tried again, and the wait asked for."""
+    if isinstance(error, GithubException):
+        headers = error.headers or {}
+        wait = server_wait(headers, time.time())
+        message = _message(error).lower()
+        if error.status >= 500:
+            return Transient(f"HTTP {error.status}", wait)
+        if error.status == 429:
+            return Transient("rate limited (HTTP 429)", wait if wait is not None
+                             else SECONDARY_LIMIT_WAIT)
+        if error.status == 403 and (isinstance(error, RateLimitExceededException)
+                                    or "rate limit" in message or wait is not None):
+            kind = "secondary rate limit" if "secondary" in message else "rate limit"
+            return Transient(f"{kind} (HTTP 403)", wait if wait is not None
+                             else SECONDARY_LIMIT_WAIT)
+        return None
+    if isinstance(error, requests.exceptions.Timeout):
+        return Transient("timed out")
+    if isinstance(error, requests.exceptions.RequestException | ConnectionError | TimeoutError):
+        return Transient(f"connection failed ({type(error).__name__})")
+    return None

@@ -1,0 +1,110 @@
+"""A local folder as a store: <folder>/<tag>/ holds the assets and RELEASE.md (the title and
+the notes). It is the default when matrix.toml configures no remote, and what --dry-run writes:
+the exact release the remotes would get.
+
+Its "draft" is <folder>/.<tag>.draft/, filled and checked there, then put in place with one
+rename (publishing); a published folder is moved back to the draft name for --replace.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ninfer_kits.errors import BadInput, EnvironmentFailure
+from ninfer_kits.pipeline.pack import hash_file
+from ninfer_kits.publish.store import Asset, Found, Presence, Release, StoreRecord, VerifyFailed
+
+NOTES_FILE = "RELEASE.md"
+
+
+class LocalStore:
+    name = "local"
+    max_asset_size: int | None = None
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder.absolute()
+        self._tag = ""
+
+    def describe(self) -> str:
+        return f"the local folder {self.folder}"
+
+    def download_base(self, tag: str) -> str:
+        return (self.folder / tag).as_uri()
+
+    @property
+    def _published(self) -> Path:
+        return self.folder / self._tag
+
+    @property
+    def _draft(self) -> Path:
+        return self.folder / f".{self._tag}.draft"
+
+    def preflight(self) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise BadInput(f"cannot create the local release folder {self.folder}: "
+                           f"{error.strerror}") from None
+        if not os.access(self.folder, os.W_OK | os.X_OK):
+            raise BadInput(f"the local release folder {self.folder} is not writable")
+
+    def inspect(self, release: Release) -> Found:
+        self._tag = release.tag
+        published = self._published.is_dir()
+        where = self._published if published else self._draft
+        return Found(published=published,
+                     assets={asset.name: _presence(where / asset.name, asset)
+                             for asset in release.assets})
+
+    def unpublish(self) -> None:
+        if self._published.is_dir():
+            shutil.rmtree(self._draft, ignore_errors=True)
+            self._published.rename(self._draft)
+
+    def put(self, asset: Asset, *, replace: bool) -> None:
+        self._draft.mkdir(parents=True, exist_ok=True)
+        partial = self._draft / f".{asset.name}.partial"
+        try:
+            shutil.copyfile(asset.path, partial)
+            with partial.open("rb") as handle:
+                os.fsync(handle.fileno())
+            partial.replace(self._draft / asset.name)
+        except OSError as error:
+            partial.unlink(missing_ok=True)
+            raise EnvironmentFailure(f"cannot copy {asset.name} to {self._draft}: "
+                                     f"{error.strerror or error}") from error
+
+    def verify(self, asset: Asset) -> None:
+        where = self._published if self._published.is_dir() else self._draft
+        if _presence(where / asset.name, asset) is not Presence.SAME:
+            raise VerifyFailed(f"{where / asset.name} does not match the kit's {asset.name}")
+
+    def finish(self, release: Release) -> StoreRecord:
+        if not self._published.is_dir():
+            notes = f"# {release.title}\n\n{release.notes}"
+            (self._draft / NOTES_FILE).write_text(notes, encoding="utf-8")
+            self._draft.rename(self._published)
+            _fsync_dir(self.folder)
+        return StoreRecord(
+            store=self.name, location=str(self._published),
+            urls={asset.name: (self._published / asset.name).as_uri()
+                  for asset in release.assets})
+
+
+def _presence(path: Path, asset: Asset) -> Presence:
+    if not path.is_file():
+        return Presence.ABSENT
+    if path.stat().st_size != asset.size:
+        return Presence.DIFFERENT
+    packed = hash_file(path)
+    return Presence.SAME if packed.sha256 == asset.sha256 else Presence.DIFFERENT
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -60,6 +60,14 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def pyz(session: nox.Session) -> None:
+    """dist/ninfer-kits.pyz: fetch, verify and inspect with nothing but python3 (a zipapp with
+    the matrix and the ledger inside): `nox -s pyz [-- -o PATH]`."""
+    session.install("-e", ".")
+    session.run("python", "-m", "ninfer_kits.zipapp", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
 def kit(session: nox.Session) -> None:
     """Build one matrix entry into dist/: `nox -s kit -- KIT [ninfer-kits build options]`."""
     if not session.posargs:

@@ -19,6 +19,8 @@ SUBCOMMANDS: dict[str, str] = {
     "build": "ninfer_kits.commands.build_cmd",
     "verify": "ninfer_kits.commands.verify_cmd",
     "floor": "ninfer_kits.commands.floor_cmd",
+    "fetch": "ninfer_kits.commands.fetch_cmd",
+    "kit-url": "ninfer_kits.commands.kiturl_cmd",
 }
 
 SUMMARIES: dict[str, str] = {
@@ -27,6 +29,8 @@ SUMMARIES: dict[str, str] = {
     "build": "build one matrix entry into a finished kit under dist/",
     "verify": "check whether a kit will run here (a host, a root folder, a Docker image)",
     "floor": "say which known distributions meet a kit's runtime floor, and why",
+    "fetch": "download a published kit, check its SHA256SUMS, unpack it and verify it here",
+    "kit-url": "print the URL a client fetches a kit from (GitHub release or B2)",
 }
 
 

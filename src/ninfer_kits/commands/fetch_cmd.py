@@ -1,0 +1,49 @@
+"""`ninfer-kits fetch KIT|TAG`: a published kit, downloaded, checked against its release's
+SHA256SUMS, unpacked, then verified on this host (exit status: verify's)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from ninfer_kits.errors import BadInput
+from ninfer_kits.fetch.locate import ORIGINS_HELP, add_location_arguments, client_for, located
+from ninfer_kits.log import Reporter
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="KIT|TAG",
+                        help="a kit of the matrix (its published release) or a release tag")
+    parser.add_argument("--from", dest="origin", default="github", metavar="github|b2|DIR",
+                        help=ORIGINS_HELP)
+    parser.add_argument("--dest", type=Path, default=None, metavar="DIR",
+                        help="where the kit goes: DIR/kit/ (as `tar xzf … -C DIR`) and the "
+                             "release's files beside it (default: ./<tag>)")
+    add_location_arguments(parser)
+
+
+def execute(args: argparse.Namespace) -> int:
+    from ninfer_kits.commands.verify_cmd import verify
+    from ninfer_kits.fetch.fetch import Fetcher, describe
+    from ninfer_kits.verify.kit import open_kit
+    from ninfer_kits.verify.report import render
+    from ninfer_kits.verify.target import open_target
+
+    reporter = Reporter()
+    client, ctx = client_for(args)
+    release = located(args, ctx, client, args.origin)
+    for note in release.notes:
+        reporter.info(note)
+    dest = args.dest if args.dest is not None else Path(release.tag)
+    if dest.exists() and not dest.is_dir():
+        raise BadInput(f"--dest {dest}: not a folder")
+    fetched = Fetcher(client, reporter).fetch(release, dest)
+    for line in describe(fetched):
+        reporter.info(line)
+    with open_kit(fetched.dest) as kit, open_target(kit.root) as target:
+        kit = dataclasses.replace(kit, shown=str(fetched.dest), checked=fetched.checked)
+        report = verify(kit, target)
+    sys.stdout.write(render(report) + "\n")
+    return report.exit_code

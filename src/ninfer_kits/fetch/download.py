@@ -1,0 +1,305 @@
+"""One pass over a kit's bytes: fetched, written to a temporary name, hashed and handed on.
+
+The downloader (a worker thread) writes the body to `.<asset>.part` in DEST, feeds sha256 (and
+sha1 when one is recorded) as the bytes arrive, and tells a `Feed` how far the file is written:
+the extractor reads the same file behind it (`GrowingFile`), so downloading, hashing and
+unpacking overlap instead of running one after the other.
+
+Resuming: a `.part` left by an interrupted run is kept with the sha256 it was meant to have
+(`.<asset>.part.sha256`); the next run hashes what is there and asks only for the rest
+(`Range: bytes=N-`). Within a run, a connection dropped mid-body is resumed the same way, a
+bounded number of times without progress. A server that ignores Range answers from byte 0;
+what was already there is skipped, not written twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.client import HTTPException
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+from ninfer_kits.errors import CheckFailed, EnvironmentFailure
+from ninfer_kits.fetch.http import Client, HttpFailure, network_failure, shown
+
+CHUNK = 1 << 20
+PROGRESS_EVERY = 0.1  # seconds between progress updates
+
+
+class Aborted(Exception):
+    """The other side of the pipeline stopped (an error or Ctrl-C there)."""
+
+
+class Feed:
+    """How far the file is written, shared by the downloader and the extractor."""
+
+    def __init__(self, written: int = 0) -> None:
+        self._cond = threading.Condition()
+        self.written = written
+        self.done = False
+        self.error: BaseException | None = None
+        self.aborted = False
+
+    def advance(self, count: int) -> None:
+        with self._cond:
+            self.written += count
+            self._cond.notify_all()
+
+    def rewind(self) -> None:
+        with self._cond:
+            self.written = 0
+            self._cond.notify_all()
+
+    def finish(self, error: BaseException | None = None) -> None:
+        with self._cond:
+            self.done = True
+            self.error = error
+            self._cond.notify_all()
+
+    def abort(self) -> None:
+        with self._cond:
+            self.aborted = True
+            self._cond.notify_all()
+
+    def wait_for(self, position: int) -> int:
+        """Block until more than `position` bytes are written (returns how many are) or the
+        download ended (returns what it wrote); Aborted when the download failed."""
+        with self._cond:
+            while self.written <= position and not self.done and not self.aborted:
+                self._cond.wait()
+            if self.aborted or self.error is not None:
+                raise Aborted()
+            return self.written
+
+
+class GrowingFile(io.RawIOBase):
+    """Reads a file (an open descriptor) that the downloader is still writing: a read at the
+    written end waits for more, and the end of the download is the end of the file."""
+
+    def __init__(self, fd: int, feed: Feed) -> None:
+        self._fd = fd
+        self._feed = feed
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        available = self._feed.wait_for(self._position)
+        count = min(len(buffer), available - self._position)
+        if count <= 0:
+            return 0
+        data = os.pread(self._fd, count, self._position)
+        buffer[:len(data)] = data
+        self._position += len(data)
+        return len(data)
+
+
+@dataclass(frozen=True)
+class Digests:
+    size: int
+    sha256: str
+    sha1: str | None
+
+
+class Source(Protocol):
+    """Where the bytes come from: `open(offset)` gives a stream starting at `start` (≤ offset)
+    and the whole size when known."""
+
+    url: str
+
+    def open(self, offset: int) -> tuple[BinaryIO, int, int | None]: ...
+
+
+class HttpSource:
+    def __init__(self, client: Client, url: str, accept: str | None = None) -> None:
+        self.client, self.url, self.accept = client, url, accept
+
+    def open(self, offset: int) -> tuple[BinaryIO, int, int | None]:
+        opened = self.client.open_at(self.url, offset, accept=self.accept)
+        return opened.response, opened.start, opened.total
+
+
+class FileSource:
+    """A file in a dist-shaped folder (`--from DIR`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.url = str(path)
+
+    def open(self, offset: int) -> tuple[BinaryIO, int, int | None]:
+        stream = self.path.open("rb")
+        size = os.fstat(stream.fileno()).st_size
+        stream.seek(min(offset, size))
+        return stream, min(offset, size), size
+
+
+def part_paths(dest: Path, asset: str) -> tuple[Path, Path]:
+    """The temporary name a download is written to, and the file naming its sha256."""
+    part = dest / f".{asset}.part"
+    return part, dest / f".{asset}.part.sha256"
+
+
+def prepare_part(dest: Path, asset: str, sha256: str) -> int:
+    """Keep a `.part` left for this same file (same expected sha256) and say how much of it
+    there is; anything else is removed. Returns the bytes to resume from."""
+    part, marker = part_paths(dest, asset)
+    try:
+        meant = marker.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        meant = ""
+    if meant != sha256 or not part.is_file() or part.is_symlink():
+        part.unlink(missing_ok=True)
+        tmp = marker.with_name(marker.name + ".tmp")
+        tmp.write_text(sha256 + "\n", encoding="ascii")
+        os.replace(tmp, marker)
+        return 0
+    return part.stat().st_size
+
+
+class Downloader:
+    """Fetch `source` into `part` from where it stands, hashing everything (the bytes already
+    there first). Run `run()` in a thread; the Feed says how far it got and how it ended."""
+
+    def __init__(self, source: Source, part: Path, *, expected_size: int | None, sha1: bool,
+                 feed: Feed, progress: Callable[[int, int | None], None] | None = None,
+                 sleep: Callable[[float], None] = time.sleep, attempts: int = 6) -> None:
+        self.source = source
+        self.part = part
+        self.expected_size = expected_size
+        self.feed = feed
+        self.progress = progress
+        self.sleep = sleep
+        self.attempts = attempts
+        self._sha256 = hashlib.sha256()
+        self._sha1 = hashlib.sha1() if sha1 else None
+        self.digests: Digests | None = None
+        self.resumed_from = 0  # where this run started (bytes of an earlier run's .part)
+        self.reconnects = 0  # body reads that failed and were resumed in this run
+        self.total: int | None = expected_size
+        self.have = 0
+
+    def run(self) -> None:
+        try:
+            self.digests = self._download()
+        except BaseException as error:  # handed to the main thread through the Feed
+            self.feed.finish(error)
+        else:
+            self.feed.finish()
+
+    def _download(self) -> Digests:
+        fd = os.open(self.part, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        try:
+            self.have = self.resumed_from = self._hash_existing(fd)
+            if self.expected_size is not None and self.have > self.expected_size:
+                os.ftruncate(fd, 0)  # longer than the file it should be: start again
+                self._restart()
+            failures = 0
+            while True:
+                before = self.have
+                try:
+                    self._transfer(fd)
+                    break
+                except _Dropped as dropped:
+                    last = dropped.error
+                self.reconnects += 1
+                failures = 1 if self.have > before else failures + 1
+                if failures >= self.attempts:
+                    raise _as_failure(self.source.url, last, self.have)
+                self.sleep(min(0.5 * 2.0 ** (failures - 1), 8.0))
+            return Digests(self.have, self._sha256.hexdigest(),
+                           self._sha1.hexdigest() if self._sha1 else None)
+        finally:
+            os.close(fd)
+
+    def _restart(self) -> None:
+        self.have = 0
+        self._sha256 = hashlib.sha256()
+        self._sha1 = hashlib.sha1() if self._sha1 is not None else None
+        self.feed.rewind()
+
+    def _hash_existing(self, fd: int) -> int:
+        have = 0
+        while block := os.pread(fd, CHUNK, have):
+            self._update(block)
+            have += len(block)
+        if have > self.feed.written:
+            self.feed.advance(have - self.feed.written)
+        return have
+
+    def _update(self, block: bytes | memoryview) -> None:
+        self._sha256.update(block)
+        if self._sha1 is not None:
+            self._sha1.update(block)
+
+    def _transfer(self, fd: int) -> None:
+        """One request from `self.have` on, to the end of the body. A connection that drops
+        or ends early raises _Dropped (worth resuming); anything else is final."""
+        stream, start, total = self.source.open(self.have)
+        with stream:
+            if total is not None:
+                if self.expected_size is not None and total != self.expected_size:
+                    raise CheckFailed(f"{shown(self.source.url)}: the server has {total} "
+                                      f"bytes, but the release says {self.expected_size}")
+                self.total = total
+            skip = self.have - start  # a server that ignored Range starts again at 0
+            view = memoryview(bytearray(CHUNK))
+            last_shown = 0.0
+            while True:
+                if self.feed.aborted:
+                    raise Aborted()
+                try:
+                    count = stream.readinto(view)  # type: ignore[attr-defined]
+                except (OSError, HTTPException) as error:
+                    raise _Dropped(error) from error
+                if not count:
+                    break
+                data = view[:count]
+                if skip:
+                    dropped = min(skip, count)
+                    skip -= dropped
+                    data = data[dropped:]
+                    if not data:
+                        continue
+                self._write(fd, data)
+                now = time.monotonic()
+                if self.progress is not None and now - last_shown >= PROGRESS_EVERY:
+                    last_shown = now
+                    self.progress(self.have, self.total)
+            if self.progress is not None:
+                self.progress(self.have, self.total)
+        if skip or (self.total is not None and self.have < self.total):
+            raise _Dropped(OSError(f"the connection closed at byte {self.have}"
+                                   + (f" of {self.total}" if self.total else "")))
+
+    def _write(self, fd: int, data: memoryview) -> None:
+        try:
+            written = os.pwrite(fd, data, self.have)
+        except OSError as error:
+            raise EnvironmentFailure(f"cannot write {self.part}: "
+                                     f"{error.strerror or error}") from error
+        if written != len(data):  # a regular file takes all of it or fails
+            raise EnvironmentFailure(f"cannot write {self.part}: short write")
+        self._update(data)
+        self.have += written
+        self.feed.advance(written)
+
+
+class _Dropped(Exception):
+    """The connection failed in the middle of a body."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _as_failure(url: str, error: BaseException, have: int) -> EnvironmentFailure:
+    failure = network_failure(url, error)
+    return HttpFailure(f"{failure} (stopped at byte {have}; run the same command again to "
+                       f"resume the download)", url=url)

@@ -1,0 +1,411 @@
+"""`fetch`: a published kit into DEST, checked against its release's SHA256SUMS, unpacked.
+
+DEST (default ./<tag>/) ends up holding what `curl -O` of the release and `tar xzf … -C DEST`
+would leave, once every checksum matched:
+
+    DEST/kit/…            the kit, unpacked (kit/bin/ninfer, kit/bin/ninfer-serve, …)
+    DEST/<asset>          the tarball, under its final name only once its sha256 matched
+    DEST/SHA256SUMS       as the release has it (`sha256sum -c SHA256SUMS` works there)
+    DEST/SHA1SUMS, DEST/BUILDINFO.txt   when the release has them (BUILDINFO.txt checked too)
+
+The tarball is written to `.<asset>.part` and unpacked, while it arrives, into a private staging
+folder in DEST; only when its sha256 (and sha1 where one is recorded) matches does the staging
+folder become DEST/kit and the .part file DEST/<asset>. A mismatch removes both: nothing is
+extracted and no half file has the final name. The checksums cannot be skipped: a release
+without SHA256SUMS, or whose SHA256SUMS does not list the tarball, is refused.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import signal
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
+from ninfer_kits.fetch.download import (
+    Aborted,
+    Digests,
+    Downloader,
+    Feed,
+    FileSource,
+    HttpSource,
+    Source,
+    part_paths,
+    prepare_part,
+)
+from ninfer_kits.fetch.extract import Extraction, FollowingArchive, extract
+from ninfer_kits.fetch.http import Client, NotFound, shown
+from ninfer_kits.fetch.locate import BUILDINFO, SHA1SUMS, SHA256SUMS, Located, RemoteFile
+from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive
+from ninfer_kits.log import Reporter
+
+SUMS_LINE = re.compile(r"(?P<hash>[0-9a-fA-F]{%d}) [ *](?P<name>[^\n]+)")
+KIT = "kit"
+STAGING_PREFIX = ".ninfer-kits-fetch-"
+
+
+@dataclass(frozen=True)
+class Fetched:
+    located: Located
+    dest: Path  # holds kit/
+    tarball: Path
+    digests: Digests
+    checked: str  # for verify's "Kit" line: what was checked against what
+    reused: bool  # the tarball was already in DEST, with the right sha256
+    resumed_from: int
+    reconnects: int
+    seconds: float
+    extraction: Extraction
+
+
+def parse_sums(text: str, width: int, shown_as: str) -> dict[str, str]:
+    """`<hex>  <name>` lines (sha256sum/sha1sum output) → name → lowercase hex."""
+    pattern = re.compile(SUMS_LINE.pattern % width)
+    sums: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        match = pattern.fullmatch(line)
+        if match is None:
+            raise CheckFailed(f"{shown_as}:{number}: not a checksum line: {line[:80]!r}")
+        sums[match["name"]] = match["hash"].lower()
+    return sums
+
+
+class Fetcher:
+    def __init__(self, client: Client, reporter: Reporter) -> None:
+        self.client = client
+        self.reporter = reporter
+
+    # --- small files ------------------------------------------------------------------------
+
+    def _small(self, file: RemoteFile) -> bytes:
+        if "://" not in file.url:
+            path = Path(file.url)
+            if path.stat().st_size > 4 << 20:
+                raise BadInput(f"{path}: larger than the small file expected")
+            return path.read_bytes()
+        return self.client.get_bytes(file.url, accept=file.accept)
+
+    def _sums(self, located: Located) -> tuple[dict[str, str], bytes]:
+        file = located.files.get(SHA256SUMS)
+        if file is None:
+            raise CheckFailed(f"{located.where} has no {SHA256SUMS}: the kit cannot be checked, "
+                              f"and fetch does not unpack a kit it cannot check")
+        try:
+            data = self._small(file)
+        except NotFound:
+            raise CheckFailed(f"{located.where}: {SHA256SUMS} is not there ({shown(file.url)}): "
+                              f"the kit cannot be checked") from None
+        text = data.decode("utf-8", "replace")
+        return parse_sums(text, 64, f"{located.where}: {SHA256SUMS}"), data
+
+    # --- the job ------------------------------------------------------------------------------
+
+    def fetch(self, located: Located, dest: Path) -> Fetched:
+        started = time.monotonic()
+        dest.mkdir(parents=True, exist_ok=True)
+        with _only_fetch_into(dest):
+            _clear_stale_staging(dest)
+            return self._fetch(located, dest, started)
+
+    def _fetch(self, located: Located, dest: Path, started: float) -> Fetched:
+        _check_replaceable(dest / KIT)
+        sums, sums_data = self._sums(located)
+        tarball = located.tarball
+        sha256 = sums.get(located.asset)
+        if sha256 is None:
+            raise CheckFailed(f"{located.where}: {SHA256SUMS} does not list {located.asset} "
+                              f"(it lists {', '.join(sorted(sums)) or 'nothing'})")
+        agreed = []
+        if tarball.sha256 is not None:
+            if tarball.sha256 != sha256:
+                raise CheckFailed(f"{located.asset}: {SHA256SUMS} says {sha256}, "
+                                  f"{tarball.recorded_by} says {tarball.sha256}: refusing it")
+            agreed.append(tarball.recorded_by)
+        sha1, sha1_text = self._sha1(located)
+        extras = self._extras(located, sums)
+        with _terminate_as_exit():
+            result = self._tarball(located, dest, sha256, sha1)
+        digests, reused, extraction, resumed_from, reconnects = result
+        written = [located.asset]
+        _write_atomic(dest / SHA256SUMS, sums_data)
+        written.append(SHA256SUMS)
+        if sha1_text is not None:
+            _write_atomic(dest / SHA1SUMS, sha1_text)
+            written.append(SHA1SUMS)
+        for name, data in extras.items():
+            _write_atomic(dest / name, data)
+            written.append(name)
+        parts = [f"{SHA256SUMS} ok"]
+        if sha1 is not None:
+            parts.append(f"{SHA1SUMS} ok" if sha1_text is not None else
+                         f"sha1 ok (as {tarball.sha1_by} records it)")
+        parts += [f"{who} agrees" for who in agreed]
+        checked = ", ".join(parts)
+        return Fetched(located, dest, dest / located.asset, digests, checked, reused,
+                       resumed_from, reconnects, time.monotonic() - started, extraction)
+
+    def _sha1(self, located: Located) -> tuple[str | None, bytes | None]:
+        """The tarball's recorded SHA-1 (ledger, SHA1SUMS) and SHA1SUMS's bytes, if any."""
+        recorded = located.tarball.sha1
+        file = located.files.get(SHA1SUMS)
+        if file is None:
+            return recorded, None
+        try:
+            data = self._small(file)
+        except NotFound:
+            return recorded, None
+        listed = parse_sums(data.decode("utf-8", "replace"), 40,
+                            f"{located.where}: {SHA1SUMS}").get(located.asset)
+        if listed is None:
+            return recorded, None
+        if recorded is not None and recorded != listed:
+            raise CheckFailed(f"{located.asset}: {SHA1SUMS} says {listed}, "
+                              f"{located.tarball.sha1_by} says {recorded}: refusing it")
+        return listed, data
+
+    def _extras(self, located: Located, sums: dict[str, str]) -> dict[str, bytes]:
+        """BUILDINFO.txt, when the release has it and SHA256SUMS lists it (checked)."""
+        extras = {}
+        file = located.files.get(BUILDINFO)
+        if file is not None and BUILDINFO in sums:
+            data = self._small(file)
+            actual = hashlib.sha256(data).hexdigest()
+            if actual != sums[BUILDINFO]:
+                raise CheckFailed(f"{located.where}: {BUILDINFO} does not match {SHA256SUMS} "
+                                  f"(listed {sums[BUILDINFO]}, the file hashes to {actual})")
+            extras[BUILDINFO] = data
+        return extras
+
+    def _source(self, file: RemoteFile) -> Source:
+        if "://" not in file.url:
+            return FileSource(Path(file.url))
+        return HttpSource(self.client, file.url, file.accept)
+
+    def _tarball(self, located: Located, dest: Path, sha256: str, sha1: str | None
+                 ) -> tuple[Digests, bool, Extraction, int, int]:
+        final = dest / located.asset
+        tarball = located.tarball
+        reuse = _existing(final, sha256, sha1)
+        staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=dest))
+        try:
+            if reuse is not None:
+                with KitArchive(final, shown=located.asset) as archive:
+                    extraction = extract(archive, staging, archive_size=reuse.size)
+                digests, resumed_from, reconnects = reuse, reuse.size, 0
+            else:
+                digests, extraction, resumed_from, reconnects = self._download(
+                    located, tarball, dest, staging, sha256, sha1)
+            _place(staging / KIT, dest / KIT, staging)
+            if reuse is None:
+                part, marker = part_paths(dest, located.asset)
+                os.replace(part, final)
+                marker.unlink(missing_ok=True)
+            return digests, reuse is not None, extraction, resumed_from, reconnects
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _download(self, located: Located, tarball: RemoteFile, dest: Path, staging: Path,
+                  sha256: str, sha1: str | None) -> tuple[Digests, Extraction, int, int]:
+        part, marker = part_paths(dest, located.asset)
+        have = prepare_part(dest, located.asset, sha256)
+        if have:
+            self.reporter.info(f"resuming {located.asset} from byte {have} ({part.name})")
+        feed = Feed()
+        bar = self.reporter.progress(f"downloading {located.asset}")
+        downloader = Downloader(self._source(tarball), part, expected_size=tarball.size,
+                                sha1=sha1 is not None, feed=feed,
+                                progress=lambda done, total: bar.bytes(done, total or 0))
+        thread = threading.Thread(target=downloader.run, name="ninfer-kits-download",
+                                  daemon=True)
+        thread.start()
+        extraction: Extraction | None = None
+        unreadable: BadInput | None = None
+        try:
+            try:
+                feed.wait_for(HEAD_BYTES - 1)
+                size = tarball.size or 0
+                with FollowingArchive(part, feed, shown=located.asset) as archive:
+                    extraction = extract(archive, staging, archive_size=size)
+            except Aborted:
+                pass  # the downloader's error, below
+            except BadInput as error:
+                unreadable = error  # a damaged download reads as a damaged archive: hash first
+            thread.join()
+        finally:
+            if thread.is_alive():  # Ctrl-C, SIGTERM or a failure above: stop the download
+                feed.abort()
+                thread.join(timeout=5)
+        if feed.error is not None:
+            if isinstance(feed.error, CheckFailed):
+                _remove(part, marker)
+            raise feed.error
+        digests = downloader.digests
+        assert digests is not None
+        self._check(located, digests, sha256, sha1, part, marker)
+        if unreadable is not None:
+            raise unreadable
+        assert extraction is not None
+        rate = (digests.size - downloader.resumed_from) / max(time.monotonic() - bar.started,
+                                                             1e-6)
+        self.reporter.info(f"downloaded {located.asset}: {digests.size / 1e6:.1f} MB "
+                           f"({rate / 1e6:.0f} MB/s), {extraction.files} files unpacked")
+        return digests, extraction, downloader.resumed_from, downloader.reconnects
+
+    def _check(self, located: Located, digests: Digests, sha256: str, sha1: str | None,
+               part: Path, marker: Path) -> None:
+        problems = []
+        if digests.sha256 != sha256:
+            problems.append(f"sha256 {digests.sha256}, {SHA256SUMS} says {sha256}")
+        if sha1 is not None and digests.sha1 != sha1:
+            problems.append(f"sha1 {digests.sha1}, recorded {sha1}")
+        if problems:
+            _remove(part, marker)
+            raise CheckFailed(f"{located.asset} from {located.where}: checksum mismatch "
+                              f"({'; '.join(problems)}): nothing was unpacked and the download "
+                              f"was deleted")
+
+
+@contextmanager
+def _only_fetch_into(dest: Path) -> Iterator[None]:
+    """One fetch at a time into a DEST (a lock on the folder itself: nothing is left behind)."""
+    fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise EnvironmentFailure(f"another fetch into {dest} is running; wait for it, or "
+                                     f"give another --dest") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _clear_stale_staging(dest: Path) -> None:
+    """Staging folders of fetches that were killed (SIGKILL, a power cut): their process is
+    gone."""
+    for path in dest.glob(f"{STAGING_PREFIX}*"):
+        pid = path.name[len(STAGING_PREFIX):].partition("-")[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:
+            pass  # someone else's live process
+
+
+def _existing(final: Path, sha256: str, sha1: str | None) -> Digests | None:
+    """The digests of DEST/<asset> from an earlier fetch, when it is the file wanted."""
+    try:
+        status = final.lstat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(status.st_mode):
+        raise BadInput(f"{final} exists and is not a regular file: move it away")
+    digest, digest1 = hashlib.sha256(), hashlib.sha1()
+    with final.open("rb") as stream:
+        while block := stream.read(1 << 20):
+            digest.update(block)
+            if sha1 is not None:
+                digest1.update(block)
+    if digest.hexdigest() != sha256 or (sha1 is not None and digest1.hexdigest() != sha1):
+        return None
+    return Digests(status.st_size, sha256, sha1)
+
+
+def _check_replaceable(kit: Path) -> None:
+    """DEST/kit may be replaced only when it is a kit (an earlier fetch of one)."""
+    if not os.path.lexists(kit):
+        return
+    if kit.is_symlink() or not kit.is_dir() or not (kit / "BUILDINFO.txt").is_file():
+        raise BadInput(f"{kit} exists and is not a kit (no kit/BUILDINFO.txt): fetch would "
+                       f"replace it; move it away or give another --dest")
+
+
+def _place(new: Path, final: Path, staging: Path) -> None:
+    """The unpacked kit in place of DEST/kit (an older one goes into staging, then away)."""
+    if os.path.lexists(final):
+        _check_replaceable(final)
+        final.rename(staging / "previous-kit")
+    try:
+        new.rename(final)
+    except OSError:
+        if os.path.lexists(staging / "previous-kit"):
+            (staging / "previous-kit").rename(final)
+        raise
+
+
+def _remove(*paths: Path) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM raises SystemExit while fetching (as Ctrl-C raises KeyboardInterrupt), so the
+    staging folder is removed and the .part file kept for a resume."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous not in (signal.SIG_DFL, None):
+        yield
+        return
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def describe(fetched: Fetched) -> list[str]:
+    """The lines fetch prints before verify's table."""
+    located = fetched.located
+    how = "already here, checked" if fetched.reused else (
+        f"resumed from byte {fetched.resumed_from}" if fetched.resumed_from else "downloaded")
+    if fetched.reconnects:
+        how += f", {fetched.reconnects} reconnect{'s' * (fetched.reconnects != 1)}"
+    kit = f" (kit {located.kit})" if located.kit else ""
+    lines = [
+        f"release   {located.where}{kit}",
+        f"tarball   {fetched.tarball} ({fetched.digests.size:,} bytes; {how})",
+        f"sha256    {fetched.digests.sha256}",
+    ]
+    if fetched.digests.sha1:
+        lines.append(f"sha1      {fetched.digests.sha1}")
+    lines.append(f"checked   {fetched.checked}")
+    lines.append(f"unpacked  {fetched.dest / KIT} ({fetched.extraction.files} files, "
+                 f"{fetched.extraction.bytes:,} bytes) in {fetched.seconds:.1f} s")
+    return lines
+

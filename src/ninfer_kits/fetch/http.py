@@ -1,0 +1,258 @@
+"""HTTP for fetch, on the standard library alone (urllib): what the zipapp can carry.
+
+- A token goes only to the hosts it is meant for, and never across a redirect: it is an
+  "unredirected" header, so the 302 from a release asset to its storage URL is followed
+  without it (GitHub's storage would refuse it anyway; another host must never see it).
+- Retries, bounded, with backoff: connection errors and resets, timeouts, 5xx, 429, and
+  GitHub's rate limits (`Retry-After`, `X-RateLimit-Reset` when it is near). Then an
+  EnvironmentFailure (exit status 3) that names the URL, never a header.
+- `open_at(url, offset)` asks for `Range: bytes=offset-` and says where the body starts: a
+  server that ignores Range answers 200 from byte 0, which the caller skips.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from http.client import HTTPException, HTTPResponse
+from typing import Any
+
+from ninfer_kits import __version__
+from ninfer_kits.errors import BadInput, EnvironmentFailure
+
+USER_AGENT = f"ninfer-kits/{__version__} (+fetch)"
+TIMEOUT = 60.0  # seconds without a byte before a connection counts as dropped
+ATTEMPTS = 6  # per request, and per stretch of a download without progress
+BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
+MAX_WAIT = 60.0  # the longest Retry-After / rate-limit reset we wait for
+SMALL_LIMIT = 4 << 20  # SHA256SUMS, BUILDINFO.txt, API answers
+
+
+class HttpFailure(EnvironmentFailure):
+    """A request that did not succeed after its retries: the network or the server."""
+
+    def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.status = status
+
+
+class NotFound(HttpFailure):
+    """404 (or 410): the URL names nothing there."""
+
+    exit_code = BadInput.exit_code
+
+
+@dataclass
+class Opened:
+    """A response whose body is about to be read."""
+
+    response: HTTPResponse
+    url: str  # after redirects
+    start: int  # the offset of the body's first byte in the whole file
+    total: int | None  # the whole file's size, when the server says it
+
+
+def shown(url: str) -> str:
+    """A URL for messages: without user info or query (signed storage URLs carry secrets
+    there)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _host(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+
+
+class Client:
+    """GETs with retries; `token` is sent (as `Authorization: Bearer`) only to `token_hosts`
+    (URLs or host:port), and never after a redirect."""
+
+    def __init__(self, *, token: str | None = None, token_hosts: Collection[str] = (),
+                 attempts: int = ATTEMPTS, timeout: float = TIMEOUT,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._token = token
+        self._token_hosts = frozenset(_host(h) if "://" in h else h for h in token_hosts)
+        self.attempts = attempts
+        self.timeout = timeout
+        self.sleep = sleep
+        self._opener = urllib.request.build_opener()
+        self.requests: list[str] = []  # every URL asked for, in order (for tests and --debug)
+
+    @property
+    def has_token(self) -> bool:
+        return bool(self._token)
+
+    def _request(self, url: str, headers: dict[str, str]) -> urllib.request.Request:
+        request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **headers})
+        if self._token and _host(url) in self._token_hosts:
+            request.add_unredirected_header("Authorization", f"Bearer {self._token}")
+        return request
+
+    def open_at(self, url: str, offset: int = 0, *, accept: str | None = None) -> Opened:
+        """GET url from byte `offset` on (a Range request when offset > 0)."""
+        headers = {"Accept-Encoding": "identity"}
+        if accept:
+            headers["Accept"] = accept
+        if offset:
+            headers["Range"] = f"bytes={offset}-"
+        response = self._with_retries(url, headers)
+        start, total = _placement(response, offset, url)
+        return Opened(response, response.geturl(), start, total)
+
+    def get_bytes(self, url: str, *, accept: str | None = None,
+                  limit: int = SMALL_LIMIT) -> bytes:
+        """A small file or API answer, whole (at most `limit` bytes), with retries."""
+        for attempt in range(1, self.attempts + 1):
+            opened = self.open_at(url, accept=accept)
+            try:
+                with opened.response as response:
+                    data = response.read(limit + 1)
+            except (OSError, HTTPException) as error:
+                if attempt == self.attempts:
+                    raise _network_failure(url, error) from error
+                self.sleep(_backoff(attempt))
+                continue
+            if len(data) > limit:
+                raise HttpFailure(f"{shown(url)}: larger than {limit} bytes; not the small file "
+                                  f"expected there", url=url)
+            return data
+        raise AssertionError("unreachable")
+
+    def get_json(self, url: str) -> Any:
+        data = self.get_bytes(url, accept="application/vnd.github+json")
+        try:
+            return json.loads(data)
+        except ValueError as error:
+            raise HttpFailure(f"{shown(url)}: the answer is not JSON ({error})", url=url) \
+                from error
+
+    def _with_retries(self, url: str, headers: dict[str, str]) -> HTTPResponse:
+        for attempt in range(1, self.attempts + 1):
+            self.requests.append(url)
+            try:
+                response: HTTPResponse = self._opener.open(self._request(url, headers),
+                                                           timeout=self.timeout)
+                return response
+            except urllib.error.HTTPError as error:
+                wait = self._should_retry(error, url, attempt)
+                error.close()
+                self.sleep(wait)
+            except (urllib.error.URLError, OSError, HTTPException) as error:
+                if attempt == self.attempts or _permanent(error):
+                    raise _network_failure(url, error) from error
+                self.sleep(_backoff(attempt))
+        raise AssertionError("unreachable")
+
+    def _should_retry(self, error: urllib.error.HTTPError, url: str, attempt: int) -> float:
+        """Seconds to wait before the next attempt, or raise: the error is final."""
+        status = error.code
+        where = shown(error.geturl() or url)
+        limited = _rate_limit_wait(error)
+        if status in (404, 410):
+            raise NotFound(f"{where}: not found (HTTP {status})", url=url, status=status)
+        if status == 416:
+            raise HttpFailure(f"{where}: the server refused the byte range asked for "
+                              f"(HTTP 416)", url=url, status=status)
+        retryable = status >= 500 or status == 429 or limited is not None
+        if not retryable or attempt == self.attempts:
+            raise HttpFailure(self._status_words(where, status, error, limited), url=url,
+                              status=status)
+        wait = limited if limited is not None else _backoff(attempt)
+        if wait > MAX_WAIT:
+            raise HttpFailure(self._status_words(where, status, error, wait), url=url,
+                              status=status)
+        return wait
+
+    def _status_words(self, where: str, status: int, error: urllib.error.HTTPError,
+                      wait: float | None) -> str:
+        if wait is not None and status in (403, 429):
+            token = "" if self._token else (" (without a token: set GITHUB_TOKEN or GH_TOKEN "
+                                            "for a higher limit)")
+            return (f"{where}: rate limited (HTTP {status}); it resets in {wait:.0f} s{token}")
+        if status in (401, 403):
+            hint = ("the token in GITHUB_TOKEN/GH_TOKEN was refused or cannot read it"
+                    if self._token else "set GITHUB_TOKEN or GH_TOKEN if the release is not "
+                                        "public")
+            return f"{where}: HTTP {status} {error.reason}: {hint}"
+        return f"{where}: HTTP {status} {error.reason} (after {self.attempts} attempts)"
+
+
+def _placement(response: HTTPResponse, offset: int, url: str) -> tuple[int, int | None]:
+    """(where the body starts in the whole file, the file's size if known)."""
+    length = response.headers.get("Content-Length")
+    size = int(length) if length and length.isdigit() else None
+    if response.status == 206:
+        content_range = response.headers.get("Content-Range", "")
+        unit, _, spec = content_range.partition(" ")
+        span, _, whole = spec.partition("/")
+        first, _, _ = span.partition("-")
+        if unit != "bytes" or not first.isdigit() or int(first) != offset:
+            response.close()
+            raise HttpFailure(f"{shown(url)}: answered a Range request for byte {offset} with "
+                              f"Content-Range {content_range!r}", url=url, status=206)
+        return offset, int(whole) if whole.isdigit() else None
+    return 0, size
+
+
+def _rate_limit_wait(error: urllib.error.HTTPError) -> float | None:
+    """Seconds until a rate limit lifts (Retry-After, or X-RateLimit-Reset when the remaining
+    count is 0), or None when the error is not a rate limit."""
+    headers = error.headers
+    if headers is None or error.code not in (403, 429):
+        return None
+    retry_after = headers.get("Retry-After")
+    if retry_after:
+        if retry_after.strip().isdigit():
+            return float(retry_after.strip())
+        when = email.utils.parsedate_to_datetime(retry_after)
+        if when is not None:
+            return max(0.0, when.timestamp() - time.time())
+    if headers.get("X-RateLimit-Remaining") == "0":
+        reset = headers.get("X-RateLimit-Reset", "")
+        if reset.isdigit():
+            return max(0.0, int(reset) - time.time()) + 1.0
+    return 60.0 if error.code == 429 else None
+
+
+def _backoff(attempt: int) -> float:
+    return BACKOFF[min(attempt - 1, len(BACKOFF) - 1)]
+
+
+def _permanent(error: BaseException) -> bool:
+    """Errors that another attempt will not fix: a bad certificate, an unknown scheme."""
+    reason = getattr(error, "reason", error)
+    return isinstance(reason, ssl.SSLCertVerificationError | ValueError)
+
+
+def _network_failure(url: str, error: BaseException) -> HttpFailure:
+    reason = getattr(error, "reason", error)
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        words = (f"the TLS certificate cannot be verified ({reason.verify_message}); install "
+                 f"the CA certificates (apt-get install ca-certificates) or set SSL_CERT_FILE")
+    elif isinstance(reason, socket.gaierror):
+        words = f"cannot resolve the host ({reason.strerror})"
+    elif isinstance(reason, TimeoutError | socket.timeout):
+        words = "timed out"
+    elif isinstance(reason, OSError) and reason.strerror:
+        words = reason.strerror.lower() if reason.strerror[0].isupper() else reason.strerror
+    else:
+        words = str(reason) or type(reason).__name__
+    return HttpFailure(f"{shown(url)}: {words}", url=url)
+
+
+def network_failure(url: str, error: BaseException) -> HttpFailure:
+    """An error met while reading a body, in words (for the downloader)."""
+    return _network_failure(url, error)

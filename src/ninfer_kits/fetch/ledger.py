@@ -1,0 +1,85 @@
+"""The ledger, releases/<tag>.toml, as fetch and kit-url read it.
+
+The format has one reader, `ninfer_kits.publish.ledger` (standard library only; releases/
+README.md documents the keys), which this wraps with what fetching asks: a tag's entry, a kit's
+entries oldest first, each asset's URL by store, the GitHub repository it was published to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ninfer_kits.publish import ledger as published
+from ninfer_kits.publish.ledger import LedgerAsset
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One ledger file, read and checked."""
+
+    path: Path
+    entry: published.LedgerEntry
+
+    @property
+    def tag(self) -> str:
+        return self.entry.tag
+
+    @property
+    def kit(self) -> str:
+        return self.entry.kit
+
+    @property
+    def asset(self) -> str:
+        return self.entry.asset
+
+    @property
+    def assets(self) -> tuple[LedgerAsset, ...]:
+        return self.entry.assets
+
+    @property
+    def repository(self) -> str | None:
+        """The GitHub repository it was published to, when a GitHub store is recorded."""
+        for store in self.entry.stores:
+            if store.name == "github":
+                return dict(store.details).get("repository")
+        return None
+
+    @property
+    def api(self) -> str | None:
+        for store in self.entry.stores:
+            if store.name == "github":
+                return dict(store.details).get("api")
+        return None
+
+
+def url_of(asset: LedgerAsset, store: str) -> str | None:
+    return dict(asset.urls).get(store)
+
+
+def read_entry(folder: Path | None, tag: str) -> Recorded | None:
+    """releases/<tag>.toml, or None when there is none."""
+    if folder is None or "/" in tag or tag.startswith("."):
+        return None
+    path = published.path_for(folder, tag)
+    if not path.is_file():
+        return None
+    return _checked(path)
+
+
+def entries_of(folder: Path | None, kit: str) -> list[Recorded]:
+    """Every release of `kit` in the ledger, oldest first (by when it was published)."""
+    if folder is None or not folder.is_dir():
+        return []
+    found = [_checked(path) for path in sorted(folder.glob(f"*{published.SUFFIX}"))]
+    return sorted((record for record in found if record.kit == kit),
+                  key=lambda record: (record.entry.published_at, record.tag))
+
+
+def _checked(path: Path) -> Recorded:
+    from ninfer_kits.errors import BadInput
+
+    entry = published.read(path)
+    if published.path_for(path.parent, entry.tag) != path:
+        raise BadInput(f"{path}: its tag {entry.tag!r} is not its file name")
+    return Recorded(path, entry)

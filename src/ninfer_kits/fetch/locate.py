@@ -1,0 +1,385 @@
+"""Where a kit's release is, and the URL of each of its files.
+
+A name is a kit of the matrix or a release tag. The ledger (`releases/<tag>.toml` beside the
+matrix) says what was published, with every asset's size, hashes and URLs; without it, the
+matrix's tag and asset templates and the GitHub API (the release by tag) say it. A kit whose tag
+needs facts only a build knows (`{version}`: the upstream's VERSION file) is found through the
+ledger's newest release of it.
+
+Origins: `github` (the release download URLs, or the API's asset URLs with a token), `b2` (the
+bucket's friendly URLs `<download host>/file/<bucket>/<prefix><tag>/<asset>`), or a folder on
+this machine shaped like dist/ (`DIR/<tag>/` or the tag's folder itself: what `build`, `publish
+--dry-run` and the local store write).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ninfer_kits import resources
+from ninfer_kits.errors import BadInput
+from ninfer_kits.fetch import ledger as ledger_mod
+from ninfer_kits.fetch.http import Client, NotFound, shown
+from ninfer_kits.fetch.ledger import Recorded, url_of
+from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, Matrix, UnresolvedPlaceholders
+
+SHA256SUMS = "SHA256SUMS"
+SHA1SUMS = "SHA1SUMS"
+BUILDINFO = "BUILDINFO.txt"
+TARBALL_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".tar.bz2", ".tar")
+OCTET_STREAM = "application/octet-stream"
+B2_URL_ENV = "NINFER_KITS_B2_URL"
+TOKEN_ENVS = ("GITHUB_TOKEN", "GH_TOKEN")
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a release: where to get it and what is recorded about it."""
+
+    name: str
+    url: str  # what is fetched (an http(s) URL, or a path for a folder)
+    accept: str | None = None  # the API's asset URLs need Accept: application/octet-stream
+    size: int | None = None
+    sha256: str | None = None  # recorded elsewhere than SHA256SUMS (ledger, the API's digest)
+    sha1: str | None = None  # recorded in the ledger
+    recorded_by: str = ""  # where sha256 comes from, for messages
+    sha1_by: str = "the ledger"  # where sha1 comes from
+
+
+@dataclass(frozen=True)
+class Located:
+    tag: str
+    asset: str  # the kit tarball's name
+    origin: str  # "github", "b2" or "dir"
+    where: str  # for messages: "GitHub OWNER/NAME release TAG"
+    files: Mapping[str, RemoteFile]  # those the release has, by name
+    kit: str | None = None
+    ledger: Recorded | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def tarball(self) -> RemoteFile:
+        return self.files[self.asset]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What locating reads: the matrix (if any), the ledger folder, the GitHub target."""
+
+    matrix: Matrix | None
+    releases: Path | None  # the ledger folder
+    repository: str | None
+    api: str
+    b2_bucket: str | None
+    b2_prefix: str
+
+    @property
+    def ledger_words(self) -> str:
+        if self.releases is None:
+            return "no ledger here"
+        if self.releases.parent == resources.BUNDLED:
+            return "the ledger inside ninfer-kits.pyz, as of its build"
+        return str(self.releases)
+
+    @property
+    def web(self) -> str:
+        """The GitHub web host for the API (https://github.com for https://api.github.com,
+        https://HOST for GitHub Enterprise's https://HOST/api/v3)."""
+        return web_base(self.api)
+
+
+def web_base(api: str) -> str:
+    parts = urllib.parse.urlsplit(api.rstrip("/"))
+    host = parts.netloc
+    if host == "api.github.com":
+        return "https://github.com"
+    if host.startswith("api.") and parts.path in ("", "/"):
+        return f"{parts.scheme}://{host[4:]}"
+    path = parts.path
+    if path.endswith("/api/v3"):
+        path = path[: -len("/api/v3")]
+    return urllib.parse.urlunsplit((parts.scheme, host, path, "", ""))
+
+
+def github_token(environ: Mapping[str, str] | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    return next((env[name] for name in TOKEN_ENVS if env.get(name)), None)
+
+
+# --------------------------------------------------------------------------- the matrix
+
+
+def bundled_matrix() -> Path:
+    """The matrix a zipapp carries (with the ledger as of its build, in releases/ beside it)."""
+    return resources.BUNDLED / "matrix.toml"
+
+
+def find_matrix(given: Path | None, environ: Mapping[str, str] | None = None) -> Path | None:
+    """--matrix, $NINFER_KITS_MATRIX, ./matrix.toml, else the zipapp's own copy; None when
+    there is none (a wheel installed elsewhere: name a tag and --repository)."""
+    from ninfer_kits.matrix import default_matrix_path
+
+    if given is not None:
+        return given
+    env = os.environ if environ is None else environ
+    path = default_matrix_path(env)
+    if path.is_file() or env.get("NINFER_KITS_MATRIX"):
+        return path
+    bundled = bundled_matrix()
+    return bundled if bundled.is_file() else None
+
+
+def context(matrix_path: Path | None, *, repository: str | None = None,
+            api: str | None = None) -> Context:
+    from ninfer_kits.matrix import load_matrix
+
+    matrix = load_matrix(matrix_path) if matrix_path is not None else None
+    github = matrix.publish.github if matrix is not None else None
+    b2 = matrix.publish.b2 if matrix is not None else None
+    releases = matrix.path.parent / "releases" if matrix is not None else None
+    return Context(
+        matrix=matrix, releases=releases,
+        repository=repository or (github.repository if github else None),
+        api=(api or (github.api if github else DEFAULT_GITHUB_API)).rstrip("/"),
+        b2_bucket=b2.bucket if b2 else None, b2_prefix=b2.prefix if b2 else "",
+    )
+
+
+# --------------------------------------------------------------------------- name → tag
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What the user named, made into a tag (and the kit, the ledger entry when known)."""
+
+    tag: str
+    kit: Kit | None
+    asset: str | None  # rendered from the matrix, when it renders
+    entry: Recorded | None
+    notes: tuple[str, ...] = ()
+
+
+def wanted(name: str, ctx: Context) -> Wanted:
+    """The release `name` (a kit or a tag) means."""
+    kit = ctx.matrix.kits.get(name) if ctx.matrix is not None else None
+    if kit is None:
+        entry = ledger_mod.read_entry(ctx.releases, name) if ctx.releases else None
+        return Wanted(tag=name, kit=_kit_of(ctx, entry), asset=entry.asset if entry else None,
+                      entry=entry)
+    try:
+        tag = kit.render_tag()
+        asset = kit.render_asset()
+    except UnresolvedPlaceholders as error:
+        return _from_ledger(kit, ctx, error)
+    entry = ledger_mod.read_entry(ctx.releases, tag) if ctx.releases else None
+    return Wanted(tag=tag, kit=kit, asset=entry.asset if entry else asset, entry=entry)
+
+
+def _kit_of(ctx: Context, entry: Recorded | None) -> Kit | None:
+    if entry is None or ctx.matrix is None or not entry.kit:
+        return None
+    return ctx.matrix.kits.get(entry.kit)
+
+
+def _from_ledger(kit: Kit, ctx: Context, error: UnresolvedPlaceholders) -> Wanted:
+    needs = ", ".join(f"{{{name}}}" for name in error.names)
+    entries = ledger_mod.entries_of(ctx.releases, kit.id) if ctx.releases else []
+    if not entries:
+        where = ctx.ledger_words
+        raise BadInput(f"kit {kit.id}: its tag {kit.tag!r} needs {needs}, which only a build "
+                       f"of it knows, and the ledger ({where}) has no release of it: name the "
+                       f"release's tag instead (ninfer-kits fetch TAG)")
+    newest = entries[-1]
+    note = (f"kit {kit.id}: its tag {kit.tag!r} needs {needs}, known after a build; the "
+            f"ledger's newest release of it is {newest.tag} ({newest.path.name})")
+    return Wanted(tag=newest.tag, kit=kit, asset=newest.asset, entry=newest, notes=(note,))
+
+
+# --------------------------------------------------------------------------- per origin
+
+
+def locate(name: str, origin: str, ctx: Context, client: Client | None = None) -> Located:
+    """The release `name` means on `origin` ("github", "b2" or a folder's path)."""
+    want = wanted(name, ctx)
+    if origin == "github":
+        return _github(want, ctx, client)
+    if origin == "b2":
+        return _b2(want, ctx)
+    return _folder(want, Path(origin))
+
+
+def _from_entry(want: Wanted, store: str, where: str) -> Located | None:
+    entry = want.entry
+    if entry is None:
+        return None
+    files: dict[str, RemoteFile] = {}
+    for asset in entry.assets:
+        url = url_of(asset, store)
+        if url:
+            files[asset.name] = RemoteFile(asset.name, url, size=asset.size, sha256=asset.sha256,
+                                           sha1=asset.sha1, recorded_by="the ledger")
+    if entry.asset not in files:
+        return None
+    return Located(want.tag, entry.asset, store, where, files, kit=entry.kit, ledger=entry,
+                   notes=(*want.notes, f"the release as {entry.path} records it"))
+
+
+def _github(want: Wanted, ctx: Context, client: Client | None) -> Located:
+    repository = ctx.repository or (want.entry.repository if want.entry else None)
+    where = f"GitHub {repository or '?'} release {want.tag}"
+    located = _from_entry(want, "github", where)
+    if located is not None and not (client is not None and client.has_token):
+        return located
+    if repository is None:
+        raise BadInput("no GitHub repository to fetch from: the matrix has no "
+                       "[publish.github] repository; give --repository OWNER/NAME")
+    if client is None:  # kit-url: no network; the release's download URLs by their pattern
+        if want.asset is None:
+            raise BadInput(f"{want.tag}: the asset's name is not known without the ledger or "
+                           f"the GitHub API (fetch finds it)")
+        base = f"{ctx.web}/{repository}/releases/download/{_quote(want.tag)}"
+        files = {name: RemoteFile(name, f"{base}/{_quote(name)}")
+                 for name in (want.asset, SHA256SUMS, BUILDINFO)}
+        note = (f"{want.tag} is not in the ledger ({ctx.ledger_words}): the URL follows from "
+                f"the matrix's tag and asset; it answers once that release is published")
+        return Located(want.tag, want.asset, "github", where, files, kit=_kit_id(want),
+                       notes=(*want.notes, note))
+    return _github_api(want, ctx, client, repository, where, located)
+
+
+def _github_api(want: Wanted, ctx: Context, client: Client, repository: str, where: str,
+                recorded: Located | None) -> Located:
+    url = f"{ctx.api}/repos/{repository}/releases/tags/{_quote(want.tag)}"
+    try:
+        release = client.get_json(url)
+    except NotFound:
+        kit = f" (kit {want.kit.id})" if want.kit else ""
+        raise BadInput(f"GitHub {repository} has no published release {want.tag}{kit} "
+                       f"({shown(url)}: 404)") from None
+    assets = release.get("assets") if isinstance(release, dict) else None
+    if not isinstance(assets, list):
+        raise BadInput(f"{shown(url)}: not a release (no assets list)")
+    use_api = client.has_token
+    files: dict[str, RemoteFile] = {}
+    for asset in assets:
+        if not isinstance(asset, dict) or asset.get("state", "uploaded") != "uploaded":
+            continue
+        name = str(asset.get("name", ""))
+        link = asset.get("url") if use_api else asset.get("browser_download_url")
+        if not name or not isinstance(link, str):
+            continue
+        digest = asset.get("digest")
+        sha256 = digest[7:] if isinstance(digest, str) and digest.startswith("sha256:") else None
+        size = asset.get("size") if isinstance(asset.get("size"), int) else None
+        old = recorded.files.get(name) if recorded else None
+        files[name] = RemoteFile(name, link, accept=OCTET_STREAM if use_api else None, size=size,
+                                 sha256=sha256 if sha256 else (old.sha256 if old else None),
+                                 sha1=old.sha1 if old else None,
+                                 recorded_by="GitHub's digest" if sha256 else
+                                 (old.recorded_by if old else ""))
+    asset = want.asset or _only_tarball(files, where)
+    if asset not in files:
+        listed = ", ".join(sorted(files)) or "none"
+        raise BadInput(f"{where} has no asset {asset} (it has: {listed})")
+    entry = recorded.ledger if recorded else want.entry
+    return Located(want.tag, asset, "github", where, files, kit=_kit_id(want), ledger=entry,
+                   notes=(*want.notes, f"the release from {shown(url)}"))
+
+
+def _b2(want: Wanted, ctx: Context) -> Located:
+    bucket = ctx.b2_bucket
+    where = f"B2 bucket {bucket or '?'}, {ctx.b2_prefix}{want.tag}/"
+    located = _from_entry(want, "b2", where)
+    if located is not None:
+        return located
+    base = os.environ.get(B2_URL_ENV, "").rstrip("/")
+    if bucket is None:
+        raise BadInput("no B2 bucket to fetch from: the matrix has no [publish.b2] bucket")
+    if not base:
+        raise BadInput(f"the B2 download host of bucket {bucket} is recorded in the ledger "
+                       f"(releases/{want.tag}.toml), which is not here: set {B2_URL_ENV} to the "
+                       f"account's download URL (https://f00N.backblazeb2.com), or use "
+                       f"--from github")
+    if want.asset is None:
+        raise BadInput(f"{want.tag}: the asset's name is not known without the ledger; name a "
+                       f"kit of the matrix, or use --from github")
+    folder = f"{base}/file/{bucket}/{_quote(ctx.b2_prefix + want.tag)}"
+    files = {name: RemoteFile(name, f"{folder}/{_quote(name)}")
+             for name in (want.asset, SHA256SUMS, SHA1SUMS, BUILDINFO)}
+    return Located(want.tag, want.asset, "b2", where, files, kit=_kit_id(want), notes=want.notes)
+
+
+def _folder(want: Wanted, root: Path) -> Located:
+    if not root.is_dir():
+        raise BadInput(f"--from {root}: not a folder (give github, b2 or a folder shaped like "
+                       f"dist/)")
+    candidates = [root / want.tag, root]
+    folder = next((c for c in candidates if (c / SHA256SUMS).is_file()), None)
+    if folder is None:
+        raise BadInput(f"{root}: neither {root / want.tag}/ nor {root}/ holds a release "
+                       f"({SHA256SUMS} and the kit tarball)")
+    names = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    files = {name: RemoteFile(name, str(folder / name), size=(folder / name).stat().st_size)
+             for name in names}
+    asset = want.asset if want.asset in files else _only_tarball(files, str(folder))
+    return Located(want.tag, asset, "dir", f"folder {folder}", files, kit=_kit_id(want),
+                   ledger=want.entry, notes=want.notes)
+
+
+def _only_tarball(files: Mapping[str, Any], where: str) -> str:
+    tarballs = [name for name in files if name.endswith(TARBALL_SUFFIXES)]
+    if len(tarballs) != 1:
+        listed = ", ".join(sorted(files)) or "no files"
+        raise BadInput(f"{where}: expected one kit tarball, found {len(tarballs)} ({listed})")
+    return tarballs[0]
+
+
+def _kit_id(want: Wanted) -> str | None:
+    if want.kit is not None:
+        return want.kit.id
+    return want.entry.kit if want.entry else None
+
+
+def _quote(text: str) -> str:
+    return urllib.parse.quote(text, safe="/-_.~+")
+
+
+# --------------------------------------------------------------------------- the commands' side
+
+ORIGINS_HELP = ("where to fetch from: the GitHub release (default), B2's friendly URLs, or a "
+                "folder shaped like dist/ (DIR/<tag>/ or the tag's folder itself)")
+
+
+def add_location_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--matrix", metavar="PATH", type=Path, default=None,
+                        help="the matrix file, with releases/ beside it (default: "
+                             "$NINFER_KITS_MATRIX, else ./matrix.toml, else the copy inside "
+                             "ninfer-kits.pyz)")
+    parser.add_argument("--repository", metavar="OWNER/NAME", default=None,
+                        help="the GitHub repository of the releases (default: the matrix's "
+                             "[publish.github] repository)")
+    parser.add_argument("--api", metavar="URL", default=None,
+                        help="the GitHub REST API's base URL (default: the matrix's, else "
+                             f"{DEFAULT_GITHUB_API})")
+
+
+def offline_context(args: argparse.Namespace) -> Context:
+    return context(find_matrix(args.matrix), repository=args.repository, api=args.api)
+
+
+def client_for(args: argparse.Namespace) -> tuple[Client, Context]:
+    ctx = offline_context(args)
+    return Client(token=github_token(), token_hosts=(ctx.api,)), ctx
+
+
+def located(args: argparse.Namespace, ctx: Context, client: Client | None,
+            origin: str) -> Located:
+    if origin not in ("github", "b2") and not Path(origin).is_dir():
+        raise BadInput(f"--from {origin}: not github, b2 or a folder")
+    return locate(args.name, origin, ctx, client)

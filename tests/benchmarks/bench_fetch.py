@@ -272,6 +272,7 @@ def run(ctx: Context) -> list[Result]:
     finally:
         server.terminate()
         server.wait()
+        shutil.rmtree(work, ignore_errors=True)  # three unpacked copies of the kit
     median = {key: statistics.median(values) for key, values in samples.items()}
     load = f"load {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores"
     label = f"{size / 1e6:.0f} MB kit ({asset}) over local HTTP"

@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "floor": "ninfer_kits.commands.floor_cmd",
     "fetch": "ninfer_kits.commands.fetch_cmd",
     "kit-url": "ninfer_kits.commands.kiturl_cmd",
+    "publish": "ninfer_kits.commands.publish_cmd",
 }
 
 SUMMARIES: dict[str, str] = {
@@ -31,6 +32,7 @@ SUMMARIES: dict[str, str] = {
     "floor": "say which known distributions meet a kit's runtime floor, and why",
     "fetch": "download a published kit, check its SHA256SUMS, unpack it and verify it here",
     "kit-url": "print the URL a client fetches a kit from (GitHub release or B2)",
+    "publish": "put a finished kit on B2 and GitHub Releases (or a folder), once, verifiably",
 }
 
 

@@ -1,0 +1,193 @@
+"""Helpers for tests/test_publish*.py (no tests here): real finished kit folders made with the
+pipeline's own pack and kitdir functions, a matrix whose [publish] points at the test stores,
+B2 through b2sdk's RawSimulator, and a sink that collects every text the tests capture."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ninfer_kits import buildinfo, kitdir
+from ninfer_kits.buildinfo import BuildInfo
+from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import B2Target, GitHubTarget, Matrix, load_matrix
+from ninfer_kits.pipeline.pack import pack_tree, write_file, write_sha256sums
+from ninfer_kits.publish.credentials import Secret
+from ninfer_kits.publish.retry import RetryPolicy
+from ninfer_kits.publish.stages import Outcome, PublishRequest, run_publish
+from ninfer_kits.publish.store import Store
+
+from tools import ROOT, tool
+
+REVISION = "9899488d" + "0123456789abcdef0123456789abcdef"
+KIT = "example"
+TAG = "example-v0.3.0-linux-sm86"
+ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
+FAST = RetryPolicy(attempts=6, first_delay=0.001, max_delay=0.01, scale=0.001)
+CANARY = "ghp_CANARY0123456789abcdefCANARY98765"
+B2_CANARY = "K005CANARYb2applicationkey0123456789"
+
+HELLO_C = """\
+#include <stdio.h>
+int main(void) { puts("ninfer (test kit)"); return 0; }
+"""
+
+
+def compile_program(out: Path) -> Path:
+    """A real ELF executable (the kit's bin/ninfer)."""
+    source = out / "hello.c"
+    source.write_text(HELLO_C)
+    program = out / "hello"
+    subprocess.run([tool("gcc"), "-O1", "-o", str(program), str(source)], check=True)
+    return program
+
+
+def info_for(kit: str = KIT, *, revision: str = REVISION, version: str = "0.3.0",
+             run: tuple[tuple[str, str], ...] = (("jobs", "2"),)) -> BuildInfo:
+    return BuildInfo(
+        kit=kit, card="any sm_86 GPU (example engine)", upstream="ninfer-kits/example-engine",
+        upstream_url="examples/engine", tracked_ref="main", revision=revision, version=version,
+        arch="sm_86", cuda_version="13.0.88", host_compiler="g++ 14.2.0",
+        cmake_version="3.31.6", cmake_options="-DCMAKE_BUILD_TYPE=Release",
+        builder="local", toolchain="trixie-cuda130", base_image="none (built on the host)",
+        base_image_digest="none", source_date_epoch=1700000000, pipeline_version="0.1.0",
+        pipeline_revision="0" * 40, glibc_floor="2.34", sonames="libc.so.6", runpath="none",
+        sass="sm_86", ptx="none",
+        floor=(("x86-64 Linux, glibc ≥ 2.34", "highest versioned symbol referenced is "
+                "GLIBC_2.34"),
+               ("An NVIDIA GPU of compute capability 8.6 or a later 8.x", "SASS sm_86 | only")),
+        licenses=("LICENSE", "NOTICE"), run=run)
+
+
+def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo | None = None,
+             tag: str = TAG, asset: str = ASSET) -> kitdir.KitDir:
+    """A finished kit folder dist/<tag>/, made as the build makes one (pack, checksums,
+    kitdir.install). `payload` adds a file to the tarball: another payload, another kit."""
+    info = info or info_for()
+    work = dist.parent / f".kit-work-{os.getpid()}-{len(payload)}-{hash(payload) & 0xffff}"
+    shutil.rmtree(work, ignore_errors=True)
+    tree = work / "kit"
+    (tree / "bin").mkdir(parents=True)
+    for name in ("ninfer", "ninfer-serve"):
+        shutil.copy2(program, tree / "bin" / name)
+    (tree / "LICENSE").write_text("Apache License 2.0 (test)\n")
+    (tree / "NOTICE").write_text("test notice\n")
+    if payload:
+        (tree / "share").mkdir()
+        (tree / "share" / "payload.bin").write_bytes(payload)
+    (tree / kitdir.BUILDINFO).write_text(buildinfo.render(info, with_run=False))
+    staging = work / "staging"
+    staging.mkdir()
+    tarball = pack_tree(tree, staging / asset, mtime=info.source_date_epoch, threads=1)
+    written = write_file(staging / kitdir.BUILDINFO, buildinfo.render(info).encode())
+    (staging / kitdir.BUILD_LOG).write_text("[1/1] Linking ninfer\n")
+    write_sha256sums(staging / kitdir.SHA256SUMS,
+                     {asset: tarball.sha256, kitdir.BUILDINFO: written.sha256})
+    write_file(staging / kitdir.SHA1SUMS, f"{tarball.sha1}  {asset}\n".encode())
+    dist.mkdir(parents=True, exist_ok=True)
+    placed = kitdir.install(staging, dist, tag, info.kit)
+    shutil.rmtree(work, ignore_errors=True)
+    return placed
+
+
+def matrix_file(folder: Path, *, github: GitHubTarget | None = None,
+                b2: B2Target | None = None, ledger: str = "commit") -> Path:
+    """The production matrix with a [publish] table of the test's own."""
+    text = (ROOT / "matrix.toml").read_text()
+    text = text[: text.index("\n[publish]")] if "\n[publish]" in text else text
+    table = [f'\n[publish]\nledger = "{ledger}"\n']
+    if github is not None:
+        table.append(f'\n[publish.github]\nrepository = "{github.repository}"\n'
+                     f'api = "{github.api}"\n')
+    if b2 is not None:
+        table.append(f'\n[publish.b2]\nbucket = "{b2.bucket}"\nprefix = "{b2.prefix}"\n')
+    path = folder / "matrix.toml"
+    path.write_text(text + "".join(table))
+    return path
+
+
+def load(path: Path) -> Matrix:
+    return load_matrix(path)
+
+
+class Captured:
+    """Every text a test sees: reporter output, messages, files; checked for a canary."""
+
+    def __init__(self) -> None:
+        self.stream = io.StringIO()
+        self.reporter = Reporter(self.stream, mode="plain")
+        self.texts: list[str] = []
+
+    def add(self, *texts: object) -> None:
+        self.texts += [str(text) for text in texts]
+
+    def all(self) -> str:
+        return "\n".join([self.stream.getvalue(), *self.texts])
+
+
+def publish(kit_dir: Path, matrix: Matrix, stores: Iterable[Store], tmp: Path,
+            reporter: Reporter, **options: Any) -> Outcome:
+    request = PublishRequest(kit_dir=kit_dir, matrix=matrix, stores=tuple(stores),
+                             lock_dir=tmp / "locks", ledger_dir=tmp / "releases", **options)
+    return run_publish(request, reporter)
+
+
+def github_store(server: Any, repository: str, token: str, reporter: Reporter,
+                 retry: RetryPolicy = FAST, timeout: float = 5) -> Store:
+    from ninfer_kits.publish.stores.github import GitHubStore
+
+    target = GitHubTarget(repository=repository, api=server.base_url)
+    return GitHubStore(target, Secret(token, "GITHUB_TOKEN"), retry=retry, reporter=reporter,
+                       timeout=timeout)
+
+
+def b2_simulator(raw_class: Any = None) -> tuple[Any, str, str]:
+    """A b2sdk B2Api on its RawSimulator, with an account and the bucket `ninfer-kits`:
+    (api, key id, key). The account's master key is replaced by one with a known value."""
+    from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo, RawSimulator
+
+    api = B2Api(InMemoryAccountInfo(),
+                api_config=B2HttpApiConfig(_raw_api_class=raw_class or RawSimulator))
+    raw = api.session.raw_api
+    key_id, key = raw.create_account()
+    api.authorize_account("production", key_id, key)
+    api.create_bucket("ninfer-kits", "allPrivate")
+    return api, key_id, key
+
+
+def b2_store(api: Any, key_id: str, key: str, reporter: Reporter, *,
+             target: B2Target | None = None, retry: RetryPolicy = FAST) -> Store:
+    from b2sdk.v2 import B2Api, B2HttpApiConfig, InMemoryAccountInfo
+
+    from ninfer_kits.publish.stores.b2 import B2Store
+
+    # A second B2Api on the same simulated service: what a new process would see.
+    fresh = B2Api(InMemoryAccountInfo(),
+                  api_config=B2HttpApiConfig(_raw_api_class=type(api.session.raw_api)))
+    fresh.session.raw_api = api.session.raw_api
+    return B2Store(target or B2Target(bucket="ninfer-kits", prefix="kits/"), key_id,
+                   Secret(key, "B2_APPLICATION_KEY"), retry=retry, reporter=reporter, api=fresh)
+
+
+def cli(*args: str | Path, env: dict[str, str] | None = None,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`ninfer-kits ARGS` in a fresh process."""
+    environ = {key: value for key, value in os.environ.items()
+               if key not in ("GITHUB_TOKEN", "GH_TOKEN", "B2_APPLICATION_KEY_ID",
+                              "B2_APPLICATION_KEY", "NINFER_B2_ENV", "GITHUB_ACTIONS",
+                              "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")}
+    environ["NINFER_KITS_RETRY_SCALE"] = "0.001"
+    environ.update(env or {})
+    return subprocess.run([sys.executable, "-m", "ninfer_kits", *map(str, args)],
+                          capture_output=True, text=True, env=environ, cwd=cwd, timeout=120)
+
+
+def with_info(kit: kitdir.KitDir, **changes: Any) -> BuildInfo:
+    return dataclasses.replace(kit.info, **changes)

@@ -126,6 +126,8 @@ class LocalBuilder:
         return cls()
 
     def preflight(self, kit: Kit, reporter: Reporter) -> PreparedToolchain:
+        if self.nvcc:  # a compiler the user named: a wrong one is their input (exit 2)
+            self._find_nvcc()
         ensure_build_dependencies(reporter, nvcc=self.nvcc)  # all of them, before fetching
         nvcc = self._find_nvcc()
         version = _nvcc_version(nvcc)

@@ -260,3 +260,31 @@ def test_a_damaged_download_is_refused(tmp_path: Path, example_dist: Path) -> No
     done = cli(str(copy))
     assert done.returncode == 1 and "does not match SHA256SUMS" in done.stderr, done.stderr
     assert os.listdir(copy)  # nothing was unpacked beside it
+
+
+def test_a_chain_of_links_cannot_lead_a_file_out(tmp_path: Path) -> None:
+    """kit/t -> ., kit/s -> t/../.., then a file kit/s/X: each link looks harmless alone; the
+    file must not land outside the private folder (it is written before any link exists)."""
+    import io
+    import tarfile
+
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, link in (("kit/t", "."), ("kit/s", "t/../..")):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, link
+            tar.addfile(info)
+        for name in ("kit/s/ESCAPED-BY-VERIFY", "kit/bin/app"):
+            data = b"x" if "ESCAPED" in name else (ROOT / "tests" / "data").joinpath(
+                "kitapp.c").read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    done = cli(str(archive))
+    assert done.returncode == 2 and "also holds other members: not a kit" in done.stderr, \
+        done.stderr
+    import glob
+    import tempfile
+
+    assert not glob.glob(str(Path(tempfile.gettempdir()) / "ESCAPED-BY-VERIFY"))
+    assert not (tmp_path / "ESCAPED-BY-VERIFY").exists()

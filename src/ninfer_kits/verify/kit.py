@@ -58,6 +58,7 @@ def open_kit(path: Path) -> Iterator[KitOnDisk]:
 @contextmanager
 def _unpacked(archive_path: Path) -> Iterator[Path]:
     workdir = Path(tempfile.mkdtemp(prefix="ninfer-kits-verify-"))
+    links: list[tuple[Path, str]] = []
     try:
         with KitArchive(archive_path) as archive:
             for member in archive:
@@ -65,13 +66,22 @@ def _unpacked(archive_path: Path) -> Iterator[Path]:
                 if member.kind == "folder":
                     target.mkdir(parents=True, exist_ok=True)
                 elif member.kind == "symlink" and member.link is not None:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.symlink_to(member.link)
+                    links.append((target, member.link))
                 elif member.kind == "file":
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    with target.open("wb") as sink:
+                    # O_NOFOLLOW|O_EXCL: never through a link, never over another member
+                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                                 member.mode & 0o755)
+                    with os.fdopen(fd, "wb") as sink:
                         member.copy_to(sink)
-                    target.chmod(member.mode & 0o755)
+        # Links last: no member is ever written through one (a chain of links that each look
+        # harmless, `t -> .` then `s -> t/../..`, would otherwise lead a write out of workdir).
+        for target, link in links:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if os.path.lexists(target):
+                raise BadInput(f"{archive_path}: {target.relative_to(workdir)} is a link to "
+                               f"{link} and also holds other members: not a kit")
+            target.symlink_to(link)
         if not (workdir / "kit").is_dir():
             raise BadInput(f"{archive_path}: holds no kit/ folder")
         yield workdir

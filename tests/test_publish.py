@@ -40,7 +40,7 @@ from test_publish_support import (
 
 from tools import ROOT
 
-FILES = {ASSET, "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS"}
+FILES = {ASSET, "BUILDINFO.txt", "SHA1SUMS", "ninfer-kits.pyz", "SHA256SUMS"}
 
 
 @pytest.fixture(scope="module")
@@ -475,3 +475,12 @@ def test_on_github_actions_steps_fold_and_outputs_name_the_ledger(
         "ledger_mode=pull-request"]
     assert f"### publish `{TAG}`" in summary.read_text()
     assert f"| {ASSET} | {kit.size:,} | `{kit.sha256}` |" in summary.read_text()
+
+
+def test_github_notes_show_the_pyz_one_liner() -> None:
+    """Releases carry ninfer-kits.pyz; GitHub's notes say how to use it with python3 alone."""
+    from ninfer_kits.publish.stages import _fetch_hint
+
+    base = f"https://github.com/o/r/releases/download/{TAG}"
+    assert _fetch_hint(base) == " --repository o/r"
+    assert _fetch_hint("https://f000.backblazeb2.com/file/b/kits/") is None

@@ -21,6 +21,7 @@ from ninfer_kits.matrix import B2Target, GitHubTarget
 from ninfer_kits.publish import ledger
 from ninfer_kits.publish.retry import ServiceFailed
 from ninfer_kits.publish.stages import PublishRefused
+from test_publish_github import asset_bytes
 from test_publish_support import (
     ASSET,
     B2_CANARY,
@@ -37,7 +38,7 @@ from test_publish_support import (
     publish,
 )
 
-NAMES = (ASSET, "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS")
+NAMES = (ASSET, "BUILDINFO.txt", "SHA1SUMS", "ninfer-kits.pyz", "SHA256SUMS")
 PREFIX = f"kits/{TAG}/"
 
 
@@ -123,7 +124,7 @@ def assert_complete(api: Any, kit: kitdir.KitDir) -> None:
     files = listed(api)
     assert sorted(files) == sorted(NAMES)
     for name in NAMES:
-        data = (kit.path / name).read_bytes()
+        data = asset_bytes(kit, name)
         version = files[name]
         sha1 = version.content_sha1 if version.content_sha1 != "none" else \
             version.file_info["large_file_sha1"]
@@ -274,7 +275,7 @@ def test_b2_is_complete_before_the_github_draft_exists(sim: tuple[Any, str, str]
         matrix = load(matrix_file(tmp_path, b2=B2Target(bucket="ninfer-kits", prefix="kits/"),
                                   github=GitHubTarget(repository="o/r", api=server.base_url)))
         outcome = publish(kit.path, matrix, stores, tmp_path, captured.reporter)
-        assert changes_at_b2_upload == [0, 0, 0, 0]  # no draft yet while B2 filled up
+        assert changes_at_b2_upload == [0] * len(NAMES)  # no draft yet while B2 filled up
         assert server.snapshot().published("o/r", TAG) is not None
         assert_complete(api, kit)
         entry = ledger.read(outcome.ledger)

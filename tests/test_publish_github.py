@@ -5,6 +5,7 @@ SIGKILL at random points), preflight, and a canary token that must never show.""
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
@@ -39,7 +40,7 @@ from test_publish_support import (
     publish,
 )
 
-NAMES = (ASSET, "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS")
+NAMES = (ASSET, "BUILDINFO.txt", "SHA1SUMS", "ninfer-kits.pyz", "SHA256SUMS")
 
 
 def check_published_releases(event: Event, snapshot: Snapshot) -> None:
@@ -87,6 +88,20 @@ def run(server: GitHubServer, kit: kitdir.KitDir, tmp: Path, captured: Captured 
     return publish(kit.path, matrix, [store], tmp, captured.reporter, **options)
 
 
+def asset_bytes(kit: kitdir.KitDir, name: str) -> bytes:
+    """What an asset of the release holds: a file of the kit folder, or ninfer-kits.pyz."""
+    return _pyz_bytes() if name == "ninfer-kits.pyz" else (kit.path / name).read_bytes()
+
+
+@functools.cache
+def _pyz_bytes() -> bytes:
+    import tempfile
+
+    from ninfer_kits.publish import plan
+
+    return plan.pyz_asset(Path(tempfile.mkdtemp(prefix="ninfer-kits-pyz-"))).path.read_bytes()
+
+
 def assert_complete(server: GitHubServer, kit: kitdir.KitDir, repo: str = "o/r") -> None:
     """One published release of the tag, its four assets the kit folder's own bytes."""
     releases = [r for r in server.snapshot().of(repo) if r.tag_name == TAG]
@@ -97,7 +112,7 @@ def assert_complete(server: GitHubServer, kit: kitdir.KitDir, repo: str = "o/r")
     for name in NAMES:
         asset = release.asset(name)
         assert asset is not None and asset.state == "uploaded"
-        assert asset.data == (kit.path / name).read_bytes(), name
+        assert asset.data == asset_bytes(kit, name), name
     for line in release.asset("SHA256SUMS").data.decode().splitlines():  # type: ignore[union-attr]
         digest, name = line.split("  ", 1)
         assert release.asset(name).sha256 == digest  # type: ignore[union-attr]
@@ -116,7 +131,7 @@ def test_a_draft_is_filled_verified_and_published_last(server: GitHubServer,
     outcome = run(server, kit, tmp_path)
     assert_complete(server, kit)
     names = changes(server)
-    assert names == ["release.created", *["asset.started", "asset.uploaded"] * 4,
+    assert names == ["release.created", *["asset.started", "asset.uploaded"] * 5,
                      "release.updated", "release.published"]
     created = next(e.body for e in server.requests("POST", r"/releases$") if e.status == 201)
     assert created["draft"] is True
@@ -177,7 +192,7 @@ def test_without_a_digest_each_asset_is_downloaded_back(server: GitHubServer,
     run(server, kit, tmp_path)
     assert_complete(server, kit)
     downloads = server.requests("GET", "/api/storage/")
-    assert len(downloads) == 5  # each of the four read back, one of them twice (the reset)
+    assert len(downloads) == len(NAMES) + 1  # each read back, one of them twice (the reset)
 
 
 # --------------------------------------------------------------------------- resuming
@@ -198,7 +213,7 @@ def test_a_rerun_after_a_partial_failure_completes_the_release(server: GitHubSer
     outcome = run(server, kit, tmp_path, captured)
     assert_complete(server, kit)
     assert outcome.uploaded == (("github", "BUILDINFO.txt"), ("github", "SHA1SUMS"),
-                                ("github", "SHA256SUMS"))
+                                ("github", "ninfer-kits.pyz"), ("github", "SHA256SUMS"))
     assert f"github: {ASSET} is there already, verified" in captured.all()
     assert "BUILDINFO.txt was left unfinished by a failed upload (state starter)" \
         in captured.all()
@@ -226,7 +241,7 @@ def test_a_published_release_is_never_changed_silently(server: GitHubServer,
                                                        tmp_path: Path) -> None:
     other = make_kit(tmp_path / "other", program, payload=b"a different build")
     server.add_release("o/r", TAG, name="made by the test",
-                       assets={name: (other.path / name).read_bytes() for name in NAMES})
+                       assets={name: asset_bytes(other, name) for name in NAMES})
     mark = len(server.events)
     with pytest.raises(PublishRefused, match=r"the release is published and differs from the "
                        r"kit \(other content in .*\); a published release is never changed "
@@ -247,7 +262,7 @@ def test_an_immutable_release_is_refused_even_with_replace(kit: kitdir.KitDir, p
     with GitHubServer() as server:
         server.add_repo("o/i", immutable_releases=True)
         server.add_token(CANARY)
-        server.add_release("o/i", TAG, assets={name: (other.path / name).read_bytes()
+        server.add_release("o/i", TAG, assets={name: asset_bytes(other, name)
                                                for name in NAMES})
         mark = len(server.events)
         with pytest.raises(PublishRefused, match="published and immutable"):
@@ -438,7 +453,7 @@ def test_sigkill_at_random_points_then_a_rerun_completes(kit: kitdir.KitDir,
                 outputs += [out, err]
                 published = server.snapshot().published(repo, TAG)
                 if ledger_file.exists():  # the ledger never names an incomplete release
-                    assert published is not None and len(published.assets) == 4
+                    assert published is not None and len(published.assets) == 5
             server.faults.clear()
             done = subprocess.run([sys.executable, "-m", "ninfer_kits", *args], text=True,
                                   capture_output=True, env={**os.environ, "GITHUB_TOKEN": CANARY,

@@ -34,7 +34,18 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def render(info: BuildInfo, *, tag: str, asset: str, download_base: str) -> str:
+def _pyz_lines(base: str, tag: str, fetch_hint: str | None) -> list[str]:
+    """The one-line use of the release's ninfer-kits.pyz (when the release carries it)."""
+    if fetch_hint is None:
+        return []
+    return ["Nothing to install but `python3` (≥ 3.11): `ninfer-kits.pyz` fetches the kit, "
+            "checks every hash, unpacks it and checks this machine in one go:", "",
+            "```sh", f"curl -fLO {base}/ninfer-kits.pyz && python3 ninfer-kits.pyz fetch {tag}"
+            f"{fetch_hint}", "```", ""]
+
+
+def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
+           fetch_hint: str | None = None) -> str:
     """The Markdown body of the release. `download_base` is the folder URL the assets are
     downloaded from (GitHub: https://github.com/OWNER/NAME/releases/download/TAG)."""
     base = download_base.rstrip("/")
@@ -64,6 +75,7 @@ def render(info: BuildInfo, *, tag: str, asset: str, download_base: str) -> str:
         "`SHA1SUMS` holds the tarball's SHA-1 for clients that check only that "
         "(`sha1sum -c SHA1SUMS`).",
         "",
+        *_pyz_lines(base, tag, fetch_hint),
         "## What a machine needs to run it",
         "",
         "| Requirement | Why |",

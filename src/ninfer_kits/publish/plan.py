@@ -92,9 +92,10 @@ def _check_names(kit: KitDir, matrix: Matrix) -> None:
                        f"the matrix it was built with)")
 
 
-def assets_of(kit: KitDir) -> tuple[Asset, ...]:
-    """The release's assets in upload order: the tarball, BUILDINFO.txt, SHA1SUMS, and
-    SHA256SUMS last (a client that finds SHA256SUMS finds everything it names)."""
+def assets_of(kit: KitDir, tools: tuple[Asset, ...] = ()) -> tuple[Asset, ...]:
+    """The release's assets in upload order: the tarball, BUILDINFO.txt, SHA1SUMS, the tools
+    (ninfer-kits.pyz), and SHA256SUMS last (a client that finds SHA256SUMS finds everything it
+    names)."""
     sha1sums, sha256sums = (hash_file(kit.path / name)
                             for name in (kitdir.SHA1SUMS, kitdir.SHA256SUMS))
     buildinfo = hash_file(kit.buildinfo_path)
@@ -108,14 +109,30 @@ def assets_of(kit: KitDir) -> tuple[Asset, ...]:
               sha256=buildinfo.sha256, sha1=buildinfo.sha1, content_type=TEXT_TYPE),
         Asset(name=kitdir.SHA1SUMS, path=sha1sums.path, size=sha1sums.size,
               sha256=sha1sums.sha256, sha1=sha1sums.sha1, content_type=TEXT_TYPE),
+        *tools,
         Asset(name=SHA256SUMS, path=sha256sums.path, size=sha256sums.size,
               sha256=sha256sums.sha256, sha1=sha256sums.sha1, content_type=TEXT_TYPE),
     )
 
 
-def make_release(kit: KitDir, download_base: str) -> Release:
+def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
+                 fetch_hint: str | None = None) -> Release:
     info: BuildInfo = kit.info
     return Release(tag=kit.tag, title=notes.title(info, kit.tag),
                    notes=notes.render(info, tag=kit.tag, asset=kit.asset,
-                                      download_base=download_base),
-                   assets=assets_of(kit))
+                                      download_base=download_base, fetch_hint=fetch_hint),
+                   assets=assets_of(kit, tools))
+
+
+PYZ = "ninfer-kits.pyz"
+
+
+def pyz_asset(folder: Path) -> Asset:
+    """ninfer-kits.pyz, built without a matrix or ledger so that its bytes depend only on this
+    ninfer-kits (a re-run of publish makes the same file; another version is a conflict)."""
+    from ninfer_kits import zipapp
+
+    path, _build = zipapp.build(folder / PYZ, None)
+    hashed = hash_file(path)
+    return Asset(name=PYZ, path=path, size=hashed.size, sha256=hashed.sha256, sha1=hashed.sha1,
+                 content_type="application/octet-stream")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import fcntl
 import os
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -71,6 +72,16 @@ class Outcome:
         return bool(self.changed_stores) or self.ledger_changed
 
 
+GITHUB_DOWNLOAD = re.compile(r"^https://github\.com/(?P<repo>[^/]+/[^/]+)/releases/download/")
+
+
+def _fetch_hint(base: str) -> str | None:
+    """What `ninfer-kits.pyz fetch TAG` needs besides the tag: the repository (the pyz carries
+    no matrix); None when the notes' downloads are not GitHub's (then they show no pyz line)."""
+    match = GITHUB_DOWNLOAD.match(base)
+    return f" --repository {match['repo']}" if match else None
+
+
 def run_publish(request: PublishRequest, reporter: Reporter) -> Outcome:
     limits = [(store.describe(), store.max_asset_size) for store in request.stores]
     with reporter.step("kit"):
@@ -82,7 +93,8 @@ def run_publish(request: PublishRequest, reporter: Reporter) -> Outcome:
                 reporter.info(f"{store.describe()}: ready, can write")
         with reporter.step("plan"):
             base = request.notes_base or _notes_store(request.stores).download_base(kit.tag)
-            release = plan.make_release(kit, base)
+            tools = (plan.pyz_asset(request.lock_dir.parent / "pyz"),)
+            release = plan.make_release(kit, base, tools, _fetch_hint(base))
             reporter.info(f"release {release.tag}: {', '.join(a.name for a in release.assets)}")
         with reporter.step("inspect"):
             found = tuple(store.inspect(release) for store in request.stores)

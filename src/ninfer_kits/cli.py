@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, str] = {
     "fetch": "ninfer_kits.commands.fetch_cmd",
     "kit-url": "ninfer_kits.commands.kiturl_cmd",
     "publish": "ninfer_kits.commands.publish_cmd",
+    "watch": "ninfer_kits.watch.command",
 }
 
 SUMMARIES: dict[str, str] = {
@@ -33,6 +34,7 @@ SUMMARIES: dict[str, str] = {
     "fetch": "download a published kit, check its SHA256SUMS, unpack it and verify it here",
     "kit-url": "print the URL a client fetches a kit from (GitHub release or B2)",
     "publish": "put a finished kit on B2 and GitHub Releases (or a folder), once, verifiably",
+    "watch": "say which kits an upstream's move made stale; the rebuild workflow's matrix",
 }
 
 

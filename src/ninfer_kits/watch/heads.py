@@ -1,0 +1,206 @@
+"""A tracked branch's head through GitHub's REST API, cheaply and politely.
+
+`GET /repos/{owner}/{name}/commits/{branch}` with `Accept: application/vnd.github.sha` answers
+the bare SHA. The answer's ETag is kept in the state file (JSON, written atomically) with the
+SHA; the next run sends it as If-None-Match, and an unchanged branch answers 304, which GitHub
+does not count against the rate limit. A 403 or 429 with Retry-After, or with
+X-RateLimit-Remaining 0, is waited out when the wait fits in `max_wait` seconds, else it is this
+upstream's error. A renamed repository answers 301: followed, and reported so that matrix.toml
+can be updated. The token is sent, never printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from ninfer_kits.errors import BadInput
+from ninfer_kits.pipeline.pack import write_file
+
+STATE_FORMAT = 1
+SHA_MEDIA_TYPE = "application/vnd.github.sha"
+TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN")
+DEFAULT_MAX_WAIT = 60.0  # seconds one upstream may wait for a rate limit, in all
+ATTEMPTS = 4
+_SHA = re.compile(r"[0-9a-f]{40}")
+_REPO_URL = re.compile(r"/repos/([^/]+/[^/]+)/")
+
+
+class HeadError(Exception):
+    """One upstream's head could not be read; the message names it and says why."""
+
+
+@dataclass(frozen=True)
+class HeadResult:
+    sha: str
+    cached: bool  # the server answered 304: the ETag cache's SHA
+    moved_to: str | None = None  # OWNER/NAME when the repository answered 301
+
+
+def token_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    return next((env[name] for name in TOKEN_VARIABLES if env.get(name)), None)
+
+
+class StateFile:
+    """The ETag cache: {"format": 1, "heads": {URL: {"etag": ..., "sha": ...}}}."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.heads: dict[str, dict[str, str]] = {}
+        if path is None or not path.exists():
+            return
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise BadInput(f"{path}: cannot read the watch state file: {error} (delete it to "
+                           "start afresh)") from None
+        heads = data.get("heads") if isinstance(data, dict) else None
+        if data.get("format") != STATE_FORMAT or not isinstance(heads, dict):
+            raise BadInput(f"{path}: not a watch state file of format {STATE_FORMAT} (delete it "
+                           "to start afresh)")
+        self.heads = {url: {k: v for k, v in entry.items() if isinstance(v, str)}
+                      for url, entry in heads.items() if isinstance(entry, dict)}
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        text = json.dumps({"format": STATE_FORMAT, "heads": self.heads}, indent=2,
+                          sort_keys=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(self.path, (text + "\n").encode("utf-8"))
+
+
+class HeadClient:
+    def __init__(self, api: str, state: StateFile, token: str | None = None, *,
+                 max_wait: float = DEFAULT_MAX_WAIT, timeout: float = 30.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.api = api.rstrip("/")
+        self.state = state
+        self.token = token
+        self.max_wait = max_wait
+        self.timeout = timeout
+        self.sleep = sleep
+        self.session = requests.Session()
+        self.session.headers["User-Agent"] = "ninfer-kits-watch"
+        self.session.headers["X-GitHub-Api-Version"] = "2022-11-28"
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {token}"
+
+    def head(self, repository: str, branch: str) -> HeadResult:
+        """The head SHA of `branch` of `repository` (OWNER/NAME); HeadError naming both."""
+        url = f"{self.api}/repos/{repository}/commits/{quote(branch, safe='')}"
+        cached = self.state.heads.get(url, {})
+        headers = {"Accept": SHA_MEDIA_TYPE}
+        if cached.get("etag") and cached.get("sha"):
+            headers["If-None-Match"] = cached["etag"]
+        if cached.get("last_modified") and cached.get("sha"):
+            headers["If-Modified-Since"] = cached["last_modified"]
+        response = self._get(url, headers, f"{repository} branch '{branch}'")
+        moved = _moved_to(response)
+        if response.status_code == 304 and cached.get("sha"):
+            return HeadResult(cached["sha"], True, moved)
+        if response.status_code == 200:
+            sha = response.text.strip().lower()
+            if _SHA.fullmatch(sha) is None:
+                raise HeadError(f"{repository} branch '{branch}': the API answered "
+                                f"{sha[:60]!r}, not a commit SHA")
+            entry = {"sha": sha}
+            if response.headers.get("ETag"):
+                entry["etag"] = response.headers["ETag"]
+            if response.headers.get("Last-Modified"):
+                entry["last_modified"] = response.headers["Last-Modified"]
+            self.state.heads[url] = entry
+            return HeadResult(sha, False, moved)
+        raise self._explain(response, repository, branch)
+
+    def _get(self, url: str, headers: dict[str, str], what: str) -> requests.Response:
+        waited = 0.0
+        for attempt in range(ATTEMPTS):
+            try:
+                response = self.session.get(url, headers=headers, timeout=self.timeout)
+            except requests.RequestException as error:
+                if attempt + 1 == ATTEMPTS:
+                    raise HeadError(f"{what}: {self.api} did not answer: "
+                                    f"{type(error).__name__}") from None
+                self.sleep(min(2.0 ** attempt, 10.0))
+                continue
+            wait = _limit_wait(response)
+            if wait is None:
+                return response
+            if waited + wait > self.max_wait or attempt + 1 == ATTEMPTS:
+                raise HeadError(f"{what}: rate limited ({response.status_code}); GitHub asks "
+                                f"to wait {wait:.0f} s, more than --max-wait "
+                                f"{self.max_wait:.0f} s allows")
+            self.sleep(wait)
+            waited += wait
+        raise AssertionError("unreachable")
+
+    def _explain(self, response: requests.Response, repository: str,
+                 branch: str) -> HeadError:
+        status = response.status_code
+        message = _message(response)
+        where = f"{repository} branch '{branch}'"
+        if status == 422 or (status == 404 and self._repo_exists(repository)):
+            return HeadError(f"{where}: no such branch (deleted or renamed?): {status} {message}")
+        if status in (401, 404):
+            hint = ("no token given (set GITHUB_TOKEN or GH_TOKEN): a private repository "
+                    "answers 404 without one" if not self.token else
+                    "the token may not read it, or it does not exist")
+            return HeadError(f"{where}: repository not found: {status} {message}; {hint}")
+        if status == 403:
+            return HeadError(f"{where}: refused: 403 {message}")
+        return HeadError(f"{where}: the API answered {status} {message}")
+
+    def _repo_exists(self, repository: str) -> bool:
+        try:
+            response = self._get(f"{self.api}/repos/{repository}",
+                                 {"Accept": "application/vnd.github+json"}, repository)
+        except HeadError:
+            return False
+        return response.status_code == 200
+
+
+def _limit_wait(response: requests.Response) -> float | None:
+    """Seconds to wait before asking again, or None when this is not a rate-limit answer."""
+    if response.status_code not in (403, 429):
+        return None
+    retry_after = response.headers.get("Retry-After")
+    if retry_after is not None:
+        try:
+            return max(0.0, float(retry_after))
+        except ValueError:
+            return 60.0
+    if response.headers.get("X-RateLimit-Remaining") == "0":
+        try:
+            return max(0.0, float(response.headers["X-RateLimit-Reset"]) - time.time()) + 1.0
+        except (KeyError, ValueError):
+            return 60.0
+    if response.status_code == 429:
+        return 60.0
+    return None
+
+
+def _moved_to(response: requests.Response) -> str | None:
+    for earlier in response.history:
+        if earlier.status_code in (301, 308):
+            match = _REPO_URL.search(response.url)
+            return match.group(1) if match else response.url
+    return None
+
+
+def _message(response: requests.Response) -> str:
+    try:
+        data: Any = response.json()
+    except ValueError:
+        return ""
+    return str(data.get("message", "")) if isinstance(data, dict) else ""

@@ -1,0 +1,317 @@
+"""`ninfer-kits watch` against the local GitHub server: conditional requests (a second run with
+nothing changed answers only 304s, counted on the server), exactly the kits of a moved upstream
+stale, pins and the ledger, the build matrix in $GITHUB_OUTPUT, and the faults: a deleted
+branch, a renamed repository (301), a private repository without a token, rate limits with
+Retry-After, a ledger file that does not parse."""
+
+from __future__ import annotations
+
+import datetime
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from github_server import GitHubServer
+from ninfer_kits import cli
+from ninfer_kits.publish import ledger
+
+HEAD_A = "a" * 40
+HEAD_B = "b" * 40
+PIN_C = "c" * 40
+TOKEN = "ghp_watchtoken0123456789canary"
+
+MATRIX = """
+schema = 1
+
+[upstreams.alpha]
+repository = "up/alpha"
+url = "https://github.com/up/alpha.git"
+branch = "main"
+archs = ["sm_86"]
+min_cuda = "13.0"
+licenses = ["LICENSE"]
+targets = { "ninfer" = "apps/ninfer" }
+
+[upstreams.beta]
+repository = "up/beta"
+url = "https://github.com/up/beta.git"
+branch = "release/v1"
+archs = ["sm_86", "sm_89"]
+min_cuda = "13.0"
+licenses = ["LICENSE"]
+targets = { "ninfer" = "apps/ninfer" }
+
+[upstreams.gamma]
+repository = "up/gamma"
+url = "https://github.com/up/gamma.git"
+branch = "main"
+revision = "%(pin)s"
+archs = ["sm_86"]
+min_cuda = "13.0"
+licenses = ["LICENSE"]
+targets = { "ninfer" = "apps/ninfer" }
+
+[toolchains.tc]
+dockerfile = "dockerfiles/toolchain-cuda-ubuntu.Dockerfile"
+base_image = "nvidia/cuda:13.1.2-devel-ubuntu24.04"
+cuda = "13.1.2"
+runtime_dockerfile = "dockerfiles/runtime-ubuntu.Dockerfile"
+runtime_base_image = "nvidia/cuda:13.1.2-runtime-ubuntu24.04"
+
+[kits.alpha-sm86]
+upstream = "alpha"
+arch = "sm_86"
+toolchain = "tc"
+card = "RTX 3090"
+tag = "alpha-{arch_id}-{rev8}"
+asset = "alpha-{rev12}-{arch_id}.tar.gz"
+
+[kits.beta-sm86]
+upstream = "beta"
+arch = "sm_86"
+toolchain = "tc"
+card = "RTX 3090"
+tag = "beta-{arch_id}-{rev8}"
+asset = "beta-{rev12}-{arch_id}.tar.gz"
+
+[kits.beta-sm89]
+upstream = "beta"
+arch = "sm_89"
+toolchain = "tc"
+card = "RTX 4090"
+tag = "beta-{arch_id}-{rev8}"
+asset = "beta-{rev12}-{arch_id}.tar.gz"
+
+[kits.gamma-sm86]
+upstream = "gamma"
+arch = "sm_86"
+toolchain = "tc"
+card = "RTX 3090"
+tag = "gamma-{arch_id}-{rev8}"
+asset = "gamma-{rev12}-{arch_id}.tar.gz"
+"""
+
+KITS = {"alpha-sm86": ("up/alpha", "sm_86"), "beta-sm86": ("up/beta", "sm_86"),
+        "beta-sm89": ("up/beta", "sm_89"), "gamma-sm86": ("up/gamma", "sm_86")}
+
+
+def publish(root: Path, kit: str, revision: str, day: int = 1,
+            toolchain: str = "tc") -> Path:
+    repository, arch = KITS[kit]
+    tag = f"{kit}-{revision[:8]}"
+    asset = f"{kit}-{revision[:12]}.tar.gz"
+    entry = ledger.LedgerEntry(
+        tag=tag, kit=kit, card="card", upstream=repository,
+        upstream_url=f"https://github.com/{repository}.git", revision=revision, version="",
+        arch=arch, cuda_version="13.1.115", toolchain=toolchain, asset=asset,
+        published_at=datetime.datetime(2026, 1, day, tzinfo=datetime.UTC),
+        stores=(ledger.LedgerStore(name="local", location=str(root / "out")),),
+        assets=(ledger.LedgerAsset(name=asset, size=1, sha256="0" * 64, sha1="0" * 40,
+                                   urls=(("local", "file:///x"),)),),
+        floor=())
+    path = ledger.path_for(root / "releases", tag)
+    ledger.write(path, entry)
+    return path
+
+
+@pytest.fixture
+def server() -> Iterator[GitHubServer]:
+    with GitHubServer() as github:
+        github.add_token(TOKEN)
+        github.add_repo("up/alpha", default_branch="main", head=HEAD_A)
+        github.add_repo("up/beta", default_branch="release/v1", head=HEAD_B)
+        github.add_repo("up/gamma", default_branch="main", head=PIN_C)
+        yield github
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "matrix.toml").write_text(MATRIX % {"pin": PIN_C}, encoding="utf-8")
+    for kit, head in (("alpha-sm86", HEAD_A), ("beta-sm86", HEAD_B), ("beta-sm89", HEAD_B),
+                      ("gamma-sm86", PIN_C)):
+        publish(tmp_path, kit, head)
+    return tmp_path
+
+
+def watch(root: Path, server: GitHubServer | str, capsys: pytest.CaptureFixture[str],
+          monkeypatch: pytest.MonkeyPatch, *args: str,
+          token: str | None = TOKEN) -> tuple[int, str, str, dict[str, str]]:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    monkeypatch.delenv("GH_TOKEN", raising=False)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    if token:
+        monkeypatch.setenv("GH_TOKEN", token)
+    output = root / "github_output"
+    output.write_text("", encoding="utf-8")
+    monkeypatch.setenv("GITHUB_OUTPUT", str(output))
+    api = server if isinstance(server, str) else server.base_url
+    code = cli.main(["watch", "--matrix", str(root / "matrix.toml"), "--api", api,
+                     "--state", str(root / "state.json"), "--github-output", *args])
+    out, err = capsys.readouterr()
+    values = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    assert TOKEN not in out + err + output.read_text()
+    if (root / "state.json").exists():
+        assert TOKEN not in (root / "state.json").read_text()
+    return code, out, err, values
+
+
+def stale_kits(values: dict[str, str]) -> list[str]:
+    return [entry["kit"] for entry in json.loads(values["matrix"])["include"]]
+
+
+def commit_requests(server: GitHubServer) -> list[int | None]:
+    return [event.status for event in server.requests("GET", r"/commits/")]
+
+
+def test_nothing_changed_twice_costs_only_304s(root: Path, server: GitHubServer,
+                                               capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, _, values = watch(root, server, capsys, monkeypatch)
+    assert code == 0 and values == {"matrix": '{"include":[]}', "stale": "0"}
+    assert commit_requests(server) == [200, 200]  # alpha and beta; gamma is pinned
+    used = server.rate_limit(TOKEN)[1]
+    code, out, err, values = watch(root, server, capsys, monkeypatch)
+    assert code == 0 and values["stale"] == "0" and "0 of 4 kits stale" in out
+    assert "up/beta release/v1 at bbbbbbbbbbbb, unchanged (304)" in err
+    assert commit_requests(server) == [200, 200, 304, 304]
+    assert server.rate_limit(TOKEN)[1] == used  # a 304 costs no rate limit
+
+
+def test_one_upstream_moved_makes_exactly_its_kits_stale(
+        root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    watch(root, server, capsys, monkeypatch)
+    moved = "d" * 40
+    server.set_branch("up/beta", "release/v1", moved)
+    code, _out, _, values = watch(root, server, capsys, monkeypatch)
+    assert code == 0 and values["stale"] == "2"
+    assert stale_kits(values) == ["beta-sm86", "beta-sm89"]
+    include = json.loads(values["matrix"])["include"]
+    assert {entry["revision"] for entry in include} == {moved}
+    assert "new head of release/v1" in include[0]["reason"]
+    assert commit_requests(server) == [200, 200, 304, 200]
+    # Built and published: nothing stale any more.
+    publish(root, "beta-sm86", moved, day=2)
+    publish(root, "beta-sm89", moved, day=2)
+    code, _, _, values = watch(root, server, capsys, monkeypatch)
+    assert code == 0 and values["stale"] == "0"
+
+
+def test_new_pin_missing_release_toolchain_and_a_dispatched_revision(
+        root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (root / "matrix.toml").read_text().replace(PIN_C, "e" * 12)
+    (root / "matrix.toml").write_text(text)
+    (root / "releases" / f"alpha-sm86-{HEAD_A[:8]}.toml").unlink()
+    publish(root, "beta-sm89", HEAD_B, day=3, toolchain="old-tc")
+    code, _out, _, values = watch(root, server, capsys, monkeypatch)
+    assert code == 0
+    reasons = {e["kit"]: e["reason"] for e in json.loads(values["matrix"])["include"]}
+    assert set(reasons) == {"alpha-sm86", "beta-sm89", "gamma-sm86"}
+    assert reasons["alpha-sm86"].startswith("missing release")
+    assert reasons["beta-sm89"].startswith("toolchain changed: old-tc → tc")
+    assert reasons["gamma-sm86"].startswith("new pin: eeeeeeeeeeee")
+    before = len(commit_requests(server))
+    code, _, _, values = watch(root, server, capsys, monkeypatch, "beta-sm86",
+                               "--revision", "f" * 40)
+    assert code == 0 and stale_kits(values) == ["beta-sm86"]
+    assert json.loads(values["matrix"])["include"][0]["reason"].startswith("requested revision")
+    assert len(commit_requests(server)) == before  # a dispatched revision asks nobody
+
+
+def test_a_deleted_branch_is_reported_and_the_others_still_compared(
+        root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (root / "matrix.toml").read_text().replace('branch = "release/v1"',
+                                                      'branch = "release/gone"')
+    (root / "matrix.toml").write_text(text)
+    server.set_branch("up/alpha", "main", "d" * 40)
+    code, _out, err, values = watch(root, server, capsys, monkeypatch)
+    assert code == 3
+    assert "upstream beta: up/beta branch 'release/gone': no such branch" in err
+    assert stale_kits(values) == ["alpha-sm86"]
+
+
+def test_a_private_repository_without_a_token(root: Path, server: GitHubServer,
+                                              capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    server.add_repo("up/alpha", default_branch="main", head=HEAD_A, private=True)
+    code, _, err, values = watch(root, server, capsys, monkeypatch, token=None)
+    assert code == 3 and values["stale"] == "0"
+    assert "upstream alpha: up/alpha branch 'main': repository not found: 404" in err
+    assert "set GITHUB_TOKEN or GH_TOKEN" in err
+    code, _, err, values = watch(root, server, capsys, monkeypatch)
+    assert code == 0, err
+
+
+def test_rate_limits_are_waited_out_within_the_bound(
+        root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    server.faults.too_many_requests(retry_after=1)
+    server.faults.secondary_rate_limit(retry_after=1, nth=2)
+    code, _, err, _values = watch(root, server, capsys, monkeypatch)
+    assert code == 0, err
+    assert sorted(s for s in commit_requests(server) if s is not None) == [200, 200, 403, 429]
+    server.faults.too_many_requests(retry_after=120)
+    code, _, err, _ = watch(root, server, capsys, monkeypatch, "--max-wait", "5")
+    assert code == 3
+    assert "rate limited (429)" in err and "wait 120 s" in err
+
+
+class _Moved(http.server.BaseHTTPRequestHandler):
+    target = ""
+
+    def do_GET(self) -> None:
+        self.send_response(301)
+        self.send_header("Location", self.target + self.path.replace("/up/old-alpha/",
+                                                                     "/up/alpha/"))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_renamed_repository_is_followed_and_reported(
+        root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    api_path = server.base_url.split("127.0.0.1:", 1)[1].split("/", 1)[1]
+    _Moved.target = server.web_url
+    moved = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Moved)
+    thread = threading.Thread(target=moved.serve_forever, daemon=True)
+    thread.start()
+    try:
+        text = (root / "matrix.toml").read_text().replace('"up/alpha"', '"up/old-alpha"')
+        (root / "matrix.toml").write_text(text)
+        port = moved.server_address[1]
+        code, _, err, values = watch(root, f"http://127.0.0.1:{port}/{api_path}", capsys,
+                                     monkeypatch, "alpha-sm86", token=None)
+    finally:
+        moved.shutdown()
+        moved.server_close()
+    assert code == 0, err
+    assert "repository up/old-alpha moved to up/alpha (301, followed)" in err
+    assert values["stale"] == "0"
+
+
+def test_a_ledger_file_that_does_not_parse_is_named(
+        root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = root / "releases" / "broken.toml"
+    broken.write_text("format = 1\ntag = [\n")
+    code, _, err, _ = watch(root, server, capsys, monkeypatch)
+    assert code == 2
+    assert str(broken) in err and "invalid TOML" in err
+    assert commit_requests(server) == []
+
+
+def test_a_broken_state_file_is_named(root: Path, server: GitHubServer,
+                                      capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (root / "state.json").write_text("{not json")
+    code, _, err, _ = watch(root, server, capsys, monkeypatch)
+    assert code == 2 and "state.json" in err and "delete it" in err

@@ -192,6 +192,7 @@ def test_one_upstream_moved_makes_exactly_its_kits_stale(
     assert stale_kits(values) == ["beta-sm86", "beta-sm89"]
     include = json.loads(values["matrix"])["include"]
     assert {entry["revision"] for entry in include} == {moved}
+    assert include[0]["runner"] == ["ubuntu-latest"]  # no [publish] runner: the default
     assert "new head of release/v1" in include[0]["reason"]
     assert commit_requests(server) == [200, 200, 304, 200]
     # Built and published: nothing stale any more.
@@ -315,3 +316,17 @@ def test_a_broken_state_file_is_named(root: Path, server: GitHubServer,
     (root / "state.json").write_text("{not json")
     code, _, err, _ = watch(root, server, capsys, monkeypatch)
     assert code == 2 and "state.json" in err and "delete it" in err
+
+
+def test_the_runner_labels_come_from_matrix_toml_and_are_checked(
+        root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    base = (root / "matrix.toml").read_text()
+    (root / "matrix.toml").write_text(base + '\n[publish]\nrunner = ["self-hosted", "gpu"]\n')
+    server.set_branch("up/alpha", "main", "d" * 40)
+    code, _, err, values = watch(root, server, capsys, monkeypatch)
+    assert code == 0, err
+    assert json.loads(values["matrix"])["include"][0]["runner"] == ["self-hosted", "gpu"]
+    (root / "matrix.toml").write_text(base + '\n[publish]\nrunner = ["bad label"]\n')
+    code, _, err, _ = watch(root, server, capsys, monkeypatch)
+    assert code == 2 and "key 'runner'" in err and "'bad label'" in err

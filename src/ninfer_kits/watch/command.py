@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,20 +95,22 @@ def execute(args: argparse.Namespace) -> int:
     for failure in failures:
         print(f"ninfer-kits: error: {failure}", file=sys.stderr)
         reporter.error(failure)
-    document = github_matrix(stale)
+    document = github_matrix(stale, matrix.publish.runner)
     if args.github_output:
         _github_output(document, len(stale))
     reporter.summary(_summary(stale, failures))
     return EXIT_ENVIRONMENT if failures else 0
 
 
-def github_matrix(stale: list[Stale]) -> dict[str, Any]:
-    return {"include": [_entry(item.kit, item) for item in stale]}
+def github_matrix(stale: list[Stale], runner: Sequence[str]) -> dict[str, Any]:
+    """`strategy.matrix` of the build job: one entry per stale kit, with the runner's labels."""
+    return {"include": [_entry(item.kit, item, runner) for item in stale]}
 
 
-def _entry(kit: Kit, item: Stale) -> dict[str, str]:
+def _entry(kit: Kit, item: Stale, runner: Sequence[str]) -> dict[str, Any]:
     return {"kit": kit.id, "upstream": kit.upstream.id, "arch": kit.arch,
-            "toolchain": kit.toolchain.id, "revision": item.revision, "reason": item.reason}
+            "toolchain": kit.toolchain.id, "revision": item.revision, "reason": item.reason,
+            "runner": list(runner)}
 
 
 def _github_output(document: dict[str, Any], count: int) -> None:

@@ -22,7 +22,6 @@ import hashlib
 import os
 import re
 import shutil
-import signal
 import stat
 import tempfile
 import threading
@@ -31,7 +30,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.fetch.download import (
@@ -48,7 +46,7 @@ from ninfer_kits.fetch.download import (
 from ninfer_kits.fetch.extract import Extraction, FollowingArchive, extract
 from ninfer_kits.fetch.http import Client, NotFound, shown
 from ninfer_kits.fetch.locate import BUILDINFO, SHA1SUMS, SHA256SUMS, Located, RemoteFile
-from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive
+from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive, terminate_as_exit
 from ninfer_kits.log import Reporter
 
 SUMS_LINE = re.compile(r"(?P<hash>[0-9a-fA-F]{%d}) [ *](?P<name>[^\n]+)")
@@ -137,7 +135,7 @@ class Fetcher:
             agreed.append(tarball.recorded_by)
         sha1, sha1_text = self._sha1(located)
         extras = self._extras(located, sums)
-        with _terminate_as_exit():
+        with terminate_as_exit():
             result = self._tarball(located, dest, sha256, sha1)
         digests, reused, extraction, resumed_from, reconnects = result
         written = [located.asset]
@@ -365,28 +363,6 @@ def _write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-@contextmanager
-def _terminate_as_exit() -> Iterator[None]:
-    """SIGTERM raises SystemExit while fetching (as Ctrl-C raises KeyboardInterrupt), so the
-    staging folder is removed and the .part file kept for a resume."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous not in (signal.SIG_DFL, None):
-        yield
-        return
-
-    def terminate(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def describe(fetched: Fetched) -> list[str]:

@@ -269,7 +269,7 @@ class KitArchive:
 
     def __enter__(self) -> KitArchive:
         try:
-            self._stack.enter_context(_terminate_as_exit())
+            self._stack.enter_context(terminate_as_exit())
             file = self._stack.enter_context(open_regular(self.path, self.shown))
             self.format = self._format(file.head(HEAD_BYTES))
             stream = self._stack.enter_context(self._decompressed(file))
@@ -486,7 +486,7 @@ def _link_stays_inside(name: str, target: str) -> bool:
 
 
 @contextmanager
-def _terminate_as_exit() -> Iterator[None]:
+def terminate_as_exit() -> Iterator[None]:
     """While an archive is open, SIGTERM raises SystemExit (status 143) in the main thread,
     so that `finally` blocks and context managers run, as they do for Ctrl-C. A handler the
     program installed itself is left alone."""

@@ -232,7 +232,7 @@ def test_a_deleted_branch_is_reported_and_the_others_still_compared(
     (root / "matrix.toml").write_text(text)
     server.set_branch("up/alpha", "main", "d" * 40)
     code, _out, err, values = watch(root, server, capsys, monkeypatch)
-    assert code == 3
+    assert code == 1
     assert "upstream beta: up/beta branch 'release/gone': no such branch" in err
     assert stale_kits(values) == ["alpha-sm86"]
 
@@ -242,7 +242,7 @@ def test_a_private_repository_without_a_token(root: Path, server: GitHubServer,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     server.add_repo("up/alpha", default_branch="main", head=HEAD_A, private=True)
     code, _, err, values = watch(root, server, capsys, monkeypatch, token=None)
-    assert code == 3 and values["stale"] == "0"
+    assert code == 1 and values["stale"] == "0"
     assert "upstream alpha: up/alpha branch 'main': repository not found: 404" in err
     assert "set GITHUB_TOKEN or GH_TOKEN" in err
     code, _, err, values = watch(root, server, capsys, monkeypatch)
@@ -259,7 +259,7 @@ def test_rate_limits_are_waited_out_within_the_bound(
     assert sorted(s for s in commit_requests(server) if s is not None) == [200, 200, 403, 429]
     server.faults.too_many_requests(retry_after=120)
     code, _, err, _ = watch(root, server, capsys, monkeypatch, "--max-wait", "5")
-    assert code == 3
+    assert code == 1
     assert "rate limited (429)" in err and "wait 120 s" in err
 
 

@@ -1,6 +1,6 @@
 """`ninfer-kits watch`: say which kits need a rebuild, and hand the workflow its build matrix.
 
-Exit status: 0 when every upstream was read (stale kits or not: the matrix says which); 3 when
+Exit status: 0 when every upstream was read (stale kits or not: the matrix says which); 1 when
 the head of one or more upstreams could not be read (each is reported, the others are still
 compared and written to the matrix); 2 for bad input (the matrix, a ledger file that does not
 parse, the state file).
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits.errors import EXIT_ENVIRONMENT, BadInput
+from ninfer_kits.errors import EXIT_CHECK_FAILED, BadInput
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, add_matrix_argument, load_matrix
 from ninfer_kits.matrix.names import HEX_REVISION
@@ -99,7 +99,7 @@ def execute(args: argparse.Namespace) -> int:
     if args.github_output:
         _github_output(document, len(stale))
     reporter.summary(_summary(stale, failures))
-    return EXIT_ENVIRONMENT if failures else 0
+    return EXIT_CHECK_FAILED if failures else 0
 
 
 def github_matrix(stale: list[Stale], runner: Sequence[str]) -> dict[str, Any]:

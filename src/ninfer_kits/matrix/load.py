@@ -403,7 +403,7 @@ def _image(table: Table, key: str) -> str:
 
 
 _KIT_KEYS: Final = ("upstream", "arch", "toolchain", "card", "tag", "asset")
-_KIT_OPTIONAL: Final = ("cmake_options",)
+_KIT_OPTIONAL: Final = ("cmake_options", "portable")
 
 
 def _read_kit(
@@ -425,7 +425,7 @@ def _read_kit(
     kit = Kit(
         id=table.id, upstream=upstream, arch=arch, toolchain=toolchain,
         card=table.text("card"), tag=table.text("tag"), asset=table.text("asset"),
-        cmake_options=own,
+        cmake_options=own, portable=table.flag("portable"),
     )
     _check_template(table, kit, "tag")
     _check_template(table, kit, "asset")

@@ -213,6 +213,9 @@ class Kit:
     tag: str
     asset: str
     cmake_options: tuple[tuple[str, str], ...] = ()
+    # Also build the portable flavour from the same compile: `<asset stem>-portable.tar.gz`,
+    # carrying every library but glibc's and the driver's in kit/lib (pipeline.repair).
+    portable: bool = False
 
     @property
     def arch_id(self) -> str:

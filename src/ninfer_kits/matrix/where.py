@@ -180,6 +180,15 @@ class Table:
             raise self.error(key, _expected("an integer", value))
         return value
 
+    def flag(self, key: str, default: bool = False) -> bool:
+        """An optional true/false."""
+        if key not in self.data:
+            return default
+        value = self.data[key]
+        if not isinstance(value, bool):
+            raise self.error(key, _expected("true or false", value))
+        return value
+
     def texts(self, key: str) -> tuple[str, ...]:
         """A non-empty array of non-empty strings."""
         value = self.data.get(key)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
@@ -85,6 +86,12 @@ class Builder(Protocol):
     def preflight(self, kit: Kit, reporter: Reporter) -> PreparedToolchain: ...
 
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled: ...
+
+    def build_environment(self, kit: Kit,
+                          reporter: Reporter) -> AbstractContextManager[Path]:
+        """The root filesystem the kit was compiled in ("/" for this host): where the portable
+        repair finds the libraries the binaries were linked against, and their packages."""
+        ...
 
     def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
                    reporter: Reporter) -> str:
@@ -158,6 +165,10 @@ class LocalBuilder:
                    label=f"compiling {request.kit.id}")
         return Compiled(bin_dir=out / "kit" / "bin", report=read_recipe_report(out),
                         log=request.log)
+
+    def build_environment(self, kit: Kit,
+                          reporter: Reporter) -> AbstractContextManager[Path]:
+        return nullcontext(Path("/"))
 
     def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
                    reporter: Reporter) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import tarfile
 import tempfile
 from collections import deque
@@ -41,6 +42,7 @@ from ninfer_kits.pipeline.builders import (
     PreparedToolchain,
     recipe_arguments,
 )
+from ninfer_kits.pipeline.image_export import exported_image
 from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.smoke import read_trace, trace_script
 
@@ -126,17 +128,24 @@ def engine_errors(method: Callable[P, R]) -> Callable[P, R]:
 
     @wraps(method)
     def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
+        with engine_guard():
             return method(*args, **kwargs)
-        except NinferKitsError:
-            raise
-        except Exception as error:
-            if not _from_engine(error):
-                raise
-            raise EnvironmentFailure(f"the Docker engine at {engine_address()} failed: "
-                                     f"{_first_line(error)}") from error
 
     return guarded
+
+
+@contextmanager
+def engine_guard() -> Iterator[None]:
+    """What engine_errors does, around a block."""
+    try:
+        yield
+    except NinferKitsError:
+        raise
+    except Exception as error:
+        if not _from_engine(error):
+            raise
+        raise EnvironmentFailure(f"the Docker engine at {engine_address()} failed: "
+                                 f"{_first_line(error)}") from error
 
 
 def _from_engine(error: Exception) -> bool:
@@ -224,6 +233,15 @@ class DockerBuilder:
         return Compiled(bin_dir=out / "kit" / "bin", report=read_recipe_report(out),
                         log=request.log, run_entries=run)
 
+    @contextmanager
+    def build_environment(self, kit: Kit, reporter: Reporter) -> Iterator[Path]:
+        """The toolchain image's libraries, loader cache and package records, exported."""
+        image = self.preflight(kit, reporter).image
+        reporter.info(f"reading the libraries and packages of {image}")
+        with engine_guard(), exported_image(self.client, image, _build_environment_file,
+                                            what="toolchain image") as root:
+            yield root
+
     @engine_errors
     def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
                    reporter: Reporter) -> str:
@@ -234,7 +252,8 @@ class DockerBuilder:
         script = trace_script(interpreter, "/kit/bin")
         with build_container(self.client, image=tag, command=["sh", "-c", script],
                              env={}, volumes={}, network="none") as container:
-            container.put_archive("/", _folder_archive(bin_dir, "kit/bin"))
+            # The whole kit: a portable one finds its libraries in kit/lib through $ORIGIN.
+            container.put_archive("/", _folder_archive(bin_dir.parent, "kit"))
             container.start()
             container.wait()
             output = container.logs().decode("utf-8", "replace")
@@ -246,6 +265,26 @@ class DockerBuilder:
             raise CheckFailed(f"smoke test ({kit.toolchain.runtime_dockerfile}) "
                               f"{verdict.summary()}; the loader's trace is in {log}")
         return verdict.summary()
+
+
+# What the portable repair reads in a toolchain image: its libraries, the loader's cache, and of
+# /usr/share and /var only the package records and copyright files.
+_SKIPPED_FOR_REPAIR = ("usr/include/", "usr/src/", "proc/", "sys/", "dev/", "tmp/", "run/")
+_DPKG_RECORDS = re.compile(r"var/lib/dpkg/(status|info/[^/]+\.list)")
+_COPYRIGHT = re.compile(r"usr/share/doc/[^/]+/copyright")
+
+
+def _build_environment_file(name: str) -> bool:
+    if name.startswith(_SKIPPED_FOR_REPAIR):
+        return False
+    if name.startswith("var/"):
+        return name.rstrip("/") in ("var", "var/lib", "var/lib/dpkg", "var/lib/dpkg/info") \
+            or _DPKG_RECORDS.fullmatch(name) is not None
+    if name.startswith("usr/share/"):
+        parts = name.rstrip("/").split("/")
+        folder = len(parts) <= 4 and parts[2:3] in ([], ["doc"])  # usr/share/doc/<package>
+        return folder or _COPYRIGHT.fullmatch(name) is not None
+    return True
 
 
 def _folder_archive(folder: Path, name: str) -> bytes:

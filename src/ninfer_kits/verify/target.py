@@ -3,14 +3,10 @@ folders) and what it is (os-release), from a root folder — "/" for this host."
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import re
 import shlex
-import shutil
-import tarfile
-import tempfile
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -151,40 +147,12 @@ def _in_root(folder: Path, kit_root: Path, what: str, mode: str,
 
 @contextmanager
 def _exported(image: str) -> Iterator[Path]:
-    """The image's filesystem in a private temporary folder, through the docker SDK: a container
-    is created (never started), exported, and removed."""
-    import docker.errors
-
     from ninfer_kits.pipeline.docker_builder import connect
+    from ninfer_kits.pipeline.image_export import exported_image
 
-    client = connect()
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        raise BadInput(f"--image {image}: no such image on the engine (docker pull it first)") \
-            from None
-    folder = Path(tempfile.mkdtemp(prefix="ninfer-kits-image-"))
-    container = client.containers.create(image, command=["/nonexistent"], detach=True)
-    try:
-        with tempfile.TemporaryFile() as spool:
-            for chunk in container.export():
-                spool.write(chunk)
-            spool.seek(0)
-            with tarfile.open(fileobj=spool, mode="r|") as archive:
-                for member in archive:
-                    if _wanted(member):
-                        # A member under a symlink that leaves the folder is refused by the
-                        # filter: its path as the image sees it is still reached through the
-                        # link, which RootFS follows inside the root.
-                        with contextlib.suppress(tarfile.FilterError):
-                            archive.extract(member, folder, filter="tar")
+    with exported_image(connect(), image, _wanted) as folder:
         yield folder
-    finally:
-        container.remove(force=True)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
-def _wanted(member: tarfile.TarInfo) -> bool:
-    name = member.name.lstrip("/")
-    return (member.isfile() or member.isdir() or member.issym()) and not name.startswith(
-        SKIPPED_IN_IMAGES)
+def _wanted(name: str) -> bool:
+    return not name.startswith(SKIPPED_IN_IMAGES)

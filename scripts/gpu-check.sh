@@ -11,6 +11,9 @@
 #   rdc      the same without FFmpeg (the GPU host has no FFmpeg libraries)
 #   jit      without FFmpeg, whole-program compiles: SASS sm_86 and loadable PTX compute_86
 #   sass     without FFmpeg, separable compilation, arch 86-real: SASS sm_86 and no PTX at all
+#   portable the example kit's portable tarball (same compile, every library but glibc's and
+#            the driver's in kit/lib): unpacked into an empty folder and run under `env -i`,
+#            with `ldd` showing where each library comes from
 # run prints, for each kit, verify's table and exit status, then what `kit/bin/ninfer` does (it
 # runs every example kernel when a GPU is there), and last one Markdown row per kit for
 # README's "Verified on" table. With OUT, everything also goes to OUT/gpu-check.txt.
@@ -19,17 +22,20 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 work="$here/.cache/gpu-check"
-KITS=(example rdc jit sass)
+KITS=(example rdc jit sass portable)
 
 prepare() {
     # PYTHON: one where ninfer-kits and CMake >= 3.28 are installed (pip install '.[local]')
     local python="${PYTHON:-python3}" recipe="$here/build/recipe.py"
-    export PATH="$(dirname "$python"):$PATH"
+    PATH="$(dirname "$python"):$PATH"
+    export PATH
     rm -rf "$work" && mkdir -p "$work/kits" "$work/build"
     "$python" -m pip install --quiet --no-deps --target "$work/pylib" "pyelftools>=0.31"
     (cd "$work" && "$python" -m ninfer_kits build example --matrix "$here/matrix.toml" \
         --dist "$work/dist" --cache-dir "$work/build/cache")
     mv "$work"/dist/* "$work/kits/example"
+    mkdir -p "$work/kits/portable"
+    tar -C "$work/kits/portable" -xzf "$work"/kits/example/*-portable.tar.gz
     local name arch separable
     for spec in rdc:86:ON jit:86:OFF sass:86-real:ON; do
         IFS=: read -r name arch separable <<<"$spec"
@@ -52,11 +58,17 @@ run_kit() {  # one kit: verify, then the program itself
     echo "== $name: verify exit status $status"
     if [[ -d "$kit/kit" ]]; then
         bin="$kit/kit/bin/ninfer"
-    else  # a finished kit folder: unpack its tarball
-        mkdir -p "/tmp/gpu-check-$name" && tar -C "/tmp/gpu-check-$name" -xzf "$kit"/*.tar.gz
+    else  # a finished kit folder: unpack its (plain) tarball
+        local plain
+        plain="$(find "$kit" -maxdepth 1 -name '*.tar.gz' ! -name '*-portable.tar.gz')"
+        mkdir -p "/tmp/gpu-check-$name" && tar -C "/tmp/gpu-check-$name" -xzf "$plain"
         bin="/tmp/gpu-check-$name/kit/bin/ninfer"
     fi
-    ran="$("$bin" 2>&1)"
+    if [[ "$name" == portable ]]; then
+        echo "== $name: ldd kit/bin/ninfer (no LD_LIBRARY_PATH)"
+        env -i /usr/bin/ldd "$bin"
+    fi
+    ran="$(env -i "$bin" 2>&1)"
     local code=$?
     set -e
     echo "$ran"
@@ -73,6 +85,7 @@ run() {
     GPU="$( (nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader || echo "no GPU, 0") | head -n1 \
         | sed 's/, / (compute capability /; s/$/)/')"
     DRIVER="$( (nvidia-smi --query-gpu=driver_version --format=csv,noheader || echo none) | head -n1)"
+    # shellcheck disable=SC1091  # the GPU host's own file
     DISTRO="$(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | head -n1 \
         | awk '{print $NF}')"
     ROWS=()

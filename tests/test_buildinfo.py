@@ -98,7 +98,7 @@ def test_a_repeated_key_is_refused_when_reading_naming_both_lines() -> None:
         buildinfo.parse(_with("card: RTX 5090", 10), "dist/x/BUILDINFO.txt")
     assert str(caught.value) == (
         f"dist/x/BUILDINFO.txt:11: key 'card': repeated (first on line {card}); only "
-        "symbol_floor, floor, sha256, license may appear more than once")
+        "symbol_floor, floor, sha256, license, bundled may appear more than once")
     with pytest.raises(BadInput, match=r":\d+: key 'run.jobs': repeated"):
         buildinfo.parse(_with("run.jobs: 9", len(_lines())))
     # the documented repeated keys may repeat
@@ -124,3 +124,106 @@ def test_the_parser_names_the_bad_line() -> None:
         buildinfo.parse("# comment\nformat: 1\nno separator here\n")
     with pytest.raises(BadInput, match="missing keys"):
         buildinfo.parse("format: 1\n")
+
+
+# --------------------------------------------------------------------------- portable kits
+
+LIBSTDCXX = ("libstdc++.so.6", "ab" * 32, "libstdc++6 14.2.0-19 (dpkg)",
+             "GPL-3.0-or-later WITH GCC-exception-3.1",
+             "kit/third_party/libstdc++6/copyright")
+LIBCURL = ("libcurl.so.4", "cd" * 32, "libcurl4t64 8.14.1-2 (dpkg)", "curl",
+           "kit/third_party/libcurl4t64/copyright")
+NVRTC = ("libnvrtc.so.13", "ef" * 32, "nvidia-cuda-nvrtc 13.0.88 (wheel)",
+         "LicenseRef-NVIDIA-CUDA-EULA", "kit/third_party/nvidia-cuda-nvrtc/LICENSE.txt")
+
+
+def portable_sample() -> BuildInfo:
+    return dataclasses.replace(sample(), flavour="portable",
+                               bundled=(LIBSTDCXX, LIBCURL, NVRTC))
+
+
+def test_the_portable_keys_round_trip_after_the_older_scalars() -> None:
+    plain = dataclasses.replace(
+        sample(), portable_asset="ninfer-example-kit-v0.3.0-sm86-portable.tar.gz")
+    text = buildinfo.render(plain)
+    assert ("relocatable_device_code: none\nflavour: plain\n"
+            "portable_asset: ninfer-example-kit-v0.3.0-sm86-portable.tar.gz\n"
+            "symbol_floor: ") in text
+    assert buildinfo.parse(text) == plain and "bundled:" not in text
+    inner = portable_sample()
+    text = buildinfo.render(inner, with_run=False)
+    assert "\nflavour: portable\nportable_asset: none\n" in text
+    assert text.count("\nbundled: ") == 3
+    assert ("\nbundled: libstdc++.so.6 | " + "ab" * 32 + " | libstdc++6 14.2.0-19 (dpkg) | "
+            "GPL-3.0-or-later WITH GCC-exception-3.1 | kit/third_party/libstdc++6/copyright\n"
+            ) in text
+    assert text.index("\nlicense: ") < text.index("\nbundled: ")  # after the licenses
+    parsed = buildinfo.parse(text)
+    assert parsed == dataclasses.replace(inner, run=())
+    assert parsed.bundled[2] == NVRTC and all(len(row) == 5 for row in parsed.bundled)
+    assert buildinfo.split_origin(parsed.bundled[2][2]) == (
+        "nvidia-cuda-nvrtc", "13.0.88", "wheel")
+    assert buildinfo.bundled_origin("libstdc++6", "14.2.0-19", "dpkg") == LIBSTDCXX[2]
+
+
+def test_a_file_from_before_portable_kits_still_reads() -> None:
+    """Written before flavour, portable_asset and bundled existed: the defaults."""
+    text = buildinfo.render(sample())
+    older = "".join(line for line in text.splitlines(keepends=True)
+                    if not line.startswith(("flavour:", "portable_asset:")))
+    assert "flavour" not in older and "bundled" not in older
+    info = buildinfo.parse(older)
+    assert (info.flavour, info.portable_asset, info.bundled) == ("plain", "none", ())
+    assert info == sample()
+
+
+@pytest.mark.parametrize(("row", "words"), [
+    (("libx.so.1", "ab" * 32, "libx1 1.0 (dpkg)", "MIT | BSD", "kit/third_party/x"),
+     "the license 'MIT | BSD' is empty, holds '|'"),
+    (("libx.so.1", "ab" * 32, "libx1 1.0 (dpkg)", "", "kit/third_party/x"),
+     "the license '' is empty"),
+    (("libx.so.1", "AB" * 32, "libx1 1.0 (dpkg)", "MIT", "kit/third_party/x"),
+     "is not a sha256 hex digest"),
+    (("libx.so.1", "ab" * 32, "libx1 1.0 (rpm)", "MIT", "kit/third_party/x"),
+     "the origin 'libx1 1.0 (rpm)' is not '<package> <version> (dpkg|wheel)'"),
+    (("libx.so.1", "ab" * 32, "libx1 1.0", "MIT", "kit/third_party/x"),
+     "is not '<package> <version> (dpkg|wheel)'"),
+    (("libx.so.1", "ab" * 32, "libx1 1.0 (dpkg)", "MIT"), "4 fields, not 5"),
+])
+def test_a_bundled_row_that_would_not_read_back_is_refused_when_writing(
+        row: tuple[str, ...], words: str) -> None:
+    info = dataclasses.replace(sample(), bundled=(row,))  # type: ignore[arg-type]
+    with pytest.raises(BadInput, match=re.escape(words)):
+        buildinfo.render(info)
+
+
+def test_a_bundled_line_with_a_control_character_is_refused_naming_its_line() -> None:
+    row = (*LIBSTDCXX[:4], "kit/third_party/x\ty")
+    info = dataclasses.replace(sample(), bundled=(row,))  # type: ignore[arg-type]
+    with pytest.raises(BadInput, match=r"line \d+, key 'bundled': holds a tab"):
+        buildinfo.render(info)
+
+
+@pytest.mark.parametrize(("line", "words"), [
+    ("bundled: libx.so.1 | " + "ab" * 32 + " | libx1 1.0 (dpkg) | MIT", "(4 fields)"),
+    ("bundled: libx.so.1 | " + "ab" * 32 + " | libx1 1.0 (dpkg) | MIT | a | b", "(6 fields)"),
+    ("bundled: libx.so.1 | abc | libx1 1.0 (dpkg) | MIT | kit/x", "not a sha256 hex digest"),
+    ("bundled: libx.so.1 | " + "ab" * 32 + " | libx1 (dpkg) | MIT | kit/x",
+     "is not '<package> <version> (dpkg|wheel)'"),
+    ("flavour: fat", "flavour 'fat' is not one of plain, portable"),
+    ("portable_asset: kit.tar.gz", "portable_asset 'kit.tar.gz' is neither 'none' nor"),
+])
+def test_malformed_portable_lines_are_refused_when_reading(line: str, words: str) -> None:
+    lines = [kept for kept in _lines() if not kept.startswith(line.partition(":")[0] + ":")]
+    lines.insert(5, line)
+    with pytest.raises(BadInput, match=re.escape(words)):
+        buildinfo.parse("\n".join(lines) + "\n", "dist/x/BUILDINFO.txt")
+
+
+def test_flavour_and_portable_asset_are_checked_when_writing() -> None:
+    with pytest.raises(BadInput, match="flavour 'fat' is not one of plain, portable"):
+        buildinfo.render(dataclasses.replace(sample(), flavour="fat"))
+    with pytest.raises(BadInput, match=r"portable_asset 'x/y-portable\.tar\.gz' is neither"):
+        buildinfo.render(dataclasses.replace(sample(), portable_asset="x/y-portable.tar.gz"))
+    with pytest.raises(BadInput, match=r"key 'flavour': repeated"):
+        buildinfo.parse(_with("flavour: plain", 3))

@@ -6,6 +6,11 @@ inside the tarball. The published BUILDINFO.txt beside the tarball adds, below t
 belongs to this one run (job count, compile time, driver, GPU, compiler-cache statistics). The
 README documents every key.
 
+A kit built `portable` has a second tarball beside the plain one, `<stem>-portable.tar.gz`: the
+same compile carrying its own libraries in kit/lib/. Its own BUILDINFO.txt (inside it) says
+`flavour: portable` and lists each library it carries on a `bundled` line; the plain kit's
+BUILDINFO.txt (inside and beside) names it in `portable_asset`.
+
 One line is one key: a value with a line break or another control character, and a key that
 appears twice (other than the REPEATED ones), are refused when writing and when reading.
 """
@@ -30,14 +35,25 @@ SCALARS = (
     "arch", "cuda_version", "host_compiler", "cmake_version", "cmake_options", "builder",
     "toolchain", "base_image", "base_image_digest", "source_date_epoch", "pipeline_version",
     "pipeline_revision", "python_version", "zlib_version", "glibc_floor", "sonames", "runpath",
-    "sass", "ptx", "relocatable_device_code",
+    "sass", "ptx", "relocatable_device_code", "flavour", "portable_asset",
 )
 # Scalars added after format 1 was first written: a file without one reads as this value.
 OPTIONAL = {"relocatable_device_code": "none", "python_version": "unknown",
-            "zlib_version": "unknown"}
+            "zlib_version": "unknown", "flavour": "plain", "portable_asset": "none"}
 # The only keys that may appear more than once, and the field each one fills.
 REPEATED = {"symbol_floor": "symbol_floors", "floor": "floor", "sha256": "binaries",
-            "license": "licenses"}
+            "license": "licenses", "bundled": "bundled"}
+# `flavour`: which tarball this file describes. A plain kit needs the libraries its floor
+# names on the machine; a portable one carries them in kit/lib/ (their copyright files in
+# kit/third_party/) and needs only glibc and the NVIDIA driver.
+FLAVOURS = ("plain", "portable")
+PORTABLE_SUFFIX = "-portable.tar.gz"  # the portable tarball: <plain asset stem>-portable.tar.gz
+# A `bundled` line: soname | sha256 | "<package> <version> (<manager>)" | license | notice path.
+BUNDLED_FIELDS = ("soname", "sha256", "origin", "license", "notice")
+BUNDLED_ORIGIN = re.compile(r"(?P<package>[^\s|()]+) (?P<version>[^\s|()]+) "
+                            r"\((?P<manager>dpkg|wheel)\)")
+# One bundled library: (soname, sha256, origin, license, notice path in the tarball).
+Bundled = tuple[str, str, str, str, str]
 RUN_PREFIX = "run."
 RUN_KEY = re.compile(r"[a-z0-9_]+")
 FLOOR_SEPARATOR = " | "
@@ -80,10 +96,17 @@ class BuildInfo:
     # __nv_relfatbin: device-link inputs (-rdc), JIT-linked when the SASS does not fit the GPU,
     # e.g. "SASS sm_86 ×12, PTX ..."
     relocatable_device_code: str = "none"
+    flavour: str = "plain"  # "portable" in the portable tarball's own BUILDINFO.txt
+    # The portable tarball's file name beside this kit's (the plain kit's BUILDINFO.txt, inside
+    # and beside), "none" when the kit has none
+    portable_asset: str = "none"
     symbol_floors: tuple[str, ...] = ()  # e.g. GLIBCXX_3.4.32, one per prefix
     floor: tuple[tuple[str, str], ...] = ()  # the floor table: (requirement, why)
     binaries: tuple[tuple[str, str], ...] = ()  # (sha256, path in the tarball)
     licenses: tuple[str, ...] = ()
+    # the libraries a portable kit carries in kit/lib/: (soname, sha256, "<package> <version>
+    # (dpkg|wheel)", license, the path of its copyright file in the tarball)
+    bundled: tuple[Bundled, ...] = ()
     run: tuple[tuple[str, str], ...] = field(default=())  # below the marker
 
     def run_value(self, key: str) -> str | None:
@@ -114,6 +137,7 @@ def render(info: BuildInfo, *, with_run: bool = True) -> str:
 
 def _entries(info: BuildInfo, *, with_run: bool) -> Iterator[tuple[str | None, str]]:
     """(key, value) in file order; (None, line) for a comment line."""
+    _check_flavour(info.flavour, info.portable_asset, "BUILDINFO.txt")
     for key in SCALARS:
         yield key, str(getattr(info, key))
     for name in info.symbol_floors:
@@ -129,10 +153,64 @@ def _entries(info: BuildInfo, *, with_run: bool) -> Iterator[tuple[str | None, s
         yield "sha256", f"{digest}  {path}"
     for path in info.licenses:
         yield "license", path
+    for row in info.bundled:
+        yield "bundled", bundled_line(row)
     if with_run and info.run:
         yield None, RUN_MARKER
         for key, value in info.run:
             yield f"{RUN_PREFIX}{key}", value
+
+
+def bundled_line(row: Bundled) -> str:
+    """The value of one `bundled` line; BadInput for a row that would not read back as itself
+    (a field that is empty or holds '|', a digest that is not sha256 hex, an origin that is not
+    `<package> <version> (dpkg|wheel)`)."""
+    if len(row) != len(BUNDLED_FIELDS):
+        raise BadInput(f"BUILDINFO.txt key 'bundled': {len(row)} fields, not "
+                       f"{len(BUNDLED_FIELDS)} ({', '.join(BUNDLED_FIELDS)}): {row!r}")
+    _check_bundled(row, "BUILDINFO.txt key 'bundled'")
+    return FLOOR_SEPARATOR.join(row)
+
+
+def _check_bundled(row: tuple[str, ...], where: str) -> None:
+    for name, value in zip(BUNDLED_FIELDS, row, strict=True):
+        if not value.strip() or "|" in value or value != value.strip():
+            raise BadInput(f"{where}: the {name} {value!r} is empty, holds '|' or starts or "
+                           f"ends with a space (' | ' separates the fields)")
+    if not re.fullmatch(r"[0-9a-f]{64}", row[1]):
+        raise BadInput(f"{where}: {row[1]!r} is not a sha256 hex digest")
+    if BUNDLED_ORIGIN.fullmatch(row[2]) is None:
+        raise BadInput(f"{where}: the origin {row[2]!r} is not '<package> <version> "
+                       f"(dpkg|wheel)'")
+
+
+def bundled_origin(package: str, version: str, manager: str) -> str:
+    """The origin field of a `bundled` line: `libstdc++6 14.2.0-19 (dpkg)`."""
+    origin = f"{package} {version} ({manager})"
+    if BUNDLED_ORIGIN.fullmatch(origin) is None:
+        raise BadInput(f"BUILDINFO.txt key 'bundled': the origin {origin!r} is not '<package> "
+                       f"<version> (dpkg|wheel)' (no spaces, '|' or parentheses in the package "
+                       f"or the version)")
+    return origin
+
+
+def split_origin(origin: str) -> tuple[str, str, str]:
+    """(package, version, manager) of a `bundled` line's origin field."""
+    match = BUNDLED_ORIGIN.fullmatch(origin)
+    if match is None:
+        raise BadInput(f"not a bundled library's origin ('<package> <version> (dpkg|wheel)'): "
+                       f"{origin[:80]!r}")
+    return match["package"], match["version"], match["manager"]
+
+
+def _check_flavour(flavour: str, portable_asset: str, where: str) -> None:
+    if flavour not in FLAVOURS:
+        raise BadInput(f"{where}: flavour {flavour!r} is not one of {', '.join(FLAVOURS)}")
+    if portable_asset != "none" and (
+            not portable_asset.endswith(PORTABLE_SUFFIX) or "/" in portable_asset
+            or portable_asset == PORTABLE_SUFFIX):
+        raise BadInput(f"{where}: portable_asset {portable_asset!r} is neither 'none' nor a "
+                       f"file name ending in {PORTABLE_SUFFIX}")
 
 
 def _check_value(value: str, where: str) -> None:
@@ -197,7 +275,9 @@ def _build(scalars: dict[str, str], repeated: dict[str, list[str]],
     values["floor"] = tuple(_split_row(row, source) for row in repeated["floor"])
     values["binaries"] = tuple(_split_hash(row, source) for row in repeated["binaries"])
     values["licenses"] = tuple(repeated["licenses"])
+    values["bundled"] = tuple(_split_bundled(row, source) for row in repeated["bundled"])
     values["run"] = tuple(run)
+    _check_flavour(scalars["flavour"], scalars["portable_asset"], source)
     return BuildInfo(**values)  # type: ignore[arg-type]
 
 
@@ -206,6 +286,16 @@ def _split_row(row: str, source: str) -> tuple[str, str]:
     if not sep:
         raise BadInput(f"{source}: floor row without ' | ': {row[:60]!r}")
     return requirement, why
+
+
+def _split_bundled(row: str, source: str) -> Bundled:
+    fields = row.split(FLOOR_SEPARATOR)
+    if len(fields) != len(BUNDLED_FIELDS):
+        raise BadInput(f"{source}: bundled line is not '{' | '.join(BUNDLED_FIELDS)}' "
+                       f"({len(fields)} fields): {row[:80]!r}")
+    _check_bundled(tuple(fields), f"{source}: bundled line {row[:60]!r}")
+    soname, digest, origin, license_, notice = fields
+    return soname, digest, origin, license_, notice
 
 
 def _split_hash(row: str, source: str) -> tuple[str, str]:

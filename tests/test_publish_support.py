@@ -30,6 +30,7 @@ REVISION = "9899488d" + "0123456789abcdef0123456789abcdef"
 KIT = "example"
 TAG = "example-v0.3.0-linux-sm86"
 ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
+PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"  # kitdir.portable_name(ASSET)
 FAST = RetryPolicy(attempts=6, first_delay=0.001, max_delay=0.01, scale=0.001)
 CANARY = "ghp_CANARY0123456789abcdefCANARY98765"
 B2_CANARY = "K005CANARYb2applicationkey0123456789"
@@ -67,10 +68,15 @@ def info_for(kit: str = KIT, *, revision: str = REVISION, version: str = "0.3.0"
 
 
 def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo | None = None,
-             tag: str = TAG, asset: str = ASSET) -> kitdir.KitDir:
+             tag: str = TAG, asset: str = ASSET, portable: bool = False) -> kitdir.KitDir:
     """A finished kit folder dist/<tag>/, made as the build makes one (pack, checksums,
-    kitdir.install). `payload` adds a file to the tarball: another payload, another kit."""
+    kitdir.install). `payload` adds a file to the tarball: another payload, another kit.
+    `portable` adds the portable sibling <stem>-portable.tar.gz (see `portable_tree`), named
+    in BUILDINFO.txt's portable_asset and listed in both checksum files."""
     info = info or info_for()
+    sibling = kitdir.portable_name(asset) if portable else None
+    if sibling is not None:
+        info = dataclasses.replace(info, portable_asset=sibling)
     work = dist.parent / f".kit-work-{os.getpid()}-{len(payload)}-{hash(payload) & 0xffff}"
     shutil.rmtree(work, ignore_errors=True)
     tree = work / "kit"
@@ -86,15 +92,39 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     staging = work / "staging"
     staging.mkdir()
     tarball = pack_tree(tree, staging / asset, mtime=info.source_date_epoch, threads=1)
+    sha256s, sha1s = {asset: tarball.sha256}, {asset: tarball.sha1}
+    if sibling is not None:
+        portable_tree(tree, info)
+        packed = pack_tree(tree, staging / sibling, mtime=info.source_date_epoch, threads=1)
+        sha256s[sibling], sha1s[sibling] = packed.sha256, packed.sha1
     written = write_file(staging / kitdir.BUILDINFO, buildinfo.render(info).encode())
     (staging / kitdir.BUILD_LOG).write_text("[1/1] Linking ninfer\n")
-    write_sha256sums(staging / kitdir.SHA256SUMS,
-                     {asset: tarball.sha256, kitdir.BUILDINFO: written.sha256})
-    write_file(staging / kitdir.SHA1SUMS, f"{tarball.sha1}  {asset}\n".encode())
+    write_sha256sums(staging / kitdir.SHA256SUMS, {**sha256s, kitdir.BUILDINFO: written.sha256})
+    write_file(staging / kitdir.SHA1SUMS, kitdir.render_sha1sums(sha1s).encode())
     dist.mkdir(parents=True, exist_ok=True)
     placed = kitdir.install(staging, dist, tag, info.kit)
     shutil.rmtree(work, ignore_errors=True)
     return placed
+
+
+BUNDLED_LIBRARY = b"\x7fELF (a bundled library, for the tests)\n"
+
+
+def portable_tree(tree: Path, info: BuildInfo) -> None:
+    """Make the plain kit tree `tree` (kit/) its portable flavour, in place: kit/lib/ with one
+    bundled library, its copyright file in kit/third_party/, and its own BUILDINFO.txt
+    (flavour portable, one bundled line)."""
+    import hashlib
+
+    (tree / "lib").mkdir(exist_ok=True)
+    (tree / "lib" / "libbundled.so.1").write_bytes(BUNDLED_LIBRARY)
+    notice = tree / "third_party" / "libbundled1" / "copyright"
+    notice.parent.mkdir(parents=True)
+    notice.write_text("Copyright: the bundled library's authors\nLicense: MIT\n")
+    own = dataclasses.replace(info, flavour="portable", portable_asset="none", bundled=(
+        ("libbundled.so.1", hashlib.sha256(BUNDLED_LIBRARY).hexdigest(),
+         "libbundled1 1.0-1 (dpkg)", "MIT", "kit/third_party/libbundled1/copyright"),))
+    (tree / kitdir.BUILDINFO).write_text(buildinfo.render(own, with_run=False))
 
 
 def matrix_file(folder: Path, *, github: GitHubTarget | None = None,

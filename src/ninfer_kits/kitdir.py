@@ -1,13 +1,22 @@
 """A finished kit folder, dist/<tag>/: what `build` writes and `publish`, `verify` and `fetch` read.
 
     dist/<tag>/          the kit's release tag, rendered from matrix.toml
-      <asset>            the kit tarball (the one *.tar.gz)
-      BUILDINFO.txt      how it was built; its `kit` key names the matrix entry that owns the folder
-      SHA256SUMS         sha256 of <asset> and of BUILDINFO.txt, sorted by name (`sha256sum -c`)
-      SHA1SUMS           the SHA-1 of <asset> (`sha1sum -c`)
+      <asset>            the kit tarball (<stem>.tar.gz)
+      <stem>-portable.tar.gz
+                         only for a kit built `portable`: the same compile carrying its own
+                         libraries (kit/lib/, their copyright files in kit/third_party/, its own
+                         kit/BUILDINFO.txt with `flavour: portable`)
+      BUILDINFO.txt      how it was built; its `kit` key names the matrix entry that owns the
+                         folder, its `portable_asset` key the portable tarball (or `none`)
+      SHA256SUMS         sha256 of <asset>, of BUILDINFO.txt and of the portable tarball when
+                         there is one, sorted by name (`sha256sum -c`)
+      SHA1SUMS           the SHA-1 of <asset> and of the portable tarball, one line each,
+                         sorted by name (`sha1sum -c`)
       build.log          the configure and compile log
 
-Nothing else is in a kit folder. `read_kit_dir` checks all of it (and every hash, unless asked
+Nothing else is in a kit folder. Which tarball is the plain one is decided by pairing: with two,
+one must be the other's `-portable` sibling (`portable_name`); one alone is the plain kit,
+whatever its name. `read_kit_dir` checks all of it (and every hash, unless asked
 not to) and returns a KitDir; `install` puts a finished staging folder in place of dist/<tag>/
 with one rename, refuses to replace a folder that belongs to another kit, and puts the previous
 folder back when the rename fails.
@@ -20,13 +29,13 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ninfer_kits import buildinfo
-from ninfer_kits.buildinfo import BuildInfo
+from ninfer_kits.buildinfo import PORTABLE_SUFFIX, BuildInfo
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.pipeline.pack import hash_file, read_sha256sums
 
@@ -37,6 +46,20 @@ BUILD_LOG = "build.log"
 TARBALL_SUFFIX = ".tar.gz"
 FIXED_FILES = (BUILDINFO, SHA256SUMS, SHA1SUMS, BUILD_LOG)
 SHA1SUMS_LINE = re.compile(r"(?P<hash>[0-9a-f]{40})  (?P<name>[^\n]+)\n")
+
+
+def portable_name(asset: str) -> str:
+    """The portable tarball's name beside the plain kit `asset`:
+    ninfer-example-kit-v0.3.0-sm86.tar.gz → ninfer-example-kit-v0.3.0-sm86-portable.tar.gz."""
+    if not asset.endswith(TARBALL_SUFFIX) or asset == TARBALL_SUFFIX:
+        raise ValueError(f"{asset!r} is not a kit tarball's name (<stem>{TARBALL_SUFFIX})")
+    return asset.removesuffix(TARBALL_SUFFIX) + PORTABLE_SUFFIX
+
+
+def render_sha1sums(sha1s: Mapping[str, str]) -> str:
+    """SHA1SUMS (tarball name → SHA-1 hex) as `sha1sum -c` reads it: one line per tarball,
+    sorted by name, as `read_kit_dir` expects."""
+    return "".join(f"{sha1s[name]}  {name}\n" for name in sorted(sha1s))
 
 
 class KitDirInvalid(CheckFailed):
@@ -50,6 +73,21 @@ class TagTaken(BadInput):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Flavour:
+    """A second tarball of the kit folder (the portable one), read and checked."""
+
+    folder: Path  # dist/<tag>, the kit folder that holds it
+    asset: str  # its file name, <stem>-portable.tar.gz
+    size: int
+    sha256: str  # as SHA256SUMS lists it
+    sha1: str  # as SHA1SUMS lists it
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.asset
+
+
+@dataclass(frozen=True, kw_only=True)
 class KitDir:
     """One finished kit folder, read and checked."""
 
@@ -60,7 +98,8 @@ class KitDir:
     sha256: str  # of the tarball, as SHA256SUMS lists it
     sha1: str  # of the tarball, as SHA1SUMS lists it
     buildinfo_sha256: str  # of BUILDINFO.txt, as SHA256SUMS lists it
-    verified: bool  # every hash above was checked against the bytes
+    verified: bool  # every hash above (and the portable tarball's) was checked against the bytes
+    portable: Flavour | None = None  # the portable tarball beside <asset>, when built
 
     @property
     def tag(self) -> str:
@@ -85,66 +124,120 @@ class KitDir:
     @property
     def files(self) -> tuple[str, ...]:
         """Every file of the folder, sorted by name."""
-        return tuple(sorted((*FIXED_FILES, self.asset)))
+        return tuple(sorted((*FIXED_FILES, *self.tarballs)))
+
+    @property
+    def tarballs(self) -> tuple[str, ...]:
+        """The tarballs' names: the plain kit, then the portable one when there is one."""
+        return (self.asset, self.portable.asset) if self.portable else (self.asset,)
 
 
 def read_kit_dir(path: Path, *, verify: bool = True) -> KitDir:
-    """Read dist/<tag>/ and check its layout, its checksum files and (with `verify`) that the
-    hashes they list are the files' own. KitDirInvalid names the folder and what is wrong."""
+    """Read dist/<tag>/ and check its layout, its checksum files, that BUILDINFO.txt names the
+    portable tarball the folder holds (or none), and (with `verify`) that the hashes they list
+    are the files' own. KitDirInvalid names the folder and what is wrong."""
     if not path.is_dir():
         raise BadInput(f"{path}: not a kit folder (no such folder)")
-    asset = _check_layout(path)
+    asset, portable = _check_layout(path)
     try:
         info = buildinfo.read(path / BUILDINFO)
         sums = read_sha256sums(path / SHA256SUMS)
     except BadInput as error:
         raise KitDirInvalid(f"kit folder {path}: {error}") from None
-    if sorted(sums) != sorted((asset, BUILDINFO)):
+    _check_flavours(path, info, portable)
+    tarballs = (asset, portable) if portable else (asset,)
+    expected = sorted((*tarballs, BUILDINFO))
+    if sorted(sums) != expected:
         raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {', '.join(sorted(sums))}; "
-                            f"it must list exactly {asset} and {BUILDINFO}")
-    sha1 = _read_sha1sums(path / SHA1SUMS, asset)
+                            f"it must list exactly {', '.join(expected)}")
+    sha1 = _read_sha1sums(path / SHA1SUMS, tarballs)
+    sibling = None if portable is None else Flavour(
+        folder=path, asset=portable, size=(path / portable).stat().st_size,
+        sha256=sums[portable], sha1=sha1[portable])
     kit = KitDir(path=path, asset=asset, info=info, size=(path / asset).stat().st_size,
-                 sha256=sums[asset], sha1=sha1, buildinfo_sha256=sums[BUILDINFO],
-                 verified=False)
+                 sha256=sums[asset], sha1=sha1[asset], buildinfo_sha256=sums[BUILDINFO],
+                 verified=False, portable=sibling)
     return _verified(kit) if verify else kit
 
 
-def _check_layout(path: Path) -> str:
-    """The tarball's name, once the folder holds exactly the files of a kit folder."""
+def _check_layout(path: Path) -> tuple[str, str | None]:
+    """The tarballs' names (the plain kit's, the portable one's or None), once the folder holds
+    exactly the files of a kit folder."""
     names = sorted(os.listdir(path))
     tarballs = [name for name in names if name.endswith(TARBALL_SUFFIX)]
-    if len(tarballs) != 1:
-        found = ", ".join(tarballs) or "none"
-        raise KitDirInvalid(f"kit folder {path}: holds {len(tarballs)} tarballs ({found}); a kit "
-                            f"folder holds exactly one *{TARBALL_SUFFIX}")
+    asset, portable = _paired(path, tarballs)
+    kept = (*FIXED_FILES, *tarballs)
     missing = [name for name in FIXED_FILES if name not in names]
     if missing:
         raise KitDirInvalid(f"kit folder {path}: {', '.join(missing)} missing")
-    extra = [name for name in names if name not in (*FIXED_FILES, tarballs[0])]
+    extra = [name for name in names if name not in kept]
     if extra:
         raise KitDirInvalid(f"kit folder {path}: holds {', '.join(extra)}, which is not part of "
-                            f"a kit folder ({', '.join((*FIXED_FILES, tarballs[0]))})")
-    for name in (*FIXED_FILES, tarballs[0]):
+                            f"a kit folder ({', '.join(kept)})")
+    for name in kept:
         if not stat.S_ISREG((path / name).lstat().st_mode):
             raise KitDirInvalid(f"kit folder {path}: {name} is not a regular file")
-    return tarballs[0]
+    return asset, portable
 
 
-def _read_sha1sums(path: Path, asset: str) -> str:
+def _paired(path: Path, tarballs: list[str]) -> tuple[str, str | None]:
+    """(the plain tarball, its portable sibling or None): one tarball alone is the plain kit;
+    with two, one must be the other's `-portable` sibling."""
+    if len(tarballs) == 1:
+        return tarballs[0], None
+    if len(tarballs) == 2:
+        first, second = tarballs
+        for plain, portable in ((first, second), (second, first)):
+            if plain != TARBALL_SUFFIX and portable == portable_name(plain):
+                return plain, portable
+        raise KitDirInvalid(f"kit folder {path}: holds 2 tarballs ({first}, {second}) that are "
+                            f"not a pair; beside the kit's one *{TARBALL_SUFFIX} a kit folder "
+                            f"holds at most its portable sibling <stem>{PORTABLE_SUFFIX}")
+    found = ", ".join(tarballs) or "none"
+    raise KitDirInvalid(f"kit folder {path}: holds {len(tarballs)} tarballs ({found}); a kit "
+                        f"folder holds exactly one *{TARBALL_SUFFIX}, and beside it at most its "
+                        f"portable sibling <stem>{PORTABLE_SUFFIX}")
+
+
+def _check_flavours(path: Path, info: BuildInfo, portable: str | None) -> None:
+    """BUILDINFO.txt beside the tarballs is the plain kit's, and names the portable tarball the
+    folder holds (`none` when it holds none)."""
+    if info.flavour != "plain":
+        raise KitDirInvalid(f"kit folder {path}: {BUILDINFO} says flavour {info.flavour!r}; the "
+                            f"one beside the tarballs is the plain kit's")
+    named = None if info.portable_asset == "none" else info.portable_asset
+    if named != portable:
+        holds = f"holds {portable}" if portable else "holds no portable tarball"
+        raise KitDirInvalid(f"kit folder {path}: {BUILDINFO} names portable_asset "
+                            f"{info.portable_asset}, but the folder {holds}")
+
+
+def _read_sha1sums(path: Path, tarballs: tuple[str, ...]) -> dict[str, str]:
+    """Tarball name → SHA-1, once SHA1SUMS is exactly one line per tarball, sorted by name."""
     text = path.read_text(encoding="utf-8", errors="replace")
-    match = SHA1SUMS_LINE.fullmatch(text)
-    if match is None or match["name"] != asset:
-        raise KitDirInvalid(f"{path}: expected one line '<sha1>  {asset}', got {text[:120]!r}")
-    return match["hash"]
+    matches = [SHA1SUMS_LINE.fullmatch(line) for line in text.splitlines(keepends=True)]
+    found = [match["name"] if match else None for match in matches]
+    if found != sorted(tarballs):
+        shape = ", ".join(f"'<sha1>  {name}'" for name in sorted(tarballs))
+        lines = f"{len(tarballs)} lines" if len(tarballs) > 1 else "one line"
+        raise KitDirInvalid(f"{path}: expected {lines} {shape}, got {text[:200]!r}")
+    return {match["name"]: match["hash"] for match in matches if match is not None}
 
 
 def _verified(kit: KitDir) -> KitDir:
     tarball, info = hash_file(kit.tarball), hash_file(kit.buildinfo_path)
-    for name, listed, actual, sums in (
+    checks = [
         (kit.asset, kit.sha256, tarball.sha256, SHA256SUMS),
         (kit.asset, kit.sha1, tarball.sha1, SHA1SUMS),
         (BUILDINFO, kit.buildinfo_sha256, info.sha256, SHA256SUMS),
-    ):
+    ]
+    if kit.portable is not None:
+        portable = hash_file(kit.portable.path)
+        checks += [
+            (kit.portable.asset, kit.portable.sha256, portable.sha256, SHA256SUMS),
+            (kit.portable.asset, kit.portable.sha1, portable.sha1, SHA1SUMS),
+        ]
+    for name, listed, actual, sums in checks:
         if listed != actual:
             raise KitDirInvalid(f"kit folder {kit.path}: {name} does not match {sums} (listed "
                                 f"{listed}, the file hashes to {actual})")
@@ -215,7 +308,8 @@ def install(staging: Path, dist_dir: Path, tag: str, kit: str) -> KitDir:
             raise
         _fsync_dir(dist_dir)
         shutil.rmtree(retired, ignore_errors=True)
-    return replace(placed, path=final)
+    return replace(placed, path=final, portable=placed.portable and replace(
+        placed.portable, folder=final))
 
 
 @contextmanager

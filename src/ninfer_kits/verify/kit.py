@@ -39,8 +39,10 @@ def open_kit(path: Path) -> Iterator[KitOnDisk]:
             root = path if (path / "kit").is_dir() else path.parent
             yield _read(str(path), root, "a kit folder: no checksums to check")
             return
-        if (path / "SHA256SUMS").is_file() and len(tarballs) == 1:
-            finished = read_kit_dir(path)  # every file and hash of the dist/<tag>/ contract
+        if (path / "SHA256SUMS").is_file() and len(tarballs) in (1, 2):
+            # every file and hash of the dist/<tag>/ contract (a second tarball must be the
+            # kit's portable sibling); the plain kit is the one verified
+            finished = read_kit_dir(path)
             with _unpacked(finished.tarball) as root:
                 yield _read(str(path), root, f"SHA256SUMS ok ({len(finished.files)} files)")
             return

@@ -27,6 +27,7 @@ from test_publish_support import (
     ASSET,
     B2_CANARY,
     CANARY,
+    PORTABLE,
     TAG,
     Captured,
     cli,
@@ -128,6 +129,54 @@ def test_dry_run_writes_the_exact_release_and_touches_nothing_remote(
     assert again.returncode == 0, again.stderr
 
 
+def test_a_portable_sibling_is_published_after_the_tarball_and_recorded(
+        tmp_path: Path, program: Path) -> None:
+    kit = make_kit(tmp_path / "dist", program, portable=True)
+    assert kit.portable is not None
+    matrix = load(matrix_file(tmp_path))
+    out = tmp_path / "published"
+    done = publish(kit.path, matrix, [LocalStore(out)], tmp_path, Captured().reporter)
+    order = [ASSET, PORTABLE, "BUILDINFO.txt", "SHA1SUMS", "ninfer-kits.pyz", "SHA256SUMS"]
+    assert [asset.name for asset in done.release.assets] == order
+    assert done.uploaded == tuple(("local", name) for name in order)
+    sibling = done.release.asset(PORTABLE)
+    assert (sibling.path, sibling.size, sibling.sha256, sibling.sha1) == (
+        kit.portable.path, kit.portable.size, kit.portable.sha256, kit.portable.sha1)
+    assert sibling.content_type == "application/gzip"
+    folder = out / TAG
+    assert {p.name for p in folder.iterdir()} == FILES | {PORTABLE, NOTES_FILE}
+    assert (folder / PORTABLE).read_bytes() == kit.portable.path.read_bytes()
+    checked = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=folder, capture_output=True,
+                             text=True)
+    assert checked.returncode == 0 and checked.stdout.count(": OK") == 3, checked.stdout
+    entry = ledger.read(tmp_path / "releases" / f"{TAG}.toml")
+    assert (entry.asset, entry.portable_asset, entry.portable_sha256, entry.portable_size) == (
+        ASSET, PORTABLE, kit.portable.sha256, kit.portable.size)
+    assert [a.name for a in entry.assets] == order
+    assert entry.url(PORTABLE) == (folder / PORTABLE).as_uri()
+    text = (tmp_path / "releases" / f"{TAG}.toml").read_text()
+    assert (f'asset = "{ASSET}"\nportable_asset = "{PORTABLE}"\nportable_sha256 = '
+            f'"{kit.portable.sha256}"\nportable_size = {kit.portable.size}\npublished_at = ') \
+        in text
+    body = (folder / NOTES_FILE).read_text()
+    assert f"`{PORTABLE}` is the same build carrying its own libraries" in body
+    assert "sha256sum -c --ignore-missing SHA256SUMS" in body
+    # again: nothing to do, the ledger is unchanged
+    again = publish(kit.path, matrix, [LocalStore(out)], tmp_path, Captured().reporter)
+    assert again.uploaded == () and not again.ledger_changed
+
+
+def test_a_kit_without_a_portable_sibling_records_none(tmp_path: Path,
+                                                       kit: kitdir.KitDir) -> None:
+    done = publish(kit.path, load(matrix_file(tmp_path)), [LocalStore(tmp_path / "out")],
+                   tmp_path, Captured().reporter)
+    assert PORTABLE not in [asset.name for asset in done.release.assets]
+    entry = ledger.read(tmp_path / "releases" / f"{TAG}.toml")
+    assert (entry.portable_asset, entry.portable_sha256, entry.portable_size) == (None,) * 3
+    assert "\nportable_" not in (tmp_path / "releases" / f"{TAG}.toml").read_text()
+    assert "-portable" not in done.release.notes and "--ignore-missing" not in done.release.notes
+
+
 # --------------------------------------------------------------------------- the notes
 
 
@@ -143,11 +192,27 @@ def test_notes_hold_the_floor_the_commands_the_revision_and_the_license() -> Non
     assert "| SASS sm_86 \\| only |" in text  # a | in a cell does not split the table
     assert f"https://github.com/ninfer-kits/example-engine/commit/{info.revision}" in text
     assert "`LICENSE`, `NOTICE`" in text and "redistributed under the upstream's license" in text
+    assert "portable" not in text and "--ignore-missing" not in text
     real = info_for()
     real = type(real)(**{**real.__dict__, "upstream": "Don-Chad/ninfer-3090",
                          "upstream_url": "https://github.com/Don-Chad/ninfer-3090.git"})
     assert notes.revision_url(real) == \
         f"https://github.com/Don-Chad/ninfer-3090/commit/{real.revision}"
+
+
+def test_notes_of_a_kit_with_a_portable_sibling_say_what_it_is_and_how_to_get_it() -> None:
+    base = "https://github.com/ninfer-kits/ninfer-kits/releases/download/" + TAG
+    text = notes.render(info_for(), tag=TAG, asset=ASSET, download_base=base, portable=PORTABLE)
+    lines = text.splitlines()
+    what = next(line for line in lines if line.startswith(f"`{PORTABLE}`"))
+    assert "carrying its own libraries" in what and "`kit/lib/`" in what
+    assert "`kit/third_party/`" in what and "only glibc and the NVIDIA driver" in what
+    assert (f"curl -fLO {base}/{PORTABLE} && curl -fLO {base}/SHA256SUMS && "
+            f"sha256sum -c --ignore-missing SHA256SUMS && tar xzf {PORTABLE}") in lines
+    # SHA256SUMS lists both tarballs: the plain kit's check skips the one not downloaded
+    assert "sha256sum -c --ignore-missing SHA256SUMS" in lines
+    assert "sha256sum -c SHA256SUMS" not in lines
+    assert lines.index(what) < lines.index("## What a machine needs to run it")
 
 
 # --------------------------------------------------------------------------- the ledger
@@ -167,6 +232,51 @@ def _entry() -> ledger.LedgerEntry:
         assets=(ledger.LedgerAsset(name=ASSET, size=12, sha256="a" * 64, sha1="b" * 40,
                                    urls=(("b2", "https://f000/x"), ("github", "https://gh/x"))),),
         floor=(*info.floor, ('quote " and \\ and \x7f', "tab\there")))
+
+
+def _portable_entry() -> ledger.LedgerEntry:
+    entry = _entry()
+    sibling = ledger.LedgerAsset(name=PORTABLE, size=34, sha256="c" * 64, sha1="d" * 40,
+                                 urls=(("github", "https://gh/p"),))
+    return type(entry)(**{**entry.__dict__, "assets": (entry.assets[0], sibling),
+                          "portable_asset": PORTABLE, "portable_sha256": "c" * 64,
+                          "portable_size": 34})
+
+
+def test_the_ledger_records_the_portable_tarball_and_older_files_read_without_it(
+        tmp_path: Path) -> None:
+    path = ledger.path_for(tmp_path / "releases", TAG)
+    ledger.write(path, _portable_entry())
+    read = ledger.read(path)
+    assert read == _portable_entry()
+    assert (read.portable_asset, read.portable_sha256, read.portable_size) == (
+        PORTABLE, "c" * 64, 34)
+    assert read.url(PORTABLE) == "https://gh/p"
+    # a file written before portable kits (or for a kit without one): no portable keys
+    older = ledger.render(_entry())
+    assert "portable" not in older
+    assert ledger.parse(older).portable_asset is None
+    assert not read.same_release(_entry())
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (('portable_size = 34\n', ""), "portable_asset, portable_sha256 without portable_size"),
+    ((f'portable_asset = "{PORTABLE}"', 'portable_asset = "other-portable.tar.gz"'),
+     "portable_asset 'other-portable.tar.gz' is not another asset among [[assets]]"),
+    ((f'portable_asset = "{PORTABLE}"', f'portable_asset = "{ASSET}"'),
+     "is not another asset among [[assets]]"),
+    (("portable_size = 34", "portable_size = 35"),
+     f"portable_sha256 and portable_size differ from the [[assets]] entry of {PORTABLE}"),
+    (('portable_sha256 = "' + "c" * 64, 'portable_sha256 = "' + "e" * 64), "differ from"),
+    (('portable_sha256 = "' + "c" * 64, 'portable_sha256 = "xyz'),
+     "portable_sha256 is not a sha256 hex digest"),
+    (("portable_size = 34", "portable_size = true"), "portable_size must be a whole number"),
+])
+def test_a_damaged_portable_record_is_refused(change: tuple[str, str], message: str) -> None:
+    text = ledger.render(_portable_entry())
+    assert change[0] in text
+    with pytest.raises(BadInput, match=re.escape(message)):
+        ledger.parse(text.replace(*change), "releases/x.toml")
 
 
 def test_the_ledger_reads_back_as_written_and_names_urls(tmp_path: Path) -> None:
@@ -212,7 +322,7 @@ def test_a_damaged_ledger_is_refused_naming_what_is_wrong(
 
 def test_the_ledger_format_is_documented_key_by_key() -> None:
     readme = (ROOT / "releases" / "README.md").read_text()
-    text = ledger.render(_entry())
+    text = ledger.render(_portable_entry())
     keys = set(re.findall(r"^([a-z_0-9]+) = ", text, re.MULTILINE)) - {"b2", "github"}
     missing = [key for key in sorted(keys) if f"`{key}`" not in readme]
     assert not missing, f"releases/README.md does not document {missing}"

@@ -29,6 +29,7 @@ from test_publish_support import (
     ASSET,
     CANARY,
     FAST,
+    PORTABLE,
     TAG,
     Captured,
     cli,
@@ -153,6 +154,38 @@ def test_uploads_go_in_order_with_sha256sums_last(server: GitHubServer, kit: kit
     assert uploaded == list(NAMES)
     published = next(e.seq for e in server.events if e.name == "release.published")
     assert all(e.seq < published for e in server.events if e.name == "asset.uploaded")
+
+
+def test_a_portable_sibling_goes_up_right_after_the_tarball_and_into_the_ledger(
+        server: GitHubServer, program: Path, tmp_path: Path) -> None:
+    kit = make_kit(tmp_path / "dist", program, portable=True)
+    assert kit.portable is not None
+    outcome = run(server, kit, tmp_path)
+    order = [ASSET, PORTABLE, *NAMES[1:]]
+    uploaded = [e.body["name"] for e in server.requests("POST", "/api/uploads/")
+                if e.status == 201]
+    assert uploaded == order
+    verified = [e.body["name"] for e in server.requests("GET", r"/releases/assets/\d+$")]
+    assert verified == order  # each read back by id right after its upload, as the others
+    release = server.snapshot().published("o/r", TAG)
+    assert release is not None
+    assert sorted(a.name for a in release.assets) == sorted(order)
+    for name in order:
+        asset = release.asset(name)
+        assert asset is not None and asset.state == "uploaded"
+        assert asset.data == asset_bytes(kit, name), name
+    sums = release.asset("SHA256SUMS")
+    assert sums is not None and f"{kit.portable.sha256}  {PORTABLE}\n" in sums.data.decode()
+    assert f"{server.web_url}/o/r/releases/download/{TAG}/{PORTABLE}" in release.body
+    entry = ledger.read(outcome.ledger)
+    assert [a.name for a in entry.assets] == order
+    assert (entry.portable_asset, entry.portable_sha256, entry.portable_size) == (
+        PORTABLE, kit.portable.sha256, kit.portable.size)
+    assert entry.url(PORTABLE) == f"{server.web_url}/o/r/releases/download/{TAG}/{PORTABLE}"
+    # a re-run finds the whole release, the sibling included, and changes nothing
+    mark = len(server.events)
+    again = run(server, kit, tmp_path)
+    assert not again.changed and changes(server, mark) == []
 
 
 def test_a_rerun_after_success_changes_nothing_and_says_so(server: GitHubServer,

@@ -61,6 +61,11 @@ class LedgerEntry:
     stores: tuple[LedgerStore, ...]
     assets: tuple[LedgerAsset, ...]
     floor: tuple[tuple[str, str], ...]  # (requirement, why)
+    # the portable tarball (one of `assets`), for a kit built portable; None for the others
+    # and in files written before portable kits
+    portable_asset: str | None = None
+    portable_sha256: str | None = None
+    portable_size: int | None = None
 
     def url(self, name: str | None = None, store: str | None = None) -> str:
         """The download URL of asset `name` (default: the tarball) from `store` (default: the
@@ -103,6 +108,7 @@ def render(entry: LedgerEntry) -> str:
         "each key.",
         f"format = {entry.format}",
         *(f"{name} = {_string(getattr(entry, name))}" for name in _SCALARS),
+        *_portable_lines(entry),
         f"published_at = {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
     ]
     for store in entry.stores:
@@ -117,6 +123,16 @@ def render(entry: LedgerEntry) -> str:
         lines += ["", "[[floor]]", f"requirement = {_string(requirement)}",
                   f"why = {_string(why)}"]
     return "\n".join(lines) + "\n"
+
+
+def _portable_lines(entry: LedgerEntry) -> list[str]:
+    if entry.portable_asset is None:
+        return []
+    if entry.portable_sha256 is None or entry.portable_size is None:
+        raise ValueError(f"{entry.tag}: portable_asset without its sha256 and size")
+    return [f"portable_asset = {_string(entry.portable_asset)}",
+            f"portable_sha256 = {_string(entry.portable_sha256)}",
+            f"portable_size = {entry.portable_size}"]
 
 
 def write(path: Path, entry: LedgerEntry) -> None:
@@ -165,8 +181,40 @@ def parse(text: str, source: str = "ledger") -> LedgerEntry:
         raise BadInput(f"{source}: asset {values['asset']!r} is not among [[assets]]")
     floor = tuple((_text(row, "requirement", source), _text(row, "why", source))
                   for row in _tables(data, "floor", source, required=False))
+    portable = _portable(data, assets, values["asset"], source)
     return LedgerEntry(format=FORMAT, **values, published_at=when, stores=stores,
-                       assets=assets, floor=floor)
+                       assets=assets, floor=floor, portable_asset=portable[0],
+                       portable_sha256=portable[1], portable_size=portable[2])
+
+
+_PORTABLE = ("portable_asset", "portable_sha256", "portable_size")
+
+
+def _portable(data: Mapping[str, Any], assets: tuple[LedgerAsset, ...], asset: str,
+              source: str) -> tuple[str | None, str | None, int | None]:
+    """(portable_asset, portable_sha256, portable_size): all three or none of them (files
+    written before portable kits have none), naming an asset of [[assets]] as recorded there."""
+    given = [key for key in _PORTABLE if key in data]
+    if not given:
+        return None, None, None
+    if len(given) != len(_PORTABLE):
+        missing = ", ".join(key for key in _PORTABLE if key not in data)
+        raise BadInput(f"{source}: {', '.join(given)} without {missing}")
+    name = _text(data, "portable_asset", source)
+    digest = _text(data, "portable_sha256", source)
+    size = data["portable_size"]
+    if _HEX["sha256"].fullmatch(digest) is None:
+        raise BadInput(f"{source}: portable_sha256 is not a sha256 hex digest")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise BadInput(f"{source}: portable_size must be a whole number of bytes")
+    recorded = next((item for item in assets if item.name == name), None)
+    if name == asset or recorded is None:
+        raise BadInput(f"{source}: portable_asset {name!r} is not another asset among "
+                       f"[[assets]]")
+    if (recorded.sha256, recorded.size) != (digest, size):
+        raise BadInput(f"{source}: portable_sha256 and portable_size differ from the "
+                       f"[[assets]] entry of {name}")
+    return name, digest, size
 
 
 def _text(table: Mapping[str, Any], key: str, source: str) -> str:

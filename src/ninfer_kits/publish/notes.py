@@ -1,6 +1,6 @@
 """Release notes, rendered from the kit's BUILDINFO.txt: what the kit is for, how to download
-and check it, what a machine needs to run it (the floor table), which upstream revision it is,
-and under which licenses it is redistributed."""
+and check it (and its portable sibling, when it has one), what a machine needs to run it (the
+floor table), which upstream revision it is, and under which licenses it is redistributed."""
 
 from __future__ import annotations
 
@@ -44,15 +44,30 @@ def _pyz_lines(base: str, tag: str, fetch_hint: str | None) -> list[str]:
             f"{fetch_hint}", "```", ""]
 
 
+def _portable_lines(base: str, portable: str | None) -> list[str]:
+    """What the portable tarball is, and its download-and-check one-liner (when the kit has
+    one)."""
+    if portable is None:
+        return []
+    return [f"`{portable}` is the same build carrying its own libraries (`kit/lib/`, their "
+            f"copyright files in `kit/third_party/`): a machine needs only glibc and the NVIDIA "
+            f"driver (its own `kit/BUILDINFO.txt` has the exact floor):", "",
+            "```sh", f"curl -fLO {base}/{portable} && curl -fLO {base}/SHA256SUMS && "
+            f"sha256sum -c --ignore-missing SHA256SUMS && tar xzf {portable}", "```", ""]
+
+
 def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
-           fetch_hint: str | None = None) -> str:
+           fetch_hint: str | None = None, portable: str | None = None) -> str:
     """The Markdown body of the release. `download_base` is the folder URL the assets are
-    downloaded from (GitHub: https://github.com/OWNER/NAME/releases/download/TAG)."""
+    downloaded from (GitHub: https://github.com/OWNER/NAME/releases/download/TAG); `portable`
+    the portable tarball's name, when the release has one."""
     base = download_base.rstrip("/")
     version = f" {info.version}" if info.version else ""
     floor = "\n".join(f"| {_cell(requirement)} | {_cell(why)} |"
                       for requirement, why in info.floor) or "| (no floor recorded) | |"
     licenses = ", ".join(f"`{path}`" for path in info.licenses) or "(none recorded)"
+    # SHA256SUMS lists the portable tarball too: skip the one not downloaded
+    check = "sha256sum -c --ignore-missing SHA256SUMS" if portable else "sha256sum -c SHA256SUMS"
     lines = [
         f"Prebuilt Linux kit of [{info.upstream}]({repository_url(info)}){version} for the "
         f"**{info.card}** (CUDA arch `{info.arch}`), built from revision "
@@ -66,7 +81,7 @@ def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
         f"curl -fLO {base}/SHA256SUMS",
         f"curl -fLO {base}/BUILDINFO.txt",
         "# every line must say OK",
-        "sha256sum -c SHA256SUMS",
+        check,
         "# unpack kit/, then check that this machine can run it (pip install ninfer-kits)",
         f"tar xzf {asset}",
         f"ninfer-kits verify {asset}",
@@ -75,6 +90,7 @@ def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
         "`SHA1SUMS` holds the tarball's SHA-1 for clients that check only that "
         "(`sha1sum -c SHA1SUMS`).",
         "",
+        *_portable_lines(base, portable),
         *_pyz_lines(base, tag, fetch_hint),
         "## What a machine needs to run it",
         "",

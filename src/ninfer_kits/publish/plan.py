@@ -93,9 +93,9 @@ def _check_names(kit: KitDir, matrix: Matrix) -> None:
 
 
 def assets_of(kit: KitDir, tools: tuple[Asset, ...] = ()) -> tuple[Asset, ...]:
-    """The release's assets in upload order: the tarball, BUILDINFO.txt, SHA1SUMS, the tools
-    (ninfer-kits.pyz), and SHA256SUMS last (a client that finds SHA256SUMS finds everything it
-    names)."""
+    """The release's assets in upload order: the tarball, its portable sibling when the kit
+    has one, BUILDINFO.txt, SHA1SUMS, the tools (ninfer-kits.pyz), and SHA256SUMS last (a
+    client that finds SHA256SUMS finds everything it names)."""
     sha1sums, sha256sums = (hash_file(kit.path / name)
                             for name in (kitdir.SHA1SUMS, kitdir.SHA256SUMS))
     buildinfo = hash_file(kit.buildinfo_path)
@@ -105,6 +105,9 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = ()) -> tuple[Asset, ...]:
     return (
         Asset(name=kit.asset, path=kit.tarball, size=kit.size, sha256=kit.sha256,
               sha1=kit.sha1, content_type=TARBALL_TYPE),
+        *((Asset(name=kit.portable.asset, path=kit.portable.path, size=kit.portable.size,
+                 sha256=kit.portable.sha256, sha1=kit.portable.sha1,
+                 content_type=TARBALL_TYPE),) if kit.portable is not None else ()),
         Asset(name=kitdir.BUILDINFO, path=kit.buildinfo_path, size=buildinfo.size,
               sha256=buildinfo.sha256, sha1=buildinfo.sha1, content_type=TEXT_TYPE),
         Asset(name=kitdir.SHA1SUMS, path=sha1sums.path, size=sha1sums.size,
@@ -120,7 +123,8 @@ def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
     info: BuildInfo = kit.info
     return Release(tag=kit.tag, title=notes.title(info, kit.tag),
                    notes=notes.render(info, tag=kit.tag, asset=kit.asset,
-                                      download_base=download_base, fetch_hint=fetch_hint),
+                                      download_base=download_base, fetch_hint=fetch_hint,
+                                      portable=kit.portable.asset if kit.portable else None),
                    assets=assets_of(kit, tools))
 
 

@@ -1,0 +1,109 @@
+"""Which libraries a portable kit never carries, and which it carries only byte for byte
+(data/portable_policy.toml, validated on load).
+
+A portable kit bundles every shared library it needs except glibc's and the NVIDIA driver's: those
+are what every target provides, and a copy of them in the kit would break it. Each group of
+sonames says why, so that the repair log and the kit's notices can say it too. Some bundled
+libraries may not be edited (NVIDIA's EULA forbids modified CUDA object code): those are shipped
+as they are and must find their neighbours without a RUNPATH edit.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ninfer_kits.errors import BadInput, ConfigError, Where
+from ninfer_kits.matrix.where import Locator, Source, Table
+
+SCHEMA = 1
+DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "portable_policy.toml"
+_GROUP = re.compile(r"[a-z0-9][a-z0-9-]*")
+# A soname pattern: a file name (no slash), fnmatch wildcards allowed.
+_PATTERN = re.compile(r"[A-Za-z0-9_.+*?\[\]!-]+")
+
+
+@dataclass(frozen=True)
+class SonameGroup:
+    name: str  # "glibc", "nvidia-driver", ...
+    why: str
+    patterns: tuple[str, ...]
+
+    def matches(self, soname: str) -> bool:
+        return any(fnmatch.fnmatchcase(soname, pattern) for pattern in self.patterns)
+
+
+@dataclass(frozen=True)
+class Policy:
+    path: Path
+    never_bundled: tuple[SonameGroup, ...]
+    unmodified: tuple[SonameGroup, ...] = ()
+
+    def excluded(self, soname: str) -> str | None:
+        """Why `soname` is not bundled (its group's why), or None when the kit must carry it."""
+        return next((group.why for group in self.never_bundled if group.matches(soname)), None)
+
+    def keep_unmodified(self, soname: str) -> str | None:
+        """Why a bundled `soname` must ship byte for byte, or None when its RUNPATH may be set."""
+        return next((group.why for group in self.unmodified if group.matches(soname)), None)
+
+
+def load_policy(path: Path | None = None) -> Policy:
+    """The shipped policy, or the file at `path`; BadInput names file, line, table and key."""
+    path = path or DATA_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such portable-kit policy file") from None
+    except OSError as error:
+        raise BadInput(f"{path}: cannot read the portable-kit policy: {error.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ConfigError(Where(path, line=line), "not valid UTF-8 text") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        found = re.search(r"\(at line ([0-9]+)", str(error))
+        raise ConfigError(Where(path, line=int(found.group(1)) if found else None),
+                          f"invalid TOML: {error}") from None
+    return _validate(Table(Source(path, Locator(text)), (), raw))
+
+
+def _validate(root: Table) -> Policy:
+    root.check_keys(("schema", "never_bundled"), ("unmodified",))
+    schema = root.integer("schema")
+    if schema != SCHEMA:
+        raise root.error("schema", f"unsupported schema {schema} (this ninfer-kits reads "
+                                   f"schema {SCHEMA})")
+    never = _groups(root, "never_bundled")
+    unmodified = _groups(root, "unmodified") if "unmodified" in root.data else ()
+    return Policy(root.source.path, never, unmodified)
+
+
+def _groups(root: Table, key: str) -> tuple[SonameGroup, ...]:
+    section = root.table(key)
+    if not section.data and key == "never_bundled":
+        # An empty list would bundle glibc itself: never what anyone means.
+        raise root.error(key, "no groups (add a [never_bundled.NAME] table with sonames)")
+    groups = []
+    for name in section.data:
+        if not _GROUP.fullmatch(name):
+            raise section.error(name, f"invalid group name {name!r} (lowercase letters, digits, "
+                                      "'-')")
+        groups.append(_group(section.table(name)))
+    return tuple(groups)
+
+
+def _group(table: Table) -> SonameGroup:
+    table.check_keys(("why", "sonames"))
+    patterns = table.texts("sonames")
+    for pattern in patterns:
+        if not _PATTERN.fullmatch(pattern):
+            raise table.error("sonames", f"{pattern!r} is not a soname pattern (a file name "
+                                         "with fnmatch wildcards, no '/' or spaces)")
+    return SonameGroup(table.id, " ".join(table.text("why").split()), patterns)

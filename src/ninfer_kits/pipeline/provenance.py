@@ -1,0 +1,328 @@
+"""Which package a library file came from, and under which licence, read from the build
+environment's own records under a root folder ("/" for this host, or an image's exported root).
+
+A portable kit redistributes the libraries it carries, so for each one it must name the package,
+its version and its licence, and ship the licence text. Two package managers are read:
+
+- dpkg: ROOT/var/lib/dpkg/info/*.list say which package installed which path, and
+  ROOT/var/lib/dpkg/status its version. Paths are compared as canonical paths inside the root:
+  since the usr-merge a list may record /lib/x86_64-linux-gnu/libz.so.1 while the loader reaches
+  the file as /usr/lib/x86_64-linux-gnu/libz.so.1.2.13. The licence text is
+  ROOT/usr/share/doc/<package>/copyright; the licence names come from its DEP-5 `License:` fields
+  when it is machine-readable, else from the licences its free text names.
+- Python wheels (NVIDIA ships the CUDA runtime as PyPI wheels, and a toolkit may be such a wheel
+  tree copied to a prefix): a *.dist-info folder beside the library, or in a dist-info/ folder of
+  one of its parent folders, whose RECORD lists the file (by its path relative to that folder,
+  or ending in it: nvidia/cu13/lib/libcudart.so.13 copied to /usr/local/cuda-13.0/lib/) with the
+  same sha256. Name, version and licence come from METADATA, the licence text from the
+  dist-info's License-File.
+
+A library no package claims, or whose licence cannot be determined, is an error: a kit must not
+carry what it cannot name the terms of.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import email.parser
+import hashlib
+import io
+import posixpath
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ninfer_kits.errors import CheckFailed
+from ninfer_kits.verify.rootfs import RootFS
+
+DPKG_INFO = "/var/lib/dpkg/info"
+DPKG_STATUS = "/var/lib/dpkg/status"
+DOC = "/usr/share/doc"
+DEP5_FORMAT = re.compile(r"copyright-format|dep5", re.IGNORECASE)
+FREE_TEXT = "named in a free-text copyright file"
+
+# Licences a free-text (not machine-readable) Debian copyright file may name, by the words it
+# uses, and the short name we report. Every one found is reported, in the order of appearance:
+# such files often name the programs' licence before the library's.
+_NAMED_LICENCES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), name) for pattern, name in (
+        (r"GNU (Lesser|Library) General Public License|\bLGPL", "LGPL"),
+        (r"GNU General Public License|\bGPL", "GPL"),
+        (r"GCC Runtime Library Exception", "GCC Runtime Library Exception"),
+        (r"Apache License", "Apache"),
+        (r"Mozilla Public License", "MPL"),
+        (r"Artistic License", "Artistic"),
+        (r"OpenSSL License", "OpenSSL"),
+        (r"Redistribution and use in source and binary forms", "BSD-style"),
+        (r"Permission is hereby granted, free of charge", "MIT-style"),
+        (r"Permission to use, copy, modify,? and(/or)? distribute", "ISC/HPND-style"),
+        (r"\bpublic domain\b", "public-domain"),
+    ))
+
+
+class LicenseUnknown(CheckFailed):
+    """A library to be bundled whose licence cannot be determined: no package claims it, or its
+    package has no readable licence file, or that file names no licence."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    package: str  # "libcurl4" (dpkg, without :arch) or "nvidia-cuda-runtime" (the wheel's name)
+    version: str
+    manager: Literal["dpkg", "wheel"]
+    license: str  # short names, ", "-joined
+    license_file: str  # the licence text, as a path inside the root
+
+
+@dataclass(frozen=True)
+class _Wheel:
+    folder: str  # the *.dist-info folder, in the root
+    base: str  # the folder RECORD paths are relative to
+    record: dict[str, str]  # path → "sha256=..." ("" when not hashed)
+
+
+class PackageIndex:
+    """The packages of one root, read once and asked about many files."""
+
+    def __init__(self, rootfs: RootFS) -> None:
+        self.rootfs = rootfs
+        self._dpkg: dict[str, list[tuple[str, str]]] | None = None  # basename → (package, path)
+        self._status: dict[str, list[tuple[str, str]]] | None = None  # name → (arch, version)
+        self._wheels: dict[str, _Wheel | None] = {}
+
+    def origin(self, path: str) -> Origin:
+        """The package that installed the file at `path` (a path in the root), with its
+        licence; LicenseUnknown when there is none or it has no licence we can name."""
+        canonical = self.rootfs.canonical(path)
+        if canonical is None or not self.rootfs.is_file(canonical):
+            raise LicenseUnknown(f"{path}: not a file in root {self.rootfs.root}")
+        package = self._dpkg_owner(path, canonical)
+        if package is not None:
+            return self._dpkg_origin(path, package)
+        wheel = self._wheel_owner(canonical)
+        if wheel is not None:
+            return self._wheel_origin(path, wheel)
+        looked = ", ".join(f"{folder}/{{,dist-info/}}*.dist-info"
+                           for folder in _ancestors(posixpath.dirname(canonical)))
+        raise LicenseUnknown(
+            f"{path} ({canonical}): no package claims it in root {self.rootfs.root}: it is in no "
+            f"dpkg file list ({DPKG_INFO}/*.list) and no wheel RECORD (looked in {looked}); "
+            "its licence cannot be determined")
+
+    # ------------------------------------------------------------------------ dpkg
+
+    def _dpkg_owner(self, path: str, canonical: str) -> str | None:
+        index = self._dpkg_index()
+        claims = set()
+        for name in {posixpath.basename(canonical), posixpath.basename(path)}:
+            for package, listed in index.get(name, ()):
+                if listed == canonical or self.rootfs.canonical(listed) == canonical:
+                    # A list naming the file by its canonical path is the better witness.
+                    claims.add((listed != canonical, package))
+        return min(claims)[1] if claims else None
+
+    def _dpkg_index(self) -> dict[str, list[tuple[str, str]]]:
+        if self._dpkg is None:
+            self._dpkg = {}
+            info = self.rootfs.real(DPKG_INFO)
+            for listing in sorted(info.glob("*.list")) if info is not None else ():
+                package = listing.name.removesuffix(".list")
+                text = listing.read_text(encoding="utf-8", errors="surrogateescape")
+                for line in text.splitlines():
+                    if line.startswith("/"):
+                        self._dpkg.setdefault(posixpath.basename(line), []).append(
+                            (package, line))
+        return self._dpkg
+
+    def _dpkg_origin(self, path: str, package: str) -> Origin:
+        name, _, arch = package.partition(":")
+        version = self._dpkg_version(name, arch)
+        if version is None:
+            raise LicenseUnknown(f"{path}: dpkg lists it in package {package}, which "
+                                 f"{DPKG_STATUS} in root {self.rootfs.root} does not show as "
+                                 "installed")
+        copyright_file = f"{DOC}/{name}/copyright"
+        data = self.rootfs.read_bytes(copyright_file)
+        if data is None:
+            raise LicenseUnknown(f"{path}: package {name} {version} (dpkg) has no copyright file "
+                                 f"{copyright_file} in root {self.rootfs.root}: its licence "
+                                 "cannot be determined")
+        licence = copyright_licence(data.decode("utf-8", errors="replace"))
+        if licence is None:
+            raise LicenseUnknown(f"{path}: the copyright file of package {name} {version} "
+                                 f"({copyright_file} in root {self.rootfs.root}) names no "
+                                 "licence we recognise")
+        return Origin(name, version, "dpkg", licence, copyright_file)
+
+    def _dpkg_version(self, name: str, arch: str) -> str | None:
+        if self._status is None:
+            self._status = {}
+            data = self.rootfs.read_bytes(DPKG_STATUS) or b""
+            for fields in _stanzas(data.decode("utf-8", errors="replace")):
+                if fields.get("status", "").endswith(" installed") and "package" in fields:
+                    self._status.setdefault(fields["package"], []).append(
+                        (fields.get("architecture", ""), fields.get("version", "")))
+        rows = self._status.get(name, [])
+        # A list named without :arch is a package of one architecture (or "all").
+        return next((version for got, version in rows if not arch or got == arch), None)
+
+    # ------------------------------------------------------------------------ wheels
+
+    def _wheel_owner(self, canonical: str) -> _Wheel | None:
+        digest: str | None = None
+        for base in _ancestors(posixpath.dirname(canonical)):
+            relative = posixpath.relpath(canonical, base)
+            for wheel in self._wheels_in(base):
+                listed = next((hashed for entry, hashed in wheel.record.items()
+                               if entry == relative or entry.endswith("/" + relative)), None)
+                if listed is None:
+                    continue
+                if listed:
+                    digest = digest or _record_hash(self.rootfs, canonical)
+                    if listed != digest:
+                        continue  # another build of a file of that name: not this file
+                return wheel
+        return None
+
+    def _wheels_in(self, base: str) -> Iterator[_Wheel]:
+        for folder in (base, posixpath.join(base, "dist-info")):
+            real = self.rootfs.real(folder)
+            if real is None or not real.is_dir():
+                continue
+            for child in sorted(real.glob("*.dist-info")):
+                wheel = self._wheel(posixpath.join(folder, child.name), base)
+                if wheel is not None:
+                    yield wheel
+
+    def _wheel(self, folder: str, base: str) -> _Wheel | None:
+        key = f"{folder}\0{base}"
+        if key not in self._wheels:
+            data = self.rootfs.read_bytes(f"{folder}/RECORD")
+            rows = csv.reader(io.StringIO(data.decode("utf-8", errors="replace"))) if data else ()
+            record = {row[0]: (row[1] if len(row) > 1 else "") for row in rows if row}
+            self._wheels[key] = _Wheel(folder, base, record) if record else None
+        return self._wheels[key]
+
+    def _wheel_origin(self, path: str, wheel: _Wheel) -> Origin:
+        data = self.rootfs.read_bytes(f"{wheel.folder}/METADATA") or b""
+        metadata = email.parser.HeaderParser().parsestr(data.decode("utf-8", errors="replace"))
+        name, version = metadata.get("Name", ""), metadata.get("Version", "")
+        if not name or not version:
+            raise LicenseUnknown(f"{path}: the wheel {wheel.folder} claims it, but its METADATA "
+                                 "names no Name or Version")
+        licence = _wheel_licence(metadata.get_all("License-Expression") or [],
+                                 metadata.get_all("License") or [],
+                                 metadata.get_all("Classifier") or [])
+        if licence is None:
+            raise LicenseUnknown(f"{path}: the METADATA of wheel {name} {version} "
+                                 f"({wheel.folder}) names no licence (License-Expression, "
+                                 "License or a License :: classifier)")
+        licence_file = self._wheel_licence_file(wheel, metadata.get_all("License-File") or [])
+        if licence_file is None:
+            raise LicenseUnknown(f"{path}: wheel {name} {version} ({wheel.folder}) carries no "
+                                 "licence file (License-File, licenses/, LICENSE*)")
+        return Origin(name, version, "wheel", licence, licence_file)
+
+    def _wheel_licence_file(self, wheel: _Wheel, declared: list[str]) -> str | None:
+        candidates = [f"{wheel.folder}/{sub}{name}" for name in declared
+                      for sub in ("licenses/", "")]
+        real = self.rootfs.real(wheel.folder)
+        if real is not None:
+            candidates += sorted(f"{wheel.folder}/licenses/{p.name}"
+                                 for p in real.glob("licenses/*"))
+            candidates += sorted(f"{wheel.folder}/{p.name}" for p in real.iterdir()
+                                 if re.match(r"(LICEN[CS]E|COPYING|NOTICE)", p.name, re.I))
+        return next((c for c in candidates if self.rootfs.is_file(c)), None)
+
+
+# ---------------------------------------------------------------------------- licence texts
+
+
+def copyright_licence(text: str) -> str | None:
+    """The licences a Debian copyright file names: the DEP-5 `License:` short names of its
+    header and Files paragraphs (sorted, unique, ", "-joined) when it is machine-readable, else
+    the licences its free text names, marked as such; None when it names none."""
+    paragraphs = list(_stanzas(text))
+    if paragraphs and DEP5_FORMAT.search(paragraphs[0].get("format", "")):
+        names: dict[str, str] = {}
+        for index, fields in enumerate(paragraphs):
+            if (index == 0 or "files" in fields) and fields.get("license", "").strip():
+                short = fields["license"].strip().splitlines()[0].strip()
+                names.setdefault(short.casefold(), short)
+        if names:
+            return ", ".join(names[key] for key in sorted(names))
+    found = sorted((match.start(), name) for pattern, name in _NAMED_LICENCES
+                   if (match := pattern.search(text)) is not None)
+    if not found:
+        return None
+    return f"{', '.join(name for _, name in found)} ({FREE_TEXT})"
+
+
+def _wheel_licence(expressions: list[str], licences: list[str],
+                   classifiers: list[str]) -> str | None:
+    for value in (*expressions, *licences):
+        value = " ".join(value.split())
+        # A whole licence text pasted into License is not a name; UNKNOWN is setuptools' blank.
+        if value and value.upper() != "UNKNOWN" and len(value) <= 120:
+            return value
+    named = sorted({c.split("::")[-1].strip() for c in classifiers
+                    if c.startswith("License ::") and c.count("::") >= 2})
+    return ", ".join(named) or None
+
+
+def _record_hash(rootfs: RootFS, path: str) -> str:
+    """sha256 as a wheel's RECORD writes it: urlsafe base64 without padding."""
+    real = rootfs.real(path)
+    digest = hashlib.sha256()
+    if real is not None:
+        with real.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+
+
+def _stanzas(text: str) -> Iterator[dict[str, str]]:
+    """RFC-822-style paragraphs (dpkg status, DEP-5): field names lowercased, continuation
+    lines joined with newlines."""
+    fields: dict[str, str] = {}
+    last = ""
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                yield fields
+            fields, last = {}, ""
+        elif line[0] in " \t":
+            if last:
+                fields[last] += "\n" + line.strip()
+        elif ":" in line:
+            name, _, value = line.partition(":")
+            last = name.strip().lower()
+            fields[last] = value.strip()
+    if fields:
+        yield fields
+
+
+def _ancestors(folder: str) -> Iterator[str]:
+    """`folder` and every folder above it, up to (not including) "/"."""
+    while folder not in ("/", ""):
+        yield folder
+        folder = posixpath.dirname(folder)
+
+
+def package_folder(origin: Origin) -> str:
+    """The folder name under third_party/ for a package: dpkg names as they are, wheel names
+    normalized as PyPI does (PEP 503)."""
+    if origin.manager == "wheel":
+        return re.sub(r"[-_.]+", "-", origin.package).lower()
+    return origin.package
+
+
+def licence_path(rootfs: RootFS, origin: Origin) -> Path:
+    """The licence file of `origin` on this machine."""
+    real = rootfs.real(origin.license_file)
+    if real is None:
+        raise LicenseUnknown(f"{origin.license_file}: gone from root {rootfs.root}")
+    return real

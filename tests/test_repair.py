@@ -9,6 +9,8 @@ does not parse.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import re
 import shutil
@@ -22,11 +24,12 @@ import pytest
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.inspector.elf import read_elf
 from ninfer_kits.pipeline.portable_policy import load_policy
-from ninfer_kits.pipeline.provenance import LicenseUnknown, copyright_licence
+from ninfer_kits.pipeline.provenance import LicenseUnknown, Origin, copyright_licence
 from ninfer_kits.pipeline.repair import (
     THIRD_PARTY_README,
     LibraryEnvironment,
     LibraryMissing,
+    NotClosed,
     Repair,
     repair,
 )
@@ -144,6 +147,7 @@ def test_runpaths_point_into_the_kit(repaired: Repaired) -> None:
             assert (info.runpath, info.rpath) == ((), ())  # NVIDIA's bytes, unedited
         else:
             assert (info.runpath, info.rpath) == (("$ORIGIN",), ()), item.soname
+    assert any(line.startswith("portable: patchelf 0.17.2 ") for line in repaired.log)  # pinned
     assert (repaired.kit / "bin" / "ninfer-env.sh").read_text() == \
         (repaired.plain / "bin" / "ninfer-env.sh").read_text()
 
@@ -326,11 +330,11 @@ def test_a_library_no_package_claims_is_named(tmp_path: Path) -> None:
     assert not (kit / "lib" / "libunclaimed.so.1").exists()  # nothing copied before the check
 
 
-def _debian_root(tmp_path: Path, copyright_text: str | None) -> Path:
+def _debian_root(tmp_path: Path, copyright_text: str | None, md5: str | None = None) -> Path:
     """A root like an exported image: usr-merged (/lib → usr/lib), one dpkg package whose
     file list names its library by its /lib path, no glibc (the policy excludes it anyway)."""
     root = tmp_path / "root"
-    _library(root / "usr/lib/x86_64-linux-gnu", "libkitdemo.so.1")
+    lib = _library(root / "usr/lib/x86_64-linux-gnu", "libkitdemo.so.1")
     (root / "lib").symlink_to("usr/lib")
     (root / "etc").mkdir()
     (root / "opt").mkdir()  # as in every Debian root: the kit is mounted below it
@@ -340,6 +344,9 @@ def _debian_root(tmp_path: Path, copyright_text: str | None) -> Path:
     (info / "libkitdemo1:amd64.list").write_text(
         "/.\n/lib\n/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu/libkitdemo.so.1\n"
         "/usr/share/doc/libkitdemo1\n")
+    md5 = md5 or hashlib.md5(lib.read_bytes(), usedforsecurity=False).hexdigest()
+    (info / "libkitdemo1:amd64.md5sums").write_text(
+        f"{md5}  lib/x86_64-linux-gnu/libkitdemo.so.1\n")
     (root / "var/lib/dpkg/status").write_text(
         "Package: libc6\nStatus: install ok installed\nArchitecture: amd64\nVersion: 2.36-9\n\n"
         "Package: libkitdemo1\nStatus: install ok installed\nArchitecture: amd64\n"
@@ -390,6 +397,76 @@ def test_a_package_without_a_copyright_file_is_named(tmp_path: Path) -> None:
     assert "libkitdemo.so.1, needed by kit/bin/app" in message
     assert "package libkitdemo1 1.2-3 (dpkg) has no copyright file " \
            "/usr/share/doc/libkitdemo1/copyright" in message
+
+
+def test_a_library_kept_unmodified_that_cannot_find_its_neighbour_is_named(
+        tmp_path: Path) -> None:
+    """The closure check after the edit: a bundled library the policy keeps unmodified, with no
+    RUNPATH of its own, still finds its dependency outside the kit; nothing else loads it."""
+    root = _debian_root(tmp_path, DEP5)
+    libs = root / "usr/lib/x86_64-linux-gnu"
+    (tmp_path / "needy.c").write_text("int kitdemo_answer(void);\n"
+                                      "int needy(void) { return kitdemo_answer(); }\n")
+    run(tool("gcc"), "-shared", "-fPIC", "-o", libs / "libneedy.so.1", tmp_path / "needy.c",
+        "-Wl,-soname,libneedy.so.1", "-L", libs, "-lkitdemo")
+    (libs / "libneedy.so").symlink_to("libneedy.so.1")
+    with (root / "var/lib/dpkg/info/libkitdemo1:amd64.list").open("a") as listing:
+        listing.write("/lib/x86_64-linux-gnu/libneedy.so.1\n")
+    (tmp_path / "main.c").write_text("int needy(void);\nint main(void) { return needy(); }\n")
+    kit = tmp_path / "kit"
+    (kit / "bin").mkdir(parents=True)
+    run(tool("gcc"), "-o", kit / "bin" / "app", tmp_path / "main.c", "-L", libs, "-lneedy",
+        "-Wl,--allow-shlib-undefined")
+    policy = tmp_path / "policy.toml"
+    policy.write_text(load_policy().path.read_text() + '\n[unmodified.test]\nwhy = "a test: '
+                      'kept as built"\nsonames = ["libneedy.so.*"]\n')
+    with pytest.raises(NotClosed) as caught:
+        repair(kit, LibraryEnvironment.exported(root), load_policy(policy), lambda _: None)
+    assert ("libkitdemo.so.1, needed by kit/lib/libneedy.so.1, still loads from "
+            "/lib/x86_64-linux-gnu/libkitdemo.so.1 (libneedy.so.1 is kept unmodified") \
+        in str(caught.value)
+
+
+def test_a_library_changed_after_dpkg_installed_it_is_named(tmp_path: Path) -> None:
+    root = _debian_root(tmp_path, DEP5, md5="0" * 32)
+    kit = _kit_with(tmp_path, "-L", root / "usr/lib/x86_64-linux-gnu", "-lkitdemo")
+    with pytest.raises(LicenseUnknown, match="differs from the file package libkitdemo1:amd64 "
+                                             "installed"):
+        repair(kit, LibraryEnvironment.exported(root), load_policy(), lambda _: None)
+
+
+def test_a_wheel_tree_copied_to_a_prefix_is_matched_by_path_and_sha256(tmp_path: Path) -> None:
+    """As the CUDA runtime here: a wheel's nvidia/cu13/ tree copied to /usr/local/cuda-13.0,
+    its dist-info kept in dist-info/ there; RECORD names nvidia/cu13/lib/<file>."""
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "opt").mkdir()
+    shutil.copy2(DATA / "os-release" / "debian-12", root / "etc" / "os-release")
+    lib = _library(root / "usr/local/kitdemo-1.0/lib", "libkitdemo.so.1")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(lib.read_bytes()).digest()).rstrip(b"=")
+    dist = root / "usr/local/kitdemo-1.0/dist-info/kitdemo_runtime-1.0.dist-info"
+    (dist / "licenses").mkdir(parents=True)
+    (dist / "licenses/License.txt").write_text("the kitdemo licence\n")
+    (dist / "METADATA").write_text("Metadata-Version: 2.4\nName: kitdemo-runtime\n"
+                                   "Version: 1.0\nLicense-Expression: LicenseRef-Kitdemo\n"
+                                   "License-File: License.txt\n\nThe description.\n")
+    (dist / "RECORD").write_text(
+        f"kitdemo/cu1/lib/libkitdemo.so.1,sha256={digest.decode()},{lib.stat().st_size}\n"
+        "kitdemo_runtime-1.0.dist-info/RECORD,,\n")
+    plain = _kit_with(tmp_path, "-L", lib.parent, "-lkitdemo",
+                      "-Wl,-rpath,/usr/local/kitdemo-1.0/lib")
+    kit = shutil.copytree(plain, tmp_path / "repaired" / "kit")
+    result = repair(kit, LibraryEnvironment.exported(root), load_policy(), lambda _: None)
+    (item,) = result.bundled
+    assert item.origin == Origin("kitdemo-runtime", "1.0", "wheel", "LicenseRef-Kitdemo",
+                                 "/usr/local/kitdemo-1.0/dist-info/kitdemo_runtime-1.0.dist-info"
+                                 "/licenses/License.txt")
+    assert (kit / "third_party/kitdemo-runtime/LICENSE").read_text() == "the kitdemo licence\n"
+    # Another build of the file (the RECORD's sha256 no longer matches): not the wheel's.
+    with lib.open("ab") as handle:
+        handle.write(b"\0")
+    with pytest.raises(LicenseUnknown, match="lists a file of that name with another sha256"):
+        repair(plain, LibraryEnvironment.exported(root), load_policy(), lambda _: None)
 
 
 def test_free_text_copyright_files_name_what_they_name() -> None:

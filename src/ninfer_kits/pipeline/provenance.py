@@ -99,30 +99,48 @@ class PackageIndex:
         canonical = self.rootfs.canonical(path)
         if canonical is None or not self.rootfs.is_file(canonical):
             raise LicenseUnknown(f"{path}: not a file in root {self.rootfs.root}")
-        package = self._dpkg_owner(path, canonical)
-        if package is not None:
-            return self._dpkg_origin(path, package)
-        wheel = self._wheel_owner(canonical)
+        owner = self._dpkg_owner(path, canonical)
+        if owner is not None:
+            self._check_md5(path, canonical, *owner)
+            return self._dpkg_origin(path, owner[0])
+        wheel, other_build = self._wheel_owner(canonical)
         if wheel is not None:
             return self._wheel_origin(path, wheel)
         looked = ", ".join(f"{folder}/{{,dist-info/}}*.dist-info"
                            for folder in _ancestors(posixpath.dirname(canonical)))
+        differs = (f"; the RECORD of {other_build} lists a file of that name with another "
+                   "sha256" if other_build else "")
         raise LicenseUnknown(
             f"{path} ({canonical}): no package claims it in root {self.rootfs.root}: it is in no "
-            f"dpkg file list ({DPKG_INFO}/*.list) and no wheel RECORD (looked in {looked}); "
-            "its licence cannot be determined")
+            f"dpkg file list ({DPKG_INFO}/*.list) and no wheel RECORD (looked in {looked})"
+            f"{differs}; its licence cannot be determined")
 
     # ------------------------------------------------------------------------ dpkg
 
-    def _dpkg_owner(self, path: str, canonical: str) -> str | None:
+    def _dpkg_owner(self, path: str, canonical: str) -> tuple[str, str] | None:
+        """(package, the path its list names the file by), or None."""
         index = self._dpkg_index()
         claims = set()
         for name in {posixpath.basename(canonical), posixpath.basename(path)}:
             for package, listed in index.get(name, ()):
                 if listed == canonical or self.rootfs.canonical(listed) == canonical:
                     # A list naming the file by its canonical path is the better witness.
-                    claims.add((listed != canonical, package))
-        return min(claims)[1] if claims else None
+                    claims.add((listed != canonical, package, listed))
+        return min(claims)[1:] if claims else None
+
+    def _check_md5(self, path: str, canonical: str, package: str, listed: str) -> None:
+        """The file must be the one dpkg installed (its md5sums), not a copy put over it: the
+        package's licence covers only what the package shipped."""
+        data = self.rootfs.read_bytes(f"{DPKG_INFO}/{package}.md5sums")
+        want = next((line.split()[0] for line in (data or b"").decode(errors="replace")
+                     .splitlines() if line.split()[1:] == [listed.lstrip("/")]), None)
+        if want is None:
+            return  # dpkg keeps no sum for it (older packages, conffiles): nothing to compare
+        if _digest(self.rootfs, canonical, hashlib.md5(usedforsecurity=False)) != want:
+            raise LicenseUnknown(f"{path} ({canonical}): differs from the file package "
+                                 f"{package} installed ({DPKG_INFO}/{package}.md5sums in root "
+                                 f"{self.rootfs.root}): changed after installation, so that "
+                                 "package's licence does not tell what it is")
 
     def _dpkg_index(self) -> dict[str, list[tuple[str, str]]]:
         if self._dpkg is None:
@@ -171,8 +189,11 @@ class PackageIndex:
 
     # ------------------------------------------------------------------------ wheels
 
-    def _wheel_owner(self, canonical: str) -> _Wheel | None:
+    def _wheel_owner(self, canonical: str) -> tuple[_Wheel | None, str]:
+        """The wheel whose RECORD lists the file with its sha256, or None and the dist-info of
+        one that lists a file of that name with another sha256 ("" if none)."""
         digest: str | None = None
+        other_build = ""
         for base in _ancestors(posixpath.dirname(canonical)):
             relative = posixpath.relpath(canonical, base)
             for wheel in self._wheels_in(base):
@@ -183,9 +204,10 @@ class PackageIndex:
                 if listed:
                     digest = digest or _record_hash(self.rootfs, canonical)
                     if listed != digest:
+                        other_build = other_build or wheel.folder
                         continue  # another build of a file of that name: not this file
-                return wheel
-        return None
+                return wheel, ""
+        return None, other_build
 
     def _wheels_in(self, base: str) -> Iterator[_Wheel]:
         for folder in (base, posixpath.join(base, "dist-info")):
@@ -275,13 +297,17 @@ def _wheel_licence(expressions: list[str], licences: list[str],
 
 def _record_hash(rootfs: RootFS, path: str) -> str:
     """sha256 as a wheel's RECORD writes it: urlsafe base64 without padding."""
+    raw = bytes.fromhex(_digest(rootfs, path, hashlib.sha256()))
+    return "sha256=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _digest(rootfs: RootFS, path: str, digest: hashlib._Hash) -> str:
     real = rootfs.real(path)
-    digest = hashlib.sha256()
     if real is not None:
         with real.open("rb") as handle:
             while chunk := handle.read(1 << 20):
                 digest.update(chunk)
-    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    return digest.hexdigest()
 
 
 def _stanzas(text: str) -> Iterator[dict[str, str]]:

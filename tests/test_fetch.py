@@ -4,6 +4,7 @@ happen (an unchecked kit unpacked, a half file under the final name, a write out
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import http.server
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import buildinfo
+from ninfer_kits import buildinfo, kitdir
 from ninfer_kits.buildinfo import BuildInfo
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.fetch import locate
@@ -39,6 +40,7 @@ from tools import ROOT, tool
 
 TAG = "v0.6.1-rtx3090-linux-sm86"  # what kit ninfer-3090-sm86 of matrix.toml renders
 ASSET = "ninfer-3090-kit-v0.6.1-sm86.tar.gz"
+PORTABLE = "ninfer-3090-kit-v0.6.1-sm86-portable.tar.gz"  # kitdir.portable_name(ASSET)
 KIT = "ninfer-3090-sm86"
 REPOSITORY = "ninfer-kits/ninfer-kits"
 MTIME = 1_700_000_000
@@ -82,17 +84,41 @@ def make_kit(folder: Path, *, filler: int = 3 << 20, needs: str | None = None) -
     return kit
 
 
-def publish_folder(kit: Path, dist: Path, tag: str = TAG, asset: str = ASSET) -> Path:
+def make_portable(kit: Path) -> Path:
+    """The portable flavour of make_kit's kit/, beside it (portable/kit/): a bundled library in
+    kit/lib/, its copyright file in kit/third_party/, its own BUILDINFO.txt."""
+    portable = kit.parent / "portable" / "kit"
+    shutil.copytree(kit, portable, symlinks=True)
+    library = b"bundled library bytes\n"
+    (portable / "lib" / "libbundled.so.1").write_bytes(library)
+    (portable / "third_party" / "libbundled1").mkdir(parents=True)
+    (portable / "third_party" / "libbundled1" / "copyright").write_text("License: MIT\n")
+    own = dataclasses.replace(kit_info(), flavour="portable", bundled=(
+        ("libbundled.so.1", hashlib.sha256(library).hexdigest(), "libbundled1 1.0-1 (dpkg)",
+         "MIT", "kit/third_party/libbundled1/copyright"),))
+    (portable / "BUILDINFO.txt").write_text(buildinfo.render(own, with_run=False))
+    return portable
+
+
+def publish_folder(kit: Path, dist: Path, tag: str = TAG, asset: str = ASSET,
+                   portable: Path | None = None) -> Path:
     """dist/<tag>/ as `build` writes it: tarball, BUILDINFO.txt, SHA256SUMS, SHA1SUMS,
-    build.log."""
+    build.log; with `portable` (a kit/ tree, make_portable) also the portable sibling."""
     folder = dist / tag
     folder.mkdir(parents=True)
-    packed = pack_tree(kit, folder / asset, mtime=MTIME)
-    info = buildinfo.render(kit_info(), with_run=True).encode()
-    (folder / "BUILDINFO.txt").write_bytes(info)
-    sums = {asset: packed.sha256, "BUILDINFO.txt": hashlib.sha256(info).hexdigest()}
+    packed = {asset: pack_tree(kit, folder / asset, mtime=MTIME)}
+    info = kit_info()
+    if portable is not None:
+        sibling = kitdir.portable_name(asset)
+        packed[sibling] = pack_tree(portable, folder / sibling, mtime=MTIME)
+        info = dataclasses.replace(info, portable_asset=sibling)
+    text = buildinfo.render(info, with_run=True).encode()
+    (folder / "BUILDINFO.txt").write_bytes(text)
+    sums = {name: file.sha256 for name, file in packed.items()}
+    sums["BUILDINFO.txt"] = hashlib.sha256(text).hexdigest()
     (folder / "SHA256SUMS").write_text("".join(f"{sums[n]}  {n}\n" for n in sorted(sums)))
-    (folder / "SHA1SUMS").write_text(f"{packed.sha1}  {asset}\n")
+    (folder / "SHA1SUMS").write_text(kitdir.render_sha1sums(
+        {name: file.sha1 for name, file in packed.items()}))
     (folder / "build.log").write_text("built\n")
     return folder
 
@@ -102,6 +128,16 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """dist/<TAG>/ of a small kit (about 3 MB)."""
     place = tmp_path_factory.mktemp("fetch-release")
     return publish_folder(make_kit(place / "tree"), place / "dist")
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """dist/<TAG>/ of a small kit with its portable sibling."""
+    place = tmp_path_factory.mktemp("fetch-pair")
+    kit = make_kit(place / "tree", filler=1 << 20)
+    folder = publish_folder(kit, place / "dist", portable=make_portable(kit))
+    assert kitdir.read_kit_dir(folder).portable is not None  # the kit folder contract
+    return folder
 
 
 def file_sha256(path: Path) -> str:
@@ -267,13 +303,18 @@ def write_ledger(matrix: Path, release: Path, urls: dict[str, str], *, tag: str 
         name=store, location=base,
         details=(("repository", REPOSITORY),) if store == "github" else ())
         for store, base in urls.items())
+    tarballs = [a for a in assets if a.name.endswith(".tar.gz")]
+    plain = next(a for a in tarballs if not a.name.endswith("-portable.tar.gz"))
+    portable = next((a for a in tarballs if a.name == kitdir.portable_name(plain.name)), None)
     entry = ledger.LedgerEntry(
         tag=tag, kit=kit, card="RTX 3090", upstream="Don-Chad/ninfer-3090",
         upstream_url="https://github.com/Don-Chad/ninfer-3090.git", revision="a" * 40,
         version="0.6.1-rtx3090", arch="sm_86", cuda_version="", toolchain="tc",
-        asset=next(a.name for a in assets if a.name.endswith(".tar.gz")),
-        published_at=datetime.datetime.fromisoformat(time), stores=stores,
-        assets=tuple(assets), floor=(("x86-64 Linux, glibc ≥ 2.34", "GLIBC_2.34"),))
+        asset=plain.name, published_at=datetime.datetime.fromisoformat(time), stores=stores,
+        assets=tuple(assets), floor=(("x86-64 Linux, glibc ≥ 2.34", "GLIBC_2.34"),),
+        portable_asset=portable.name if portable else None,
+        portable_sha256=portable.sha256 if portable else None,
+        portable_size=portable.size if portable else None)
     path = ledger.path_for(matrix.parent / "releases", tag)
     ledger.write(path, entry)
     return path
@@ -392,6 +433,140 @@ def test_a_folder_named_kit_that_is_not_a_kit_is_not_replaced(tmp_path: Path,
     assert done.returncode == 2 and "is not a kit" in done.stderr
     assert (dest / "kit" / "mine.txt").read_text() == "keep me"
     assert not (dest / ASSET).exists()
+
+
+# --------------------------------------------------------------------------- --portable
+
+
+def test_fetch_portable_from_a_dist_folder_unpacks_the_portable_kit(tmp_path: Path,
+                                                                   pair: Path) -> None:
+    dest = tmp_path / "box"
+    done = cli("fetch", TAG, "--portable", "--from", str(pair.parent), "--dest", str(dest),
+               "--matrix", str(ROOT / "matrix.toml"))
+    assert done.returncode == 0, done.stderr
+    assert file_sha256(dest / PORTABLE) == file_sha256(pair / PORTABLE)
+    assert not (dest / ASSET).exists()
+    assert (dest / "kit" / "lib" / "libbundled.so.1").is_file()
+    assert (dest / "kit" / "third_party" / "libbundled1" / "copyright").is_file()
+    inner = buildinfo.read(dest / "kit" / "BUILDINFO.txt")
+    assert inner.flavour == "portable" and inner.bundled[0][0] == "libbundled.so.1"
+    assert buildinfo.read(dest / "BUILDINFO.txt").portable_asset == PORTABLE
+    assert "SHA256SUMS ok, SHA1SUMS ok" in done.stderr
+    assert f"tarball   {dest / PORTABLE}" in done.stderr
+    assert leftovers(dest) == []
+    # SHA256SUMS and SHA1SUMS list both tarballs; DEST holds one of them
+    for tool_name, sums in (("sha256sum", "SHA256SUMS"), ("sha1sum", "SHA1SUMS")):
+        assert subprocess.run([tool_name, "-c", "--ignore-missing", sums], cwd=dest,
+                              capture_output=True, check=False).returncode == 0
+    assert cli("verify", str(dest)).returncode == done.returncode == 0
+
+
+def test_fetch_without_portable_takes_the_plain_kit_of_a_pair(tmp_path: Path,
+                                                             pair: Path) -> None:
+    """A tag the matrix does not render: the plain tarball is told from its sibling by
+    pairing, not by which one is listed first."""
+    other = tmp_path / "dist" / "some-tag"
+    shutil.copytree(pair, other)
+    dest = tmp_path / "box"
+    done = cli("fetch", "some-tag", "--from", str(other.parent), "--dest", str(dest),
+               "--matrix", str(ROOT / "matrix.toml"))
+    assert done.returncode == 0, done.stderr
+    assert (dest / ASSET).is_file() and not (dest / PORTABLE).exists()
+    assert not (dest / "kit" / "third_party").exists()
+    portable = cli("fetch", "some-tag", "--portable", "--from", str(other.parent), "--dest",
+                   str(tmp_path / "box2"), "--matrix", str(ROOT / "matrix.toml"))
+    assert portable.returncode == 0, portable.stderr
+    assert (tmp_path / "box2" / "kit" / "third_party").is_dir()
+
+
+def test_fetch_portable_over_http_checks_its_hash(tmp_path: Path, pair: Path,
+                                                  server: RangeServer) -> None:
+    server.add_folder(pair, "/gh")
+    matrix = checkout(tmp_path, server.url)
+    write_ledger(matrix, pair, {"github": f"{server.url}/gh"})
+    entry = ledger.read(matrix.parent / "releases" / f"{TAG}.toml")
+    assert entry.portable_asset == PORTABLE
+    server.state.corrupt[f"/gh/{PORTABLE}"] = (pair / PORTABLE).stat().st_size // 2
+    dest = tmp_path / "box"
+    bad = cli("fetch", KIT, "--portable", "--matrix", str(matrix), "--dest", str(dest))
+    assert bad.returncode == 1, bad.stderr
+    assert f"{PORTABLE} from" in bad.stderr and "checksum mismatch" in bad.stderr
+    assert not (dest / "kit").exists() and not (dest / PORTABLE).exists()
+    assert leftovers(dest) == []
+    del server.state.corrupt[f"/gh/{PORTABLE}"]
+    done = cli("fetch", KIT, "--portable", "--matrix", str(matrix), "--dest", str(dest))
+    assert done.returncode == 0, done.stderr
+    assert "SHA256SUMS ok, SHA1SUMS ok, the ledger agrees" in done.stderr
+    assert file_sha256(dest / PORTABLE) == file_sha256(pair / PORTABLE)
+    assert server.requests_for(f"/gh/{ASSET}") == []  # only the portable tarball came
+    assert (dest / "kit" / "lib" / "libbundled.so.1").is_file()
+
+
+def test_fetch_portable_resumes_a_dropped_download(tmp_path: Path, pair: Path,
+                                                   server: RangeServer) -> None:
+    size = (pair / PORTABLE).stat().st_size
+    server.add_folder(pair, "/gh")
+    server.state.drops[f"/gh/{PORTABLE}"] = [size // 3]
+    matrix = checkout(tmp_path, server.url)
+    write_ledger(matrix, pair, {"github": f"{server.url}/gh"})
+    done = cli("fetch", KIT, "--portable", "--matrix", str(matrix), "--dest",
+               str(tmp_path / "box"))
+    assert done.returncode == 0, done.stderr
+    asked = [s.headers.get("Range") for s in server.requests_for(f"/gh/{PORTABLE}")]
+    assert asked == [None, f"bytes={size // 3}-"] and "1 reconnect" in done.stderr
+
+
+def test_portable_of_a_release_without_one_is_bad_input_naming_it(
+        tmp_path: Path, release: Path, server: RangeServer) -> None:
+    # a folder
+    done = cli("fetch", TAG, "--portable", "--from", str(release.parent), "--dest",
+               str(tmp_path / "box"), "--matrix", str(ROOT / "matrix.toml"))
+    assert done.returncode == 2, done.stderr
+    assert f"error: release {TAG} has no portable kit" in done.stderr
+    assert f"no {PORTABLE} among its files" in done.stderr
+    assert not (tmp_path / "box" / "kit").exists()
+    # the ledger
+    server.add_folder(release, "/gh")
+    matrix = checkout(tmp_path, server.url)
+    recorded = write_ledger(matrix, release, {"github": f"{server.url}/gh"})
+    for command in ("fetch", "kit-url"):
+        done = cli(command, KIT, "--portable", "--matrix", str(matrix), "--dest" if
+                   command == "fetch" else "--from", str(tmp_path / "box") if
+                   command == "fetch" else "github")
+        assert done.returncode == 2, done.stderr
+        assert f"release {TAG} has no portable kit" in done.stderr
+        assert f"the ledger {recorded} records none" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not any(s.path.endswith(".tar.gz") for s in server.state.seen)
+
+
+def test_kit_url_portable(tmp_path: Path, pair: Path) -> None:
+    matrix = checkout(tmp_path, "https://api.github.com")
+    # no ledger, a kit the matrix does not build portable
+    done = cli("kit-url", KIT, "--portable", "--matrix", str(matrix))
+    assert done.returncode == 2
+    assert (f"release {TAG} has no portable kit (GitHub {REPOSITORY} release {TAG}: kit {KIT} "
+            f"is not built portable") in done.stderr
+    # no ledger, the matrix builds it portable: the URL by the pattern
+    text = matrix.read_text()
+    matrix.write_text(text.replace("[kits.ninfer-3090-sm86]\n",
+                                   "[kits.ninfer-3090-sm86]\nportable = true\n"))
+    done = cli("kit-url", KIT, "--portable", "--matrix", str(matrix))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"https://github.com/{REPOSITORY}/releases/download/{TAG}/{PORTABLE}\n"
+    every = cli("kit-url", KIT, "--all", "--matrix", str(matrix)).stdout.splitlines()
+    assert every[0].endswith(f"/{ASSET}") and any(u.endswith(f"/{PORTABLE}") for u in every)
+    b2 = cli("kit-url", KIT, "--portable", "--from", "b2", "--matrix", str(matrix),
+             env={"NINFER_KITS_B2_URL": "https://f001.backblazeb2.com"})
+    assert b2.stdout == f"https://f001.backblazeb2.com/file/ninfer-kits/kits/{TAG}/{PORTABLE}\n"
+    # the ledger
+    write_ledger(matrix, pair, {"github": "https://example.invalid/gh"})
+    done = cli("kit-url", KIT, "--portable", "--matrix", str(matrix))
+    assert done.stdout == f"https://example.invalid/gh/{PORTABLE}\n"
+    assert cli("kit-url", KIT, "--matrix", str(matrix)).stdout == \
+        f"https://example.invalid/gh/{ASSET}\n"
+    every = cli("kit-url", KIT, "--all", "--portable", "--matrix", str(matrix)).stdout
+    assert every.splitlines()[0] == f"https://example.invalid/gh/{PORTABLE}"
 
 
 # --------------------------------------------------------------------------- resuming

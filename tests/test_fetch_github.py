@@ -16,11 +16,13 @@ from github_server import GitHubServer
 from test_fetch import (
     ASSET,
     KIT,
+    PORTABLE,
     REPOSITORY,
     TAG,
     checkout,
     file_sha256,
     make_kit,
+    make_portable,
     publish_folder,
     write_ledger,
 )
@@ -157,3 +159,31 @@ def test_a_release_with_a_tampered_asset_is_refused(tmp_path: Path, release: Pat
         assert not (dest / "kit").exists() and not (dest / ASSET).exists()
         assert not server.requests("GET", r"^/api/storage/.*") or all(
             "SHA256SUMS" in str(event.body) or True for event in [])
+
+
+def test_portable_through_the_api_and_storage(tmp_path: Path) -> None:
+    """No ledger: the release's asset list has the portable sibling; --portable takes it,
+    checked against SHA256SUMS and GitHub's digest; a release without one is exit 2."""
+    kit = make_kit(tmp_path / "tree", filler=1 << 20)
+    pair = publish_folder(kit, tmp_path / "dist", portable=make_portable(kit))
+    with GitHubServer() as server:
+        server.add_repo(REPOSITORY)
+        server.add_release(REPOSITORY, TAG, assets=assets_of(pair))
+        server.add_release(REPOSITORY, "plain-only", assets={
+            name: data for name, data in assets_of(pair).items() if name != PORTABLE})
+        matrix = checkout(tmp_path, server.base_url)
+        dest = tmp_path / "box"
+        done = fetch(matrix, dest, KIT, "--portable")
+        assert done.returncode == 0, done.stderr
+        assert file_sha256(dest / PORTABLE) == file_sha256(pair / PORTABLE)
+        assert not (dest / ASSET).exists()
+        assert (dest / "kit" / "third_party" / "libbundled1" / "copyright").is_file()
+        assert "SHA256SUMS ok, SHA1SUMS ok, GitHub's digest agrees" in done.stderr
+        assert server.requests("GET", rf"^/{REPOSITORY}/releases/download/{TAG}/{PORTABLE}$")
+        assert not server.requests("GET", rf"^/{REPOSITORY}/releases/download/{TAG}/{ASSET}$")
+        plain = fetch(matrix, tmp_path / "plain", "plain-only")
+        assert plain.returncode == 0, plain.stderr
+        missing = fetch(matrix, tmp_path / "none", "plain-only", "--portable")
+        assert missing.returncode == 2, missing.stderr
+        assert (f"release plain-only has no portable kit (GitHub {REPOSITORY} release "
+                f"plain-only: no {PORTABLE} among its files") in missing.stderr

@@ -1,5 +1,6 @@
 """`ninfer-kits fetch KIT|TAG`: a published kit, downloaded, checked against its release's
-SHA256SUMS, unpacked, then verified on this host (exit status: verify's)."""
+SHA256SUMS, unpacked, then verified on this host (exit status: verify's). --portable takes the
+release's portable tarball instead."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dest", type=Path, default=None, metavar="DIR",
                         help="where the kit goes: DIR/kit/ (as `tar xzf … -C DIR`) and the "
                              "release's files beside it (default: ./<tag>)")
+    parser.add_argument("--portable", action="store_true",
+                        help="the release's portable tarball (<stem>-portable.tar.gz: the kit "
+                             "carrying its own libraries, needing only glibc and the NVIDIA "
+                             "driver) instead of the plain one; exit 2 when it has none")
     add_location_arguments(parser)
 
 

@@ -14,6 +14,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="the GitHub release download URL (default), or B2's friendly URL")
     parser.add_argument("--all", action="store_true",
                         help="every file of the release (tarball, SHA256SUMS, …), one a line")
+    parser.add_argument("--portable", action="store_true",
+                        help="the URL of the release's portable tarball "
+                             "(<stem>-portable.tar.gz); exit 2 when it has none")
     add_location_arguments(parser)
 
 

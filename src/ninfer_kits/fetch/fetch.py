@@ -8,6 +8,10 @@ would leave, once every checksum matched:
     DEST/SHA256SUMS       as the release has it (`sha256sum -c SHA256SUMS` works there)
     DEST/SHA1SUMS, DEST/BUILDINFO.txt   when the release has them (BUILDINFO.txt checked too)
 
+With --portable the tarball is the release's `<stem>-portable.tar.gz`, and everything below is
+the same. A release with both tarballs lists both in SHA256SUMS and SHA1SUMS while DEST holds
+one: there `sha256sum -c --ignore-missing SHA256SUMS` checks what is here.
+
 The tarball is written to `.<asset>.part` and unpacked, while it arrives, into a private staging
 folder in DEST; only when its sha256 (and sha1 where one is recorded) matches does the staging
 folder become DEST/kit and the .part file DEST/<asset>. A mismatch removes both: nothing is

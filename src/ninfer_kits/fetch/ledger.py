@@ -34,6 +34,11 @@ class Recorded:
         return self.entry.asset
 
     @property
+    def portable_asset(self) -> str | None:
+        """The portable tarball's name, when the release has one."""
+        return self.entry.portable_asset
+
+    @property
     def assets(self) -> tuple[LedgerAsset, ...]:
         return self.entry.assets
 

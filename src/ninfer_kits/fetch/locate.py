@@ -10,11 +10,15 @@ Origins: `github` (the release download URLs, or the API's asset URLs with a tok
 bucket's friendly URLs `<download host>/file/<bucket>/<prefix><tag>/<asset>`), or a folder on
 this machine shaped like dist/ (`DIR/<tag>/` or the tag's folder itself: what `build`, `publish
 --dry-run` and the local store write).
+
+A release of a kit built `portable` has a second tarball, `<stem>-portable.tar.gz`; `portable=`
+(fetch and kit-url --portable) makes it the asset located, and refuses a release without one.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import urllib.parse
 from collections.abc import Mapping
@@ -27,6 +31,7 @@ from ninfer_kits.errors import BadInput
 from ninfer_kits.fetch import ledger as ledger_mod
 from ninfer_kits.fetch.http import Client, NotFound, shown
 from ninfer_kits.fetch.ledger import Recorded, url_of
+from ninfer_kits.kitdir import portable_name
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, Matrix, UnresolvedPlaceholders
 
 SHA256SUMS = "SHA256SUMS"
@@ -204,14 +209,48 @@ def _from_ledger(kit: Kit, ctx: Context, error: UnresolvedPlaceholders) -> Wante
 # --------------------------------------------------------------------------- per origin
 
 
-def locate(name: str, origin: str, ctx: Context, client: Client | None = None) -> Located:
-    """The release `name` means on `origin` ("github", "b2" or a folder's path)."""
+def locate(name: str, origin: str, ctx: Context, client: Client | None = None, *,
+           portable: bool = False) -> Located:
+    """The release `name` means on `origin` ("github", "b2" or a folder's path); with
+    `portable`, its portable tarball is the asset (BadInput when the release has none)."""
     want = wanted(name, ctx)
     if origin == "github":
-        return _github(want, ctx, client)
-    if origin == "b2":
-        return _b2(want, ctx)
-    return _folder(want, Path(origin))
+        found = _github(want, ctx, client)
+    elif origin == "b2":
+        found = _b2(want, ctx)
+    else:
+        found = _folder(want, Path(origin))
+    return _portable(found, want) if portable else found
+
+
+def _portable(found: Located, want: Wanted) -> Located:
+    """The same release with its portable tarball as the asset."""
+    name = _portable_name(found.asset)
+    if name is None or name not in found.files:
+        listed = ", ".join(sorted(found.files)) or "no files"
+        why = (f"kit {want.kit.id} is not built portable (no `portable = true` in the matrix)"
+               if want.kit is not None and not want.kit.portable else
+               f"no {name or 'portable tarball'} among its files: {listed}")
+        if found.ledger is not None and found.ledger.portable_asset is None:
+            why += f"; the ledger {found.ledger.path} records none"
+        raise BadInput(f"release {found.tag} has no portable kit ({found.where}: {why}); "
+                       f"leave out --portable for the plain kit")
+    return dataclasses.replace(found, asset=name,
+                               notes=(*found.notes, f"the portable kit {name}"))
+
+
+def _portable_name(asset: str | None) -> str | None:
+    try:
+        return portable_name(asset) if asset is not None else None
+    except ValueError:  # not a .tar.gz: a release with no portable sibling's name
+        return None
+
+
+def _guessed(want: Wanted, asset: str) -> tuple[str, ...]:
+    """The tarballs a release of `want` has by the matrix alone: the kit's, and its portable
+    sibling when the matrix builds one."""
+    sibling = _portable_name(asset) if want.kit is not None and want.kit.portable else None
+    return (asset, sibling) if sibling else (asset,)
 
 
 def _from_entry(want: Wanted, store: str, where: str) -> Located | None:
@@ -245,7 +284,7 @@ def _github(want: Wanted, ctx: Context, client: Client | None) -> Located:
                            f"the GitHub API (fetch finds it)")
         base = f"{ctx.web}/{repository}/releases/download/{_quote(want.tag)}"
         files = {name: RemoteFile(name, f"{base}/{_quote(name)}")
-                 for name in (want.asset, SHA256SUMS, BUILDINFO)}
+                 for name in (*_guessed(want, want.asset), SHA256SUMS, BUILDINFO)}
         note = (f"{want.tag} is not in the ledger ({ctx.ledger_words}): the URL follows from "
                 f"the matrix's tag and asset; it answers once that release is published")
         return Located(want.tag, want.asset, "github", where, files, kit=_kit_id(want),
@@ -311,7 +350,7 @@ def _b2(want: Wanted, ctx: Context) -> Located:
                        f"kit of the matrix, or use --from github")
     folder = f"{base}/file/{bucket}/{_quote(ctx.b2_prefix + want.tag)}"
     files = {name: RemoteFile(name, f"{folder}/{_quote(name)}")
-             for name in (want.asset, SHA256SUMS, SHA1SUMS, BUILDINFO)}
+             for name in (*_guessed(want, want.asset), SHA256SUMS, SHA1SUMS, BUILDINFO)}
     return Located(want.tag, want.asset, "b2", where, files, kit=_kit_id(want), notes=want.notes)
 
 
@@ -333,7 +372,10 @@ def _folder(want: Wanted, root: Path) -> Located:
 
 
 def _only_tarball(files: Mapping[str, Any], where: str) -> str:
-    tarballs = [name for name in files if name.endswith(TARBALL_SUFFIXES)]
+    """The one kit tarball among `files` (a portable sibling of it aside)."""
+    found = [name for name in files if name.endswith(TARBALL_SUFFIXES)]
+    siblings = {_portable_name(name) for name in found}
+    tarballs = [name for name in found if name not in siblings]
     if len(tarballs) != 1:
         listed = ", ".join(sorted(files)) or "no files"
         raise BadInput(f"{where}: expected one kit tarball, found {len(tarballs)} ({listed})")
@@ -382,4 +424,4 @@ def located(args: argparse.Namespace, ctx: Context, client: Client | None,
             origin: str) -> Located:
     if origin not in ("github", "b2") and not Path(origin).is_dir():
         raise BadInput(f"--from {origin}: not github, b2 or a folder")
-    return locate(args.name, origin, ctx, client)
+    return locate(args.name, origin, ctx, client, portable=args.portable)

@@ -1,0 +1,409 @@
+"""Compare two kits and explain every difference: `compare(a, b)`, then `render` or `to_json`.
+
+    comparison = compare(Path("dist-1/kit-tag"), Path("dist-2/kit-tag"))
+    print(render(comparison))          # what differs, where, and why: one block per member
+    comparison.identical               # apart from what differs between runs by design
+
+A and B are two kit tarballs, two kit folders dist/<tag>/, two unpacked folders (or a tarball
+and a folder), or two files. Members are compared by kind, mode, link target and sha256; a
+member whose bytes differ is explained by what it is:
+
+- an ELF file (elfdiff.py): the sections that differ and each one's cause (build-id, a FILE
+  symbol, an embedded path or time, a fatbin entry and its kernel, or bytes);
+- a text (BUILDINFO.txt, licences): the differing lines. BUILDINFO.txt's lines below the run
+  marker, and SHA256SUMS's line for BUILDINFO.txt beside a kit, are this run's facts: expected
+  to differ, reported as such and not counted as a difference; so is a kit folder's build.log;
+- other data: paths and times where the bytes differ, else the first differing offset.
+
+For tarballs, what the members cannot explain is said of the tarball itself: tar header fields
+(mtime, owner), member order, the gzip header. Whatever is past a limit (Limits) is reported as
+not explained rather than read without bound.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ninfer_kits.buildinfo import RUN_MARKER
+from ninfer_kits.errors import BadInput, NotAnElf
+from ninfer_kits.inspector.archive import size_words
+from ninfer_kits.inspector.elf import ELF_MAGIC
+from ninfer_kits.inspector.inputs import ByteSource, printable
+from ninfer_kits.kitdir import BUILD_LOG, BUILDINFO, SHA256SUMS
+from ninfer_kits.repro import model, sides
+from ninfer_kits.repro.elfdiff import diff_data, diff_elf
+from ninfer_kits.repro.model import (
+    DIFFERS,
+    EXPECTED,
+    Cause,
+    Comparison,
+    Limits,
+    MemberDiff,
+    SectionDiff,
+    Side,
+)
+from ninfer_kits.repro.sides import Member, Tree
+from ninfer_kits.repro.textdiff import changed_lines
+
+__all__ = ["Comparison", "Limits", "compare", "render", "to_json"]
+
+LAYOUT_WORDS = {sides.ARCHIVE: "a tarball", sides.KIT_FOLDER: "a kit folder",
+                sides.FOLDER: "a folder", sides.FILE: "a single file"}
+# Layouts that compare member by member with each other: a tarball and its unpacked folder.
+TREES = (sides.ARCHIVE, sides.FOLDER)
+HEADER_FIELDS = ("mtime", "uid", "gid", "uname", "gname")
+
+
+def compare(a: Path, b: Path, limits: Limits | None = None) -> Comparison:
+    """Compare two kits (or folders, or files); BadInput when either cannot be read as one or
+    the two are not alike."""
+    limits = limits or Limits()
+    tree_a, tree_b = sides.read_tree(a, str(a)), sides.read_tree(b, str(b))
+    _check_alike(tree_a, tree_b)
+    tree_b, notes = _aligned(tree_a, tree_b)
+    found: dict[str, MemberDiff] = {}
+    pending: list[tuple[Member, Member, list[Cause]]] = []
+    same = 0
+    for path in _paths(tree_a, tree_b):
+        left, right = tree_a.members.get(path), tree_b.members.get(path)
+        causes = _by_listing(path, left, right)
+        if left is not None and right is not None and _bytes_differ(left, right):
+            pending.append((left, right, causes))
+        elif causes:
+            found[path] = _member(path, left, right, causes, "", ())
+        else:
+            same += 1
+    with sides.contents() as store:
+        store.fetch([member for pair in pending for member in pair[:2]])
+        for left, right, causes in pending:
+            with store.open(left) as data_a, store.open(right) as data_b:
+                kind, sections, explained = _explain(left.path, data_a, data_b, left, right,
+                                                     limits)
+            found[left.path] = _member(left.path, left, right, [*causes, *explained], kind,
+                                       sections)
+    archives = _archive_diffs(tree_a, tree_b, found)
+    ordered = [*archives, *(found[path] for path in _paths(tree_a, tree_b) if path in found)]
+    return Comparison(a=str(a), b=str(b), layout=tree_a.layout, members=tuple(ordered),
+                      same=same, notes=tuple(notes))
+
+
+def _check_alike(tree_a: Tree, tree_b: Tree) -> None:
+    alike = tree_a.layout == tree_b.layout or (tree_a.layout in TREES and tree_b.layout in TREES)
+    if not alike:
+        raise BadInput(f"{printable(tree_a.shown)} is {LAYOUT_WORDS[tree_a.layout]} and "
+                       f"{printable(tree_b.shown)} is {LAYOUT_WORDS[tree_b.layout]}: compare two "
+                       f"kit tarballs, two kit folders (dist/<tag>/), two folders or two files")
+
+
+def _aligned(tree_a: Tree, tree_b: Tree) -> tuple[Tree, list[str]]:
+    """B's members renamed where they pair with A's under another name: a single file, and a
+    kit folder's tarballs (paired by role, plain or portable)."""
+    notes: list[str] = []
+    renames: dict[str, str] = {}
+    if tree_a.layout == sides.FILE:
+        renames = {next(iter(tree_b.members)): next(iter(tree_a.members))}
+    elif tree_a.layout == sides.KIT_FOLDER:
+        by_role = {archive.role: archive.path for archive in tree_a.archives}
+        for archive in tree_b.archives:
+            mine = by_role.get(archive.role)
+            if mine is not None and mine != archive.path:
+                renames[archive.path] = mine
+                notes.append(f"the {archive.role} tarballs are named apart ({mine} in a, "
+                             f"{archive.path} in b): compared as one")
+    if not renames:
+        return tree_b, notes
+    members = {_renamed(path, renames): replace(member, path=_renamed(path, renames))
+               for path, member in tree_b.members.items()}
+    archives = tuple(replace(archive, path=renames.get(archive.path, archive.path))
+                     for archive in tree_b.archives)
+    return replace(tree_b, members=members, archives=archives), notes
+
+
+def _renamed(path: str, renames: dict[str, str]) -> str:
+    if path in renames:
+        return renames[path]
+    head, _, rest = path.partition("/")
+    return f"{renames[head]}/{rest}" if head in renames and rest else path
+
+
+def _paths(tree_a: Tree, tree_b: Tree) -> list[str]:
+    return [*tree_a.members, *(path for path in tree_b.members if path not in tree_a.members)]
+
+
+def _by_listing(path: str, left: Member | None, right: Member | None) -> list[Cause]:
+    """What the listing alone says differs: presence, kind, mode, link target."""
+    if left is None or right is None:
+        kind = model.ONLY_IN_A if right is None else model.ONLY_IN_B
+        side = "a" if right is None else "b"
+        return [Cause(kind, f"only in {side}")]
+    a, b = left.side, right.side
+    if a.kind != b.kind:
+        return [Cause(model.MEMBER_TYPE, "a different kind of member", a=a.kind, b=b.kind)]
+    causes = []
+    if a.mode != b.mode and a.kind != "symlink":
+        causes.append(Cause(model.MODE, "its permission bits differ", a=f"{a.mode:04o}",
+                            b=f"{b.mode:04o}"))
+    if a.link != b.link:
+        causes.append(Cause(model.LINK_TARGET, f"the {a.kind} points elsewhere", a=a.link,
+                            b=b.link))
+    return causes
+
+
+def _bytes_differ(left: Member, right: Member) -> bool:
+    return left.side.kind == right.side.kind == "file" and left.side.sha256 != right.side.sha256
+
+
+def _member(path: str, left: Member | None, right: Member | None, causes: list[Cause],
+            kind: str, sections: tuple[SectionDiff, ...]) -> MemberDiff:
+    if left is None or right is None:
+        status = model.ONLY_IN_A if right is None else model.ONLY_IN_B
+    else:
+        status = EXPECTED if causes and all(cause.expected for cause in causes) else DIFFERS
+    present = left or right
+    assert present is not None
+    return MemberDiff(path=path, kind=kind or present.side.kind, status=status,
+                      a=left.side if left else None, b=right.side if right else None,
+                      causes=tuple(causes), sections=sections)
+
+
+# --- the bytes of one member -------------------------------------------------------------------
+
+
+def _explain(path: str, a: ByteSource, b: ByteSource, left: Member, right: Member,
+             limits: Limits) -> tuple[str, tuple[SectionDiff, ...], list[Cause]]:
+    """What the member is ("elf", "text", "data"), its differing sections, and the causes."""
+    largest = max(left.side.size, right.side.size)
+    if largest > limits.explain:
+        return "file", (), [Cause(model.NOT_EXPLAINED, f"{size_words(largest)}: larger than the "
+                                                       f"{size_words(limits.explain)} compared "
+                                                       f"here; only its sha256 differs",
+                                  a=left.side.sha256, b=right.side.sha256)]
+    if a[:4] == ELF_MAGIC and b[:4] == ELF_MAGIC:
+        try:
+            found = diff_elf(a, b, path, limits)
+            return "elf", found.sections, list(found.causes)
+        except NotAnElf as error:
+            unread = Cause(model.NOT_EXPLAINED, f"not read as ELF: {error}")
+            return "data", (), [unread, *diff_data(a, b, limits)]
+    texts = _texts(a, b, limits)
+    if texts is not None:
+        return "text", (), _text_causes(posixpath.basename(path), *texts, limits)
+    return "data", (), diff_data(a, b, limits)
+
+
+def _texts(a: ByteSource, b: ByteSource, limits: Limits) -> tuple[str, str] | None:
+    if max(len(a), len(b)) > limits.text:
+        return None
+    raw_a, raw_b = bytes(a), bytes(b)
+    if b"\0" in raw_a or b"\0" in raw_b:
+        return None
+    try:
+        return raw_a.decode("utf-8"), raw_b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _text_causes(name: str, a: str, b: str, limits: Limits) -> list[Cause]:
+    if name == BUILD_LOG:
+        return [Cause(model.BUILD_LOG, "the build log (times, process ids, job order of this "
+                                       "run): expected to differ", expected=True)]
+    a_lines, b_lines = a.splitlines(), b.splitlines()
+    causes = []
+    if name == BUILDINFO:
+        a_lines, a_run = _split_run(a_lines)
+        b_lines, b_run = _split_run(b_lines)
+        if a_run != b_run:
+            changed = [line for line in (*a_run, *b_run) if line not in a_run or
+                       line not in b_run]
+            keys = sorted({line.split(":", 1)[0] for line in changed})
+            causes.append(Cause(model.RUN_FACTS, f"run facts (expected to differ): the lines "
+                                                 f"below '{RUN_MARKER[:14]}…' ({', '.join(keys)})",
+                                a="\n".join(line for line in a_run if line not in b_run),
+                                b="\n".join(line for line in b_run if line not in a_run),
+                                expected=True))
+    for hunk in changed_lines(a_lines, b_lines, limits.lines):
+        if name == SHA256SUMS and _only_buildinfo(hunk.a_lines + hunk.b_lines):
+            causes.append(Cause(model.RUN_FACTS, "the checksum of BUILDINFO.txt, whose run "
+                                                 "facts differ (expected to differ)",
+                                a="\n".join(hunk.a_lines), b="\n".join(hunk.b_lines),
+                                expected=True))
+            continue
+        causes.append(Cause(model.TEXT_LINES, f"{hunk.words} differ",
+                            a="\n".join(hunk.a_lines), b="\n".join(hunk.b_lines)))
+    return causes
+
+
+def _split_run(lines: list[str]) -> tuple[list[str], list[str]]:
+    if RUN_MARKER in lines:
+        at = lines.index(RUN_MARKER)
+        return lines[:at], lines[at + 1:]
+    return lines, []
+
+
+def _only_buildinfo(lines: tuple[str, ...]) -> bool:
+    return bool(lines) and all(line.endswith(f"  {BUILDINFO}") for line in lines)
+
+
+# --- the tarballs themselves ---------------------------------------------------------------------
+
+
+def _archive_diffs(tree_a: Tree, tree_b: Tree, found: dict[str, MemberDiff]
+                   ) -> list[MemberDiff]:
+    """What two tarballs' own bytes say beyond their members: tar header fields, member order,
+    the compression header; and that they differ when no member explains why."""
+    b_archives = {archive.path: archive for archive in tree_b.archives}
+    diffs = []
+    for archive in tree_a.archives:
+        other = b_archives.get(archive.path)
+        if other is None or other.sha256 == archive.sha256:
+            continue
+        prefix = f"{archive.path}/" if archive.path else ""
+        causes = _header_causes(tree_a, tree_b, prefix)
+        if archive.order != other.order and set(archive.order) == set(other.order):
+            causes.append(Cause(model.ARCHIVE_HEADER, "the same members in another order (a "
+                                                      "deterministic tarball sorts them)"))
+        if archive.head[:3] == other.head[:3] == b"\x1f\x8b\x08" and (
+                archive.head != other.head):
+            causes.append(Cause(model.ARCHIVE_HEADER, "the gzip headers differ (its mtime, "
+                                                      "flags or OS byte; gzip -n leaves them 0)",
+                                a=archive.head.hex(" "), b=other.head.hex(" ")))
+        inside = any(path.startswith(prefix) for path in found)
+        if not causes and not inside:
+            causes.append(Cause(model.ARCHIVE_HEADER, "the tarballs differ while every member "
+                                                      "and header is the same: another "
+                                                      "compressor or compression level"))
+        if causes:
+            name = archive.path or archive.file.name
+            diffs.append(MemberDiff(path=name, kind="archive", status=DIFFERS,
+                                    a=Side("file", size=archive.file.stat().st_size,
+                                           sha256=archive.sha256),
+                                    b=Side("file", size=other.file.stat().st_size,
+                                           sha256=other.sha256),
+                                    causes=tuple(causes)))
+    return diffs
+
+
+def _header_causes(tree_a: Tree, tree_b: Tree, prefix: str) -> list[Cause]:
+    """Tar header fields that differ, one cause per field, with the first member as example."""
+    counts: dict[str, int] = {}
+    example: dict[str, tuple[str, str, str]] = {}
+    for path, left in tree_a.members.items():
+        right = tree_b.members.get(path)
+        if not path.startswith(prefix) or right is None or not left.header or not right.header:
+            continue
+        for name in HEADER_FIELDS:
+            x, y = getattr(left.header, name), getattr(right.header, name)
+            if x != y:
+                counts[name] = counts.get(name, 0) + 1
+                example.setdefault(name, (path, str(x), str(y)))
+    return [Cause(model.ARCHIVE_HEADER, f"the tar header field {name} differs in "
+                                        f"{counts[name]} member(s), e.g. {example[name][0]}",
+                  a=example[name][1], b=example[name][2]) for name in HEADER_FIELDS
+            if name in counts]
+
+
+# --- output ------------------------------------------------------------------------------------
+
+
+def to_json(comparison: Comparison) -> dict[str, Any]:
+    """The versioned document `diff --json` prints (schema_version 1)."""
+    return {
+        "schema_version": model.SCHEMA_VERSION,
+        "a": comparison.a,
+        "b": comparison.b,
+        "layout": comparison.layout,
+        "identical": comparison.identical,
+        "same_members": comparison.same,
+        "notes": list(comparison.notes),
+        "members": [_member_json(member) for member in comparison.members],
+    }
+
+
+def _member_json(member: MemberDiff) -> dict[str, Any]:
+    return {
+        "path": member.path,
+        "kind": member.kind,
+        "status": member.status,
+        "a": _side_json(member.a),
+        "b": _side_json(member.b),
+        "sections": [{
+            "name": section.name,
+            "a": None if section.a is None else {"offset": section.a.offset,
+                                                 "size": section.a.size},
+            "b": None if section.b is None else {"offset": section.b.offset,
+                                                 "size": section.b.size},
+            "first_offset": section.first_offset,
+            "ranges": [list(pair) for pair in section.ranges],
+            "more_ranges": section.more,
+        } for section in member.sections],
+        "causes": [{
+            "kind": cause.kind, "section": cause.section, "detail": cause.detail,
+            "a": cause.a, "b": cause.b, "expected": cause.expected, "entry": cause.entry,
+            "kernel": cause.kernel,
+        } for cause in member.causes],
+    }
+
+
+def _side_json(side: Side | None) -> dict[str, Any] | None:
+    if side is None:
+        return None
+    return {"kind": side.kind, "size": side.size, "mode": side.mode, "link": side.link,
+            "sha256": side.sha256}
+
+
+def render(comparison: Comparison) -> str:
+    """The comparison in words: one block per member that differs, each cause on its own."""
+    lines = [f"a: {printable(comparison.a)}", f"b: {printable(comparison.b)}"]
+    lines += [f"note: {printable(note)}" for note in comparison.notes]
+    for member in comparison.members:
+        lines += ["", *_member_lines(member)]
+    lines += ["", _verdict(comparison)]
+    return "\n".join(lines) + "\n"
+
+
+def _member_lines(member: MemberDiff) -> list[str]:
+    status = {model.ONLY_IN_A: "only in a", model.ONLY_IN_B: "only in b",
+              EXPECTED: "differs only where expected"}.get(member.status, "differs")
+    head = f"{printable(member.path)} ({member.kind}): {status}"
+    if member.a and member.b and member.a.sha256 and member.b.sha256 and (
+            member.a.sha256 != member.b.sha256):
+        head += (f"; sha256 {member.a.sha256[:12]}… vs {member.b.sha256[:12]}…, "
+                 f"{member.a.size} vs {member.b.size} bytes")
+    lines = [head]
+    if member.sections:
+        lines.append("  sections: " + ", ".join(_section_words(s) for s in member.sections))
+    for cause in member.causes:
+        where = f" [{printable(cause.section)}]" if cause.section else ""
+        lines.append(f"  - {cause.kind}{where}: {printable(cause.detail)}")
+        for label, value in (("a", cause.a), ("b", cause.b)):
+            if value is not None:
+                rows = value.splitlines() or [""]
+                lines.append(f"      {label}: {printable(rows[0])}")
+                lines += [f"         {printable(row)}" for row in rows[1:]]
+    return lines
+
+
+def _section_words(section: SectionDiff) -> str:
+    if section.a is None or section.b is None:
+        return f"{section.name} (only in {'b' if section.a is None else 'a'})"
+    words = []
+    if section.first_offset is not None:
+        count = f"{len(section.ranges)}{'+' if section.more else ''}"
+        words.append(f"from +{section.first_offset:#x}, {count} range(s)")
+    if section.a.size != section.b.size:
+        words.append(f"{section.a.size} vs {section.b.size} bytes")
+    return f"{section.name} ({'; '.join(words)})" if words else section.name
+
+
+def _verdict(comparison: Comparison) -> str:
+    expected = sum(member.status == EXPECTED for member in comparison.members)
+    expected_words = (f"; {expected} member(s) differ only where expected (run facts, build "
+                      f"log)" if expected else "")
+    if comparison.identical:
+        return f"identical: {comparison.same} member(s) the same{expected_words}"
+    differ = len(comparison.members) - expected
+    return (f"differ: {differ} member(s) differ, {comparison.same} the same"
+            f"{expected_words}")

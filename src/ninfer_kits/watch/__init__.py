@@ -11,7 +11,7 @@ matrix to $GITHUB_OUTPUT for .github/workflows/rebuild.yml.
 from __future__ import annotations
 
 from ninfer_kits.watch.heads import HeadClient, HeadError, HeadResult, StateFile
-from ninfer_kits.watch.plan import Stale, latest_releases, plan
+from ninfer_kits.watch.plan import Stale, kit_releases, latest_releases, plan
 
-__all__ = ["HeadClient", "HeadError", "HeadResult", "Stale", "StateFile", "latest_releases",
-           "plan"]
+__all__ = ["HeadClient", "HeadError", "HeadResult", "Stale", "StateFile", "kit_releases",
+           "latest_releases", "plan"]

@@ -27,7 +27,7 @@ from ninfer_kits.watch.heads import (
     StateFile,
     token_from_env,
 )
-from ninfer_kits.watch.plan import Stale, latest_releases, plan
+from ninfer_kits.watch.plan import Stale, kit_releases, plan
 
 API_ENV = "NINFER_KITS_GITHUB_API"
 
@@ -58,7 +58,7 @@ def execute(args: argparse.Namespace) -> int:
     if args.revision is not None and HEX_REVISION.fullmatch(args.revision) is None:
         raise BadInput(f"--revision {args.revision!r}: not a revision (7 to 40 hex digits)")
     ledger_dir = args.ledger_dir or matrix.path.parent / "releases"
-    releases = latest_releases(ledger_dir)
+    releases = kit_releases(ledger_dir)
     state = StateFile(args.state)
     api = args.api or os.environ.get(API_ENV) or DEFAULT_GITHUB_API
     client = HeadClient(api, state, token_from_env(), max_wait=args.max_wait)

@@ -1,9 +1,11 @@
 """Which kits are stale: the matrix's pins and the upstreams' heads against the ledger.
 
 A kit is stale when the ledger (releases/*.toml) has no release of it ("missing release"), when
-its newest release was built from another revision than the one matrix.toml pins ("new pin")
-or, unpinned, than its branch's head ("new head"), or when it was built with another toolchain
-than the matrix names now ("toolchain changed").
+none of its releases was built from the revision matrix.toml pins ("new pin") or, unpinned, from
+its branch's head ("new head"), or when the newest release built from that revision was built
+with another toolchain than the matrix names now ("toolchain changed"). Any release of the
+revision counts, not only the kit's newest: after a dispatch built an older revision, the head,
+released before, is not built again (its tag is taken, and publish would refuse the new build).
 """
 
 from __future__ import annotations
@@ -24,42 +26,51 @@ class Stale:
     reason: str
 
 
-def latest_releases(ledger_dir: Path) -> dict[str, LedgerEntry]:
-    """The newest published release of each kit; BadInput names a file that does not parse."""
-    newest: dict[str, LedgerEntry] = {}
+def kit_releases(ledger_dir: Path) -> dict[str, list[LedgerEntry]]:
+    """Each kit's published releases, newest first (by when published, then tag, as fetch
+    orders them); BadInput names a file that does not parse."""
+    found: dict[str, list[LedgerEntry]] = {}
     if not ledger_dir.is_dir():
-        return newest
+        return found
     for path in sorted(ledger_dir.glob(f"*{ledger.SUFFIX}")):
         entry = ledger.read(path)
-        known = newest.get(entry.kit)
-        if known is None or entry.published_at > known.published_at:
-            newest[entry.kit] = entry
-    return newest
+        found.setdefault(entry.kit, []).append(entry)
+    for entries in found.values():
+        entries.sort(key=lambda entry: (entry.published_at, entry.tag), reverse=True)
+    return found
+
+
+def latest_releases(ledger_dir: Path) -> dict[str, LedgerEntry]:
+    """The newest published release of each kit; BadInput names a file that does not parse."""
+    return {kit: entries[0] for kit, entries in kit_releases(ledger_dir).items()}
 
 
 def _same(revision: str, wanted: str) -> bool:
     return revision.lower().startswith(wanted.lower())
 
 
-def plan(kits: Sequence[Kit], heads: Mapping[str, str], releases: Mapping[str, LedgerEntry],
+def plan(kits: Sequence[Kit], heads: Mapping[str, str],
+         releases: Mapping[str, Sequence[LedgerEntry]],
          revision: str | None = None) -> list[Stale]:
     """The stale kits among `kits`, in order. `heads`: upstream id → branch head (absent for an
     upstream whose head is unknown: pinned, local or failed); `revision` overrides both (a
-    dispatch that asks for one)."""
+    dispatch that asks for one); `releases`: each kit's releases, newest first (kit_releases)."""
     stale: list[Stale] = []
     for kit in kits:
         upstream = kit.upstream
         wanted = revision or upstream.revision or heads.get(upstream.id)
         if wanted is None:
             continue
-        released = releases.get(kit.id)
-        if released is None:
+        history = releases.get(kit.id, ())
+        released = next((entry for entry in history if _same(entry.revision, wanted)), None)
+        if not history:
             reason = "missing release: the ledger has none of this kit"
-        elif not _same(released.revision, wanted):
+        elif released is None:
+            newest = history[0]
             why = ("requested revision" if revision else
                    "new pin" if upstream.revision else f"new head of {upstream.branch}")
-            reason = f"{why}: {wanted[:12]}, released {released.revision[:12]} " \
-                     f"({released.tag})"
+            reason = f"{why}: {wanted[:12]}, released {newest.revision[:12]} " \
+                     f"({newest.tag})"
         elif released.toolchain != kit.toolchain.id:
             reason = (f"toolchain changed: {released.toolchain} → {kit.toolchain.id} "
                       f"({released.tag})")

@@ -195,11 +195,24 @@ def export_root(suite: str, cache: Path) -> Path:
     """A debootstrapped Debian root of `suite` (minbase + VERIFY_ROOTS[suite]) as a folder.
 
     Made once with scripts/make-base-image.sh (image ninfer-kits/verify-SUITE:local), then
-    exported from a created, never started, container into cache/<suite>-<image id>/.
+    exported into cache/<suite>-<image id>/ (image_root).
     """
     tag = ensure_base_image(f"ninfer-kits/verify-{suite}:local", suite, VERIFY_ROOTS[suite])
+    return image_root(tag, cache, suite)
+
+
+def bare_root(suite: str, cache: Path) -> Path:
+    """A plain debootstrapped minbase root of `suite` (no FFmpeg, libcurl, libstdc++ or CUDA
+    runtime), made once as ninfer-kits/debian-SUITE-minbase:local, as a folder."""
+    tag = ensure_base_image(f"ninfer-kits/debian-{suite}-minbase:local", suite, include="")
+    return image_root(tag, cache, f"{suite}-minbase")
+
+
+def image_root(tag: str, cache: Path, name: str) -> Path:
+    """The filesystem of image `tag` in cache/<name>-<image id>/, exported once from a created,
+    never started, container."""
     image_id = _docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip()
-    folder = cache / f"{suite}-{image_id.removeprefix('sha256:')[:12]}"
+    folder = cache / f"{name}-{image_id.removeprefix('sha256:')[:12]}"
     if (folder / "etc" / "os-release").exists():
         return folder
     partial = folder.with_name(folder.name + ".partial")

@@ -54,6 +54,7 @@ from tools import ROOT, changed_copy, git, missing, needs_libcurl_headers, nvcc,
 
 TAG = "example-v0.3.0-linux-sm86"
 ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
+PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"  # `portable = true` in matrix.toml
 COMMIT_TIME = 1735689600  # 2025-01-01T00:00:00Z, the example repository's commit date
 
 
@@ -100,13 +101,15 @@ def test_output_folder_holds_the_finished_kit(two_builds: tuple[Built, Built]) -
     first, _ = two_builds
     assert sorted(p.name for p in first.dist.iterdir()) == [TAG]
     assert sorted(p.name for p in first.out.iterdir()) == [
-        "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", ASSET]
+        "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", PORTABLE, ASSET]
     assert "[1/" in (first.out / "build.log").read_text()
 
 
 def test_tarballs_are_byte_identical(two_builds: tuple[Built, Built]) -> None:
+    """Both flavours: the repaired kit too (the same libraries, the same patchelf edits)."""
     first, second = two_builds
     assert sha256_of(first.out / ASSET) == sha256_of(second.out / ASSET)
+    assert sha256_of(first.out / PORTABLE) == sha256_of(second.out / PORTABLE)
 
 
 def test_buildinfo_differs_only_in_the_run_section(two_builds: tuple[Built, Built]) -> None:
@@ -117,7 +120,7 @@ def test_buildinfo_differs_only_in_the_run_section(two_builds: tuple[Built, Buil
     infos = [buildinfo.read(built.out / "BUILDINFO.txt") for built in two_builds]
     assert (infos[0].run_value("jobs"), infos[1].run_value("jobs")) == ("1", "2")
     sums = [(built.out / "SHA256SUMS").read_text().splitlines() for built in (first, second)]
-    tarball_lines = [[line for line in lines if ASSET in line] for lines in sums]
+    tarball_lines = [[line for line in lines if ".tar.gz" in line] for lines in sums]
     assert tarball_lines[0] == tarball_lines[1]
 
 
@@ -139,12 +142,13 @@ def test_sha256sums_verify_with_coreutils(two_builds: tuple[Built, Built]) -> No
                           text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = (out / "SHA256SUMS").read_text().splitlines()
-    assert [line.split("  ")[1] for line in lines] == sorted(["BUILDINFO.txt", ASSET])
+    assert [line.split("  ")[1] for line in lines] == sorted(["BUILDINFO.txt", ASSET, PORTABLE])
 
 
 def test_sha1_of_the_tarball_is_recorded(two_builds: tuple[Built, Built]) -> None:
     out = two_builds[0].out
-    assert (out / "SHA1SUMS").read_text() == f"{hash_file(out / ASSET).sha1}  {ASSET}\n"
+    assert (out / "SHA1SUMS").read_text() == "".join(
+        f"{hash_file(out / name).sha1}  {name}\n" for name in sorted((ASSET, PORTABLE)))
     done = subprocess.run([tool("sha1sum"), "-c", "SHA1SUMS"], cwd=out, check=False)
     assert done.returncode == 0
 

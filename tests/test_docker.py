@@ -37,6 +37,7 @@ from tools import ROOT, changed_copy, missing, sha256_of
 
 TAG = "example-v0.3.0-linux-sm86"
 ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
+PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"  # `portable = true` in matrix.toml
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def test_example_kit_builds_in_docker_and_loads_in_its_runtime_image(
         docker_builds: tuple[Run, Run]) -> None:
     first, _ = docker_builds
     assert sorted(p.name for p in first.out.iterdir()) == [
-        "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", ASSET]
+        "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", PORTABLE, ASSET]
     verdict = first.info().run_value("smoke") or ""
     assert verdict.startswith("passed in ninfer-kits/runtime-trixie-cuda130:"), verdict
     assert "every library and symbol version of 2 binaries resolved" in verdict
@@ -134,6 +135,8 @@ def test_two_cold_docker_builds_are_byte_identical(docker_builds: tuple[Run, Run
         info = run.info()
         assert info.run_value("ccache_hits") == "0", info.run
     assert sha256_of(first.out / ASSET) == sha256_of(second.out / ASSET)
+    # The repaired kit: the toolchain image's libraries, edited the same way by patchelf.
+    assert sha256_of(first.out / PORTABLE) == sha256_of(second.out / PORTABLE)
 
 
 def test_cold_build_counts_every_compile_call(docker_builds: tuple[Run, Run]) -> None:

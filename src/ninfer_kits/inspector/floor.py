@@ -348,8 +348,11 @@ def _cuda_rows(floor: KitFloor) -> list[Requirement]:
         where = (describe_search_paths(paths) if paths
                  else "no RUNPATH: found through LD_LIBRARY_PATH or the loader's cache")
         rows.append(Requirement(f"CUDA {major} runtime — libcudart.so.{major}", where))
-    if majors or floor.sass or floor.ptx:
-        cuda = f"CUDA {majors[0]}" if majors else "this CUDA version"
+    # A kit that carries its own CUDA runtime (portable) still needs a driver for its major.
+    carried = [m["major"] for m in map(CUDART.match, floor.provided_in_kit) if m]
+    if majors or carried or floor.sass or floor.ptx:
+        known = majors or carried
+        cuda = f"CUDA {known[0]}" if known else "this CUDA version"
         rows.append(Requirement(f"A driver providing libcuda.so.1, new enough for {cuda}",
                                 "the CUDA runtime loads it when the program starts"))
     if floor.sass or floor.ptx:

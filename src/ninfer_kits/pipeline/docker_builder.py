@@ -270,7 +270,7 @@ class DockerBuilder:
 # What the portable repair reads in a toolchain image: its libraries, the loader's cache, and of
 # /usr/share and /var only the package records and copyright files.
 _SKIPPED_FOR_REPAIR = ("usr/include/", "usr/src/", "proc/", "sys/", "dev/", "tmp/", "run/")
-_DPKG_RECORDS = re.compile(r"var/lib/dpkg/(status|info/[^/]+\.list)")
+_DPKG_RECORDS = re.compile(r"var/lib/dpkg/(status|info/[^/]+\.(list|md5sums))")
 _COPYRIGHT = re.compile(r"usr/share/doc/[^/]+/copyright")
 
 

@@ -59,6 +59,8 @@ _NAMED_LICENCES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"Redistribution and use in source and binary forms", "BSD-style"),
         (r"Permission is hereby granted, free of charge", "MIT-style"),
         (r"Permission to use, copy, modify,? and(/or)? distribute", "ISC/HPND-style"),
+        # The X Consortium's wording (libXau, libXdmcp, libXrender, fontconfig): MIT-style.
+        (r"Permission to use, copy, modify, distribute,? and sell", "MIT-style (X11)"),
         (r"\bpublic domain\b", "public-domain"),
     ))
 

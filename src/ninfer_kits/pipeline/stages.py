@@ -23,7 +23,7 @@ from typing import Final, TypeVar
 from ninfer_kits import __version__, kitdir, resources
 from ninfer_kits.buildinfo import BuildInfo, render
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
-from ninfer_kits.inspector.floor import describe_device_code
+from ninfer_kits.inspector.floor import describe_device_code, render_table
 from ninfer_kits.inspector.inspection import Inspection, inspect_path
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
@@ -36,7 +36,15 @@ from ninfer_kits.pipeline.builders import (
     PreparedToolchain,
 )
 from ninfer_kits.pipeline.pack import PackedFile, hash_file, pack_tree, write_file, write_sha256sums
+from ninfer_kits.pipeline.portable_policy import load_policy
 from ninfer_kits.pipeline.probe import ProbeTimeout, probe
+from ninfer_kits.pipeline.repair import (
+    THIRD_PARTY_README,
+    Bundled,
+    LibraryEnvironment,
+    Repair,
+    repair,
+)
 from ninfer_kits.pipeline.source import SourceTree, fetch_source
 from ninfer_kits.pipeline.workspace import held_workspace
 
@@ -85,6 +93,22 @@ class BuildState:
     kit_dir: KitDir | None = None
     smoke: str = ""
     checkout: PipelineCheckout | None = None  # the pipeline's own revision
+    portable: Portable | None = None  # the portable flavour, for kits with `portable = true`
+
+
+@dataclass(frozen=True, kw_only=True)
+class Portable:
+    """The portable flavour of the kit: the same binaries, with every library they load but
+    glibc's and the driver's in kit/lib (pipeline.repair), packed as a second asset."""
+
+    kit_root: Path
+    asset: str
+    repair: Repair
+    inspection: Inspection
+    licenses: tuple[str, ...]
+    smoke: str = ""
+    buildinfo: BuildInfo | None = None
+    tarball: PackedFile | None = None
 
 
 Stage = Callable[[BuildState, Reporter], BuildState]
@@ -158,15 +182,52 @@ def inspect_kit(state: BuildState, reporter: Reporter) -> BuildState:
     return dataclasses.replace(state, inspection=inspection)
 
 
+def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
+    """For a kit with `portable = true`: a copy of the kit carrying every library its binaries
+    load but glibc's and the driver's, found in the environment it was compiled in (the host,
+    or the toolchain image), with RUNPATH $ORIGIN; its floor before and after."""
+    kit = state.request.kit
+    if not kit.portable:
+        return state
+    kit_root, inspection = need(state.kit_root, "kit_root"), need(state.inspection, "inspection")
+    portable_root = state.workspace / "portable" / "kit"
+    if portable_root.parent.exists():
+        shutil.rmtree(portable_root.parent)
+    shutil.copytree(kit_root, portable_root, symlinks=True)
+    policy = load_policy()
+    with state.request.builder.build_environment(kit, reporter) as root:
+        environment = (LibraryEnvironment.host(portable_root) if root == Path("/") else
+                       LibraryEnvironment.exported(root))
+        repaired = repair(portable_root, environment, policy, reporter.info)
+    after = inspect_path(portable_root)
+    check_search_paths(after)
+    size = sum(item.size for item in repaired.bundled)
+    reporter.info(f"bundled {len(repaired.bundled)} libraries ({size / 1e6:.1f} MB) in kit/lib")
+    reporter.info("floor before the repair:\n" + render_table(inspection.floor.table))
+    reporter.info("floor after the repair:\n" + render_table(after.floor.table))
+    notices = sorted({item.notice for item in repaired.bundled} | {THIRD_PARTY_README})
+    portable = Portable(kit_root=portable_root, asset=kitdir.portable_name(state.asset),
+                        repair=repaired, inspection=after,
+                        licenses=(*state.licenses, *notices))
+    return dataclasses.replace(state, portable=portable)
+
+
 def smoke_test(state: BuildState, reporter: Reporter) -> BuildState:
-    """Every library and symbol version resolves in the kit's runtime image (docker builder)."""
+    """Every library and symbol version resolves in the kit's runtime image (docker builder),
+    for each flavour."""
     kit_root, inspection = need(state.kit_root, "kit_root"), need(state.inspection, "inspection")
     compiled = need(state.compiled, "compiled")
     interpreter = next(iter(inspection.floor.interpreters), "/lib64/ld-linux-x86-64.so.2")
-    verdict = state.request.builder.smoke_test(state.request.kit, kit_root / "bin", interpreter,
-                                               compiled.log, reporter)
+    builder, kit = state.request.builder, state.request.kit
+    verdict = builder.smoke_test(kit, kit_root / "bin", interpreter, compiled.log, reporter)
     reporter.info(f"smoke test {verdict}")
-    return dataclasses.replace(state, smoke=verdict)
+    portable = state.portable
+    if portable is not None:
+        portable_verdict = builder.smoke_test(kit, portable.kit_root / "bin", interpreter,
+                                              compiled.log, reporter)
+        reporter.info(f"smoke test of the portable kit {portable_verdict}")
+        portable = dataclasses.replace(portable, smoke=portable_verdict)
+    return dataclasses.replace(state, smoke=verdict, portable=portable)
 
 
 def write_buildinfo(state: BuildState, reporter: Reporter) -> BuildState:
@@ -174,8 +235,15 @@ def write_buildinfo(state: BuildState, reporter: Reporter) -> BuildState:
     checkout = pipeline_checkout(state.request.project)
     info = make_buildinfo(state, checkout)
     kit_root = need(state.kit_root, "kit_root")
+    portable = state.portable
+    if portable is not None:
+        info = dataclasses.replace(info, portable_asset=portable.asset)
+        own = portable_buildinfo(info, portable)
+        (portable.kit_root / kitdir.BUILDINFO).write_text(render(own, with_run=False),
+                                                          encoding="utf-8")
+        portable = dataclasses.replace(portable, buildinfo=own)
     (kit_root / kitdir.BUILDINFO).write_text(render(info, with_run=False), encoding="utf-8")
-    return dataclasses.replace(state, buildinfo=info, checkout=checkout)
+    return dataclasses.replace(state, buildinfo=info, checkout=checkout, portable=portable)
 
 
 def pack(state: BuildState, reporter: Reporter) -> BuildState:
@@ -186,7 +254,15 @@ def pack(state: BuildState, reporter: Reporter) -> BuildState:
     progress = reporter.progress(f"packing {state.asset}")
     tarball = pack_tree(kit_root, staging / state.asset, mtime=source.commit_time,
                         progress=progress.bytes)
-    return dataclasses.replace(state, tarball=tarball)
+    portable = state.portable
+    if portable is not None:
+        progress = reporter.progress(f"packing {portable.asset}")
+        packed = pack_tree(portable.kit_root, staging / portable.asset, mtime=source.commit_time,
+                           progress=progress.bytes)
+        reporter.info(f"{portable.asset}: {packed.size:,} bytes, {state.asset}: "
+                      f"{tarball.size:,} bytes ({packed.size / tarball.size:.1f}×)")
+        portable = dataclasses.replace(portable, tarball=packed)
+    return dataclasses.replace(state, tarball=tarball, portable=portable)
 
 
 def checksums(state: BuildState, reporter: Reporter) -> BuildState:
@@ -196,10 +272,15 @@ def checksums(state: BuildState, reporter: Reporter) -> BuildState:
     published = dataclasses.replace(info, run=run_entries(state, compiled))
     buildinfo = write_file(staging / kitdir.BUILDINFO, render(published).encode("utf-8"))
     shutil.copyfile(compiled.log, staging / kitdir.BUILD_LOG)
+    tarballs = {state.asset: tarball}
+    if state.portable is not None:
+        tarballs[state.portable.asset] = need(state.portable.tarball, "portable tarball")
     write_sha256sums(staging / kitdir.SHA256SUMS,
-                     {state.asset: tarball.sha256, kitdir.BUILDINFO: buildinfo.sha256})
+                     {**{name: packed.sha256 for name, packed in tarballs.items()},
+                      kitdir.BUILDINFO: buildinfo.sha256})
     # B2 and older download clients verify by SHA-1; it comes from the same pass as the sha256.
-    write_file(staging / kitdir.SHA1SUMS, f"{tarball.sha1}  {state.asset}\n".encode())
+    write_file(staging / kitdir.SHA1SUMS,
+               "".join(f"{tarballs[name].sha1}  {name}\n" for name in sorted(tarballs)).encode())
     return dataclasses.replace(state, buildinfo=published)
 
 
@@ -220,6 +301,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("compile", compile_kit),
     ("assemble", assemble),
     ("inspect", inspect_kit),
+    ("repair", repair_portable),
     ("smoke", smoke_test),
     ("buildinfo", write_buildinfo),
     ("pack", pack),
@@ -326,10 +408,36 @@ def make_buildinfo(state: BuildState, checkout: PipelineCheckout) -> BuildInfo:
     )
 
 
+def portable_buildinfo(plain: BuildInfo, portable: Portable) -> BuildInfo:
+    """The portable tarball's own BUILDINFO.txt: the plain kit's inputs, its own floor (glibc
+    and the driver, and the GPU), its binaries' hashes after the repair, and each bundled
+    library with its package and licence."""
+    floor = portable.inspection.floor
+    glibc = floor.floor("GLIBC")
+    return dataclasses.replace(
+        plain, flavour="portable", portable_asset=portable.asset,
+        glibc_floor=glibc.version if glibc else "none",
+        sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
+        symbol_floors=tuple(item.name for item in floor.prefix_floors),
+        floor=tuple((row.requirement, row.why) for row in floor.table),
+        binaries=tuple(_hashes_of(portable.kit_root / "bin")),
+        licenses=portable.licenses,
+        bundled=tuple(_bundled_entry(item) for item in portable.repair.bundled),
+    )
+
+
+def _bundled_entry(item: Bundled) -> tuple[str, str, str, str, str]:
+    origin = item.origin
+    return (item.soname, item.sha256, f"{origin.package} {origin.version} ({origin.manager})",
+            origin.license, item.notice)
+
+
 def _binary_hashes(state: BuildState) -> list[tuple[str, str]]:
-    kit_root = need(state.kit_root, "kit_root")
-    return [(hash_file(path).sha256, f"kit/bin/{path.name}")
-            for path in sorted((kit_root / "bin").iterdir())]
+    return _hashes_of(need(state.kit_root, "kit_root") / "bin")
+
+
+def _hashes_of(bin_dir: Path) -> list[tuple[str, str]]:
+    return [(hash_file(path).sha256, f"kit/bin/{path.name}") for path in sorted(bin_dir.iterdir())]
 
 
 def run_entries(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str], ...]:

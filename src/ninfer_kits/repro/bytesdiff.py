@@ -80,21 +80,21 @@ def _add(found: list[tuple[int, int]], start: int, end: int) -> None:
         found.append((start, end))
 
 
-def text_around(data: ByteSource, start: int, end: int, at: int, stop: int) -> tuple[int, str]:
-    """The printable text around data[at:stop] (a differing range), within data[start:end]:
-    extended to the nearest non-printable byte on each side, at most CONTEXT bytes out. Returns
-    where the text starts and the text ('' when the differing bytes are not printable)."""
-    stop = min(max(stop, at + 1), end)
-    lo = max(start, at - CONTEXT)
-    hi = min(end, stop + CONTEXT)
-    window = bytes(data[lo:hi])
-    inner_start, inner_stop = at - lo, stop - lo
-    if not all(byte in PRINTABLE for byte in window[inner_start:inner_stop]):
+def text_around(data: ByteSource, start: int, end: int, at: int) -> tuple[int, str]:
+    """The printable text around data[at] (where two regions first differ), within
+    data[start:end]: out to the nearest non-printable byte on each side, at most CONTEXT bytes
+    each way. Returns where the text starts and the text ('' when data[at] is not printable)."""
+    if not start <= at < end:
         return at, ""
-    left = inner_start
+    lo = max(start, at - CONTEXT)
+    window = bytes(data[lo:min(end, at + 1 + CONTEXT)])
+    middle = at - lo
+    if window[middle] not in PRINTABLE:
+        return at, ""
+    left = middle
     while left > 0 and window[left - 1] in PRINTABLE:
         left -= 1
-    right = inner_stop
+    right = middle + 1
     while right < len(window) and window[right] in PRINTABLE:
         right += 1
     return lo + left, window[left:right].decode("ascii")

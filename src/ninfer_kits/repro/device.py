@@ -129,6 +129,9 @@ def compare(a: ByteSource, a_entries: list[Entry], b: ByteSource, b_entries: lis
         elif not _same_payload(a, left, b, right):
             causes.extend(_explain(a, left, b, right, key[2], section, limits, cubin_diff))
         if len(causes) >= limits.causes:
+            causes.append(Cause(model.NOT_EXPLAINED, f"more entries of {section} may differ: "
+                                                     f"the limit of {limits.causes} causes was "
+                                                     f"reached", section=section))
             return causes
     causes.extend(_only(entry, section, key[2], model.ONLY_IN_B)
                   for key, entry in _keyed(b_entries) if key not in a_keys)
@@ -359,6 +362,15 @@ def _zstd(raw: bytes, size: int) -> bytes:
     if done.returncode != 0:
         raise _CannotInflate(f"the zstd tool failed: {done.stderr.decode(errors='replace')[:200]}")
     return done.stdout[:size + 1]
+
+
+def zstd_decoder() -> str | None:
+    """What decodes zstd payloads here ("compression.zstd", "zstandard", the zstd tool's
+    path), or None: then zstd-compressed entries are named but not looked into."""
+    module = _zstd_module()
+    if module is not None:
+        return str(module.__name__)
+    return shutil.which("zstd")
 
 
 @cache

@@ -69,6 +69,9 @@ def compare(a: Path, b: Path, limits: Limits | None = None) -> Comparison:
     same = 0
     for path in _paths(tree_a, tree_b):
         left, right = tree_a.members.get(path), tree_b.members.get(path)
+        if _implied_folder(path, left, right, tree_a, tree_b):
+            same += 1
+            continue
         causes = _by_listing(path, left, right)
         if left is not None and right is not None and _bytes_differ(left, right):
             pending.append((left, right, causes))
@@ -131,6 +134,18 @@ def _renamed(path: str, renames: dict[str, str]) -> str:
 
 def _paths(tree_a: Tree, tree_b: Tree) -> list[str]:
     return [*tree_a.members, *(path for path in tree_b.members if path not in tree_a.members)]
+
+
+def _implied_folder(path: str, left: Member | None, right: Member | None, tree_a: Tree,
+                    tree_b: Tree) -> bool:
+    """A folder listed on one side only, where the other side holds members under it: a
+    tarball without folder entries against its unpacked folder. Not a difference."""
+    if (left is None) == (right is None):
+        return False
+    present, other = (left, tree_b) if right is None else (right, tree_a)
+    assert present is not None
+    return present.side.kind == "folder" and any(
+        name.startswith(f"{path}/") for name in other.members)
 
 
 def _by_listing(path: str, left: Member | None, right: Member | None) -> list[Cause]:

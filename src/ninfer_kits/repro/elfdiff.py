@@ -18,7 +18,6 @@ A cubin inside a fatbin goes through the same comparison, one level down.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
@@ -33,6 +32,7 @@ from ninfer_kits.repro.bytesdiff import (
     text_around,
 )
 from ninfer_kits.repro.elfread import (
+    SHF_EXECINSTR,
     SHT_DYNSYM,
     SHT_NOTE,
     SHT_SYMTAB,
@@ -47,10 +47,14 @@ from ninfer_kits.repro.elfread import (
     symbols,
 )
 from ninfer_kits.repro.model import Cause, Extent, Limits, SectionDiff
+from ninfer_kits.repro.textdiff import differing_runs
 
 BUILD_ID_SECTION = ".note.gnu.build-id"
+# Causes are listed with what explains most first; those that follow from others last.
+ORDER = {model.BUILD_ID: 1, model.SYMBOL_VALUE: 1, model.BYTES: 2}
 SHOWN_SYMBOLS = 8
 MAX_DEPTH = 1  # an ELF inside a fatbin inside an ELF, and no deeper
+MIN_STRING = 8  # printable bytes around a difference read as a string (in data, not code)
 
 
 @dataclass(frozen=True)
@@ -108,10 +112,35 @@ def diff_elf(a: ByteSource, b: ByteSource, shown: str, limits: Limits, *, prefix
             # symbol's name of the same length), but the names are the symbol table's.
             causes.extend(_symbols(pair, left, right))
         if len(causes) >= limits.causes:
+            causes.append(_limit_reached(limits))
             break
     if not sections:
         causes.extend(_outside_sections(pair))
-    return ElfDiff(tuple(sections), tuple(_with_build_id_words(_unique(causes))))
+    causes = _with_followers(causes, _resized_strings(paired, by_name, pair))
+    ordered = sorted(_with_build_id_words(_unique(causes)), key=lambda c: ORDER.get(c.kind, 0))
+    return ElfDiff(tuple(sections), tuple(ordered))
+
+
+def _resized_strings(paired: list[tuple[Section | None, Section | None]],
+                     by_name: dict[str, SectionDiff], pair: _Pair) -> list[str]:
+    """String tables whose size differs: every offset into them after the change moved."""
+    return [left.name for left, right in paired
+            if left is not None and right is not None and is_string_table(left)
+            and left.size != right.size and pair.name(left.name) in by_name]
+
+
+def _with_followers(causes: list[Cause], resized: list[str]) -> list[Cause]:
+    if not resized:
+        return causes
+    words = (f" (likely a consequence: {', '.join(resized)} changed size, so offsets into it "
+             f"moved)")
+    return [replace(cause, detail=cause.detail + words) if cause.kind == model.BYTES else cause
+            for cause in causes]
+
+
+def _limit_reached(limits: Limits) -> Cause:
+    return Cause(model.NOT_EXPLAINED, f"more differences follow, not explained: the limit of "
+                                      f"{limits.causes} causes per member was reached")
 
 
 def _symbol_tables_first(pair: tuple[Section | None, Section | None]) -> int:
@@ -249,13 +278,8 @@ def _file_words(a_name: str | None, b_name: str | None) -> str:
 
 def _names(a_symbols: list[Symbol], b_symbols: list[Symbol], where: str) -> list[Cause]:
     a_names, b_names = [s.name for s in a_symbols], [s.name for s in b_symbols]
-    if a_names == b_names:
-        return []
-    matcher = difflib.SequenceMatcher(None, a_names, b_names, autojunk=False)
     causes = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
+    for i1, i2, j1, j2 in differing_runs(a_names, b_names):
         for a_name, b_name in zip_longest(a_names[i1:i2], b_names[j1:j2]):
             causes.append(Cause(model.SYMBOL_NAME, _symbol_words(a_name, b_name),
                                 section=where, a=a_name, b=b_name))
@@ -299,15 +323,21 @@ def _strings(pair: _Pair, left: Section, right: Section) -> list[Cause] | None:
     b_strings = section_text(pair.b, pair.lb, right).split(b"\0")
     if max(len(a_strings), len(b_strings)) > pair.limits.strings:
         return None
-    matcher = difflib.SequenceMatcher(None, a_strings, b_strings, autojunk=False)
+    # Strings that moved are not differences: what is left on each side once the common ones
+    # are matched, each distinct string once, is paired in order (a build folder on one side
+    # with the build folder on the other).
+    a_only: dict[bytes, None] = {}
+    b_only: dict[bytes, None] = {}
+    for i1, i2, j1, j2 in differing_runs(a_strings, b_strings):
+        a_only.update(dict.fromkeys(a_strings[i1:i2]))
+        b_only.update(dict.fromkeys(b_strings[j1:j2]))
+    common = a_only.keys() & b_only.keys()
     causes = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        for a_raw, b_raw in zip_longest(a_strings[i1:i2], b_strings[j1:j2]):
-            causes.append(_string_cause(pair.name(left.name), _decoded(a_raw), _decoded(b_raw)))
-            if len(causes) >= pair.limits.causes:
-                return causes
+    for a_raw, b_raw in zip_longest([x for x in a_only if x not in common],
+                                    [y for y in b_only if y not in common]):
+        causes.append(_string_cause(pair.name(left.name), _decoded(a_raw), _decoded(b_raw)))
+        if len(causes) >= pair.limits.causes:
+            break
     return causes
 
 
@@ -346,27 +376,30 @@ def _time_words(a_time: str, b_time: str) -> str:
 def _by_ranges(pair: _Pair, left: Section, right: Section, diff: SectionDiff) -> list[Cause]:
     """Paths and times found where the bytes differ; [] when none is."""
     return _texts_at(pair.a, (left.offset, left.end), pair.b, (right.offset, right.end),
-                     diff.ranges, pair.name(left.name))
+                     diff.ranges, pair.name(left.name),
+                     strings=not left.flags & SHF_EXECINSTR)
 
 
 def _texts_at(a: ByteSource, a_region: tuple[int, int], b: ByteSource,
               b_region: tuple[int, int], ranges: tuple[tuple[int, int], ...],
-              where: str | None) -> list[Cause]:
+              where: str | None, *, strings: bool) -> list[Cause]:
     """The paths and times that hold differing ranges (relative to the regions' starts), each
-    string once however many ranges fall in it."""
+    string once however many ranges fall in it; with `strings`, other text of MIN_STRING
+    characters or more too (never in code, whose bytes are often printable by chance)."""
     causes: list[Cause] = []
     seen: set[int] = set()
     (a_start, a_end), (b_start, b_end) = a_region, b_region
-    for start, end in ranges:
+    for start, _end in ranges:
         if start >= min(a_end - a_start, b_end - b_start):
             break
-        a_at, a_text = text_around(a, a_start, a_end, a_start + start, a_start + end)
-        _b_at, b_text = text_around(b, b_start, b_end, b_start + start, b_start + end)
+        a_at, a_text = text_around(a, a_start, a_end, a_start + start)
+        _b_at, b_text = text_around(b, b_start, b_end, b_start + start)
         if not a_text or not b_text or a_at in seen:
             continue
         seen.add(a_at)
         cause = _string_cause(where, a_text, b_text)
-        if cause.kind in (model.EMBEDDED_PATH, model.EMBEDDED_TIME):
+        if cause.kind in (model.EMBEDDED_PATH, model.EMBEDDED_TIME) or (strings and min(
+                len(a_text), len(b_text)) >= MIN_STRING):
             causes.append(cause)
     return causes
 
@@ -375,7 +408,7 @@ def diff_data(a: ByteSource, b: ByteSource, limits: Limits) -> list[Cause]:
     """Why two files that are neither ELF nor text differ: paths and times where their bytes
     differ, else where the bytes first differ."""
     found = differing(a, 0, len(a), b, 0, len(b), limits.ranges)
-    causes = _texts_at(a, (0, len(a)), b, (0, len(b)), found.ranges, None)
+    causes = _texts_at(a, (0, len(a)), b, (0, len(b)), found.ranges, None, strings=True)
     if causes or not found:
         return causes
     count = f"{len(found.ranges)}{'+' if found.more else ''}"

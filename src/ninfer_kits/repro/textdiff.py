@@ -8,9 +8,12 @@ the first hunks are kept.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-MATCHED_LINES = 20_000  # above this many lines left after trimming, one hunk covers them all
+MATCHED_LINES = 20_000  # above this many items left after trimming, one run covers them all
+T = TypeVar("T", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,17 @@ def _span(start: int, count: int) -> str:
 
 def changed_lines(a: list[str], b: list[str], limit: int, shown: int = 6) -> list[Hunk]:
     """The first `limit` hunks where a and b differ, each showing at most `shown` lines a side."""
+    hunks = []
+    for i1, i2, j1, j2 in differing_runs(a, b):
+        hunks.append(Hunk(i1, i2 - i1, tuple(a[i1:min(i2, i1 + shown)]),
+                          j1, j2 - j1, tuple(b[j1:min(j2, j1 + shown)])))
+        if len(hunks) >= limit:
+            break
+    return hunks
+
+
+def differing_runs(a: Sequence[T], b: Sequence[T]) -> Iterator[tuple[int, int, int, int]]:
+    """Where two sequences differ: runs a[i1:i2] that became b[j1:j2], in order."""
     head = 0
     while head < min(len(a), len(b)) and a[head] == b[head]:
         head += 1
@@ -48,17 +62,11 @@ def changed_lines(a: list[str], b: list[str], limit: int, shown: int = 6) -> lis
         tail += 1
     a_rest, b_rest = a[head:len(a) - tail], b[head:len(b) - tail]
     if not a_rest and not b_rest:
-        return []
+        return
     if max(len(a_rest), len(b_rest)) > MATCHED_LINES:
-        return [Hunk(head, len(a_rest), tuple(a_rest[:shown]),
-                     head, len(b_rest), tuple(b_rest[:shown]))]
+        yield head, len(a) - tail, head, len(b) - tail
+        return
     matcher = difflib.SequenceMatcher(None, a_rest, b_rest, autojunk=False)
-    hunks = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        hunks.append(Hunk(head + i1, i2 - i1, tuple(a_rest[i1:min(i2, i1 + shown)]),
-                          head + j1, j2 - j1, tuple(b_rest[j1:min(j2, j1 + shown)])))
-        if len(hunks) >= limit:
-            break
-    return hunks
+        if tag != "equal":
+            yield head + i1, head + i2, head + j1, head + j2

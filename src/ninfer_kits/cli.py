@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "kit-url": "ninfer_kits.commands.kiturl_cmd",
     "publish": "ninfer_kits.commands.publish_cmd",
     "watch": "ninfer_kits.watch.command",
+    "diff": "ninfer_kits.commands.diff_cmd",
 }
 
 SUMMARIES: dict[str, str] = {
@@ -35,6 +36,7 @@ SUMMARIES: dict[str, str] = {
     "kit-url": "print the URL a client fetches a kit from (GitHub release or B2)",
     "publish": "put a finished kit on B2 and GitHub Releases (or a folder), once, verifiably",
     "watch": "say which kits an upstream's move made stale; the rebuild workflow's matrix",
+    "diff": "compare two kits (tarballs, kit folders, folders, files) and say why they differ",
 }
 
 

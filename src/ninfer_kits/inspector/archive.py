@@ -118,6 +118,16 @@ class MemberInfo(NamedTuple):
     link: str | None  # a symlink's target (relative to its folder) or a hardlink's member name
 
 
+class TarHeader(NamedTuple):
+    """The fields of a member's tar header that are not its name, kind, mode or link."""
+
+    mtime: int
+    uid: int
+    gid: int
+    uname: str
+    gname: str
+
+
 class Member:
     """A member while the archive stands at it (`info` and its fields: name, kind, size, mode,
     link). Its data can be read once, in order; after the iteration moves on, reading it is an
@@ -149,6 +159,14 @@ class Member:
     @property
     def link(self) -> str | None:
         return self.info.link
+
+    @property
+    def header(self) -> TarHeader:
+        """What the tar header says beside the name, kind, mode and link: a deterministic
+        tarball sets these to fixed values, so a comparison of two kits shows them."""
+        tarinfo = self._tarinfo
+        return TarHeader(mtime=int(tarinfo.mtime), uid=tarinfo.uid, gid=tarinfo.gid,
+                         uname=tarinfo.uname, gname=tarinfo.gname)
 
     def head(self, count: int = 4) -> bytes:
         """The first `count` bytes of a file member (fewer if it is shorter), without consuming

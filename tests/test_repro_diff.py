@@ -89,6 +89,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         # so the kernel pairs differ only where the kernel does.
         return cuda("k.o", "-objtemp", f"-DSCALE={scale}", *flags, folder=folder)
 
+    for folder in ("li_one", "li_two_longer"):  # one source in two build folders
+        (out / folder).mkdir()
+        (out / folder / "k.cu").write_text(KERNELS)
     lz4 = ("-Xfatbin=-compress-all", "-compress-mode=speed")
     zstd = ("-Xfatbin=-compress-all",)
     commands: list[tuple[tuple[str | Path, ...], dict[str, str]]] = [
@@ -104,6 +107,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         (objtemp("lz4_5", "5.0f", *lz4), {}),
         (objtemp("zstd_3", "3.0f", *zstd), {}),
         (objtemp("zstd_5", "5.0f", *zstd), {}),
+        *(((compiler, arch, "-objtemp", "-lineinfo", "-DSCALE=3.0f", "-c",
+            out / folder / "k.cu", "-o", out / folder / "k.o"), {})
+          for folder in ("li_one", "li_two_longer")),
         (("gcc", "-g", f"-ffile-prefix-map={out}=/build/one", "-c", out / "plain.c", "-o",
           out / "path_1.o"), {}),
         (("gcc", "-g", f"-ffile-prefix-map={out}=/build/two-longer", "-c", out / "plain.c",
@@ -204,6 +210,22 @@ def test_build_folder_in_debug_info_is_an_embedded_path(built: dict[str, Path]) 
     strings = sections[".debug_line_str"]
     assert strings.a is not None and strings.b is not None
     assert strings.b.size - strings.a.size == 2 * (len("/build/two-longer") - len("/build/one"))
+
+
+def test_build_folder_in_device_code(built: dict[str, Path]) -> None:
+    """-lineinfo puts the source's folder into the cubin's .debug_line and its path into the
+    PTX's `.file` directive: both found inside .nv_fatbin, the PTX one outside any kernel."""
+    one, two = built["li_one/k.o"].parent, built["li_two_longer/k.o"].parent
+    member = _one_member(compare(built["li_one/k.o"], built["li_two_longer/k.o"]))
+    paths = {cause.section: cause for cause in _causes(member, model.EMBEDDED_PATH)}
+    cubin = paths[".nv_fatbin › sass sm_86 › .debug_line"]
+    assert (cubin.a, cubin.b) == (str(one), str(two))
+    if zstd_decoder() is not None:  # the PTX is zstd-compressed
+        ptx = paths[".nv_fatbin › ptx compute_86"]
+        assert (ptx.a, ptx.b, ptx.kernel) == (str(one / "k.cu"), str(two / "k.cu"), None)
+        assert "outside any function" in ptx.detail
+    (sass,) = [cause for cause in member.causes if cause.kind == model.FATBIN_ENTRY]
+    assert sass.kernel is None and ".debug_line" in sass.detail
 
 
 def test_date_and_time_under_two_source_date_epochs(built: dict[str, Path]) -> None:

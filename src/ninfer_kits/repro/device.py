@@ -27,6 +27,7 @@ import re
 import shutil
 import struct
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -45,7 +46,7 @@ from ninfer_kits.inspector.fatbin import (
 )
 from ninfer_kits.inspector.inputs import ByteSource
 from ninfer_kits.repro import model
-from ninfer_kits.repro.bytesdiff import differing
+from ninfer_kits.repro.bytesdiff import differing, first_difference, read_as
 from ninfer_kits.repro.model import Cause, Limits, SectionDiff
 from ninfer_kits.repro.textdiff import changed_lines
 
@@ -255,9 +256,17 @@ def _ptx(a_payload: bytes, b_payload: bytes, words: str, section: str, label: st
     for hunk in changed_lines(a_lines, b_lines, limits.lines):
         kernel = _ptx_function(a_lines, hunk.a_start) or _ptx_function(b_lines, hunk.b_start)
         inside = f"kernel {kernel}" if kernel else "outside any function"
+        a_text, b_text = "\n".join(hunk.a_lines), "\n".join(hunk.b_lines)
+        embedded = _embedded(hunk.a_lines, hunk.b_lines)
+        if embedded is not None:
+            kind, a_value, b_value = embedded
+            what = "path" if kind == model.EMBEDDED_PATH else "date or time"
+            causes.append(Cause(kind, f"{words}: an embedded {what} in its PTX, {hunk.words} "
+                                      f"({inside})", section=f"{section} › {label}",
+                                entry=label, kernel=kernel, a=a_value, b=b_value))
+            continue
         causes.append(Cause(model.FATBIN_ENTRY, f"{words}: {hunk.words} differ ({inside})",
-                            section=section, entry=label, kernel=kernel,
-                            a="\n".join(hunk.a_lines), b="\n".join(hunk.b_lines)))
+                            section=section, entry=label, kernel=kernel, a=a_text, b=b_text))
     if not causes:
         causes.append(Cause(model.FATBIN_ENTRY, f"{words} differs (not in its lines: in "
                                                 f"padding or its header)",
@@ -265,13 +274,33 @@ def _ptx(a_payload: bytes, b_payload: bytes, words: str, section: str, label: st
     return causes
 
 
-def _ptx_function(lines: list[str], index: int) -> str | None:
-    """The `.entry` or `.func` that line `index` belongs to: the last one declared above it."""
-    for line in reversed(lines[:index + 1]):
-        match = PTX_FUNCTION.search(line)
-        if match:
-            return match["name"]
+def _embedded(a_lines: tuple[str, ...], b_lines: tuple[str, ...]
+              ) -> tuple[str, str, str] | None:
+    """(cause kind, a, b) when a hunk's first differing lines differ in a path or a time."""
+    if not a_lines or not b_lines:
+        return None
+    at = first_difference(a_lines[0], b_lines[0])
+    a_read, b_read = read_as(a_lines[0], at), read_as(b_lines[0], at)
+    if "time" in (a_read.kind, b_read.kind):
+        return model.EMBEDDED_TIME, a_read.shown, b_read.shown
+    if "path" in (a_read.kind, b_read.kind):
+        return model.EMBEDDED_PATH, a_read.shown, b_read.shown
     return None
+
+
+def _ptx_function(lines: list[str], index: int) -> str | None:
+    """The `.entry` or `.func` whose body holds line `index`: the last one declared above it,
+    while braces opened after it are still open (module-level lines, such as `.file`
+    directives after the last function, belong to none)."""
+    name, depth = None, 0
+    for line in lines[:index + 1]:
+        match = PTX_FUNCTION.search(line)
+        if match and depth == 0:
+            name = match["name"]
+        depth += line.count("{") - line.count("}")
+        if depth <= 0 and "}" in line:
+            name, depth = None, 0
+    return name
 
 
 # --- payloads ----------------------------------------------------------------------------------
@@ -309,6 +338,8 @@ def lz4_block(source: bytes, size: int) -> bytes:
             token = source[at]
             at += 1
             literals, at = _length(source, at, token >> 4)
+            if len(out) + literals > size:
+                raise _CannotInflate("not an LZ4 block (it inflates past its size)")
             out += source[at:at + literals]
             at += literals
             if at >= end:
@@ -354,14 +385,27 @@ def _zstd(raw: bytes, size: int) -> bytes:
     if tool is None:
         raise _CannotInflate("no zstd decoder here: Python's compression.zstd (3.14), the "
                              "zstandard package, or the zstd tool")
-    try:
-        done = subprocess.run([tool, "-d", "-c", "-q"], input=raw, capture_output=True,
-                              timeout=ZSTD_TIMEOUT, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise _CannotInflate(f"the zstd tool failed ({error})") from error
-    if done.returncode != 0:
-        raise _CannotInflate(f"the zstd tool failed: {done.stderr.decode(errors='replace')[:200]}")
-    return done.stdout[:size + 1]
+    return _with_tool(tool, raw, size)
+
+
+def _with_tool(tool: str, raw: bytes, size: int) -> bytes:
+    """The zstd tool's output, read no further than one byte past `size` (a frame that
+    inflates further is not what its header says, and is not read on)."""
+    with tempfile.NamedTemporaryFile(prefix="ninfer-diff-", suffix=".zst") as frame:
+        frame.write(raw)
+        frame.flush()
+        try:
+            process = subprocess.Popen([tool, "-d", "-c", "-q", frame.name],
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError as error:
+            raise _CannotInflate(f"the zstd tool failed ({error})") from error
+        with process:
+            assert process.stdout is not None
+            out = process.stdout.read(size + 1)
+            process.kill()  # whatever it would write past size + 1 is not wanted
+    if process.returncode not in (0, -9) or not out:
+        raise _CannotInflate(f"the zstd tool failed (status {process.returncode})")
+    return out
 
 
 def zstd_decoder() -> str | None:
@@ -387,4 +431,4 @@ def _with_module(module: Any, raw: bytes, size: int) -> bytes:
     if hasattr(module, "ZstdDecompressor") and hasattr(module, "ZstdCompressor") and hasattr(
             module, "__version__"):  # zstandard
         return bytes(module.ZstdDecompressor().decompress(raw, max_output_size=size))
-    return bytes(module.decompress(raw))  # compression.zstd
+    return bytes(module.ZstdDecompressor().decompress(raw, max_length=size))  # 3.14

@@ -74,7 +74,16 @@ def compare(a: Path, b: Path, limits: Limits | None = None) -> Comparison:
             continue
         causes = _by_listing(path, left, right)
         if left is not None and right is not None and _bytes_differ(left, right):
-            pending.append((left, right, causes))
+            largest = max(left.side.size, right.side.size)
+            if largest <= limits.explain:
+                pending.append((left, right, causes))
+                continue
+            # Not copied out of its tarball, nor read: its sha256 is all that is said.
+            causes.append(Cause(model.NOT_EXPLAINED, f"{size_words(largest)}: larger than "
+                                                     f"the {size_words(limits.explain)} "
+                                                     f"compared here; only its sha256 differs",
+                                a=left.side.sha256, b=right.side.sha256))
+            found[path] = _member(path, left, right, causes, "", ())
         elif causes:
             found[path] = _member(path, left, right, causes, "", ())
         else:
@@ -190,12 +199,6 @@ def _member(path: str, left: Member | None, right: Member | None, causes: list[C
 def _explain(path: str, a: ByteSource, b: ByteSource, left: Member, right: Member,
              limits: Limits) -> tuple[str, tuple[SectionDiff, ...], list[Cause]]:
     """What the member is ("elf", "text", "data"), its differing sections, and the causes."""
-    largest = max(left.side.size, right.side.size)
-    if largest > limits.explain:
-        return "file", (), [Cause(model.NOT_EXPLAINED, f"{size_words(largest)}: larger than the "
-                                                       f"{size_words(limits.explain)} compared "
-                                                       f"here; only its sha256 differs",
-                                  a=left.side.sha256, b=right.side.sha256)]
     if a[:4] == ELF_MAGIC and b[:4] == ELF_MAGIC:
         try:
             found = diff_elf(a, b, path, limits)

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 
+from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.fatbin import FATBIN_SECTIONS
 from ninfer_kits.inspector.inputs import ByteSource
 from ninfer_kits.repro import device, model
@@ -319,10 +320,10 @@ def _values(a_symbols: list[Symbol], b_symbols: list[Symbol], where: str) -> lis
 def _strings(pair: _Pair, left: Section, right: Section) -> list[Cause] | None:
     """The differing strings of two string tables, each read as a path, a time or a string;
     None when the tables hold too many strings to compare one by one."""
-    a_strings = section_text(pair.a, pair.la, left).split(b"\0")
-    b_strings = section_text(pair.b, pair.lb, right).split(b"\0")
-    if max(len(a_strings), len(b_strings)) > pair.limits.strings:
+    a_raw, b_raw = section_text(pair.a, pair.la, left), section_text(pair.b, pair.lb, right)
+    if max(a_raw.count(b"\0"), b_raw.count(b"\0")) > pair.limits.strings:
         return None
+    a_strings, b_strings = a_raw.split(b"\0"), b_raw.split(b"\0")
     # Strings that moved are not differences: what is left on each side once the common ones
     # are matched, each distinct string once, is paired in order (a build folder on one side
     # with the build folder on the other).
@@ -453,8 +454,12 @@ def _holder(pair: _Pair, section: Section, offset: int) -> str | None:
 
 def _fatbin(pair: _Pair, left: Section, right: Section) -> list[Cause]:
     where = pair.name(left.name)
-    a_entries = device.entries(pair.a, left.name, left.offset, left.size)
-    b_entries = device.entries(pair.b, right.name, right.offset, right.size)
+    try:
+        a_entries = device.entries(pair.a, left.name, left.offset, left.size)
+        b_entries = device.entries(pair.b, right.name, right.offset, right.size)
+    except NotAnElf as error:
+        return [Cause(model.BYTES, f"bytes differ in {left.name}, which does not parse as a "
+                                   f"fatbin on one side ({error})", section=where)]
     cubin = _cubin_diff(pair) if pair.depth < MAX_DEPTH else None
     causes = device.compare(pair.a, a_entries, pair.b, b_entries, where, pair.limits, cubin)
     if not causes:

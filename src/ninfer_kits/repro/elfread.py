@@ -25,7 +25,7 @@ NT_GNU_BUILD_ID = 3
 ET_REL = 1
 ELFCOMPRESS_ZLIB = 1
 MAX_SECTIONS = 1 << 16
-MAX_SYMBOLS = 1 << 21  # 2 Mi symbols: more than any kit binary holds; a table beyond is refused
+MAX_SYMBOLS = 1 << 19  # 512 Ki symbols: more than a kit binary holds; a larger table is not read
 MAX_INFLATED = 256 << 20  # a compressed debug section is inflated up to this many bytes
 
 
@@ -50,7 +50,7 @@ class Section:
         return self.offset + (0 if self.type == SHT_NOBITS else self.size)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Symbol:
     name: str
     value: int

@@ -13,7 +13,9 @@
 #   sass     without FFmpeg, separable compilation, arch 86-real: SASS sm_86 and no PTX at all
 #   portable the example kit's portable tarball (same compile, every library but glibc's and
 #            the driver's in kit/lib): unpacked into an empty folder and run under `env -i`,
-#            with `ldd` showing where each library comes from
+#            with `ldd` showing where each library comes from. The device tool carries 64 MiB at
+#            most, so it travels as its tar stream in xz; run checks that stream's sha256
+#            against the one `gzip -dc` of the published .tar.gz gave here.
 # run prints, for each kit, verify's table and exit status, then what `kit/bin/ninfer` does (it
 # runs every example kernel when a GPU is there), and last one Markdown row per kit for
 # README's "Verified on" table. With OUT, everything also goes to OUT/gpu-check.txt.
@@ -22,7 +24,9 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 work="$here/.cache/gpu-check"
-KITS=(example rdc jit sass portable)
+# GPU_CHECK_KITS="example portable" runs only those (the device tool carries 64 MiB: with the
+# portable kit, drop the others from .cache/gpu-check/kits to fit).
+read -r -a KITS <<<"${GPU_CHECK_KITS:-example rdc jit sass portable}"
 
 prepare() {
     # PYTHON: one where ninfer-kits and CMake >= 3.28 are installed (pip install '.[local]')
@@ -33,9 +37,15 @@ prepare() {
     "$python" -m pip install --quiet --no-deps --target "$work/pylib" "pyelftools>=0.31"
     (cd "$work" && "$python" -m ninfer_kits build example --matrix "$here/matrix.toml" \
         --dist "$work/dist" --cache-dir "$work/build/cache")
-    mv "$work"/dist/* "$work/kits/example"
-    mkdir -p "$work/kits/portable"
-    tar -C "$work/kits/portable" -xzf "$work"/kits/example/*-portable.tar.gz
+    local folder portable
+    folder="$(find "$work/dist" -mindepth 1 -maxdepth 1 -type d)"
+    portable="$(find "$folder" -name '*-portable.tar.gz')"
+    mkdir -p "$work/kits/example"
+    tar -C "$work/kits/example" -xzf "$(find "$folder" -name '*.tar.gz' ! -name '*-portable.tar.gz')"
+    gzip -dc "$portable" >"$work/build/portable.tar"
+    sha256sum "$work/build/portable.tar" | cut -d' ' -f1 >"$work/kits/portable.tar.sha256"
+    xz -T0 -6 -c "$work/build/portable.tar" >"$work/kits/portable.tar.xz"
+    sha256sum "$portable" | sed "s|$folder/||" >"$work/kits/portable.tar.gz.sha256"
     local name arch separable
     for spec in rdc:86:ON jit:86:OFF sass:86-real:ON; do
         IFS=: read -r name arch separable <<<"$spec"
@@ -51,6 +61,12 @@ prepare() {
 
 run_kit() {  # one kit: verify, then the program itself
     local name="$1" kit="$work/kits/$1" bin status ran
+    if [[ "$name" == portable ]]; then  # unpacked into an empty folder, its tar stream checked
+        kit="/tmp/gpu-check-portable" && rm -rf "$kit" && mkdir -p "$kit"
+        xz -dc "$work/kits/portable.tar.xz" >"$kit.tar" && tar -x -C "$kit" -f "$kit.tar"
+        echo "== $name: tar stream sha256 $(sha256sum "$kit.tar" | cut -d' ' -f1), built:" \
+            "$(cat "$work/kits/portable.tar.sha256") ($(cat "$work/kits/portable.tar.gz.sha256"))"
+    fi
     echo "== $name: ninfer-kits verify"
     set +e
     python3 -m ninfer_kits verify "$kit"

@@ -20,6 +20,7 @@ import sys
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,7 +128,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     ]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         list(pool.map(lambda item: _run(item[0], item[1]), commands))
-    links = [
+    links: list[tuple[tuple[str | Path, ...], dict[str, str]]] = [
         (("gcc", out / "plain.o", f"-Wl,--build-id=0x{BUILD_ID_A}", "-o", out / "bid_1"), {}),
         (("gcc", out / "plain.o", f"-Wl,--build-id=0x{BUILD_ID_B}", "-o", out / "bid_2"), {}),
         ((compiler, arch, out / "scale_3" / "k.o", "-o", out / "app_3"), {}),
@@ -357,6 +358,7 @@ def test_kit_tarballs_member_by_member(built: dict[str, Path], tmp_path: Path) -
     assert (link.kind, link.a, link.b) == (model.LINK_TARGET, "libexample.so.1",
                                            "libexample.so.2")
     assert members["kit/bin/extra"].status == model.ONLY_IN_A
+    _valid(to_json(comparison))
     text = render(comparison)
     assert f"kernel {KERNEL_B} differs" in text and text.rstrip().endswith(
         "differ: 5 member(s) differ, 1 the same")
@@ -426,6 +428,7 @@ def test_kit_folders_whose_run_facts_differ_are_identical(built: dict[str, Path]
     assert "run facts (expected to differ)" in run_facts.detail
     assert [c.kind for c in members["SHA256SUMS"].causes] == [model.RUN_FACTS]
     assert "differ only where expected" in render(comparison)
+    _valid(to_json(comparison))
 
     # The same folders with another kernel: the tarball's member, under the asset's name.
     other = _kit(built, "app_5", "2025", "libexample.so.1", 0o755, extra=False)
@@ -447,16 +450,25 @@ def _diff(*args: str | Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, check=False)
 
 
+SCHEMA = Path(__file__).parent.parent / "src/ninfer_kits/data/diff.schema.json"
+
+
+def _valid(document: dict[str, Any]) -> dict[str, Any]:
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(document, json.loads(SCHEMA.read_text()))
+    return document
+
+
 def test_cli_exit_codes_and_json(built: dict[str, Path], tmp_path: Path) -> None:
     same = _diff(built["same_1/k.o"], built["same_2/k.o"], "--json")
     assert same.returncode == 0, same.stderr
-    document = json.loads(same.stdout)
+    document = _valid(json.loads(same.stdout))
     assert (document["schema_version"], document["identical"], document["members"]) == (
         1, True, [])
 
     differ = _diff(built["scale_3/k.o"], built["scale_5/k.o"], "--json")
     assert differ.returncode == 1, differ.stderr
-    document = json.loads(differ.stdout)
+    document = _valid(json.loads(differ.stdout))
     assert document["identical"] is False
     (member,) = document["members"]
     assert {"path", "kind", "sections", "causes"} <= member.keys()

@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ninfer_kits import __version__
 from ninfer_kits.buildinfo import RUN_MARKER
 from ninfer_kits.errors import BadInput, NotAnElf
 from ninfer_kits.inspector.archive import size_words
@@ -327,9 +328,10 @@ def _header_causes(tree_a: Tree, tree_b: Tree, prefix: str) -> list[Cause]:
 
 
 def to_json(comparison: Comparison) -> dict[str, Any]:
-    """The versioned document `diff --json` prints (schema_version 1)."""
+    """The versioned document `diff --json` prints; data/diff.schema.json describes it."""
     return {
         "schema_version": model.SCHEMA_VERSION,
+        "tool": f"ninfer-kits {__version__}",
         "a": comparison.a,
         "b": comparison.b,
         "layout": comparison.layout,

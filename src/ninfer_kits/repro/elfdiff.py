@@ -52,7 +52,7 @@ from ninfer_kits.repro.textdiff import differing_runs
 
 BUILD_ID_SECTION = ".note.gnu.build-id"
 # Causes are listed with what explains most first; those that follow from others last.
-ORDER = {model.BUILD_ID: 1, model.SYMBOL_VALUE: 1, model.BYTES: 2}
+ORDER = {model.BUILD_ID: 1, model.SYMBOL_VALUE: 1, model.BYTES: 2, model.NOT_EXPLAINED: 3}
 SHOWN_SYMBOLS = 8
 MAX_DEPTH = 1  # an ELF inside a fatbin inside an ELF, and no deeper
 MIN_STRING = 8  # printable bytes around a difference read as a string (in data, not code)
@@ -87,47 +87,53 @@ def diff_elf(a: ByteSource, b: ByteSource, shown: str, limits: Limits, *, prefix
     """Compare two ELF files; NotAnElf (naming `shown`) if either does not parse."""
     pair = _Pair(a, b, read_layout(a, f"{shown} (a)"), read_layout(b, f"{shown} (b)"), limits,
                  prefix, depth)
-    sections: list[SectionDiff] = []
     causes: list[Cause] = []
     paired = list(_paired(pair.la, pair.lb))
-    for left, right in paired:
+    diffs: dict[int, SectionDiff] = {}  # by index into `paired`: names repeat (.group)
+    for index, (left, right) in enumerate(paired):
         if left is None or right is None:
-            sections.append(_extent_only(pair, left, right))
+            diffs[index] = _extent_only(pair, left, right)
             continue
         ranges = differing(a, left.offset, _stored(left), b, right.offset, _stored(right),
                            limits.ranges)
         if ranges or left.size != right.size:
-            sections.append(SectionDiff(pair.name(left.name), Extent(left.offset, left.size),
-                                        Extent(right.offset, right.size), ranges.ranges,
-                                        ranges.more))
-    by_name = {diff.name: diff for diff in sections}
+            diffs[index] = SectionDiff(pair.name(left.name), Extent(left.offset, left.size),
+                                       Extent(right.offset, right.size), ranges.ranges,
+                                       ranges.more)
+    differing_names = {section.name for index in diffs
+                       if (section := paired[index][0]) is not None}
     causes.extend(_layout_causes(pair, paired))
-    for left, right in sorted(paired, key=_symbol_tables_first):
+    for index in sorted(range(len(paired)), key=lambda i: _symbol_tables_first(paired[i])):
+        left, right = paired[index]
         if left is None or right is None:
             continue
-        diff = by_name.get(pair.name(left.name))
+        diff = diffs.get(index)
         if diff is not None:
             causes.extend(_explain(pair, left, right, diff))
-        elif _names_differ(pair, left, by_name):
+        elif _names_differ(pair, left, differing_names):
             # Same symbol entries, other names: only the string table's bytes differ (a FILE
             # symbol's name of the same length), but the names are the symbol table's.
             causes.extend(_symbols(pair, left, right))
         if len(causes) >= limits.causes:
             causes.append(_limit_reached(limits))
             break
+    sections = [diffs[index] for index in sorted(diffs)]
     if not sections:
         causes.extend(_outside_sections(pair))
-    causes = _with_followers(causes, _resized_strings(paired, by_name, pair))
+    causes = _with_followers(causes, _resized_strings(paired, diffs))
     ordered = sorted(_with_build_id_words(_unique(causes)), key=lambda c: ORDER.get(c.kind, 0))
     return ElfDiff(tuple(sections), tuple(ordered))
 
 
 def _resized_strings(paired: list[tuple[Section | None, Section | None]],
-                     by_name: dict[str, SectionDiff], pair: _Pair) -> list[str]:
+                     diffs: dict[int, SectionDiff]) -> list[str]:
     """String tables whose size differs: every offset into them after the change moved."""
-    return [left.name for left, right in paired
-            if left is not None and right is not None and is_string_table(left)
-            and left.size != right.size and pair.name(left.name) in by_name]
+    resized = []
+    for index in diffs:
+        left, right = paired[index]
+        if left and right and is_string_table(left) and left.size != right.size:
+            resized.append(left.name)
+    return resized
 
 
 def _with_followers(causes: list[Cause], resized: list[str]) -> list[Cause]:
@@ -150,12 +156,12 @@ def _symbol_tables_first(pair: tuple[Section | None, Section | None]) -> int:
     return 0 if section is not None and section.type in (SHT_SYMTAB, SHT_DYNSYM) else 1
 
 
-def _names_differ(pair: _Pair, section: Section, by_name: dict[str, SectionDiff]) -> bool:
+def _names_differ(pair: _Pair, section: Section, differing_names: set[str]) -> bool:
     """Whether `section` is a symbol table whose string table differs."""
     if section.type not in (SHT_SYMTAB, SHT_DYNSYM) or not 0 < section.link < len(
             pair.la.sections):
         return False
-    return pair.name(pair.la.sections[section.link].name) in by_name
+    return pair.la.sections[section.link].name in differing_names
 
 
 def _stored(section: Section) -> int:

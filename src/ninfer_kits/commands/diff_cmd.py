@@ -14,9 +14,11 @@ from ninfer_kits.repro.diff import Limits, compare, render, to_json
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", type=Path, help="a kit tarball, a kit folder dist/<tag>/, an "
-                                             "unpacked folder or a file")
-    parser.add_argument("b", type=Path, help="the same kind of thing, to compare with A")
+    parser.add_argument("a", metavar="A", type=Path,
+                        help="a kit tarball, a kit folder dist/<tag>/, an unpacked folder or a "
+                             "file")
+    parser.add_argument("b", metavar="B", type=Path,
+                        help="the same kind of thing, to compare with A")
     parser.add_argument("--json", action="store_true",
                         help="a versioned JSON document (schema_version 1) instead of words")
     parser.add_argument("--max-member-size", type=member_size, default=Limits.explain,

@@ -102,8 +102,7 @@ run() {
         | sed 's/, / (compute capability /; s/$/)/')"
     DRIVER="$( (nvidia-smi --query-gpu=driver_version --format=csv,noheader || echo none) | head -n1)"
     # shellcheck disable=SC1091  # the GPU host's own file
-    DISTRO="$(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | head -n1 \
-        | awk '{print $NF}')"
+    DISTRO="$(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | awk 'NR == 1 {print $NF}')"
     ROWS=()
     for name in "${KITS[@]}"; do
         run_kit "$name"

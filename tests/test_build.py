@@ -345,17 +345,25 @@ def test_the_kit_folder_reads_back_as_one_checked_type(two_builds: tuple[Built, 
     (lambda d: (d / "BUILDINFO.txt").write_text(
         (d / "BUILDINFO.txt").read_text().replace("card: ", "card: X")),
      "BUILDINFO.txt does not match SHA256SUMS"),
-    (lambda d: (d / "SHA1SUMS").write_text(f"{'0' * 40}  {ASSET}\n"),
+    (lambda d: (d / "SHA1SUMS").write_text(re.sub(
+        rf"^[0-9a-f]{{40}}(?=  {re.escape(ASSET)}$)", "0" * 40, (d / "SHA1SUMS").read_text(),
+        flags=re.MULTILINE)),
      f"{ASSET} does not match SHA1SUMS"),
+    (lambda d: (d / PORTABLE).write_bytes((d / PORTABLE).read_bytes() + b"\0"),
+     f"{PORTABLE} does not match SHA256SUMS"),
+    (lambda d: (d / PORTABLE).unlink(),
+     f"BUILDINFO.txt names portable_asset {PORTABLE}, but the folder holds no portable"),
     (lambda d: (d / "build.log").unlink(), "build.log missing"),
     (lambda d: (d / "notes.txt").write_text("x"), "holds notes.txt, which is not part of"),
-    (lambda d: (d / "other.tar.gz").write_bytes(b""), "holds 2 tarballs"),
+    (lambda d: (d / "other.tar.gz").write_bytes(b""),
+     "holds 3 tarballs (ninfer-example-kit-v0.3.0-sm86-portable.tar.gz, "
+     "ninfer-example-kit-v0.3.0-sm86.tar.gz, other.tar.gz)"),
     (lambda d: (d / "SHA256SUMS").write_text(
         (d / "SHA256SUMS").read_text().splitlines()[0] + "\n"), "SHA256SUMS lists"),
     (lambda d: (d / "BUILDINFO.txt").write_text(
         (d / "BUILDINFO.txt").read_text() + "card: again\n"), "key 'card': repeated"),
-], ids=["tarball", "buildinfo", "sha1", "missing-log", "extra-file", "two-tarballs",
-        "short-sums", "repeated-key"])
+], ids=["tarball", "buildinfo", "sha1", "portable", "portable-missing", "missing-log",
+        "extra-file", "extra-tarball", "short-sums", "repeated-key"])
 def test_a_damaged_kit_folder_is_refused_naming_what_is_wrong(
         two_builds: tuple[Built, Built], tmp_path: Path, damage, message: str) -> None:  # type: ignore[no-untyped-def]
     folder = tmp_path / TAG

@@ -150,7 +150,7 @@ DAMAGES: list[tuple[str, Damage, str]] = [
         d / "BUILDINFO.txt", f"portable_asset: {PORTABLE}", "portable_asset: x-portable.tar.gz"),
      f"names portable_asset x-portable.tar.gz, but the folder holds {PORTABLE}"),
     ("buildinfo-says-portable", lambda d: _rewrite(
-        d / "BUILDINFO.txt", "flavour: plain", "flavour: portable"),
+        d / "BUILDINFO.txt", "format: 1\n", "format: 1\nflavour: portable\n"),
      "BUILDINFO.txt says flavour 'portable'; the one beside the tarballs is the plain kit's"),
 ]
 

@@ -133,7 +133,7 @@ def test_a_portable_sibling_is_published_after_the_tarball_and_recorded(
         tmp_path: Path, program: Path) -> None:
     kit = make_kit(tmp_path / "dist", program, portable=True)
     assert kit.portable is not None
-    matrix = load(matrix_file(tmp_path))
+    matrix = load(matrix_file(tmp_path, portable=True))
     out = tmp_path / "published"
     done = publish(kit.path, matrix, [LocalStore(out)], tmp_path, Captured().reporter)
     order = [ASSET, PORTABLE, "BUILDINFO.txt", "SHA1SUMS", "ninfer-kits.pyz", "SHA256SUMS"]
@@ -424,6 +424,15 @@ def test_a_renamed_kit_folder_is_refused(tmp_path: Path, kit: kitdir.KitDir) -> 
                        r".* but the folder holds 'example-v0.4.0-linux-sm86'"):
         publish(moved, load(matrix_file(tmp_path)), [LocalStore(tmp_path / "o")], tmp_path,
                 Captured().reporter)
+
+
+def test_a_folder_that_disagrees_with_portable_in_the_matrix_is_refused(
+        tmp_path: Path, kit: kitdir.KitDir) -> None:
+    with pytest.raises(BadInput, match=r"matrix.toml says portable = true for kit example, but "
+                                       r"the folder holds no portable tarball"):
+        publish(kit.path, load(matrix_file(tmp_path, portable=True)),
+                [LocalStore(tmp_path / "o")], tmp_path, Captured().reporter)
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_kit_is_found_by_name_in_dist(tmp_path: Path, program: Path) -> None:

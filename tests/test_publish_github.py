@@ -84,7 +84,8 @@ def run(server: GitHubServer, kit: kitdir.KitDir, tmp: Path, captured: Captured 
         repo: str = "o/r", retry: RetryPolicy = FAST, timeout: float = 5,
         **options: object):  # type: ignore[no-untyped-def]
     captured = captured or Captured()
-    matrix = load(matrix_file(tmp, github=GitHubTarget(repository=repo, api=server.base_url)))
+    matrix = load(matrix_file(tmp, github=GitHubTarget(repository=repo, api=server.base_url),
+                              portable=kit.portable is not None))
     store = github_store(server, repo, CANARY, captured.reporter, retry, timeout)
     return publish(kit.path, matrix, [store], tmp, captured.reporter, **options)
 

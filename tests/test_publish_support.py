@@ -128,9 +128,13 @@ def portable_tree(tree: Path, info: BuildInfo) -> None:
 
 
 def matrix_file(folder: Path, *, github: GitHubTarget | None = None,
-                b2: B2Target | None = None, ledger: str = "commit") -> Path:
-    """The production matrix with a [publish] table of the test's own."""
+                b2: B2Target | None = None, ledger: str = "commit",
+                portable: bool = False) -> Path:
+    """The production matrix with a [publish] table of the test's own; its `example` kit is
+    built portable only with `portable` (as the kit folder of the test is, or not)."""
     text = (ROOT / "matrix.toml").read_text()
+    if not portable:
+        text = text.replace("\nportable = true\n", "\n")
     text = text[: text.index("\n[publish]")] if "\n[publish]" in text else text
     table = [f'\n[publish]\nledger = "{ledger}"\n']
     if github is not None:

@@ -40,6 +40,8 @@ SCALARS = (
 # Scalars added after format 1 was first written: a file without one reads as this value.
 OPTIONAL = {"relocatable_device_code": "none", "python_version": "unknown",
             "zlib_version": "unknown", "flavour": "plain", "portable_asset": "none"}
+# Optional scalars left out of the file at their default value.
+UNWRITTEN_DEFAULTS = {"flavour": "plain", "portable_asset": "none"}
 # The only keys that may appear more than once, and the field each one fills.
 REPEATED = {"symbol_floor": "symbol_floors", "floor": "floor", "sha256": "binaries",
             "license": "licenses", "bundled": "bundled"}
@@ -139,7 +141,12 @@ def _entries(info: BuildInfo, *, with_run: bool) -> Iterator[tuple[str | None, s
     """(key, value) in file order; (None, line) for a comment line."""
     _check_flavour(info.flavour, info.portable_asset, "BUILDINFO.txt")
     for key in SCALARS:
-        yield key, str(getattr(info, key))
+        value = str(getattr(info, key))
+        # Written only when they say something: a plain kit's BUILDINFO.txt then stays readable
+        # by the ninfer-kits (and ninfer-kits.pyz) of releases that did not know them.
+        if key in UNWRITTEN_DEFAULTS and value == UNWRITTEN_DEFAULTS[key]:
+            continue
+        yield key, value
     for name in info.symbol_floors:
         yield "symbol_floor", name
     for requirement, why in info.floor:

@@ -90,6 +90,11 @@ def _check_names(kit: KitDir, matrix: Matrix) -> None:
                        f"kit {kit.kit} at revision {kit.info.revision[:12]}, but the folder "
                        f"holds {kit.tag!r} and {kit.asset!r}: rebuild the kit (or publish with "
                        f"the matrix it was built with)")
+    if entry.portable != (kit.portable is not None):
+        said = "portable = true" if entry.portable else "no portable = true"
+        held = f"holds {kit.portable.asset}" if kit.portable else "holds no portable tarball"
+        raise BadInput(f"{kit.path}: matrix.toml says {said} for kit {kit.kit}, but the folder "
+                       f"{held}: rebuild the kit (or publish with the matrix it was built with)")
 
 
 def assets_of(kit: KitDir, tools: tuple[Asset, ...] = ()) -> tuple[Asset, ...]:

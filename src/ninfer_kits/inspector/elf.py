@@ -182,6 +182,9 @@ class _Elf:
         self.data = data
         self.size = len(data)
         self.remarks: list[str] = []
+        # Bytes of strings a file may have read out of it: many references to one long string
+        # would otherwise make a small file allocate without bound (each string is a copy).
+        self.string_budget = 4 * self.size + (1 << 20)
         ident = bytes(data[:16])
         if len(ident) < 16:
             raise _Corrupt(f"only {self.size} bytes, shorter than an ELF identification")
@@ -240,6 +243,10 @@ class _Elf:
         end = self.data.find(b"\0", start, table + size)
         if end < 0:
             raise _Corrupt(f"{what}: unterminated string at offset {start:#x}")
+        self.string_budget -= end - start
+        if self.string_budget < 0:
+            raise _Corrupt(f"{what}: strings referenced over and over (more bytes of them than "
+                           f"four times the file)")
         return bytes(self.data[start:end]).decode("utf-8", "surrogateescape")
 
     # --- headers --------------------------------------------------------------------------------
@@ -393,6 +400,7 @@ class _Elf:
         at, _ = self._file_offset(dynamic.verneed, "DT_VERNEED")
         needs: list[VersionNeed] = []
         seen: set[int] = set()
+        entries = self.size // 16  # each entry of a need takes 16 bytes of its own
         while True:
             if at in seen or len(seen) > self.size // 16:
                 raise _Corrupt("the version needs (DT_VERNEED) form a loop")
@@ -405,6 +413,10 @@ class _Elf:
                 _hash, _flags, _other, name, next_aux = self._unpack(
                     self.s_vernaux, aux_at, "a version need entry")
                 names.append(self._string(table, size, name, "DT_VERNEED"))
+                entries -= 1
+                if entries < 0:
+                    raise _Corrupt("the version needs (DT_VERNEED) have more entries than the "
+                                   "file has room for")
                 if next_aux == 0:
                     break
                 aux_at += next_aux

@@ -15,7 +15,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.pipeline.pack import write_file
@@ -165,8 +165,12 @@ def parse(text: str, source: str = "ledger") -> LedgerEntry:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise BadInput(f"{source}: invalid TOML: {error}") from None
+    except ValueError as error:  # an integer of more than 4300 digits (sys.int_info)
+        raise BadInput(f"{source}: invalid TOML: {str(error)[:100]}") from None
+    except RecursionError:  # arrays or inline tables nested thousands deep
+        raise BadInput(f"{source}: invalid TOML: nested too deep") from None
     if data.get("format") != FORMAT:
-        raise BadInput(f"{source}: unsupported format {data.get('format')!r} (this tool "
+        raise BadInput(f"{source}: unsupported format {_shown(data.get('format'))} (this tool "
                        f"reads {FORMAT})")
     values = {name: _text(data, name, source) for name in _SCALARS}
     when = data.get("published_at")
@@ -205,7 +209,7 @@ def _portable(data: Mapping[str, Any], assets: tuple[LedgerAsset, ...], asset: s
     size = data["portable_size"]
     if _HEX["sha256"].fullmatch(digest) is None:
         raise BadInput(f"{source}: portable_sha256 is not a sha256 hex digest")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+    if not _is_size(size):
         raise BadInput(f"{source}: portable_size must be a whole number of bytes")
     recorded = next((item for item in assets if item.name == name), None)
     if name == asset or recorded is None:
@@ -215,6 +219,20 @@ def _portable(data: Mapping[str, Any], assets: tuple[LedgerAsset, ...], asset: s
         raise BadInput(f"{source}: portable_sha256 and portable_size differ from the "
                        f"[[assets]] entry of {name}")
     return name, digest, size
+
+
+def _is_size(value: object) -> TypeGuard[int]:
+    """A whole number of bytes a file can have (a number of thousands of digits, which TOML
+    allows, could not even be printed: str() refuses ints over 4300 digits)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63
+
+
+def _shown(value: object) -> str:
+    """A value read from the file, for a message: short, and never an error of its own."""
+    try:
+        return repr(value)[:60]
+    except (ValueError, RecursionError):  # an int of more than 4300 digits; deep nesting
+        return f"a {type(value).__name__} too large to show"
 
 
 def _text(table: Mapping[str, Any], key: str, source: str) -> str:
@@ -242,7 +260,7 @@ def _store(name: str, section: object, source: str) -> LedgerStore:
 def _asset(item: Mapping[str, Any], source: str) -> LedgerAsset:
     name = _text(item, "name", source)
     size = item.get("size")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+    if not _is_size(size):
         raise BadInput(f"{source}: asset {name!r}: size must be a whole number of bytes")
     hashes = {}
     for key, pattern in _HEX.items():

@@ -51,30 +51,31 @@ class CacheEntry:
 
 def parse(data: bytes) -> tuple[CacheEntry, ...]:
     """Every entry, in the file's order (which is the loader's preference order)."""
+    strings = _Strings(data)
     if data.startswith(NEW_MAGIC):
-        return _parse_new(data, 0)
+        return _parse_new(data, 0, strings)
     if not data.startswith(OLD_MAGIC):
         raise CacheError("neither the old nor the new ld.so.cache magic")
     _, count = _unpack(OLD_HEADER, data, 0)
-    strings = OLD_HEADER.size + count * OLD_ENTRY.size
-    new_at = (strings + 7) & ~7  # the compat layout puts the new cache right after, aligned
+    table_end = OLD_HEADER.size + count * OLD_ENTRY.size
+    new_at = (table_end + 7) & ~7  # the compat layout puts the new cache right after, aligned
     if data[new_at:new_at + len(NEW_MAGIC)] == NEW_MAGIC:
-        return _parse_new(data, new_at)
+        return _parse_new(data, new_at, strings)
     entries = []
     for index in range(count):
         flags, key, value = _unpack(OLD_ENTRY, data, OLD_HEADER.size + index * OLD_ENTRY.size)
-        entries.append(CacheEntry(_string(data, strings + key), _string(data, strings + value),
+        entries.append(CacheEntry(strings.at(table_end + key), strings.at(table_end + value),
                                   flags))
     return tuple(entries)
 
 
-def _parse_new(data: bytes, base: int) -> tuple[CacheEntry, ...]:
+def _parse_new(data: bytes, base: int, strings: _Strings) -> tuple[CacheEntry, ...]:
     _, count, _strings, _flags, _extensions = _unpack(NEW_HEADER, data, base)
     entries = []
     for index in range(count):
         at = base + NEW_HEADER.size + index * NEW_ENTRY.size
         flags, key, value, _os, _hwcap = _unpack(NEW_ENTRY, data, at)
-        entries.append(CacheEntry(_string(data, base + key), _string(data, base + value), flags))
+        entries.append(CacheEntry(strings.at(base + key), strings.at(base + value), flags))
     return tuple(entries)
 
 
@@ -84,8 +85,21 @@ def _unpack(layout: struct.Struct, data: bytes, at: int) -> tuple[Any, ...]:
     return layout.unpack_from(data, at)
 
 
-def _string(data: bytes, at: int) -> str:
-    end = data.find(b"\0", at)
-    if at >= len(data) or end < 0:
-        raise CacheError(f"string offset {at} outside the file")
-    return data[at:end].decode("utf-8", "surrogateescape")
+class _Strings:
+    """The strings entries point at, read with a budget: many entries pointing into one long
+    string would otherwise make a small file allocate (and scan) without bound."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.budget = 4 * len(data) + (1 << 20)
+
+    def at(self, offset: int) -> str:
+        data = self.data
+        end = data.find(b"\0", offset)
+        if offset >= len(data) or end < 0:
+            raise CacheError(f"string offset {offset} outside the file")
+        self.budget -= end - offset
+        if self.budget < 0:
+            raise CacheError("strings referenced over and over (more bytes of them than four "
+                             "times the file)")
+        return data[offset:end].decode("utf-8", "surrogateescape")

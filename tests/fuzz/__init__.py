@@ -1,0 +1,1 @@
+"""Coverage-guided fuzzing of the readers of untrusted bytes (`nox -s fuzz`)."""

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from ninfer_kits import __version__
 from ninfer_kits.errors import EXIT_INTERRUPTED, NinferKitsError, exit_code_for, exit_codes_help
+
+if TYPE_CHECKING:  # typing's Protocol machinery is not loaded to run a command
+    from collections.abc import Sequence
+    from typing import Protocol
+
+    class Subcommand(Protocol):
+        def configure_parser(self, parser: argparse.ArgumentParser) -> None: ...
+
+        def execute(self, args: argparse.Namespace) -> int: ...
 
 # Each subcommand is a module with configure_parser() and execute(); imported only when chosen,
 # so that a quick `inspect` does not pay for the imports of `build` or `publish`.
@@ -40,30 +49,57 @@ SUMMARIES: dict[str, str] = {
 }
 
 
-class Subcommand(Protocol):
-    def configure_parser(self, parser: argparse.ArgumentParser) -> None: ...
-
-    def execute(self, args: argparse.Namespace) -> int: ...
-
-
 def _load(name: str) -> Subcommand:
     module: Subcommand = importlib.import_module(SUBCOMMANDS[name])
     return module
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's, with the terminal width found as shutil.get_terminal_size() finds it: argparse
+    makes a formatter for every argument it adds, and importing shutil for it (with zlib, bz2
+    and lzma) costs more start-up time than the rest of a quick `inspect`."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         _columns() - 2 if width is None else width)
+
+
+def _columns() -> int:
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):  # no stdout, closed, or not a terminal
+        return 80
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser whose epilog, the exit codes, is written out only when its help is shown."""
+
+    def format_help(self) -> str:
+        if self.epilog is None:
+            self.epilog = exit_codes_help()
+        return super().format_help()
+
+
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ninfer-kits",
         description="Build, inspect and publish prebuilt NInfer kits.",
-        epilog=exit_codes_help(), formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"ninfer-kits {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = next((a for a in argv if a in SUBCOMMANDS), None)
     for name, summary in SUMMARIES.items():
-        child = sub.add_parser(name, help=summary, description=summary, epilog=exit_codes_help(),
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        child = sub.add_parser(name, help=summary, description=summary,
+                               formatter_class=_Formatter)
         child.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                            help="show tracebacks on errors")
         if name == chosen:

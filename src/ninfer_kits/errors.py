@@ -10,8 +10,10 @@ a full disk, a kit work folder held by another build; 130 interrupted.
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # every command imports this module: it loads no more than it must
+    from pathlib import Path
 
 EXIT_CHECK_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -84,8 +86,7 @@ class NotAnElf(BadInput):
     """The input is not an ELF file we can read: wrong magic, truncated, corrupt headers."""
 
 
-@dataclass(frozen=True)
-class Where:
+class Where(NamedTuple):
     """Where in a configuration file something is wrong: file, table path, key and line."""
 
     file: Path

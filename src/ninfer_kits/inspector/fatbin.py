@@ -13,9 +13,12 @@ region at C speed (`bytes.find`/`mmap.find`), and keeps only what parses as a wh
 with sane entries. A file without section headers is searched the same way, segment by segment.
 
 Only headers are read, so the time taken grows with the number of entries and not with the size
-of the payloads (a large CUDA library carries hundreds of MB). Layout (checked against cuobjdump
-on binaries compiled by nvcc 13): containers lie back to back, 8-byte aligned; each container is
-a 16-byte header followed by entries, each entry a header of its own size followed by its payload.
+of the payloads (a large CUDA library carries hundreds of MB): no payload is copied or
+decompressed, and an entry costs one `struct` read and one tuple. Layout (checked against
+cuobjdump on binaries compiled by nvcc 13): containers lie back to back, 8-byte aligned; each
+container is a 16-byte header followed by entries, each entry a header of its own size followed
+by its payload. A payload is compressed when its flags say zstd (0x8000, nvcc's default
+`--compress-mode`) or LZ4 (0x2000, `--compress-mode=speed`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import mmap
 import struct
 from collections.abc import Callable
+from contextlib import suppress
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -53,10 +57,15 @@ KIND_SASS = 2
 KIND_LTOIR = 8  # LTO-IR (NVVM IR): nvcc 13 writes it for `code=lto_86` with -rdc=true
 KIND_NAMES = {KIND_PTX: "ptx", KIND_SASS: "sass", KIND_LTOIR: "ltoir"}
 ARCH_PREFIXES = {KIND_PTX: "compute", KIND_SASS: "sm", KIND_LTOIR: "lto"}
-FLAG_COMPRESSED = 0x8000
+FLAG_ZSTD = 0x8000  # zstd: nvcc's default --compress-mode (PTX always; SASS with -compress-all)
+FLAG_COMPRESSED = FLAG_ZSTD  # the name repro/device.py reads zstd's flag by
+FLAG_LZ4 = 0x2000  # LZ4 block format: --compress-mode=speed
+COMPRESSION_FLAGS = FLAG_ZSTD | FLAG_LZ4
 # The arch-specific ("a") and family-specific ("f") variants are flag bits, not arch numbers.
 FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY_SPECIFIC = 0x200000
+# The flag bits an entry's report depends on: its arch's suffix and whether it is compressed.
+NAMED_FLAGS = FLAG_ARCH_SPECIFIC | FLAG_FAMILY_SPECIFIC | COMPRESSION_FLAGS
 
 # Where an entry was found, and so whether anything loads it:
 #   fatbin       `.nv_fatbin`: registered and loaded by the CUDA runtime
@@ -104,6 +113,11 @@ def kind_name(kind: int) -> str:
     return KIND_NAMES.get(kind, f"kind-{kind}")
 
 
+def is_compressed(flags: int) -> bool:
+    """Whether an entry with these flags has a compressed payload (zstd or LZ4)."""
+    return bool(flags & COMPRESSION_FLAGS)
+
+
 def arch_name(kind: int, number: int, flags: int) -> str:
     key = (kind, number, flags & (FLAG_ARCH_SPECIFIC | FLAG_FAMILY_SPECIFIC))
     name = _ARCH_NAMES.get(key)
@@ -119,6 +133,16 @@ def arch_name(kind: int, number: int, flags: int) -> str:
 
 
 _ARCH_NAMES: dict[tuple[int, int, int], str] = {}
+# (kind, arch, flags & NAMED_FLAGS) -> (kind name, arch name, compressed): what an entry says,
+# worked out once per distinct header rather than once per entry.
+_NAMED: dict[tuple[int, int, int], tuple[str, str, bool]] = {}
+_new_tuple = tuple.__new__  # builds a FatbinEntry without the Python-level __new__ of namedtuple
+
+
+def _named(kind: int, arch: int, flags: int) -> tuple[str, str, bool]:
+    key = (kind, arch, flags & NAMED_FLAGS)
+    named = _NAMED[key] = (kind_name(kind), arch_name(kind, arch, flags), is_compressed(flags))
+    return named
 
 
 def read_fatbin(data: ByteSource, section: str, offset: int, size: int) -> list[FatbinEntry]:
@@ -159,18 +183,25 @@ def find_containers(data: ByteSource, start: int, end: int, section: str,
     entries: list[FatbinEntry] = []
     end = min(end, len(data))
     position = max(start, 0)
-    find = _finder(data, end - position)
+    find = _finder(data, position, end)
+    unpack = CONTAINER_HEADER.unpack_from
+    smallest = CONTAINER_HEADER.size + ENTRY_MIN_HEADER
     while True:
         at = find(FOUND_PREFIX, position, end)
         if at < 0:
             return entries
-        found = _container_at(data, at, end, section, segment)
-        if found is None:
-            position = at + 1
+        position = at + 1
+        if at + smallest > end:
             continue
-        container_end, items = found
-        entries.extend(items)
-        position = container_end
+        _magic, _version, header_size, body_size = unpack(data, at)
+        if not ENTRY_MIN_HEADER <= body_size <= end - at - header_size:
+            continue
+        body_end = at + header_size + body_size
+        found = _entries(data, at + header_size, body_end, section, segment, searching=True)
+        if isinstance(found, tuple) or not found:
+            continue
+        entries += found
+        position = body_end
 
 
 # Below this many bytes, `find` on the data is as quick as loading ctypes for memmem; and it is
@@ -180,16 +211,22 @@ MEMMEM_FROM = 1 << 20
 NEAR = 4096
 
 
-def _finder(data: ByteSource, size: int) -> Callable[[bytes, int, int], int]:
-    """`find(needle, start, end)` over the data: the C library's memmem for a large memory map
-    (several times faster than mmap.find: it skips on two-byte hashes), else the data's own
-    find. Both are C loops over the whole region; neither reads a byte at a time in Python."""
-    if size < MEMMEM_FROM or not isinstance(data, mmap.mmap):
+# Linux 5.14's madvise(MADV_POPULATE_READ): map a region's pages in one call.
+MADV_POPULATE_READ = 22
+
+
+def _finder(data: ByteSource, start: int, end: int) -> Callable[[bytes, int, int], int]:
+    """`find(needle, start, end)` over data[start:end]: the C library's memmem for a large
+    memory map (several times faster than mmap.find: it skips on two-byte hashes), else the
+    data's own find. Both are C loops over the whole region; neither reads a byte at a time in
+    Python. A large mapped region is mapped in at once (one system call, not a page fault every
+    few pages as the search walks it): it is about to be read almost whole."""
+    if end - start < MEMMEM_FROM or not isinstance(data, mmap.mmap):
         return data.find
     memmem, base = _memmem(), _address(data)
     if memmem is None or base is None:
         return data.find
-
+    _populate(data, start, end)
     near_find = data.find
 
     def find(needle: bytes, start: int, end: int) -> int:
@@ -202,6 +239,14 @@ def _finder(data: ByteSource, size: int) -> Callable[[bytes, int, int], int]:
         return -1 if not hit else int(hit) - base
 
     return find
+
+
+def _populate(data: mmap.mmap, start: int, end: int) -> None:
+    """Ask the kernel to map data[start:end] now; only a hint (an older kernel refuses it, and
+    the pages are then faulted in as they are read)."""
+    first = start - start % mmap.PAGESIZE
+    with suppress(OSError, ValueError, AttributeError):
+        data.madvise(MADV_POPULATE_READ, first, end - first)
 
 
 @cache
@@ -231,39 +276,31 @@ def _address(data: mmap.mmap) -> int | None:
     return address
 
 
-def _container_at(data: ByteSource, at: int, end: int, section: str,
-                  segment: int | None) -> tuple[int, list[FatbinEntry]] | None:
-    if at + CONTAINER_HEADER.size > end:
-        return None
-    _magic, _version, header_size, body_size = CONTAINER_HEADER.unpack_from(data, at)
-    if not ENTRY_MIN_HEADER <= body_size <= end - at - header_size:
-        return None
-    body_end = at + header_size + body_size
-    found = _entries(data, at + header_size, body_end, section, segment, searching=True)
-    if isinstance(found, tuple) or not found:
-        return None
-    return body_end, found
-
-
 def _entries(data: ByteSource, start: int, end: int, section: str, segment: int | None,
              searching: bool = False) -> list[FatbinEntry] | tuple[str, int]:
     """The entries between two file offsets, or why they are not entries and where."""
-    entries = []
+    entries: list[FatbinEntry] = []
+    append = entries.append
     position = start
+    last = end - ENTRY_MIN_HEADER
     unpack = ENTRY_HEADER.unpack_from
-    while position + ENTRY_MIN_HEADER <= end:
+    named_by_header = _NAMED
+    while position <= last:
         kind, _version, header_size, payload_size, arch, flags = unpack(data, position)
         if kind == 0:  # a kind this parser does not know is reported; no kind at all is not
             return "entry kind 0", position
         if not ENTRY_MIN_HEADER <= header_size <= ENTRY_MAX_HEADER:
             return f"entry header size {header_size} out of range", position
-        if position + header_size + payload_size > end:
+        following = position + header_size + payload_size
+        if following > end:
             return "entry runs past the end of its container", position
         if searching and arch not in FOUND_ARCHS:
             return f"arch {arch} out of range", position
-        entries.append(FatbinEntry(section, kind_name(kind), arch_name(kind, arch, flags),
-                                   bool(flags & FLAG_COMPRESSED), payload_size, segment))
-        position += header_size + payload_size
+        named = named_by_header.get((kind, arch, flags & NAMED_FLAGS))
+        if named is None:
+            named = _named(kind, arch, flags)
+        append(_new_tuple(FatbinEntry, (section, *named, payload_size, segment)))
+        position = following
     if searching and position != end:
         return "entries do not fill the container", position
     return entries

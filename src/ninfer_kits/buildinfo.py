@@ -89,7 +89,10 @@ class BuildInfo:
     pipeline_version: str
     pipeline_revision: str  # the checkout's commit, `<sha>-dirty` with uncommitted changes
     python_version: str = "unknown"  # the Python that packed the tarball
-    zlib_version: str = "unknown"  # the zlib that compressed it: the gzip bytes depend on it
+    # What compressed the tarball (its gzip bytes depend on it), e.g. "libdeflate 1.26 (deflate
+    # 0.9.0), level 6, 1 MiB gzip members"; kits packed with zlib hold zlib's version. The key
+    # keeps its first name so that older ninfer-kits still read the file.
+    zlib_version: str = "unknown"
     glibc_floor: str
     sonames: str
     runpath: str

@@ -14,7 +14,6 @@ import os
 import platform
 import shutil
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,14 @@ from ninfer_kits.pipeline.builders import (
     CompileRequest,
     PreparedToolchain,
 )
-from ninfer_kits.pipeline.pack import PackedFile, hash_file, pack_tree, write_file, write_sha256sums
+from ninfer_kits.pipeline.pack import (
+    PackedFile,
+    compressor,
+    hash_file,
+    pack_tree,
+    write_file,
+    write_sha256sums,
+)
 from ninfer_kits.pipeline.portable_policy import load_policy
 from ninfer_kits.pipeline.probe import ProbeTimeout, probe
 from ninfer_kits.pipeline.repair import (
@@ -396,7 +402,8 @@ def make_buildinfo(state: BuildState, checkout: PipelineCheckout) -> BuildInfo:
         base_image_digest=toolchain.base_image_digest or "none",
         source_date_epoch=source.commit_time, pipeline_version=__version__,
         pipeline_revision=checkout.revision,
-        python_version=platform.python_version(), zlib_version=zlib.ZLIB_RUNTIME_VERSION,
+        python_version=platform.python_version(),
+        zlib_version=compressor(),  # the key's old name: older ninfer-kits still read the file
         glibc_floor=glibc.version if glibc else "none",
         sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
         sass=", ".join(floor.sass) or "none", ptx=", ".join(floor.ptx) or "none",

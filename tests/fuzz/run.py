@@ -69,6 +69,14 @@ def _save(reader: str, artifact: Path) -> Path:
     return saved
 
 
+def _drop_from_corpus(corpus: Path, sha1: str) -> None:
+    """Take a failing input out of the corpus (a seed, or an input that reached new code
+    before a change made it fail), so that fuzzing goes on past it."""
+    for path in corpus.iterdir():
+        if path.is_file() and hashlib.sha1(path.read_bytes()).hexdigest() == sha1:
+            path.unlink()
+
+
 def fuzz(reader: str, seconds: float, max_failures: int) -> Outcome:
     outcome = Outcome(reader)
     corpus = CACHE / "corpus" / reader
@@ -106,7 +114,11 @@ def fuzz(reader: str, seconds: float, max_failures: int) -> Outcome:
             found = sorted(path for path in artifacts.iterdir() if ARTIFACT.match(path.name))
             for artifact in found:
                 kind = artifact.name.split("-")[0]
-                outcome.failures.append(f"{kind}: {_save(reader, artifact).relative_to(ROOT)}")
+                saved = _save(reader, artifact)
+                _drop_from_corpus(corpus, saved.name)  # else the next attempt starts on it
+                failure = f"{kind}: {saved.relative_to(ROOT)}"
+                if failure not in outcome.failures:
+                    outcome.failures.append(failure)
             if done.returncode == 0:
                 break
             if not found:

@@ -26,6 +26,10 @@ ROOT = TESTS.parent
 sys.path.insert(0, str(TESTS))
 
 RSS_LIMIT_MB = 2048  # libFuzzer's: an input that grows the process past it is an oom- failure
+# Closer: an input (64 KiB at most) that raises the process's peak memory by more than this is
+# a crash: a reader that allocates thousands of times its input (each of many references to
+# one long string copied, say) would take gigabytes from a file of a few MiB.
+GROWTH_LIMIT_MB = 128
 # A single allocation larger than this fails at once with MemoryError (a crash of the reader)
 # instead of taking the machine's memory first.
 ADDRESS_SPACE_LIMIT = 8 << 30
@@ -67,7 +71,7 @@ def main() -> None:
     # imported here, before any input runs.
     atheris.enabled_hooks.add("str")
     with atheris.instrument_imports(include=list(INSTRUMENTED)):
-        from fuzz.readers import READERS, replay, scratch_folder
+        from fuzz.readers import READERS, Unexpected, replay, scratch_folder
 
         for module in IMPORTED:
             importlib.import_module(module)
@@ -87,7 +91,12 @@ def main() -> None:
     scratch = scratch_folder()
 
     def test_one_input(data: bytes) -> None:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         replay(reader, data, scratch)
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before  # KiB
+        if grown > GROWTH_LIMIT_MB << 10:
+            raise Unexpected(f"one input of {len(data)} bytes grew the process by "
+                             f"{grown >> 10} MiB (more than {GROWTH_LIMIT_MB})")
 
     _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard == resource.RLIM_INFINITY or hard > ADDRESS_SPACE_LIMIT:

@@ -89,44 +89,48 @@ def fuzz(reader: str, seconds: float, max_failures: int) -> Outcome:
     outcome.log = logs / f"{reader}.log"
     deadline = time.monotonic() + seconds
     attempt = 0
-    with outcome.log.open("w") as log:
-        while True:
-            left = deadline - time.monotonic()
-            if attempt and left < 1:
-                break
-            attempt += 1
-            started = time.monotonic()
+    outcome.log.write_bytes(b"")
+    while True:
+        left = deadline - time.monotonic()
+        if attempt and left < 1:
+            break
+        attempt += 1
+        started = time.monotonic()
+        with outcome.log.open("ab") as log:  # written as it goes: `tail -f` it to watch
+            offset = log.tell()
             done = subprocess.run(
                 [sys.executable, str(HERE / "harness.py"), reader, "--seconds",
                  f"{max(1.0, left):.0f}", "--corpus", str(corpus), "--artifacts",
                  str(artifacts)],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                errors="replace", check=False, timeout=max(1.0, left) + 600)
-            outcome.seconds += time.monotonic() - started
-            log.write(done.stdout)
-            statuses = list(STATUS.finditer(done.stdout))
-            final = {m["key"]: int(m["value"]) for m in FINAL.finditer(done.stdout)}
-            if statuses:
-                outcome.cov = max(outcome.cov, int(statuses[-1]["cov"]))
-                outcome.ft = max(outcome.ft, int(statuses[-1]["ft"]))
-            outcome.executions += final.get(
-                "number_of_executed_units", int(statuses[-1]["runs"]) if statuses else 0)
-            found = sorted(path for path in artifacts.iterdir() if ARTIFACT.match(path.name))
-            for artifact in found:
-                kind = artifact.name.split("-")[0]
-                saved = _save(reader, artifact)
-                _drop_from_corpus(corpus, saved.name)  # else the next attempt starts on it
-                failure = f"{kind}: {saved.relative_to(ROOT)}"
-                if failure not in outcome.failures:
-                    outcome.failures.append(failure)
-            if done.returncode == 0:
-                break
-            if not found:
-                outcome.broken = (f"the harness exited {done.returncode} without a failing "
-                                  f"input: see {outcome.log}")
-                break
-            if len(outcome.failures) >= max_failures:
-                break
+                stdout=log, stderr=subprocess.STDOUT, check=False,
+                timeout=max(1.0, left) + 600)
+        outcome.seconds += time.monotonic() - started
+        with outcome.log.open("rb") as log:
+            log.seek(offset)
+            output = log.read().decode("utf-8", "replace")
+        statuses = list(STATUS.finditer(output))
+        final = {m["key"]: int(m["value"]) for m in FINAL.finditer(output)}
+        if statuses:
+            outcome.cov = max(outcome.cov, int(statuses[-1]["cov"]))
+            outcome.ft = max(outcome.ft, int(statuses[-1]["ft"]))
+        outcome.executions += final.get(
+            "number_of_executed_units", int(statuses[-1]["runs"]) if statuses else 0)
+        found = sorted(path for path in artifacts.iterdir() if ARTIFACT.match(path.name))
+        for artifact in found:
+            kind = artifact.name.split("-")[0]
+            saved = _save(reader, artifact)
+            _drop_from_corpus(corpus, saved.name)  # else the next attempt starts on it
+            failure = f"{kind}: {saved.relative_to(ROOT)}"
+            if failure not in outcome.failures:
+                outcome.failures.append(failure)
+        if done.returncode == 0:
+            break
+        if not found:
+            outcome.broken = (f"the harness exited {done.returncode} without a failing "
+                              f"input: see {outcome.log}")
+            break
+        if len(outcome.failures) >= max_failures:
+            break
     outcome.corpus = sum(1 for path in corpus.iterdir() if path.is_file())
     return outcome
 

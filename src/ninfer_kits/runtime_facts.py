@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
 import tomllib
-from pathlib import Path
 from typing import Any, NamedTuple
 
 VERSION_KEY = re.compile(r"^\d+(\.\d+)*$")
@@ -52,7 +52,10 @@ class RuntimeFacts(NamedTuple):
 
 @functools.cache
 def runtime_facts() -> RuntimeFacts:
-    text = (Path(__file__).parent / "data" / "runtime_facts.toml").read_text(encoding="utf-8")
+    # os.path, not pathlib: `inspect` loads this module, and has no other use for pathlib
+    path = os.path.join(os.path.dirname(__file__), "data", "runtime_facts.toml")
+    with open(path, encoding="utf-8") as file:
+        text = file.read()
     return _validate(tomllib.loads(text))
 
 

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections import Counter
-from pathlib import Path
 
 from ninfer_kits.inspector.archive import DEFAULT_MEMBER_LIMIT, size_words
 from ninfer_kits.inspector.elf import ElfInfo
 from ninfer_kits.inspector.fatbin import FatbinEntry
 from ninfer_kits.inspector.floor import SymbolVersion, device_code_order, kind_label, render_table
 from ninfer_kits.inspector.inputs import printable
-from ninfer_kits.inspector.inspection import Inspection, inspect_path, to_json
+from ninfer_kits.inspector.inspection import Inspection, dumps_json, inspect_path
 
 SIZE = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?)(?:i?B)?$", re.IGNORECASE)
 
@@ -29,7 +27,7 @@ def member_size(text: str) -> int:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", type=Path,
+    parser.add_argument("path",
                         help="an ELF file, a folder, or a kit archive (.tar.gz, .tar.xz, "
                              ".tar.bz2, .tar)")
     parser.add_argument("--json", action="store_true",
@@ -50,7 +48,7 @@ def execute(args: argparse.Namespace) -> int:
         # Indented for people at a terminal; compact when piped, where the C encoder is several
         # times faster on kits with thousands of fatbin entries (jq re-indents if wanted).
         indent = 2 if sys.stdout.isatty() else None
-        sys.stdout.write(json.dumps(to_json(inspection), indent=indent, sort_keys=True) + "\n")
+        sys.stdout.write(dumps_json(inspection, indent) + "\n")
     else:
         sys.stdout.write(render_text(inspection, files=not args.floor_only))
         if args.floor_only:  # the table alone would hide what could not be read as usual

@@ -33,13 +33,13 @@ import posixpath
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.inputs import (
     ByteSource,
     RegularFile,
+    StrPath,
     open_regular,
     os_error_words,
     printable,
@@ -265,9 +265,9 @@ class _HeaderTooLarge(Exception):
 class KitArchive:
     """A kit archive opened for one streaming pass. Use as a context manager, then iterate."""
 
-    def __init__(self, path: Path, *, shown: str | None = None,
+    def __init__(self, path: StrPath, *, shown: str | None = None,
                  member_limit: int = DEFAULT_MEMBER_LIMIT, memory_limit: int = MEMORY_LIMIT,
-                 temp_dir: Path | None = None, limit_hint: str = "") -> None:
+                 temp_dir: StrPath | None = None, limit_hint: str = "") -> None:
         self.path = path
         self.shown = shown or str(path)
         self.member_limit = member_limit

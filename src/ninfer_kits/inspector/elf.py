@@ -19,7 +19,6 @@ import mmap
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from ninfer_kits.errors import NotAnElf
@@ -27,10 +26,11 @@ from ninfer_kits.inspector.fatbin import (
     FATBIN_SECTIONS,
     WRAPPER_SECTION,
     FatbinEntry,
-    find_containers,
+    Region,
     read_fatbin,
+    search_containers,
 )
-from ninfer_kits.inspector.inputs import ByteSource, open_regular, printable
+from ninfer_kits.inspector.inputs import ByteSource, StrPath, open_regular, printable
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -80,7 +80,7 @@ class ElfInfo(NamedTuple):
     remarks: tuple[str, ...] = ()
 
 
-def is_elf(path: Path) -> bool:
+def is_elf(path: StrPath) -> bool:
     try:
         with open_regular(path) as file:
             return file.head(4) == ELF_MAGIC
@@ -88,7 +88,7 @@ def is_elf(path: Path) -> bool:
         return False
 
 
-def read_elf(path: Path, name: str | None = None, shown: str | None = None) -> ElfInfo:
+def read_elf(path: StrPath, name: str | None = None, shown: str | None = None) -> ElfInfo:
     """Inspect one regular file. `name` is its path in the report (e.g. relative to the folder
     inspected), `shown` how errors name it (default: the path as given)."""
     label = shown or str(path)
@@ -503,6 +503,7 @@ class _Elf:
         if not self.sections:
             return self._device_code_in_segments()
         entries: list[FatbinEntry] = []
+        searched: list[Region] = []  # ranked after the fatbin sections: searched after them
         for rank, section in self._sections_to_read():
             end = section.offset + section.size
             if rank < len(FATBIN_SECTIONS):
@@ -512,7 +513,9 @@ class _Elf:
             if end > self.size:
                 self.remarks.append(f"section {section.name} runs past the end of the file: "
                                     f"device code searched only in what is there")
-            entries.extend(find_containers(self.data, section.offset, end, section.name))
+            searched.append((section.offset, end, section.name, None))
+        for found in search_containers(self.data, searched):
+            entries.extend(found)
         return entries
 
     def _sections_to_read(self) -> list[tuple[int, _Section]]:
@@ -548,14 +551,15 @@ class _Elf:
                 self.remarks.append("no section headers and no loadable segment: device code "
                                     "could not be looked for")
             return []
-        entries: list[FatbinEntry] = []
+        searched: list[Region] = []
         covered = 0
         for segment in loads:
             start = max(segment.offset, covered)
             end = min(segment.offset + segment.filesz, self.size)
             if start < end:
-                entries.extend(find_containers(self.data, start, end, "", segment.number))
+                searched.append((start, end, "", segment.number))
             covered = max(covered, end)
+        entries = [entry for found in search_containers(self.data, searched) for entry in found]
         self.remarks.append(
             "device code looked for in the loadable segments (no section headers): "
             + ("found containers cannot be told apart as .nv_fatbin (loaded by the CUDA "

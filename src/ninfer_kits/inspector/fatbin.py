@@ -9,8 +9,11 @@ which the runtime never loads; they are read and reported, but as what they are
 Some libraries keep fatbin containers elsewhere: cuFFT keeps thousands in `.data`/`.ldata` and
 loads them itself through the driver API; cuobjdump does not see them ("does not contain device
 code"). `find_containers` looks for them by their magic number in other data, over the whole
-region at C speed (`bytes.find`/`mmap.find`), and keeps only what parses as a whole container
-with sane entries. A file without section headers is searched the same way, segment by segment.
+region at C speed (the C library's memmem on a memory map, else `bytes.find`), and keeps only
+what parses as a whole container with sane entries; a large region is cut into pieces that a few
+threads search at once (memmem runs without the GIL), joined so that the result is that of one
+search from the region's start. A file without section headers is searched the same way,
+segment by segment.
 
 Only headers are read, so the time taken grows with the number of entries and not with the size
 of the payloads (a large CUDA library carries hundreds of MB): no payload is copied or
@@ -24,9 +27,10 @@ by its payload. A payload is compressed when its flags say zstd (0x8000, nvcc's 
 from __future__ import annotations
 
 import mmap
+import os
 import struct
-from collections.abc import Callable
-from contextlib import suppress
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -180,54 +184,193 @@ def find_containers(data: ByteSource, start: int, end: int, section: str,
     bytes (FOUND_PREFIX). A hit counts only if the whole container parses: a body that fits, and
     entries that fill it exactly with sane header sizes and plausible archs. Containers lie back
     to back, so the search resumes after each one and never reads the bytes it covers."""
-    entries: list[FatbinEntry] = []
-    end = min(end, len(data))
-    position = max(start, 0)
-    find = _finder(data, position, end)
-    unpack = CONTAINER_HEADER.unpack_from
-    smallest = CONTAINER_HEADER.size + ENTRY_MIN_HEADER
-    while True:
-        at = find(FOUND_PREFIX, position, end)
-        if at < 0:
-            return entries
-        position = at + 1
-        if at + smallest > end:
-            continue
-        _magic, _version, header_size, body_size = unpack(data, at)
-        if not ENTRY_MIN_HEADER <= body_size <= end - at - header_size:
-            continue
-        body_end = at + header_size + body_size
-        found = _entries(data, at + header_size, body_end, section, segment, searching=True)
-        if isinstance(found, tuple) or not found:
-            continue
-        entries += found
-        position = body_end
+    return search_containers(data, [(start, end, section, segment)])[0]
 
+
+# A region to search: start and end (file offsets), its section's name, its segment's number.
+Region = tuple[int, int, str, int | None]
+# What a search made of one hit: where it was, where the search went on from (the container's
+# end, or the next byte), and the container's entries (none: the hit was not a container).
+Hit = tuple[int, int, list[FatbinEntry]]
+# A piece of a region: from, to, the region's end, section, segment, and whether it is first.
+Piece = tuple[int, int, int, str, int | None, bool]
 
 # Below this many bytes, `find` on the data is as quick as loading ctypes for memmem; and it is
 # tried first over the next NEAR bytes, where the next of a run of containers usually lies (a
 # ctypes call costs more than a short search).
 MEMMEM_FROM = 1 << 20
 NEAR = 4096
+SMALLEST_CONTAINER = CONTAINER_HEADER.size + ENTRY_MIN_HEADER
+# A large region is searched in pieces of at least this many bytes, side by side on up to
+# WORKERS cores (memmem runs without the GIL); smaller ones are not worth a thread.
+CHUNK_MIN = 4 << 20
+WORKERS = 4
 
 
-# Linux 5.14's madvise(MADV_POPULATE_READ): map a region's pages in one call.
-MADV_POPULATE_READ = 22
+def search_containers(data: ByteSource, regions: Sequence[Region],
+                      chunk_min: int = CHUNK_MIN) -> list[list[FatbinEntry]]:
+    """`find_containers` of each region, in the order given: the same entries as searching each
+    from its start to its end, one hit after the other.
+
+    A large region is cut into pieces searched at once by a few threads, each as if the search
+    had begun at its piece's start; then the pieces are joined in order. Where the search from
+    the region's start stands at a hit that the piece's own search stood at too, it goes the
+    same way from there (the same hit, the same end), so the rest of that piece's result is
+    taken as it is; before that (a container of the piece before reaches into this one, into
+    the middle of a container this piece's search took) the search goes on here, hit by hit."""
+    searcher = _Searcher(data)
+    pieces: list[tuple[int, Piece]] = []
+    for number, (start, end, section, segment) in enumerate(regions):
+        start, end = max(start, 0), min(end, len(data))
+        count = max(1, min(searcher.workers, (end - start) // max(chunk_min, 1)))
+        bounds = [start + (end - start) * i // count for i in range(count)] + [end]
+        pieces += [(number, (bounds[i], bounds[i + 1], end, section, segment, i == 0))
+                   for i in range(count)]
+    found = searcher.run([piece for _number, piece in pieces])
+    results: list[list[FatbinEntry]] = [[] for _ in regions]
+    position = 0
+    for (number, piece), hits in zip(pieces, found, strict=True):
+        if piece[5]:
+            position = piece[0]
+        position = searcher.join(results[number], hits, position, piece)
+    return results
 
 
-def _finder(data: ByteSource, start: int, end: int) -> Callable[[bytes, int, int], int]:
-    """`find(needle, start, end)` over data[start:end]: the C library's memmem for a large
-    memory map (several times faster than mmap.find: it skips on two-byte hashes), else the
-    data's own find. Both are C loops over the whole region; neither reads a byte at a time in
-    Python. A large mapped region is mapped in at once (one system call, not a page fault every
-    few pages as the search walks it): it is about to be read almost whole."""
-    if end - start < MEMMEM_FROM or not isinstance(data, mmap.mmap):
-        return data.find
-    memmem, base = _memmem(), _address(data)
-    if memmem is None or base is None:
-        return data.find
-    _populate(data, start, end)
-    near_find = data.find
+class _Searcher:
+    """The search of one file's data: how hits are found (memmem, or the data's own find) and
+    how pieces of it are searched side by side."""
+
+    def __init__(self, data: ByteSource) -> None:
+        self.data = data
+        self.find: Callable[[bytes, int, int], int] = data.find
+        self.base: int | None = None
+        self.workers = 1
+        self.cancelled = False
+        if len(data) >= MEMMEM_FROM:
+            memmem, self.base = _memmem(), _address(data)
+            if memmem is not None and self.base is not None:
+                self.find = _memmem_find(data.find, memmem, self.base)
+                self.workers = _cores()
+
+    def run(self, pieces: list[Piece]) -> list[list[Hit]]:
+        """The hits of each piece, searched on this thread and on up to `workers - 1` others,
+        which are waited for however this one ends (they read the data, which must stay mapped
+        while they do)."""
+        results: list[list[Hit]] = [[] for _ in pieces]
+        if self.workers < 2 or len(pieces) < 2:
+            return [self.search(piece) for piece in pieces]
+        import _thread
+
+        claim = _thread.allocate_lock()
+        queue = list(reversed(range(len(pieces))))
+        failures: list[BaseException] = []
+
+        def work() -> None:
+            while not self.cancelled:
+                with claim:
+                    if not queue:
+                        return
+                    index = queue.pop()
+                results[index] = self.search(pieces[index])
+
+        def worker(done: _thread.LockType) -> None:
+            try:
+                work()
+            except BaseException as error:  # raised by the thread that waits for this one
+                failures.append(error)
+                self.cancelled = True
+            finally:
+                done.release()
+
+        waits = []
+        for _ in range(min(self.workers, len(pieces)) - 1):
+            done = _thread.allocate_lock()
+            done.acquire()
+            _thread.start_new_thread(worker, (done,))
+            waits.append(done)
+        interrupted: BaseException | None = None
+        try:
+            work()
+        except BaseException as error:
+            interrupted = error
+            self.cancelled = True
+        for done in waits:
+            while True:
+                try:
+                    done.acquire()
+                    break
+                except BaseException as error:  # Ctrl-C, SIGTERM: stop the others, then go
+                    interrupted = interrupted or error
+                    self.cancelled = True
+        if interrupted is not None:
+            raise interrupted
+        if failures:
+            raise failures[0]
+        return results
+
+    def search(self, piece: Piece) -> list[Hit]:
+        """Every hit the search from the piece's start stands at before its end (a container
+        may reach past that end, up to the region's)."""
+        start, stop, end, section, segment, _first = piece
+        hits: list[Hit] = []
+        position = start
+        while position < stop and not self.cancelled:
+            hit = self.step(position, stop, end, section, segment)
+            if hit is None:
+                break
+            hits.append(hit)
+            position = hit[1]
+        return hits
+
+    def step(self, position: int, stop: int, end: int, section: str,
+             segment: int | None) -> Hit | None:
+        """The first hit at or after `position` and before `stop`, and what it is; None if
+        there is none. A container counts if it parses whole within data[:end]."""
+        at = self.find(FOUND_PREFIX, position, min(end, stop + len(FOUND_PREFIX) - 1))
+        if at < 0:
+            return None
+        if at + SMALLEST_CONTAINER <= end:
+            _magic, _version, header_size, body_size = CONTAINER_HEADER.unpack_from(
+                self.data, at)
+            if ENTRY_MIN_HEADER <= body_size <= end - at - header_size:
+                body_end = at + header_size + body_size
+                found = _entries(self.data, at + header_size, body_end, section, segment,
+                                 searching=True)
+                if not isinstance(found, tuple) and found:
+                    return at, body_end, found
+        return at, at + 1, []
+
+    def join(self, entries: list[FatbinEntry], hits: list[Hit], position: int,
+             piece: Piece) -> int:
+        """Go on from `position` (where the search from the region's start stands) over the
+        piece whose own search found `hits`, adding what the search finds to `entries`; where
+        it stands after."""
+        _start, stop, end, section, segment, _first = piece
+        starts = [at for at, _following, _found in hits]
+        while position < stop:
+            index = bisect_left(starts, position)
+            if index and hits[index - 1][2] and hits[index - 1][1] > position:
+                # Inside a container that the piece's search took and the search from the
+                # region's start never stood at: one hit on, as that search goes.
+                hit = self.step(position, stop, end, section, segment)
+                if hit is None:
+                    return stop
+                entries += hit[2]
+                position = hit[1]
+                continue
+            for _at, _following, found in hits[index:]:
+                entries += found
+            if index < len(hits):
+                position = hits[-1][1]
+            break
+        return position
+
+
+def _memmem_find(near_find: Callable[[bytes, int, int], int], memmem: Any,
+                 base: int) -> Callable[[bytes, int, int], int]:
+    """`find(needle, start, end)` by the C library's memmem (several times faster than
+    mmap.find: it skips on two-byte hashes, and it lets other threads run), after a look at the
+    next NEAR bytes in Python's find (cheaper than a ctypes call when the hit is that near)."""
 
     def find(needle: bytes, start: int, end: int) -> int:
         near = min(end, start + NEAR)
@@ -241,12 +384,11 @@ def _finder(data: ByteSource, start: int, end: int) -> Callable[[bytes, int, int
     return find
 
 
-def _populate(data: mmap.mmap, start: int, end: int) -> None:
-    """Ask the kernel to map data[start:end] now; only a hint (an older kernel refuses it, and
-    the pages are then faulted in as they are read)."""
-    first = start - start % mmap.PAGESIZE
-    with suppress(OSError, ValueError, AttributeError):
-        data.madvise(MADV_POPULATE_READ, first, end - first)
+def _cores() -> int:
+    try:
+        return max(1, min(WORKERS, len(os.sched_getaffinity(0))))
+    except (AttributeError, OSError):
+        return max(1, min(WORKERS, os.cpu_count() or 1))
 
 
 @cache
@@ -262,9 +404,12 @@ def _memmem() -> Any:
     return function
 
 
-def _address(data: mmap.mmap) -> int | None:
-    """Where a writable (ACCESS_COPY) map lies in memory; None for a read-only one. The map
-    stays open while it is searched, so the address stays valid."""
+def _address(data: ByteSource) -> int | None:
+    """Where a memory map lies in memory, for memmem; None for other data, or a read-only map
+    (ctypes takes the address of writable buffers only: ACCESS_COPY maps are). The map stays
+    open while it is searched, so the address stays valid."""
+    if not isinstance(data, mmap.mmap):
+        return None
     import ctypes
 
     try:

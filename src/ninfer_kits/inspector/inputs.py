@@ -15,13 +15,14 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Union
 
 from ninfer_kits.errors import BadInput
 
 # What the ELF reader reads from: the bytes of a file, or the file mapped into memory.
 ByteSource = Union[bytes, bytearray, mmap.mmap]  # noqa: UP007 (a runtime alias on 3.10)
+# A path as callers name one: text or a pathlib.Path (never loaded here: it costs start-up).
+StrPath = str | os.PathLike[str]
 
 OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -94,7 +95,7 @@ def unreadable(shown: str, error: OSError) -> BadInput:
     return BadInput(f"{printable(shown)}: {os_error_words(error)}")
 
 
-def look(path: Path, shown: str | None = None) -> os.stat_result:
+def look(path: StrPath, shown: str | None = None) -> os.stat_result:
     """`stat` the path (following symlinks, as opening it would), with errors in words."""
     try:
         return os.stat(path)
@@ -149,7 +150,7 @@ class RegularFile:
 
 
 @contextmanager
-def open_regular(path: Path, shown: str | None = None) -> Iterator[RegularFile]:
+def open_regular(path: StrPath, shown: str | None = None) -> Iterator[RegularFile]:
     """Open a regular file for reading; anything else (FIFO, device, socket, folder) is refused
     by name, without blocking on it."""
     shown = shown or str(path)

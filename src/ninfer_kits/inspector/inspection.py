@@ -12,8 +12,7 @@ from __future__ import annotations
 import mmap
 import os
 import stat
-from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ninfer_kits.errors import BadInput, NotAnElf
 from ninfer_kits.inspector.archive import (
@@ -33,6 +32,12 @@ from ninfer_kits.inspector.inputs import (
     os_error_words,
     printable,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ninfer_kits.inspector.fatbin import FatbinEntry
+    from ninfer_kits.inspector.inputs import StrPath
 
 # 3: file remarks; device code found outside the fatbin sections ("placement": "data" in a data
 # section, "segment" in a file without section headers) and the floor's "embedded" count;
@@ -62,13 +67,16 @@ class Inspection(NamedTuple):
         return BadInput(describe_unreadable(self.source, self.unreadable))
 
 
-def inspect_path(path: Path, *, member_limit: int = DEFAULT_MEMBER_LIMIT, partial: bool = False,
-                 limit_hint: str = "") -> Inspection:
+def inspect_path(path: StrPath, *, member_limit: int = DEFAULT_MEMBER_LIMIT,
+                 partial: bool = False, limit_hint: str = "") -> Inspection:
     """Inspect one ELF file, every ELF under a folder, or every ELF inside a kit archive.
+    The path is named as `pathlib.Path` writes it (`./kit/` is `kit`), in messages and
+    `Inspection.source`.
 
     A folder with parts that cannot be read raises BadInput naming them, unless `partial`: then
     the inspection of the rest comes back with them in `unreadable`, for the caller to report
     (and fail on) after showing what could be read."""
+    path = path_text(path)
     mode = look(path).st_mode
     skipped: list[PathNote] = []
     unreadable: list[PathNote] = []
@@ -77,14 +85,28 @@ def inspect_path(path: Path, *, member_limit: int = DEFAULT_MEMBER_LIMIT, partia
     elif stat.S_ISREG(mode):
         files = _inspect_file(path, member_limit, limit_hint)
     else:
-        raise BadInput(f"{printable(str(path))}: {kind_of(mode)}, not a regular file "
+        raise BadInput(f"{printable(path)}: {kind_of(mode)}, not a regular file "
                        f"(inspect reads an ELF file, a folder or a kit archive)")
     if unreadable and (not partial or not files):
-        raise BadInput(describe_unreadable(str(path), unreadable))
+        raise BadInput(describe_unreadable(path, unreadable))
     if not files:
-        raise BadInput(f"{printable(str(path))}: holds no ELF file")
-    return Inspection(source=str(path), files=files, floor=kit_floor(files),
+        raise BadInput(f"{printable(path)}: holds no ELF file")
+    return Inspection(source=path, files=files, floor=kit_floor(files),
                       skipped=tuple(skipped), unreadable=tuple(unreadable))
+
+
+def path_text(path: StrPath) -> str:
+    """The path as `str(pathlib.Path(path))` writes it, without loading pathlib (a quick
+    `inspect` has no other use for it): no empty or `.` components and no trailing `/`; two
+    leading slashes are kept (POSIX leaves their meaning to the system); nothing is `.`."""
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise TypeError(f"a path as text, not {type(text).__name__}")
+    stripped = text.lstrip("/")
+    slashes = len(text) - len(stripped)
+    root = "//" if slashes == 2 else "/" if slashes else ""
+    parts = [part for part in stripped.split("/") if part and part != "."]
+    return root + "/".join(parts) if root or parts else "."
 
 
 def describe_unreadable(source: str, unreadable: tuple[PathNote, ...] | list[PathNote]) -> str:
@@ -95,8 +117,8 @@ def describe_unreadable(source: str, unreadable: tuple[PathNote, ...] | list[Pat
             f"so what they hold is not in the floor: {listed}{more}")
 
 
-def _inspect_file(path: Path, member_limit: int, limit_hint: str) -> tuple[ElfInfo, ...]:
-    shown = str(path)
+def _inspect_file(path: str, member_limit: int, limit_hint: str) -> tuple[ElfInfo, ...]:
+    shown = path
     with open_regular(path, shown) as file:
         head = file.head(HEAD_BYTES)
         if head[:4] == ELF_MAGIC:
@@ -111,13 +133,13 @@ def _inspect_file(path: Path, member_limit: int, limit_hint: str) -> tuple[ElfIn
     if not head:
         raise NotAnElf(f"{printable(shown)}: an empty file, not an ELF file")
     starts = f"it starts with {head[:8].hex(' ')}"
-    if path.name.endswith(TARBALL_NAMES):
+    if os.path.basename(path).endswith(TARBALL_NAMES):
         raise NotAnElf(f"{printable(shown)}: named like a kit archive, but neither "
                        f"{SUPPORTED_WORDS} nor an ELF file ({starts})")
     raise NotAnElf(f"{printable(shown)}: not an ELF file, a folder or a kit archive ({starts})")
 
 
-def _inspect_archive(path: Path, member_limit: int, limit_hint: str) -> tuple[ElfInfo, ...]:
+def _inspect_archive(path: str, member_limit: int, limit_hint: str) -> tuple[ElfInfo, ...]:
     """Every ELF member, read once as the archive streams past (see archive.py)."""
     files = []
     with KitArchive(path, member_limit=member_limit, limit_hint=limit_hint) as archive:
@@ -130,23 +152,25 @@ def _inspect_archive(path: Path, member_limit: int, limit_hint: str) -> tuple[El
     return tuple(sorted(files, key=lambda info: info.path))
 
 
-def _inspect_folder(folder: Path, skipped: list[PathNote],
+def _inspect_folder(folder: str, skipped: list[PathNote],
                     unreadable: list[PathNote]) -> tuple[ElfInfo, ...]:
     """Every regular ELF file under the folder; symlinks are not followed (a kit's
-    `libx.so -> libx.so.1` would count twice), other special files are skipped by name."""
-    found: list[tuple[tuple[str, ...], ElfInfo]] = []
-    pending = [folder]
+    `libx.so -> libx.so.1` would count twice), other special files are skipped by name. Paths
+    are relative to the folder ("." for itself) in the report, and as found under it in
+    messages."""
+    found: list[tuple[list[str], ElfInfo]] = []
+    pending = [(folder, ".")]
     while pending:
-        current = pending.pop()
+        current, current_relative = pending.pop()
         try:
             with os.scandir(current) as listing:
                 entries = list(listing)
         except OSError as error:
-            unreadable.append(PathNote(_relative(current, folder), os_error_words(error)))
+            unreadable.append(PathNote(current_relative, os_error_words(error)))
             continue
         for entry in entries:
-            item = Path(entry.path)
-            relative = _relative(item, folder)
+            item = _child(current, entry.name)
+            relative = _child(current_relative, entry.name)
             try:
                 mode = entry.stat(follow_symlinks=False).st_mode
             except OSError as error:
@@ -155,11 +179,11 @@ def _inspect_folder(folder: Path, skipped: list[PathNote],
             if stat.S_ISLNK(mode):
                 continue
             if stat.S_ISDIR(mode):
-                pending.append(item)
+                pending.append((item, relative))
             elif stat.S_ISREG(mode):
                 info = _folder_file(item, relative, unreadable)
                 if info is not None:
-                    found.append((Path(relative).parts, info))
+                    found.append((relative.split("/"), info))
             else:
                 skipped.append(PathNote(relative, f"{kind_of(mode)}, not a regular file: not "
                                                   f"read"))
@@ -168,14 +192,21 @@ def _inspect_folder(folder: Path, skipped: list[PathNote],
     return tuple(info for _, info in sorted(found, key=lambda pair: pair[0]))
 
 
-def _folder_file(item: Path, relative: str, unreadable: list[PathNote]) -> ElfInfo | None:
+def _child(folder: str, name: str) -> str:
+    """A folder's entry, as pathlib joins them: `kit/x`, `/x`, and `x` in `.`."""
+    if folder == ".":
+        return name
+    return folder + name if folder.endswith("/") else f"{folder}/{name}"
+
+
+def _folder_file(item: str, relative: str, unreadable: list[PathNote]) -> ElfInfo | None:
     try:
         with open_regular(item) as file:
             if file.head(4) != ELF_MAGIC:
                 return None
             data = file.contents()
             try:
-                return read_elf_buffer(data, relative, str(item))
+                return read_elf_buffer(data, relative, item)
             finally:
                 if isinstance(data, mmap.mmap):
                     data.close()
@@ -186,14 +217,46 @@ def _folder_file(item: Path, relative: str, unreadable: list[PathNote]) -> ElfIn
         return None
 
 
-def _relative(item: Path, folder: Path) -> str:
-    if item == folder:
-        return "."
-    return str(item.relative_to(folder))
-
-
 def to_json(inspection: Inspection) -> dict[str, object]:
     """The versioned JSON form (`inspect --json`); schema in data/inspect.schema.json."""
+    return _document(inspection, _cuda_json)
+
+
+def dumps_json(inspection: Inspection, indent: int | None = None) -> str:
+    """`json.dumps(to_json(inspection), indent=indent, sort_keys=True)`, made faster for
+    libraries with thousands of fatbin entries when not indented: the entries' lists are
+    written from one template per distinct entry (all but the payload size), not dumped dict
+    by dict, and put in place of a marker in the dump of the rest."""
+    import json
+
+    if indent is not None:
+        return json.dumps(to_json(inspection), indent=indent, sort_keys=True)
+    pieces = json.dumps(_document(inspection, lambda _info: _CUDA_MARKER),
+                        sort_keys=True).split(json.dumps(_CUDA_MARKER))
+    if len(pieces) != len(inspection.files) + 1:  # cannot be (no name holds a NUL); if it were
+        return json.dumps(to_json(inspection), sort_keys=True)
+    templates: dict[tuple[object, ...], tuple[str, str]] = {}
+    out = [pieces[0]]
+    for info, piece in zip(inspection.files, pieces[1:], strict=True):
+        entries = []
+        for entry in info.device_code:
+            key = (entry.section, entry.segment, entry.kind, entry.arch, entry.compressed)
+            template = templates.get(key)
+            if template is None:
+                text = json.dumps(_entry_json(entry, payload_size=-1), sort_keys=True)
+                before, after = text.split('"payload_size": -1')
+                template = templates[key] = (before + '"payload_size": ', after)
+            entries.append(f"{template[0]}{entry.payload_size}{template[1]}")
+        out += ["[", ", ".join(entries), "]", piece]
+    return "".join(out)
+
+
+# What stands for a file's "cuda" list in dumps_json, until the list is written in its place.
+_CUDA_MARKER = "\0cuda\0"
+
+
+def _document(inspection: Inspection,
+              cuda: Callable[[ElfInfo], object]) -> dict[str, object]:
     from ninfer_kits import __version__
 
     floor = inspection.floor
@@ -201,7 +264,7 @@ def to_json(inspection: Inspection) -> dict[str, object]:
         "schema_version": JSON_SCHEMA_VERSION,
         "tool": f"ninfer-kits {__version__}",
         "source": inspection.source,
-        "files": [_file_json(info) for info in inspection.files],
+        "files": [_file_json(info, cuda(info)) for info in inspection.files],
         "skipped": [{"path": note.path, "why": note.why} for note in inspection.skipped],
         "unreadable": [{"path": note.path, "why": note.why} for note in inspection.unreadable],
         "floor": {
@@ -229,7 +292,7 @@ def to_json(inspection: Inspection) -> dict[str, object]:
     }
 
 
-def _file_json(info: ElfInfo) -> dict[str, object]:
+def _file_json(info: ElfInfo, cuda: object) -> dict[str, object]:
     return {
         "path": info.path,
         "class": info.elf_class,
@@ -244,13 +307,18 @@ def _file_json(info: ElfInfo) -> dict[str, object]:
         "version_needs": {need.library: list(need.versions) for need in info.version_needs},
         "version_defs": list(info.version_defs),
         "remarks": list(info.remarks),
-        "cuda": [
-            {"section": e.section or None, "segment": e.segment, "placement": e.placement,
-             "loadable": e.loadable, "kind": e.kind, "arch": e.arch, "compressed": e.compressed,
-             "payload_size": e.payload_size}
-            for e in info.device_code
-        ],
+        "cuda": cuda,
     }
+
+
+def _cuda_json(info: ElfInfo) -> list[dict[str, object]]:
+    return [_entry_json(entry, entry.payload_size) for entry in info.device_code]
+
+
+def _entry_json(entry: FatbinEntry, payload_size: int) -> dict[str, object]:
+    return {"section": entry.section or None, "segment": entry.segment,
+            "placement": entry.placement, "loadable": entry.loadable, "kind": entry.kind,
+            "arch": entry.arch, "compressed": entry.compressed, "payload_size": payload_size}
 
 
 def _device_code_json(items: tuple[DeviceCode, ...]) -> list[dict[str, object]]:

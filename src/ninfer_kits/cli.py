@@ -6,12 +6,12 @@ import argparse
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from ninfer_kits import __version__
 from ninfer_kits.errors import EXIT_INTERRUPTED, NinferKitsError, exit_code_for, exit_codes_help
+from ninfer_kits.records import TYPE_CHECKING
 
-if TYPE_CHECKING:  # typing's Protocol machinery is not loaded to run a command
+if TYPE_CHECKING:  # typing is not loaded to run a command (records.py says why)
     from collections.abc import Sequence
     from typing import Protocol
 

@@ -10,7 +10,8 @@ a full disk, a kit work folder held by another build; 130 interrupted.
 from __future__ import annotations
 
 import errno
-from typing import TYPE_CHECKING, NamedTuple
+
+from ninfer_kits.records import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # every command imports this module: it loads no more than it must
     from pathlib import Path

@@ -33,7 +33,6 @@ import posixpath
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from functools import cache
-from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.inputs import (
@@ -44,10 +43,12 @@ from ninfer_kits.inspector.inputs import (
     os_error_words,
     printable,
 )
+from ninfer_kits.records import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # tarfile, tempfile and the signal machinery load only when an archive is read
     import tarfile
     from types import FrameType
+    from typing import Any, BinaryIO
 
 DEFAULT_MEMBER_LIMIT = 4 << 30
 MEMORY_LIMIT = 64 << 20

@@ -19,7 +19,6 @@ import mmap
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import BinaryIO, NamedTuple
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.fatbin import (
@@ -31,6 +30,10 @@ from ninfer_kits.inspector.fatbin import (
     search_containers,
 )
 from ninfer_kits.inspector.inputs import ByteSource, StrPath, open_regular, printable
+from ninfer_kits.records import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 ELF_MAGIC = b"\x7fELF"
 

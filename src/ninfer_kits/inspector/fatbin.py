@@ -32,10 +32,14 @@ import struct
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import cache
-from typing import Any, NamedTuple
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.inputs import ByteSource
+from ninfer_kits.records import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    import _thread
+    from typing import Any
 
 LOADED_SECTION = ".nv_fatbin"  # what the CUDA runtime loads
 RELOCATABLE_SECTION = "__nv_relfatbin"  # device-link inputs (-rdc): JIT-linked when needed

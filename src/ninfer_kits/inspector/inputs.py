@@ -15,12 +15,11 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Union
 
 from ninfer_kits.errors import BadInput
 
 # What the ELF reader reads from: the bytes of a file, or the file mapped into memory.
-ByteSource = Union[bytes, bytearray, mmap.mmap]  # noqa: UP007 (a runtime alias on 3.10)
+ByteSource = bytes | bytearray | mmap.mmap
 # A path as callers name one: text or a pathlib.Path (never loaded here: it costs start-up).
 StrPath = str | os.PathLike[str]
 

@@ -5,10 +5,11 @@ one fixed mtime, owner 0/0 with empty names, normalized modes, no pax times, and
 without name or time. Compression is BGZF-style: the tar stream is cut into 1 MiB blocks at
 fixed offsets, and a thread pool compresses each into a complete gzip member of its own with
 libdeflate (the `deflate` wheel, pinned; it releases the GIL while it compresses). The members,
-written in order, are one valid .tar.gz (gzip -d, tar, Python's gzip and tarfile read a series
-of members as one stream), and the output depends neither on the number of threads nor on the
-host's zlib. Hashes are taken from the bytes as they are written, and every file lands
-atomically (temporary name, fsync, rename), so a reader never sees half a kit.
+written in order, are one valid .tar.gz (gzip -d, tar xz, Python's gzip module and
+tarfile.open read a series of members as one stream; tarfile's stream mode "r|gz" stops after
+the first), and the output depends neither on the number of threads nor on the host's zlib.
+Hashes are taken from the bytes as they are written, and every file lands atomically
+(temporary name, fsync, rename), so a reader never sees half a kit.
 """
 
 from __future__ import annotations

@@ -2,11 +2,16 @@
 
 Baseline per file: `readelf -d -V -W` + `cuobjdump --list-elf` + `cuobjdump --list-ptx`, the
 sum of three whole-process times. Ours: the `ninfer-kits inspect --json FILE` console script as
-users run it, Python start-up included. Target: ours <= 0.3x the baseline on libcurand.so.10 (a
-real CUDA library) and on big-many.so (>= 200 MB, thousands of fatbin entries). Our time must
-follow the number of fatbin entries, not the file size: the size rows compare files with the
-same number of entries but 20x or more apart in size (target <= 1.5x), the entry rows are
-informational. Inputs: see fatbin_inputs.py.
+users run it, Python start-up included (with the package's bytecode compiled first, as an
+installed package has it: this checkout may run with PYTHONDONTWRITEBYTECODE, which would make
+every run compile the modules changed since their .pyc was written). Target: ours <= 0.15x the
+baseline on libcurand.so.10 (a real CUDA library: 105 MB, 186 fatbin entries, and 1,747 more
+containers found in its 58 MB .data) and on big-many.so (>= 200 MB, thousands of fatbin
+entries). Most of ours is start-up: `inspect` imports no more than it uses (no typing, tomllib,
+pathlib, dataclasses or shutil), and the data sections are searched on up to four cores. Our
+time must follow the number of fatbin entries, not the file size: the size rows compare files
+with the same number of entries but 20x or more apart in size (target <= 1.5x), the entry rows
+are informational. Inputs: see fatbin_inputs.py.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from fatbin_inputs import InputFile, Tools, build_inputs, describe, fetch_curand
 NAME = "inspect"
 DESCRIPTION = "inspect --json vs readelf -d -V -W + cuobjdump --list-elf + --list-ptx"
 BASELINE = "readelf+cuobjdump x2"
-TARGET = 0.3
+TARGET = 0.15
 SIZE_TARGET = 1.5
 HEADLINE = ("libcurand.so.10", "big-many.so")
 INFORMATIONAL = ("small-few.so", "small-many.so", "big-few.so")
@@ -163,7 +168,17 @@ def rows(done: dict[str, Measurement]) -> list[Result]:
     return results
 
 
+def compile_package() -> None:
+    """Write the package's bytecode, as installing it does, so that no timed run compiles."""
+    import compileall
+
+    import ninfer_kits
+
+    compileall.compile_dir(Path(ninfer_kits.__file__).parent, quiet=1)
+
+
 def run(ctx: Context) -> list[Result]:
+    compile_package()
     tools = find_tools()
     curand_path = fetch_curand(ctx.cache)
     inputs = {"libcurand.so.10": describe(tools, "libcurand.so.10", curand_path)}

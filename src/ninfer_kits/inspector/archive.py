@@ -35,6 +35,12 @@ from contextlib import ExitStack, contextmanager
 from functools import cache
 
 from ninfer_kits.errors import BadInput
+from ninfer_kits.inspector.formats import DEFAULT_MEMBER_LIMIT as DEFAULT_MEMBER_LIMIT
+from ninfer_kits.inspector.formats import HEAD_BYTES as HEAD_BYTES
+from ninfer_kits.inspector.formats import SUPPORTED_WORDS as SUPPORTED_WORDS
+from ninfer_kits.inspector.formats import archive_format as archive_format
+from ninfer_kits.inspector.formats import size_words as size_words
+from ninfer_kits.inspector.formats import unsupported_format as unsupported_format
 from ninfer_kits.inspector.inputs import (
     ByteSource,
     RegularFile,
@@ -50,30 +56,9 @@ if TYPE_CHECKING:  # tarfile, tempfile and the signal machinery load only when a
     from types import FrameType
     from typing import Any, BinaryIO
 
-DEFAULT_MEMBER_LIMIT = 4 << 30
 MEMORY_LIMIT = 64 << 20
 HEADER_LIMIT = 1 << 20
-HEAD_BYTES = 512
 STREAM_BUFFER = 1 << 20
-
-# First bytes → the format, as said in messages.
-SUPPORTED = (
-    (b"\x1f\x8b", "gzip"),
-    (b"\xfd7zXZ\x00", "xz"),
-    (b"BZh", "bzip2"),
-)
-UNSUPPORTED = (
-    (b"\x28\xb5\x2f\xfd", "zstd-compressed"),
-    (b"PK\x03\x04", "a zip archive"),
-    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
-    (b"\x04\x22\x4d\x18", "LZ4-compressed"),
-    (b"LZIP", "lzip-compressed"),
-    (b"\x89LZO", "lzop-compressed"),
-    (b"Rar!", "a RAR archive"),
-    (b"\x5d\x00\x00", "LZMA-compressed (.lzma)"),
-    (b"\x1f\x9d", "compress-ed (.Z)"),
-)
-SUPPORTED_WORDS = "a tar archive, plain or compressed with gzip, xz or bzip2"
 
 # Member types (tarfile's REGTYPE, AREGTYPE, CONTTYPE, GNUTYPE_SPARSE, DIRTYPE, SYMTYPE, LNKTYPE;
 # CHRTYPE, BLKTYPE, FIFOTYPE; GNUTYPE_LONGNAME, GNUTYPE_LONGLINK, XHDTYPE, XGLTYPE,
@@ -83,30 +68,6 @@ KINDS = {b"0": "file", b"\0": "file", b"7": "file", b"S": "file", b"5": "folder"
 REFUSED_KINDS = {b"3": "a character device", b"4": "a block device",
                  b"6": "a FIFO (named pipe)"}
 LONG_HEADERS = (b"L", b"K", b"x", b"g", b"X")
-
-
-def archive_format(head: bytes) -> str | None:
-    """"gzip", "xz", "bzip2" or "tar" for what this reader can read, by the first bytes (at
-    least 262 of them for a plain tar, whose magic is at 257); None for anything else."""
-    for magic, name in SUPPORTED:
-        if head.startswith(magic):
-            return name
-    if head[257:262] == b"ustar":
-        return "tar"
-    return None
-
-
-def unsupported_format(head: bytes) -> str | None:
-    """What an archive this reader cannot read is ("zstd-compressed"), or None."""
-    return next((name for magic, name in UNSUPPORTED if head.startswith(magic)), None)
-
-
-def size_words(size: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if size >= 1 << shift:
-            value = size / (1 << shift)
-            return f"{value:.1f} {unit}" if value % 1 else f"{int(value)} {unit}"
-    return f"{size} bytes"
 
 
 class MemberInfo(NamedTuple):

@@ -14,16 +14,15 @@ import os
 import stat
 
 from ninfer_kits.errors import BadInput, NotAnElf
-from ninfer_kits.inspector.archive import (
+from ninfer_kits.inspector.elf import ELF_MAGIC, ElfInfo, read_elf_buffer
+from ninfer_kits.inspector.floor import DeviceCode, KitFloor, kit_floor
+from ninfer_kits.inspector.formats import (
     DEFAULT_MEMBER_LIMIT,
     HEAD_BYTES,
     SUPPORTED_WORDS,
-    KitArchive,
     archive_format,
     unsupported_format,
 )
-from ninfer_kits.inspector.elf import ELF_MAGIC, ElfInfo, read_elf_buffer
-from ninfer_kits.inspector.floor import DeviceCode, KitFloor, kit_floor
 from ninfer_kits.inspector.inputs import (
     kind_of,
     look,
@@ -141,6 +140,8 @@ def _inspect_file(path: str, member_limit: int, limit_hint: str) -> tuple[ElfInf
 
 def _inspect_archive(path: str, member_limit: int, limit_hint: str) -> tuple[ElfInfo, ...]:
     """Every ELF member, read once as the archive streams past (see archive.py)."""
+    from ninfer_kits.inspector.archive import KitArchive
+
     files = []
     with KitArchive(path, member_limit=member_limit, limit_hint=limit_hint) as archive:
         for member in archive:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.fatbin import (
@@ -115,14 +113,8 @@ def read_elf_buffer(data: ByteSource, name: str, shown: str | None = None) -> El
     label = printable(shown or name)
     if data[:4] != ELF_MAGIC:
         raise NotAnElf(f"{label}: not an ELF file")
-    with _fenced(label):
-        return _Elf(data).info(name)
-
-
-@contextmanager
-def _fenced(label: str) -> Iterator[None]:
     try:
-        yield
+        return _Elf(data).info(name)
     except _Corrupt as error:
         raise NotAnElf(f"{label}: corrupt or truncated ELF file ({error})") from error
     except NotAnElf as error:

@@ -317,11 +317,14 @@ class _Searcher:
         may reach past that end, up to the region's)."""
         start, stop, end, section, segment, _first = piece
         hits: list[Hit] = []
+        find, data = self.find, self.data
+        limit = min(end, stop + len(FOUND_PREFIX) - 1)  # a hit starts before `stop`
         position = start
         while position < stop and not self.cancelled:
-            hit = self.step(position, stop, end, section, segment)
-            if hit is None:
+            at = find(FOUND_PREFIX, position, limit)
+            if at < 0:
                 break
+            hit = _hit(data, at, end, section, segment)
             hits.append(hit)
             position = hit[1]
         return hits
@@ -329,20 +332,9 @@ class _Searcher:
     def step(self, position: int, stop: int, end: int, section: str,
              segment: int | None) -> Hit | None:
         """The first hit at or after `position` and before `stop`, and what it is; None if
-        there is none. A container counts if it parses whole within data[:end]."""
+        there is none."""
         at = self.find(FOUND_PREFIX, position, min(end, stop + len(FOUND_PREFIX) - 1))
-        if at < 0:
-            return None
-        if at + SMALLEST_CONTAINER <= end:
-            _magic, _version, header_size, body_size = CONTAINER_HEADER.unpack_from(
-                self.data, at)
-            if ENTRY_MIN_HEADER <= body_size <= end - at - header_size:
-                body_end = at + header_size + body_size
-                found = _entries(self.data, at + header_size, body_end, section, segment,
-                                 searching=True)
-                if not isinstance(found, tuple) and found:
-                    return at, body_end, found
-        return at, at + 1, []
+        return None if at < 0 else _hit(self.data, at, end, section, segment)
 
     def join(self, entries: list[FatbinEntry], hits: list[Hit], position: int,
              piece: Piece) -> int:
@@ -370,6 +362,19 @@ class _Searcher:
         return position
 
 
+def _hit(data: ByteSource, at: int, end: int, section: str, segment: int | None) -> Hit:
+    """What the hit at `at` is: a container that parses whole within data[:end] (the search
+    goes on after it), or not (it goes on from the next byte)."""
+    if at + SMALLEST_CONTAINER <= end:
+        _magic, _version, header_size, body_size = CONTAINER_HEADER.unpack_from(data, at)
+        if ENTRY_MIN_HEADER <= body_size <= end - at - header_size:
+            body_end = at + header_size + body_size
+            found = _entries(data, at + header_size, body_end, section, segment, True)
+            if not isinstance(found, tuple) and found:
+                return at, body_end, found
+    return at, at + 1, []
+
+
 def _memmem_find(near_find: Callable[[bytes, int, int], int], memmem: Any,
                  base: int) -> Callable[[bytes, int, int], int]:
     """`find(needle, start, end)` by the C library's memmem (several times faster than
@@ -377,9 +382,11 @@ def _memmem_find(near_find: Callable[[bytes, int, int], int], memmem: Any,
     next NEAR bytes in Python's find (cheaper than a ctypes call when the hit is that near)."""
 
     def find(needle: bytes, start: int, end: int) -> int:
-        near = min(end, start + NEAR)
+        near = start + NEAR
+        if near >= end:
+            return near_find(needle, start, end)
         hit = near_find(needle, start, near)
-        if hit >= 0 or near >= end:
+        if hit >= 0:
             return hit
         start = max(start, near - len(needle) + 1)
         hit = memmem(base + start, end - start, needle, len(needle))

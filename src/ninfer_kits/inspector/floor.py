@@ -162,9 +162,12 @@ class _DeviceCodeSort:
         self.relocatable: list[FatbinEntry] = []
         self.embedded: list[FatbinEntry] = []
         self.embedded_in: dict[str, None] = {}
+        placements: dict[tuple[str, int | None], str] = {}  # one per section, not per entry
         for info in files:
             for entry in info.device_code:
-                placement = entry.placement
+                placement = placements.get((entry.section, entry.segment))
+                if placement is None:
+                    placement = placements[entry.section, entry.segment] = entry.placement
                 if placement == "relocatable":
                     self.relocatable.append(entry)
                     continue

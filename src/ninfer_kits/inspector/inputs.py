@@ -13,8 +13,6 @@ import errno
 import mmap
 import os
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from ninfer_kits.errors import BadInput
 
@@ -148,22 +146,41 @@ class RegularFile:
         return b"".join(chunks)
 
 
-@contextmanager
-def open_regular(path: StrPath, shown: str | None = None) -> Iterator[RegularFile]:
-    """Open a regular file for reading; anything else (FIFO, device, socket, folder) is refused
-    by name, without blocking on it."""
-    shown = shown or str(path)
-    mode = look(path, shown).st_mode
-    if not stat.S_ISREG(mode):
-        raise BadInput(f"{printable(shown)}: {kind_of(mode)}, not a regular file")
-    try:
-        fd = os.open(path, OPEN_FLAGS)
-    except OSError as error:
-        raise unreadable(shown, error) from error
-    try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):  # replaced between the two looks
-            raise BadInput(f"{printable(shown)}: {kind_of(status.st_mode)}, not a regular file")
-        yield RegularFile(fd=fd, size=status.st_size, shown=shown)
-    finally:
-        os.close(fd)
+def open_regular(path: StrPath, shown: str | None = None) -> OpenRegular:
+    """Open a regular file for reading, as a context (`with open_regular(path) as file:`, a
+    RegularFile); anything else (FIFO, device, socket, folder) is refused by name, without
+    blocking on it."""
+    return OpenRegular(path, shown or str(path))
+
+
+class OpenRegular:
+    """open_regular's context: the path is looked at and opened on entering, closed on leaving.
+    (A class, not a contextlib generator: `inspect` has no other use for contextlib.)"""
+
+    def __init__(self, path: StrPath, shown: str) -> None:
+        self.path, self.shown, self.fd = path, shown, -1
+
+    def __enter__(self) -> RegularFile:
+        shown = self.shown
+        mode = look(self.path, shown).st_mode
+        if not stat.S_ISREG(mode):
+            raise BadInput(f"{printable(shown)}: {kind_of(mode)}, not a regular file")
+        try:
+            fd = os.open(self.path, OPEN_FLAGS)
+        except OSError as error:
+            raise unreadable(shown, error) from error
+        try:
+            status = os.fstat(fd)
+            if not stat.S_ISREG(status.st_mode):  # replaced between the two looks
+                raise BadInput(f"{printable(shown)}: {kind_of(status.st_mode)}, not a regular "
+                               f"file")
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        return RegularFile(fd=fd, size=status.st_size, shown=shown)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)

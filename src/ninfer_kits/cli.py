@@ -34,6 +34,7 @@ SUBCOMMANDS: dict[str, str] = {
     "publish": "ninfer_kits.commands.publish_cmd",
     "watch": "ninfer_kits.watch.command",
     "diff": "ninfer_kits.commands.diff_cmd",
+    "repro": "ninfer_kits.commands.repro_cmd",
 }
 
 SUMMARIES: dict[str, str] = {
@@ -47,6 +48,8 @@ SUMMARIES: dict[str, str] = {
     "publish": "put a finished kit on B2 and GitHub Releases (or a folder), once, verifiably",
     "watch": "say which kits an upstream's move made stale; the rebuild workflow's matrix",
     "diff": "compare two kits (tarballs, kit folders, folders, files) and say why they differ",
+    "repro": "build a kit twice under different conditions (or once, --against a published "
+             "kit) and compare the bytes",
 }
 
 

@@ -5,10 +5,13 @@ Both in one run, on the engine DOCKER_HOST names (scripts/start-docker-engine.sh
 1. cold: the toolchain's ccache volume removed, then `ninfer-kits build example --builder docker`;
 2. rebuild: one kernel of the example changed (a real code change, committed), built again with
    the volume the cold build filled.
-Rows: the Ninja build phase of the rebuild against the cold one (target ≤ 0.25; CMake's
-configure, which every fresh build tree repeats, is shown apart), and the overhead of the whole
-`ninfer-kits build` process beyond the recipe (image reuse, copy in and out, inspect, smoke test,
-pack) against the cold compile (target ≤ 0.15).
+Rows: the rebuild's configure + build against the cold one's (target ≤ 0.2; the Ninja build
+phase alone is shown too), and the overhead of the whole `ninfer-kits build` process beyond the
+recipe (image reuse, copy in and out, inspect, the portable repair, two smoke tests, packing
+both tarballs) against the cold compile (target ≤ 0.05). Both builds share one --cache-dir, as
+a maintainer's machine does: the git mirror and the exported toolchain environment the repair
+reads are kept there (made once per image ID, by the first build that needs them); the cold
+build's compiler cache is empty.
 """
 
 from __future__ import annotations
@@ -40,22 +43,27 @@ def run(ctx: Context) -> list[Result]:
     with tempfile.TemporaryDirectory(prefix="bench-docker-") as scratch:
         work = Path(scratch)
         repo = _example_repo(work / "repo")
+        cache = ctx.cache / "docker-cache"
+        if not any((cache / "environments").glob("*/etc")):
+            progress("a first build fills the shared cache, as a maintainer's machine has it")
+            _build(work / "prime", repo, cache)
         subprocess.run(["docker", "volume", "rm", "-f", VOLUME], capture_output=True, check=False)
         progress("cold build (empty ccache volume)")
-        cold, cold_wall = _build(work / "cold", repo)
+        cold, cold_wall = _build(work / "cold", repo, cache)
         _change_one_kernel(repo)
         progress(f"rebuild after a change to {CHANGED} (warm ccache)")
-        warm, _ = _build(work / "warm", repo)
+        warm, _ = _build(work / "warm", repo, cache)
     overhead = cold_wall - cold["compile_seconds"]
     return [
-        Result(NAME, "Ninja build phase: one-file rebuild / cold", "cold build phase",
-               ours=warm["build_seconds"], baseline=cold["build_seconds"], target=0.25,
-               note=f"ccache hits {warm['ccache_hits']:.0f}, misses {warm['ccache_misses']:.0f}"),
         Result(NAME, "configure + build: one-file rebuild / cold", "cold configure + build",
-               ours=warm["compile_seconds"], baseline=cold["compile_seconds"],
-               note=f"configure {warm['configure_seconds']:.1f} s each time (fresh build tree)"),
+               ours=warm["compile_seconds"], baseline=cold["compile_seconds"], target=0.2,
+               note=f"configure {warm['configure_seconds']:.1f} s each time (fresh build tree); "
+                    f"ccache hits {warm['ccache_hits']:.0f}, misses "
+                    f"{warm['ccache_misses']:.0f}"),
+        Result(NAME, "Ninja build phase: one-file rebuild / cold", "cold build phase",
+               ours=warm["build_seconds"], baseline=cold["build_seconds"]),
         Result(NAME, "pipeline overhead around the cold compile", "cold compile",
-               ours=overhead, baseline=cold["compile_seconds"], target=0.15,
+               ours=overhead, baseline=cold["compile_seconds"], target=0.05,
                note=f"whole process {cold_wall:.1f} s"),
     ]
 
@@ -79,13 +87,14 @@ def _git(repo: Path, *args: str) -> None:
                    env={**os.environ, **GIT_ENV, "GIT_CONFIG_GLOBAL": os.devnull})
 
 
-def _build(place: Path, repo: Path) -> tuple[dict[str, float], float]:
+def _build(place: Path, repo: Path, cache: Path) -> tuple[dict[str, float], float]:
     """One whole `ninfer-kits build` process; the recipe's times from its BUILDINFO."""
     from ninfer_kits import buildinfo
 
     command = [sys.executable, "-m", "ninfer_kits", "build", "example", "--builder", "docker",
                "--matrix", str(REPO_ROOT / "matrix.toml"), "--dist", str(place / "dist"),
-               "--cache-dir", str(place / "cache"), "--source", str(repo)]
+               "--cache-dir", str(cache), "--work-dir", str(place / "work"),
+               "--source", str(repo)]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started

@@ -5,13 +5,16 @@
 Each `bench_*.py` module exposes NAME, DESCRIPTION and run(ctx) -> list[Result]. A missed
 target is printed, not raised: the exit status is 0 unless a benchmark crashed (or, with
 --strict, missed a target or reported an error). The table is also written, atomically, to
-.cache/bench/results.json.
+.cache/bench/results.json, and as Markdown (what was measured, our time, the baseline command
+and its time, the ratio, the target; the machine's cores and load in the header) to
+dist/bench.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import platform
 import sys
 import time
@@ -28,6 +31,7 @@ if str(HERE) not in sys.path:  # so that bench modules can `import common` howev
 from common import CACHE_DIR, Context, Result, seconds, write_json_atomic  # noqa: E402
 
 RESULTS_FILE = CACHE_DIR / "results.json"
+MARKDOWN_FILE = HERE.parents[1] / "dist" / "bench.md"
 COLUMNS = ("benchmark", "measured", "ours", "baseline", "ratio", "target", "status")
 
 
@@ -118,6 +122,47 @@ def print_table(results: list[Result]) -> None:
     sys.stdout.flush()
 
 
+def machine_header(repeat: int) -> str:
+    """Where the numbers come from: they mean little without the cores and the load."""
+    load = " / ".join(f"{value:.2f}" for value in os.getloadavg())
+    model = next((line.split(":", 1)[1].strip() for line in _cpuinfo()
+                  if line.startswith("model name")), platform.processor() or "unknown CPU")
+    return (f"Machine: {os.cpu_count()} cores ({model}), load average {load} (1/5/15 min) at "
+            f"the end; {platform.platform()}; Python {sys.version.split()[0]}; "
+            f"{time.strftime('%Y-%m-%d %H:%M %Z')}; {repeat} timed runs per command.")
+
+
+def _cpuinfo() -> list[str]:
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+
+
+def markdown(results: list[Result], repeat: int) -> str:
+    lines = ["# ninfer-kits benchmarks (`nox -s bench`)", "", machine_header(repeat), "",
+             "| benchmark | what was measured | ours | baseline | baseline's time | ratio | "
+             "target | status |", "|---|---|---|---|---|---|---|---|"]
+    for result in results:
+        ratio = result.ratio
+        status = result.status if result.error is None else f"ERROR: {result.error}"
+        if result.note:
+            status = f"{status} ({result.note})"
+        cells = (result.benchmark, result.measured, seconds(result.ours, result.unit),
+                 f"`{result.baseline_name}`", seconds(result.baseline, result.unit),
+                 "-" if ratio is None else f"{ratio:.3f}×",
+                 "-" if result.target is None else f"≤ {result.target:g}×", status)
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
 def _report(results: list[Result], repeat: int) -> dict[str, object]:
     return {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -153,7 +198,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         crashed = crashed or failed
     print_table(results)
     write_json_atomic(RESULTS_FILE, _report(results, args.repeat))
-    print(f"\nresults written to {RESULTS_FILE}")
+    report = markdown(results, args.repeat)
+    write_markdown(MARKDOWN_FILE, report)
+    print()
+    print(report)
+    print(f"results written to {RESULTS_FILE} and {MARKDOWN_FILE}")
     missed = any(result.status in ("MISS", "ERROR") for result in results)
     return 1 if crashed or (args.strict and missed) else 0
 

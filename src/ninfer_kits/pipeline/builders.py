@@ -87,10 +87,11 @@ class Builder(Protocol):
 
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled: ...
 
-    def build_environment(self, kit: Kit,
-                          reporter: Reporter) -> AbstractContextManager[Path]:
+    def build_environment(self, kit: Kit, reporter: Reporter,
+                          cache_dir: Path | None = None) -> AbstractContextManager[Path]:
         """The root filesystem the kit was compiled in ("/" for this host): where the portable
-        repair finds the libraries the binaries were linked against, and their packages."""
+        repair finds the libraries the binaries were linked against, and their packages
+        (`cache_dir`: where a builder may keep it between builds)."""
         ...
 
     def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
@@ -166,8 +167,8 @@ class LocalBuilder:
         return Compiled(bin_dir=out / "kit" / "bin", report=read_recipe_report(out),
                         log=request.log)
 
-    def build_environment(self, kit: Kit,
-                          reporter: Reporter) -> AbstractContextManager[Path]:
+    def build_environment(self, kit: Kit, reporter: Reporter,
+                          cache_dir: Path | None = None) -> AbstractContextManager[Path]:
         return nullcontext(Path("/"))
 
     def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,

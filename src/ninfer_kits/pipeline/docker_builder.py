@@ -19,6 +19,7 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import tarfile
 import tempfile
 from collections import deque
@@ -234,13 +235,29 @@ class DockerBuilder:
                         log=request.log, run_entries=run)
 
     @contextmanager
-    def build_environment(self, kit: Kit, reporter: Reporter) -> Iterator[Path]:
-        """The toolchain image's libraries, loader cache and package records, exported."""
-        image = self.preflight(kit, reporter).image
-        reporter.info(f"reading the libraries and packages of {image}")
-        with engine_guard(), exported_image(self.client, image, _build_environment_file,
-                                            what="toolchain image") as root:
-            yield root
+    def build_environment(self, kit: Kit, reporter: Reporter,
+                          cache_dir: Path | None = None) -> Iterator[Path]:
+        """The toolchain image's libraries, loader cache and package records, exported once
+        per image ID into `cache_dir`/environments/ (an image's files never change under its
+        ID), or into a temporary folder without a cache."""
+        toolchain = self.preflight(kit, reporter)
+        if cache_dir is None:
+            reporter.info(f"reading the libraries and packages of {toolchain.image}")
+            with engine_guard(), exported_image(self.client, toolchain.image,
+                                                _build_environment_file,
+                                                what="toolchain image") as root:
+                yield root
+            return
+        key = toolchain.image_id.removeprefix("sha256:")[:16] or "unknown"
+        root = cache_dir / "environments" / f"{kit.toolchain.id}-{key}"
+        if not (root / "etc").is_dir():
+            reporter.info(f"reading the libraries and packages of {toolchain.image} into {root}")
+            with engine_guard(), exported_image(self.client, toolchain.image,
+                                                _build_environment_file,
+                                                what="toolchain image") as fresh:
+                root.parent.mkdir(parents=True, exist_ok=True)
+                _replace_folder(fresh, root)
+        yield root
 
     @engine_errors
     def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
@@ -269,13 +286,16 @@ class DockerBuilder:
 
 # What the portable repair reads in a toolchain image: its libraries, the loader's cache, and of
 # /usr/share and /var only the package records and copyright files.
-_SKIPPED_FOR_REPAIR = ("usr/include/", "usr/src/", "proc/", "sys/", "dev/", "tmp/", "run/")
+# The toolchain's programs (compilers, nvcc, cicc) are no libraries a kit loads: left out.
+_SKIPPED_FOR_REPAIR = ("usr/include/", "usr/src/", "proc/", "sys/", "dev/", "tmp/", "run/",
+                       "usr/bin/", "usr/sbin/", "usr/libexec/", "usr/lib/gcc/")
+_CUDA_PROGRAMS = re.compile(r"usr/local/cuda[^/]*/(bin|nvvm|include|targets/[^/]+/include)/")
 _DPKG_RECORDS = re.compile(r"var/lib/dpkg/(status|info/[^/]+\.(list|md5sums))")
 _COPYRIGHT = re.compile(r"usr/share/doc/[^/]+/copyright")
 
 
 def _build_environment_file(name: str) -> bool:
-    if name.startswith(_SKIPPED_FOR_REPAIR):
+    if name.startswith(_SKIPPED_FOR_REPAIR) or _CUDA_PROGRAMS.match(name):
         return False
     if name.startswith("var/"):
         return name.rstrip("/") in ("var", "var/lib", "var/lib/dpkg", "var/lib/dpkg/info") \
@@ -285,6 +305,19 @@ def _build_environment_file(name: str) -> bool:
         folder = len(parts) <= 4 and parts[2:3] in ([], ["doc"])  # usr/share/doc/<package>
         return folder or _COPYRIGHT.fullmatch(name) is not None
     return True
+
+
+def _replace_folder(source: Path, dest: Path) -> None:
+    """Move `source` to `dest` in one rename (on dest's file system): a second build that
+    exported the same image at the same time leaves one complete copy."""
+    partial = dest.with_name(f".{dest.name}.{os.getpid()}")
+    shutil.copytree(source, partial, symlinks=True)
+    try:
+        partial.rename(dest)
+    except OSError:
+        if not (dest / "etc").is_dir():
+            raise
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def _folder_archive(folder: Path, name: str) -> bytes:

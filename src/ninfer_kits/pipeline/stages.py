@@ -201,7 +201,8 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
         shutil.rmtree(portable_root.parent)
     shutil.copytree(kit_root, portable_root, symlinks=True)
     policy = load_policy()
-    with state.request.builder.build_environment(kit, reporter) as root:
+    with state.request.builder.build_environment(kit, reporter,
+                                                 state.request.cache_dir) as root:
         environment = (LibraryEnvironment.host(portable_root) if root == Path("/") else
                        LibraryEnvironment.exported(root))
         repaired = repair(portable_root, environment, policy, reporter.info)
@@ -277,7 +278,8 @@ def checksums(state: BuildState, reporter: Reporter) -> BuildState:
     tarball, compiled = need(state.tarball, "tarball"), need(state.compiled, "compiled")
     published = dataclasses.replace(info, run=run_entries(state, compiled))
     buildinfo = write_file(staging / kitdir.BUILDINFO, render(published).encode("utf-8"))
-    shutil.copyfile(compiled.log, staging / kitdir.BUILD_LOG)
+    # Its mode fixed as every file of the folder: the umask must not decide it (repro found it).
+    write_file(staging / kitdir.BUILD_LOG, compiled.log.read_bytes())
     tarballs = {state.asset: tarball}
     if state.portable is not None:
         tarballs[state.portable.asset] = need(state.portable.tarball, "portable tarball")

@@ -1,0 +1,97 @@
+"""Two builds of one kit under deliberately different conditions, for `ninfer-kits repro`.
+
+Each build is a separate `ninfer-kits build` process, so that nothing of the first (a cache in
+memory, the working directory, the environment) reaches the second. What differs between them
+is what must not matter for a reproducible kit: the build folder (and its depth), the job
+count, the time zone, the locale, the umask, HOME and the user name, and the time of day (the
+second runs after the first); with the docker builder the second build also gets a fresh
+container (every build does) and no compiler cache (`--ccache-volume none`). The second build
+is pinned to the revision the first one built.
+
+The clock is not shifted further: under libfaketime (0.9.10, Debian 12) NVIDIA's cicc never
+returns (`faketime -f +400d cicc --version` hangs, FAKETIME_SKIP_CMDS included), so a faked
+clock cannot reach a CUDA build; SOURCE_DATE_EPOCH is what pins every time a build records.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ninfer_kits import buildinfo, kitdir
+from ninfer_kits.errors import CheckFailed
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What one build runs under; `describe` names it in the report."""
+
+    name: str
+    folder: Path  # dist/, cache and work trees live under it
+    jobs: int
+    env: Mapping[str, str]
+    umask: int
+    extra: tuple[str, ...] = ()  # more `build` options (--ccache-volume none)
+
+    def describe(self) -> str:
+        env = ", ".join(f"{key}={self.env[key]}" for key in ("TZ", "LANG", "HOME", "USER"))
+        extra = f", {' '.join(self.extra)}" if self.extra else ""
+        return (f"{self.name}: folder {self.folder}, -j{self.jobs}, umask {self.umask:03o}, "
+                f"{env}{extra}")
+
+
+@dataclass(frozen=True)
+class Built:
+    conditions: Conditions
+    kit: kitdir.KitDir
+
+
+def two_conditions(base: Path, builder: str) -> tuple[Conditions, Conditions]:
+    """The first build as a maintainer's shell would run it; the second unlike it in every way
+    that must not matter."""
+    first = Conditions(
+        name="first", folder=base / "a", jobs=1, umask=0o022,
+        env={"TZ": "UTC", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(base / "a-home"),
+             "USER": "builder", "LOGNAME": "builder"})
+    second = Conditions(
+        name="second", folder=base / "b" / "deeper" / "build-folder", jobs=max(2, os.cpu_count()
+                                                                                or 2),
+        umask=0o077,
+        env={"TZ": "Pacific/Kiritimati", "LANG": "de_DE.UTF-8", "LC_ALL": "de_DE.UTF-8",
+             "HOME": str(base / "b-home"), "USER": "someone-else", "LOGNAME": "someone-else"},
+        extra=("--ccache-volume", "none") if builder == "docker" else ())
+    return first, second
+
+
+def build_under(conditions: Conditions, kit: str, common: Sequence[str],
+                log: Callable[[str], None]) -> Built:
+    """One `ninfer-kits build` under `conditions`; CheckFailed naming it when it fails."""
+    folder = conditions.folder
+    folder.mkdir(parents=True, exist_ok=True)
+    Path(conditions.env["HOME"]).mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "ninfer_kits", "build", kit, *common,
+               "--jobs", str(conditions.jobs), "--dist", str(folder / "dist"),
+               "--cache-dir", str(folder / "cache"), *conditions.extra]
+    log(f"build {conditions.describe()}")
+    env = {**os.environ, **conditions.env}
+    done = subprocess.run(command, cwd=folder, env=env, check=False,
+                          preexec_fn=lambda: _set_umask(conditions.umask),
+                          stdout=sys.stderr, stderr=sys.stderr)
+    if done.returncode != 0:
+        raise CheckFailed(f"repro: the {conditions.name} build of {kit} failed (exit "
+                          f"{done.returncode}); its output is above")
+    dist = folder / "dist"
+    folders = [path for path in dist.iterdir() if path.is_dir() and not path.name.startswith(".")]
+    return Built(conditions, kitdir.read_kit_dir(folders[0]))
+
+
+def built_revision(built: Built) -> str:
+    return buildinfo.read(built.kit.buildinfo_path).revision
+
+
+def _set_umask(mask: int) -> None:
+    os.umask(mask)

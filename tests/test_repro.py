@@ -1,0 +1,68 @@
+"""`ninfer-kits repro`: the example kit built twice under different conditions (folder and its
+depth, job count, TZ, LANG, umask, HOME, user name, the time of day) is
+byte-identical, both flavours; `--against` compares one fresh build with a kit folder; and an
+upstream that embeds something of its build environment (HOME, through a CMake cache default)
+is reported as not reproducible, naming the member, the section and both values."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def repro(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ninfer_kits", "repro", "example",
+                           "--matrix", str(ROOT / "matrix.toml"), *args],
+                          capture_output=True, text=True, check=False, cwd=cwd)
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_the_example_kit_is_reproducible(example_repo: tuple[Path, str], tmp_path: Path) -> None:
+    done = repro("--source", str(example_repo[0]), "--work", str(tmp_path / "w"),
+                 "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    document: dict[str, Any] = json.loads(done.stdout)
+    assert document["identical"] is True
+    compared = document["comparisons"][0]
+    assert compared["layout"] == "kit-folder"  # both tarballs, BUILDINFO, sums, log, modes
+    assert "-j1, umask 022" in done.stderr and "umask 077" in done.stderr
+    assert "TZ=Pacific/Kiritimati" in done.stderr
+    first = next((tmp_path / "w" / "a" / "dist").iterdir())
+    against = repro("--source", str(example_repo[0]), "--against", str(first),
+                    "--work", str(tmp_path / "again"), cwd=tmp_path)
+    assert against.returncode == 0, against.stdout[-3000:] + against.stderr[-3000:]
+    assert "reproducible: identical bytes" in against.stdout
+
+
+def test_a_build_that_embeds_home_is_named(example_repo: tuple[Path, str],
+                                           tmp_path: Path) -> None:
+    repo = tmp_path / "leaky"
+    shutil.copytree(example_repo[0], repo)
+    cmake = repo / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text().replace(
+        'set(NINFER_BUILD_INFO "local build"', 'set(NINFER_BUILD_INFO "built in $ENV{HOME}"', 1))
+    git("commit", "-qam", "embed HOME", cwd=repo)
+    done = repro("--source", str(repo), "--work", str(tmp_path / "w"), "--json", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    document: dict[str, Any] = json.loads(done.stdout)
+    assert document["identical"] is False
+    plain = document["comparisons"][0]
+    members = {member["path"]: member for member in plain["members"]}
+    binary = next(path for path in members if path.endswith("kit/bin/ninfer"))
+    causes = members[binary]["causes"]
+    shown = json.dumps(causes)
+    assert str(tmp_path / "w" / "a-home") in shown and str(tmp_path / "w" / "b-home") in shown
+    assert any(cause["kind"] in ("embedded-path", "string") for cause in causes), causes

@@ -4,6 +4,7 @@ streaming pass, safe names, bounded memory and disk, and what it refuses, by nam
 from __future__ import annotations
 
 import io
+import itertools
 import random
 import subprocess
 import sys
@@ -239,3 +240,142 @@ def test_made_up_member_size_ends_at_the_archive_end(tmp_path: Path, compress: b
     assert done.returncode == 2
     assert done.stderr == (f"ninfer-kits: error: {target}: member kit/huge: truncated (the "
                            f"archive ends inside it)\n")
+
+
+def _gzip_members(data: bytes, cuts: list[int], **options: object) -> bytes:
+    """`data` as independent gzip members, cut at the given offsets (as a parallel packer such
+    as one built on libdeflate writes them)."""
+    import gzip
+
+    bounds = [0, *sorted(cuts), len(data)]
+    return b"".join(gzip.compress(data[a:b], mtime=0, **options)  # type: ignore[arg-type]
+                    for a, b in itertools.pairwise(bounds))
+
+
+def test_a_tarball_of_many_gzip_members_reads_as_one(tmp_path: Path, elf: bytes) -> None:
+    """Cut anywhere (inside a tar header, inside a member's data), gzip members one after the
+    other read as the one stream they make; zero padding between and after them is skipped."""
+    single = make_tar(tmp_path / "single.tar.gz", [("kit/bin/app", elf), ("kit/README", b"x"),
+                                                   ("kit/lib/libapp.so", elf)])
+    import gzip
+
+    plain = gzip.decompress(single.read_bytes())
+    truth = inspect_path(single)
+    rng = random.Random(9)
+    for case in range(6):
+        cuts = [*rng.sample(range(1, len(plain)), case * 3 + 1), 100, 511, 512, 513]
+        data = _gzip_members(plain, cuts, compresslevel=rng.choice([1, 6, 9]))
+        if case % 2:
+            data += bytes(rng.randrange(1, 3000))  # zero padding after the last member
+        target = tmp_path / f"members-{case}.tar.gz"
+        target.write_bytes(data)
+        found = inspect_path(target)
+        assert found.files == truth.files and found.floor == truth.floor
+
+
+def _gzip_module_reads(data: bytes) -> tuple[bytes, str | None]:
+    import gzip
+
+    out = io.BytesIO()
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+            while block := stream.read(8192):
+                out.write(block)
+    except Exception as error:
+        return out.getvalue(), f"{type(error).__name__}: {error}"
+    return out.getvalue(), None
+
+
+def _ours_reads(data: bytes) -> tuple[bytes, str | None]:
+    from ninfer_kits.inspector.decompress import gunzip_chunks
+
+    out = io.BytesIO()
+    try:
+        for block in gunzip_chunks(io.BufferedReader(io.BytesIO(data))):  # type: ignore[arg-type]
+            out.write(block)
+    except Exception as error:
+        return out.getvalue(), f"{type(error).__name__}: {error}"
+    return out.getvalue(), None
+
+
+def test_gunzip_reads_what_the_gzip_module_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """decompress.gunzip_chunks against gzip.GzipFile on good, padded, truncated, corrupt and
+    odd-headered streams: the same bytes, then the same error (or none). Before an error, ours
+    hands over every byte made before it, and GzipFile those of its reads before the one that
+    failed: its bytes begin ours (for corrupt deflate data, both are a beginning of the same
+    stream, as far as each got)."""
+    import gzip
+    import struct
+
+    from ninfer_kits.inspector import decompress
+
+    monkeypatch.setattr(decompress, "CHUNK", 4096)  # small chunks: every seam is crossed
+    rng = random.Random(2026)
+    payload = b"".join(rng.choice([bytes(5000), rng.randbytes(3000), b"abc" * 900])
+                       for _ in range(12))
+    header_flags = struct.pack("<BBIBB", 8, 2 | 4 | 8 | 16, 0, 0, 255)
+    odd = (b"\x1f\x8b" + header_flags + b"\x03\x00xyz" + b"name\0" + b"comment\0" + b"\xab\xcd"
+           + gzip.compress(payload[:7000], mtime=0)[10:])
+    seeds = [gzip.compress(payload, mtime=0), _gzip_members(payload, [1, 9000, 30000]),
+             gzip.compress(b"", mtime=0) * 3, odd, b"", b"\x1f", b"not gzip at all"]
+    cases = list(seeds)
+    for seed in seeds[:4]:
+        cases += [seed + bytes(100), seed + bytes(50) + seed, seed + b"garbage",
+                  seed + b"\x1f", seed + bytes(10) + b"\x1f\x8b\x09"]
+        cases += [seed[:rng.randrange(len(seed))] for _ in range(25)]
+        for _ in range(25):
+            flipped = bytearray(seed)
+            flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+            cases.append(bytes(flipped))
+    for data in cases:
+        theirs, their_error = _gzip_module_reads(data)
+        ours, our_error = _ours_reads(data)
+        assert our_error == their_error, (data[:20], len(data))
+        if their_error is None:
+            assert ours == theirs
+        elif "Error -3" not in their_error:
+            assert ours[:len(theirs)] == theirs
+        else:
+            shorter = min(len(ours), len(theirs))
+            assert ours[:shorter] == theirs[:shorter]
+
+
+def test_the_decompressing_thread_stops_with_the_reader(tmp_path: Path) -> None:
+    """A reader that stops early (an error in the first member) does not leave the thread
+    decompressing the rest, nor wait for it."""
+    import threading
+    import time
+
+    rng = random.Random(4)
+    data = [("kit/../evil", b"x"), *[(f"kit/noise{i}", rng.randbytes(1 << 20))
+                                      for i in range(40)]]
+    path = make_tar(tmp_path / "evil.tar.gz", data, compresslevel=1)
+    started = time.monotonic()
+    with pytest.raises(BadInput, match=r"an absolute path or one with '\.\.'"), \
+            KitArchive(path) as archive:
+        for _member in archive:
+            pass
+    assert time.monotonic() - started < 5
+    assert not [t for t in threading.enumerate() if t.name == "ninfer-kits decompress"]
+
+
+@pytest.mark.parametrize("damage", ["crc", "truncated", "garbage"])
+def test_a_damaged_end_of_the_gzip_data_is_said(tmp_path: Path, elf: bytes, damage: str) -> None:
+    """The tar ends before the gzip data does (its trailer, padding): a trailer that fails its
+    check, a stream cut before it, or garbage after it is an error, as gzip -d says."""
+    import gzip
+
+    data = bytearray(gzip.compress(make_tar(tmp_path / "kit.tar", [("kit/bin/app", elf)],
+                                            mode="w").read_bytes()))
+    if damage == "crc":
+        data[-8] ^= 0xFF
+    elif damage == "truncated":
+        del data[-6:]
+    else:
+        data += b"garbage"
+    target = tmp_path / "damaged.tar.gz"
+    target.write_bytes(bytes(data))
+    words = {"crc": "CRC check failed", "truncated": "truncated: the compressed data ends early",
+             "garbage": "Not a gzipped file"}[damage]
+    with pytest.raises(BadInput, match=f"{target}: not a readable gzip tarball .*{words}"):
+        inspect_path(target)

@@ -1,10 +1,12 @@
-"""`ninfer-kits inspect --json` on kit archives against `tar -xzOf` (GNU tar + gzip), whole
-processes, on the same files.
+"""`ninfer-kits inspect --json` on kit archives against `tar -xzOf` (GNU tar + gzip, the same as
+`tar xzf FILE -O > /dev/null`), whole processes, on the same files.
 
-The inspector reads an archive in one streaming pass: each member decompressed once, each ELF
-member held once (in memory, or in an unnamed temporary file past 64 MiB), everything else only
+The inspector reads an archive in one streaming pass: each byte decompressed once (by a thread
+of its own, a MiB at a time, ahead of the reader: inspector/decompress.py, which reads gzip
+members one after the other, as a parallel packer writes them), each ELF member held once (in
+memory, or in an unnamed temporary file past 64 MiB) and read from there, everything else only
 streamed past. So its time should follow tar's, which decompresses the whole archive to
-/dev/null: target <= 1.5x. Inputs (built once, cached in .cache/bench/inputs/):
+/dev/null: target <= 1.1x. Inputs (built once, cached in .cache/bench/inputs/):
 
   zeros.tar.gz       1 GiB of zeros plus 30 small ELF members (/bin/true), 1.5 MB: the
                      case an earlier reader took 24 s on (it decompressed twice and wrote each
@@ -28,7 +30,7 @@ from common import Context, Result, progress, run_checked, timed_together
 NAME = "archive"
 DESCRIPTION = "inspect --json on kit archives vs tar -xzOf (decompress everything)"
 BASELINE = "tar -xzOf"
-TARGET = 1.5
+TARGET = 1.1
 REPEAT = 3  # each run takes seconds
 ZEROS = 1 << 30
 SMALL_ELF = Path("/bin/true")
@@ -121,7 +123,17 @@ def ours(path: Path) -> list[str]:
     return [*launcher, "inspect", "--json", str(path)]
 
 
+def compile_package() -> None:
+    """Write the package's bytecode, as installing it does, so that no timed run compiles."""
+    import compileall
+
+    import ninfer_kits
+
+    compileall.compile_dir(Path(ninfer_kits.__file__).parent, quiet=1)
+
+
 def run(ctx: Context) -> list[Result]:
+    compile_package()
     tar = shutil.which("tar")
     if tar is None:
         raise RuntimeError("GNU tar is not on PATH")

@@ -35,6 +35,7 @@ from contextlib import ExitStack, contextmanager
 from functools import cache
 
 from ninfer_kits.errors import BadInput
+from ninfer_kits.inspector.decompress import Prefetched, gunzip_chunks, read_chunks
 from ninfer_kits.inspector.formats import DEFAULT_MEMBER_LIMIT as DEFAULT_MEMBER_LIMIT
 from ninfer_kits.inspector.formats import HEAD_BYTES as HEAD_BYTES
 from ninfer_kits.inspector.formats import SUPPORTED_WORDS as SUPPORTED_WORDS
@@ -239,6 +240,7 @@ class KitArchive:
         self.format = ""
         self._stack = ExitStack()
         self._tar: tarfile.TarFile | None = None
+        self._stream: object = None
         self._names: set[str] = set()
 
     @property
@@ -252,7 +254,7 @@ class KitArchive:
             self._stack.enter_context(terminate_as_exit())
             file = self._stack.enter_context(open_regular(self.path, self.shown))
             self.format = self._format(file.head(HEAD_BYTES))
-            stream = self._stack.enter_context(self._decompressed(file))
+            stream = self._stream = self._stack.enter_context(self._decompressed(file))
             import tarfile
 
             with self.reading(None):
@@ -274,6 +276,7 @@ class KitArchive:
             with self.reading(None):
                 tarinfo = tar.next()
             if tarinfo is None:
+                self._read_to_the_end()
                 return
             tar.members.clear()  # type: ignore[attr-defined]  # stream mode keeps every header
             member = self._member(tarinfo)
@@ -283,6 +286,15 @@ class KitArchive:
                 finally:
                     member._valid = False
             self._skip_rest(tarinfo)
+
+    def _read_to_the_end(self) -> None:
+        """After the tar's end, read on (a buffer's worth at most: only padding should follow)
+        so that a compressed stream whose end is truncated or fails its check is said to be,
+        as when the decompressor was read directly, a buffer at a time (decompressed ahead,
+        the bytes before such an error come first, then the error)."""
+        if isinstance(self._stream, Prefetched):
+            with self.reading(None):
+                self.tar.fileobj.read(STREAM_BUFFER)
 
     def _skip_rest(self, tarinfo: tarfile.TarInfo) -> None:
         """Read on to the next header, and no further than the archive goes. (tarfile would
@@ -313,22 +325,25 @@ class KitArchive:
 
     @contextmanager
     def _decompressed(self, file: RegularFile) -> Iterator[BinaryIO]:
+        """The tar stream, decompressed by a thread ahead of its reader (decompress.py): the
+        one pass over the archive runs on two cores, decompressing on one while tarfile, the
+        copies of members and the ELF reader work on the other."""
         raw = open(file.fd, "rb", closefd=False)  # noqa: SIM115 (closed below)
         try:
             if self.format == "gzip":
-                import gzip
-
-                with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
+                with Prefetched(gunzip_chunks(raw)) as stream:
                     yield stream  # type: ignore[misc]
             elif self.format == "xz":
                 import lzma
 
-                with lzma.LZMAFile(raw, mode="rb") as stream:
+                with lzma.LZMAFile(raw, mode="rb") as unpacked, \
+                        Prefetched(read_chunks(unpacked)) as stream:  # type: ignore[arg-type]
                     yield stream  # type: ignore[misc]
             elif self.format == "bzip2":
                 import bz2
 
-                with bz2.BZ2File(raw, mode="rb") as stream:
+                with bz2.BZ2File(raw, mode="rb") as bunzipped, \
+                        Prefetched(read_chunks(bunzipped)) as stream:  # type: ignore[arg-type]
                     yield stream  # type: ignore[misc]
             else:
                 yield raw

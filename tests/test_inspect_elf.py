@@ -140,6 +140,38 @@ def test_compression_is_reported_per_entry(cuda_binaries: dict[str, Path]) -> No
         {("ptx", True): sum(1 for e in default if e.kind == "ptx")})
 
 
+def test_lz4_compressed_entries_are_reported_compressed(tmp_path: Path) -> None:
+    """`--compress-mode=speed` compresses with LZ4 (entry flag 0x2000, where zstd's is 0x8000):
+    every entry of a binary built so, SASS included (-compress-all), is compressed; cuobjdump
+    lists the same entries."""
+    import struct
+
+    from ninfer_kits.inspector.fatbin import ENTRY_FLAGS_OFFSET, FLAG_LZ4, FLAG_ZSTD
+
+    from conftest import CUDA_ARCHS
+    from tools import DATA, nvcc, run
+
+    built = tmp_path / "lz4"
+    run(nvcc(), "-o", built, DATA / "kernels.cu", *CUDA_ARCHS, "--compress-mode=speed",
+        "-Xfatbin=-compress-all")
+    info = read_elf(built)
+    entries = [e for e in info.device_code if e.loadable]
+    assert entries and all(entry.compressed for entry in entries)
+    assert as_cuobjdump_names([(e.kind, e.arch) for e in info.device_code]) == \
+        cuobjdump_entries(built)
+    # the flags themselves, as nvcc wrote them: LZ4's, not zstd's
+    data = built.read_bytes()
+    flags = []
+    at = data.find(b"\x50\xed\x55\xba")  # the first container of .nv_fatbin
+    body_end = at + 16 + struct.unpack_from("<Q", data, at + 8)[0]
+    position = at + 16
+    while position < body_end:
+        header_size, payload_size = struct.unpack_from("<IQ", data, position + 4)
+        flags.append(struct.unpack_from("<Q", data, position + ENTRY_FLAGS_OFFSET)[0])
+        position += header_size + payload_size
+    assert flags and all(f & FLAG_LZ4 and not f & FLAG_ZSTD for f in flags)
+
+
 def test_relocatable_fatbin_is_read(cuda_binaries: dict[str, Path]) -> None:
     entries = read_elf(cuda_binaries["rdc"]).device_code
     assert {entry.section for entry in entries} == {".nv_fatbin", "__nv_relfatbin"}

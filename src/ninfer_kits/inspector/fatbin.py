@@ -26,7 +26,6 @@ by its payload. A payload is compressed when its flags say zstd (0x8000, nvcc's 
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from bisect import bisect_left
@@ -416,13 +415,14 @@ def _memmem() -> Any:
 
 
 def _address(data: ByteSource) -> int | None:
-    """Where a memory map lies in memory, for memmem; None for other data, or a read-only map
-    (ctypes takes the address of writable buffers only: ACCESS_COPY maps are). The map stays
-    open while it is searched, so the address stays valid."""
-    if not isinstance(data, mmap.mmap):
-        return None
+    """Where the data lies in memory, for memmem: a memory map's (ctypes takes the address of
+    writable buffers only: ACCESS_COPY maps are, read-only ones not), a bytearray's, a bytes
+    object's (its own buffer, not a copy); None where there is none. The data stays alive and
+    mapped while it is searched, so the address stays valid."""
     import ctypes
 
+    if isinstance(data, bytes):
+        return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value
     try:
         anchor = ctypes.c_char.from_buffer(data)
     except (TypeError, ValueError, BufferError):

@@ -379,3 +379,18 @@ def test_a_damaged_end_of_the_gzip_data_is_said(tmp_path: Path, elf: bytes, dama
              "garbage": "Not a gzipped file"}[damage]
     with pytest.raises(BadInput, match=f"{target}: not a readable gzip tarball .*{words}"):
         inspect_path(target)
+
+
+def test_without_a_thread_the_archive_is_read_all_the_same(
+        tmp_path: Path, elf: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no thread can be started, the reader decompresses as it reads."""
+    import threading
+
+    path = make_tar(tmp_path / "kit.tar.gz", [("kit/bin/app", elf), ("kit/README", b"x")])
+    truth = inspect_path(path)
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    assert inspect_path(path) == truth

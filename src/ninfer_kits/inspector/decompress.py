@@ -165,9 +165,12 @@ class Prefetched:
         self._buffer = b""
         self._offset = 0
         self._ended = False
-        self._thread = threading.Thread(target=self._make, name="ninfer-kits decompress",
-                                        daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = threading.Thread(
+            target=self._make, name="ninfer-kits decompress", daemon=True)
+        try:
+            self._thread.start()
+        except RuntimeError:  # no thread to be had: decompress as the reader reads
+            self._thread = None
 
     def _make(self) -> None:
         import queue
@@ -214,6 +217,10 @@ class Prefetched:
     def _next(self) -> bytes:
         if self._ended:
             return b""
+        if self._thread is None:
+            block = next(self._chunks, b"")
+            self._ended = not block
+            return block
         item = self._queue.get()
         if item is None:
             self._ended = True
@@ -231,6 +238,8 @@ class Prefetched:
         from contextlib import suppress
 
         self._stop.set()
+        if self._thread is None:
+            return
         while self._thread.is_alive():
             with suppress(queue.Empty):  # a chunk it waits to hand over: taken, it sees the stop
                 self._queue.get(timeout=0.05)

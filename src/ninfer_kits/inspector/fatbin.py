@@ -289,7 +289,10 @@ class _Searcher:
         for _ in range(min(self.workers, len(pieces)) - 1):
             done = _thread.allocate_lock()
             done.acquire()
-            _thread.start_new_thread(worker, (done,))
+            try:
+                _thread.start_new_thread(worker, (done,))
+            except RuntimeError:  # no more threads to be had: the ones there are do it all
+                break
             waits.append(done)
         interrupted: BaseException | None = None
         try:

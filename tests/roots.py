@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,16 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture()
 def proc_mounted(roots: dict[str, Path]) -> Iterator[None]:
+    with proc_in(roots.values()):
+        yield
+
+
+@contextmanager
+def proc_in(roots: Iterable[Path]) -> Iterator[None]:
+    """/proc mounted in each root that lacks it, for the block; unmounted after."""
     mounted = []
     try:
-        for root in roots.values():
+        for root in roots:
             if not (root / "proc" / "self").exists():
                 (root / "proc").mkdir(exist_ok=True)
                 subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
@@ -37,5 +45,3 @@ def proc_mounted(roots: dict[str, Path]) -> Iterator[None]:
     finally:
         for point in mounted:
             subprocess.run(["umount", str(point)], check=False)
-
-

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from ninfer_kits import buildinfo, kitdir
+from roots import proc_in
 
 from docker_fixtures import bare_root, ensure_engine, image_root
 from tools import ROOT
@@ -156,17 +157,8 @@ def test_every_bundled_library_is_accounted_for(docker_kit: Built) -> None:
 
 @pytest.fixture()
 def mounted(foreign_roots: dict[str, Path]) -> Iterator[None]:
-    mounted = []
-    try:
-        for root in foreign_roots.values():
-            if not (root / "proc" / "self").exists():
-                (root / "proc").mkdir(exist_ok=True)
-                subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
-                mounted.append(root / "proc")
+    with proc_in(foreign_roots.values()):
         yield
-    finally:
-        for point in mounted:
-            subprocess.run(["umount", str(point)], check=False)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits.errors import ConfigError, Where
+from ninfer_kits.errors import BadInput, ConfigError, Where
 from ninfer_kits.matrix.names import printable, quote, unknown_name
 
 
@@ -213,3 +213,29 @@ class Table:
         """A table of strings, as (key, value) pairs in file order."""
         sub = self.table(key)
         return tuple((name, sub.text(name)) for name in sub.data)
+
+
+def read_data_file(path: Path, what: str) -> Table:
+    """A TOML data file as the root Table: BadInput when it cannot be read, ConfigError naming
+    the file and line when it is not UTF-8 or not TOML. `what` names it in messages ("the
+    distributions file")."""
+    import tomllib  # not on the inspect path, which loads no data file
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such {what.removeprefix('the ')}") from None
+    except OSError as error:
+        raise BadInput(f"{path}: cannot read {what}: {error.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ConfigError(Where(path, line=line), "not valid UTF-8 text") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        found = re.search(r"\(at line ([0-9]+)", str(error))
+        raise ConfigError(Where(path, line=int(found.group(1)) if found else None),
+                          f"invalid TOML: {error}") from None
+    return Table(Source(path, Locator(text)), (), raw)

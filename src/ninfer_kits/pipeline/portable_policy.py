@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits.errors import BadInput, ConfigError, Where
-from ninfer_kits.matrix.where import Locator, Source, Table
+from ninfer_kits.matrix.where import Table, read_data_file
 
 SCHEMA = 1
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "portable_policy.toml"
@@ -53,25 +51,7 @@ class Policy:
 
 def load_policy(path: Path | None = None) -> Policy:
     """The shipped policy, or the file at `path`; BadInput names file, line, table and key."""
-    path = path or DATA_FILE
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such portable-kit policy file") from None
-    except OSError as error:
-        raise BadInput(f"{path}: cannot read the portable-kit policy: {error.strerror}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise ConfigError(Where(path, line=line), "not valid UTF-8 text") from None
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        found = re.search(r"\(at line ([0-9]+)", str(error))
-        raise ConfigError(Where(path, line=int(found.group(1)) if found else None),
-                          f"invalid TOML: {error}") from None
-    return _validate(Table(Source(path, Locator(text)), (), raw))
+    return _validate(read_data_file(path or DATA_FILE, "the portable-kit policy file"))
 
 
 def _validate(root: Table) -> Policy:

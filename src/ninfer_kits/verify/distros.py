@@ -11,14 +11,12 @@ import dataclasses
 import datetime
 import functools
 import re
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits.errors import BadInput, ConfigError, Where
 from ninfer_kits.inspector.floor import BASE_VERSION, CUDART, KitFloor, SymbolVersion
-from ninfer_kits.matrix.where import Locator, Source, Table
+from ninfer_kits.matrix.where import Table, read_data_file
 from ninfer_kits.runtime_facts import GCC_RELEASE, RuntimeFacts, parse_version, runtime_facts
 
 SCHEMA = 1
@@ -146,24 +144,7 @@ def shipped_distros() -> DistroFacts:
 
 def load_distros(path: Path) -> DistroFacts:
     """Read and validate a distributions file; ConfigError names file, line, table and key."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such distributions file") from None
-    except OSError as error:
-        raise BadInput(f"{path}: cannot read the distributions file: {error.strerror}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise ConfigError(Where(path, line=line), "not valid UTF-8 text") from None
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        found = re.search(r"\(at line ([0-9]+)", str(error))
-        raise ConfigError(Where(path, line=int(found.group(1)) if found else None),
-                          f"invalid TOML: {error}") from None
-    return validate(Table(Source(path, Locator(text)), (), raw))
+    return validate(read_data_file(path, "the distributions file"))
 
 
 def validate(root: Table, facts: RuntimeFacts | None = None) -> DistroFacts:

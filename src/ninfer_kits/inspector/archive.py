@@ -408,6 +408,9 @@ class KitArchive:
                            f"ends early)") from error
         except (tarfile.TarError, zlib.error) as error:
             raise BadInput(f"{where}: not a readable {kind} ({error})") from error
+        except OverflowError as error:  # tarfile's pax parser on a length past ssize_t (fuzzed)
+            raise BadInput(f"{where}: not a readable {kind} (a header field out of range: "
+                           f"{error})") from error
         except OSError as error:
             if error.errno is None:  # gzip.BadGzipFile and friends: the data, not the disk
                 raise BadInput(f"{where}: not a readable {kind} ({error})") from error

@@ -12,7 +12,8 @@ It writes OUT/kit/bin/<target> for every target and OUT/recipe.json, its report:
 needs (tool versions, flags, job count, compile time), read back by
 ninfer_kits.pipeline.recipe_report (REPORT_SCHEMA is the version both sides agree on). The log
 goes to stdout, Ninja's `[n/m]` status included. Exit status: 0 done, 2 bad arguments, 3 a tool
-is missing or does not answer, 4 configure failed, 5 compile failed, 6 a target was not produced.
+is missing or does not answer, 4 configure failed, 5 compile failed, 6 a target was not produced,
+7 the source could not be copied into the build tree.
 
 Reproducibility policy (same tree + same toolchain → same bytes, whatever the folders or job count):
 - nvcc `-objtemp`: temporaries are named after the object file, not nvcc's process id;
@@ -33,6 +34,19 @@ Reproducibility policy (same tree + same toolchain → same bytes, whatever the 
   nvcc's device compiler makes them absolute with the working folder it finds in $PWD, which the
   launcher sets to /proc/self/cwd.
 
+Kept build tree (--source-from): the docker builder keeps each kit's build folder in a volume
+and hands the source over in a separate folder; the recipe copies into --source only the files
+whose content, mode or link target changed. Every file must end with the time the export gave it
+(the commit's): nvcc -lineinfo writes each source file's mtime into the device code (PTX `.file`
+directives), so a file stamped "now" would make the kit differ from a fresh build's. Ninja
+decides by mtime, so the changed files first get the current time, a dry run of Ninja names the
+outputs they make stale (`-d explain`), those outputs are deleted, and only then do the files get
+their own times back: a deleted output is rebuilt even if this build fails and the next one sees
+no change. The build folder is kept only while the configure's inputs are unchanged (the
+options, the CMake that runs, every CMake file of the source): otherwise it is emptied first,
+because cached values (an `option()` default, a removed -D) would outlive the change. One build
+holds a tree at a time (a lock file beside it).
+
 Compiler cache (--ccache): C++20 targets on CMake >= 3.28 get module-scanning flags that ccache
 refuses (`-fmodules-ts`), so CMAKE_CXX_SCAN_FOR_MODULES is OFF unless the source uses C++20
 modules. The launcher counts every compile call, so calls ccache could not cache are reported
@@ -42,6 +56,8 @@ modules. The launcher counts every compile call, so calls ccache could not cache
 from __future__ import annotations
 
 import argparse
+import fcntl
+import hashlib
 import json
 import os
 import re
@@ -56,8 +72,13 @@ from pathlib import Path
 # directory. The install RPATH made of the link directories (the CUDA toolkit's lib) has neither.
 KIT_RPATH = {"CMAKE_BUILD_WITH_INSTALL_RPATH": "ON", "CMAKE_INSTALL_RPATH_USE_LINK_PATH": "ON"}
 EXIT_BAD_ARGS, EXIT_TOOL, EXIT_CONFIGURE, EXIT_COMPILE, EXIT_TARGET = 2, 3, 4, 5, 6
+EXIT_SOURCE = 7  # the source could not be copied into the build tree (--source-from)
 LAUNCHER_FLAG = "--compile-launcher"
 COMPILE_CALLS = ".ninfer-kits-compile-calls"  # one line per compile call, in the build folder
+CONFIGURE_KEY = ".ninfer-kits-configure-key"  # what the kept CMakeCache.txt was configured from
+TREE_LOCK = ".ninfer-kits-tree.lock"  # beside the build folder: one build per kept tree
+CMAKE_INPUTS = re.compile(r"(^|/)(CMakeLists\.txt|CMakePresets\.json|CMakeUserPresets\.json|"
+                          r"[^/]*\.cmake(\.in)?)$")
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c++", ".c")
 MODULE_SUFFIXES = (".cppm", ".ixx", ".mpp", ".cxxm", ".c++m", ".ccm")
 MODULE_DECLARATION = re.compile(rb"^[ \t]*(?:export[ \t]+)?(?:module|import)[ \t]+[A-Za-z_:<\"]",
@@ -85,6 +106,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cmake-option", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--nvcc", default="", help="the CUDA compiler (default: $CUDACXX, "
                         "/usr/local/cuda/bin/nvcc, then PATH)")
+    parser.add_argument("--source-from", type=Path, default=None, metavar="DIR",
+                        help="copy DIR into --source first, rewriting only the files that "
+                             "changed (a kept build tree then rebuilds only what changed)")
     parser.add_argument("--ccache", action="store_true",
                         help="compile through ccache (cache in $CCACHE_DIR) and report its stats")
     return parser.parse_args(argv)
@@ -291,6 +315,150 @@ def uses_cxx_modules(source: Path) -> bool:
     return False
 
 
+def sync_tree(incoming: Path, dest: Path) -> list[str]:
+    """Make `dest` hold exactly what `incoming` holds, rewriting only the entries whose content,
+    mode or link target differ (those get the current time, the rest keep theirs); entries
+    `incoming` lacks are removed. Returns the relative paths it wrote or removed."""
+    changed = []
+    wanted = set()
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        remove(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for folder, folders, files in os.walk(incoming):
+        relative_folder = Path(folder).relative_to(incoming)
+        for name in sorted(folders + files):
+            relative = relative_folder / name
+            wanted.add(relative)
+            source, target = incoming / relative, dest / relative
+            if source.is_dir() and not source.is_symlink():
+                if target.is_symlink() or (target.exists() and not target.is_dir()):
+                    remove(target)
+                if not target.is_dir():
+                    target.mkdir()
+                    changed.append(relative.as_posix())
+            elif not same_entry(source, target):
+                replace_entry(source, target)
+                changed.append(relative.as_posix())
+        folders[:] = [name for name in folders if not (Path(folder) / name).is_symlink()]
+    for folder, folders, files in os.walk(dest, topdown=False):
+        relative_folder = Path(folder).relative_to(dest)
+        for name in folders + files:
+            relative = relative_folder / name
+            if relative not in wanted:
+                remove(dest / relative)
+                changed.append(relative.as_posix())
+    return sorted(changed)
+
+
+def restore_times(incoming: Path, dest: Path, changed: list[str]) -> None:
+    """The changed entries get the times they have in `incoming` (the export's)."""
+    for relative in changed:
+        source, target = incoming / relative, dest / relative
+        if source.exists() and not source.is_symlink() and target.exists():
+            stat = source.stat()
+            os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+STALE = re.compile(r"^ninja explain: output (.+) older than most recent input (.+) "
+                   r"\(-?\d+ vs -?\d+\)$")
+
+
+def delete_stale_outputs(ninja: str, build: Path, names: list[str], changed: list[Path],
+                         env: dict[str, str]) -> list[str]:
+    """Delete the outputs Ninja finds older than one of the `changed` files (absolute paths,
+    stamped now): a dry run with `-d explain` names them. Returns what it deleted."""
+    wanted = {os.path.normpath(path) for path in changed}
+    done = subprocess.run([ninja, "-C", str(build), "-n", "-d", "explain", *names],
+                          capture_output=True, text=True, errors="replace", env=env,
+                          check=False)
+    deleted = []
+    for line in (done.stderr + done.stdout).splitlines():
+        match = STALE.match(line)
+        if match and os.path.normpath(build / match.group(2)) in wanted:
+            output = build / match.group(1)
+            if output.is_file() or output.is_symlink():
+                output.unlink()
+                deleted.append(match.group(1))
+    return deleted
+
+
+def same_entry(source: Path, target: Path) -> bool:
+    if source.is_symlink() or target.is_symlink():
+        return (source.is_symlink() and target.is_symlink()
+                and os.readlink(source) == os.readlink(target))
+    if not target.is_file():
+        return False
+    a, b = source.stat(), target.stat()
+    if a.st_size != b.st_size or (a.st_mode & 0o7777) != (b.st_mode & 0o7777):
+        return False
+    with open(source, "rb") as one, open(target, "rb") as other:
+        while True:
+            block = one.read(1 << 20)
+            if block != other.read(1 << 20):
+                return False
+            if not block:
+                return True
+
+
+def replace_entry(source: Path, target: Path) -> None:
+    """`target` becomes a copy of `source` in one rename (a file or a symlink)."""
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    partial = target.with_name(f".{target.name}.ninfer-kits-partial")
+    if partial.is_symlink() or partial.exists():
+        partial.unlink()
+    if source.is_symlink():
+        os.symlink(os.readlink(source), partial)
+    else:
+        shutil.copyfile(source, partial)
+        os.chmod(partial, source.stat().st_mode & 0o7777)
+    os.replace(partial, target)
+
+
+def remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def hold_tree(build_dir: Path) -> object:
+    """An exclusive lock on the build tree (released when the process ends), waited for when
+    another build holds it."""
+    build_dir.parent.mkdir(parents=True, exist_ok=True)
+    lock = open(build_dir.parent / TREE_LOCK, "a")  # noqa: SIM115 - held until the process ends
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"recipe: waiting for another build of {build_dir}", flush=True)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
+
+
+def configure_key(defines: list[str], cmake: str, source: Path) -> str:
+    """A hash of everything the configure reads besides the source's code: the -D options, the
+    CMake that runs, and every CMake file of the source."""
+    digest = hashlib.sha256("\0".join([cmake, *defines]).encode())
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source).as_posix()
+        if CMAKE_INPUTS.search(relative) and path.is_file():
+            digest.update(f"\0{relative}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def keep_or_empty(build: Path, key: str) -> bool:
+    """Keep the build folder when it was configured from `key`; else empty it, as a fresh
+    configure needs (CMake's own --fresh also drops CMakeFiles/, where the objects are). True
+    when kept."""
+    recorded = build / CONFIGURE_KEY
+    if recorded.is_file() and recorded.read_text().strip() == key:
+        return True
+    if build.exists():
+        shutil.rmtree(build)
+    return False
+
+
 def compiler_launchers(args: argparse.Namespace) -> dict[str, str]:
     launcher = [sys.executable, str(Path(__file__).resolve()), LAUNCHER_FLAG,
                 str(args.source.resolve()), str(args.build_dir.resolve()),
@@ -299,7 +467,10 @@ def compiler_launchers(args: argparse.Namespace) -> dict[str, str]:
     return {f"CMAKE_{lang}_COMPILER_LAUNCHER": joined for lang in ("C", "CXX", "CUDA")}
 
 
-def configure(args: argparse.Namespace, nvcc: str, cmake: str, env: dict[str, str]) -> list[str]:
+def configure(args: argparse.Namespace, nvcc: str, cmake: str, env: dict[str, str]
+              ) -> tuple[list[str], bool]:
+    """CMake's configure; the options given (as BUILDINFO records them) and whether the build
+    folder was kept from an earlier build."""
     # The upstream's options may override the Release default; the arch is always ours.
     scan = {} if uses_cxx_modules(args.source) else {"CMAKE_CXX_SCAN_FOR_MODULES": "OFF"}
     options = {"CMAKE_BUILD_TYPE": "Release", **KIT_RPATH, **scan,
@@ -309,10 +480,27 @@ def configure(args: argparse.Namespace, nvcc: str, cmake: str, env: dict[str, st
     for key, value in deterministic_flags(args.source.resolve(), args.build_dir.resolve()).items():
         merged[key] = f"{merged[key]} {value}" if key in merged else value
     defines = [f"-D{key}={value}" for key, value in merged.items()]
+    cache_key = configure_key(defines, cmake, args.source)
+    kept = keep_or_empty(args.build_dir, cache_key)
+    print(f"recipe: {'the kept build folder' if kept else 'a fresh build folder'}", flush=True)
     command = [cmake, "-S", str(args.source), "-B", str(args.build_dir), "-G", "Ninja", *defines]
     if run_streaming(command, env) != 0:
+        (args.build_dir / CONFIGURE_KEY).unlink(missing_ok=True)
         raise RecipeError(EXIT_CONFIGURE, "cmake configure failed (see the log above)")
-    return [f"-D{key}={value}" for key, value in options.items()]
+    (args.build_dir / CONFIGURE_KEY).write_text(cache_key + "\n")
+    return [f"-D{key}={value}" for key, value in options.items()], kept
+
+
+def prepare_kept_tree(args: argparse.Namespace, ninja: str, env: dict[str, str],
+                      targets: list[tuple[str, str]], changed: list[str], kept: bool) -> None:
+    """What a kept build folder needs before Ninja runs: the outputs the changed files make
+    stale deleted, then the changed files' own times back (see the module's docstring)."""
+    if kept and changed:
+        names = [name for name, _ in targets]
+        stale = delete_stale_outputs(ninja, args.build_dir, names,
+                                     [args.source.resolve() / path for path in changed], env)
+        print(f"recipe: {len(stale)} outputs made stale by the changed source", flush=True)
+    restore_times(args.source_from, args.source, changed)
 
 
 def compile_targets(args: argparse.Namespace, cmake: str, jobs: int, env: dict[str, str],
@@ -334,6 +522,14 @@ def copy_targets(args: argparse.Namespace, targets: list[tuple[str, str]]) -> No
         os.chmod(bin_dir / name, 0o755)
 
 
+def clear_products(out: Path) -> None:
+    """An output folder reused from an earlier build holds none of that build's products."""
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / "kit").exists():
+        shutil.rmtree(out / "kit")
+    (out / "recipe.json").unlink(missing_ok=True)
+
+
 def write_report(out: Path, report: dict[str, object]) -> None:
     temporary = out / ".recipe.json.tmp"
     temporary.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -351,12 +547,24 @@ def main(argv: list[str]) -> int:
         nvcc, cmake, ninja = find_tool("nvcc", args.nvcc), find_tool("cmake"), find_tool("ninja")
         jobs = choose_jobs(args.jobs)
         env = build_env()
-        args.out.mkdir(parents=True, exist_ok=True)
+        changed: list[str] | None = None  # unknown: the source was not synced
+        if args.source_from is not None:
+            tree_lock = hold_tree(args.build_dir)  # noqa: F841 - held while this process runs
+            try:
+                changed = sync_tree(args.source_from, args.source)
+            except OSError as error:
+                raise RecipeError(EXIT_SOURCE, f"copying {args.source_from} into {args.source} "
+                                  f"failed: {error}") from None
+            print(f"recipe: {len(changed)} source entries changed since this tree's last build",
+                  flush=True)
+        clear_products(args.out)
         if args.ccache:
             probe([ccache_path(), "--zero-stats"])
         (args.build_dir / COMPILE_CALLS).unlink(missing_ok=True)
         started = time.monotonic()
-        options = configure(args, nvcc, cmake, env)
+        options, kept = configure(args, nvcc, cmake, env)
+        if changed is not None:
+            prepare_kept_tree(args, ninja, env, targets, changed, kept)
         configured = time.monotonic()
         compile_targets(args, cmake, jobs, env, targets)
         copy_targets(args, targets)
@@ -365,6 +573,8 @@ def main(argv: list[str]) -> int:
             "schema": REPORT_SCHEMA,
             "arch": args.arch,
             "jobs": jobs,
+            "build_folder": (f"kept ({len(changed)} source entries changed)"
+                             if kept and changed is not None else "kept" if kept else "fresh"),
             "configure_seconds": round(configured - started, 1),
             "build_seconds": round(finished - configured, 1),
             "compile_seconds": round(finished - started, 1),

@@ -93,9 +93,10 @@ def cold_volumes(engine: Any) -> Iterator[tuple[str, str]]:
     """Two compiler cache volumes no earlier run has filled: both builds below start cold."""
     names = tuple(f"ninfer-kits-test-ccache-{uuid.uuid4().hex[:12]}" for _ in range(2))
     yield names  # type: ignore[misc]
-    for name in names:
-        with contextlib.suppress(Exception):  # already gone: nothing to clean
-            engine.volumes.get(name).remove(force=True)
+    for name in names:  # and the build trees kept beside them (<name>-tree-<kit>-<image>)
+        for volume in engine.volumes.list(filters={"name": name}):
+            with contextlib.suppress(Exception):  # already gone: nothing to clean
+                volume.remove(force=True)
 
 
 @pytest.fixture(scope="module")
@@ -172,31 +173,56 @@ def test_rebuild_without_change_hits_every_compile(docker_builds: tuple[Run, Run
                                                    example_repo: tuple[Path, str],
                                                    tmp_path: Path, no_leaks: None) -> None:
     """C++20 compiles on CMake >= 3.28 carry module-scanning flags ccache refuses; the recipe
-    turns scanning off, so a rebuild from a warm cache hits on every call."""
+    turns scanning off, so a rebuild in a fresh tree from a warm cache hits on every call."""
     run = build(tmp_path / "again", "example", "--source", str(example_repo[0]),
-                "--ccache-volume", cold_volumes[0])
+                "--ccache-volume", cold_volumes[0], "--fresh-tree")
     assert run.done.returncode == 0, run.done.stderr[-3000:]
     info = run.info()
     assert info.run_value("ccache_hit_rate") == "100.0%", info.run
     assert info.run_value("ccache_uncacheable") == "0", info.run
+    assert info.run_value("build_folder") == "fresh", info.run
     assert sha256_of(run.out / ASSET) == sha256_of(docker_builds[0].out / ASSET)
 
 
-def test_rebuild_after_one_cu_change_hits_ccache(engine: Any, docker_builds: tuple[Run, Run],
-                                                cold_volumes: tuple[str, str],
-                                                example_repo: tuple[Path, str],
-                                                tmp_path: Path, no_leaks: None) -> None:
+def test_rebuild_after_one_cu_change(engine: Any, docker_builds: tuple[Run, Run],
+                                     cold_volumes: tuple[str, str],
+                                     example_repo: tuple[Path, str],
+                                     tmp_path: Path, no_leaks: None) -> None:
+    """One kernel changed. In a fresh tree, ccache misses on that file alone. In the kit's kept
+    tree (filled by the first cold build), only that file is compiled at all, and the kit is
+    byte for byte the fresh tree's; going back to the first revision compiles it once more and
+    gives the first build's kit; building that again compiles nothing."""
     # A value no earlier run compiled, so that the volume cannot hold it.
     unique = uuid.uuid4().int % 1_000_000_007
     repo = changed_copy(example_repo[0], tmp_path / "changed", "src/kernels/sampling.cu",
                         f"\n__device__ int ninfer_kits_changed = {unique};\n")
-    run = build(tmp_path / "rebuild", "example", "--source", str(repo),
-                "--ccache-volume", cold_volumes[1])
-    assert run.done.returncode == 0, run.done.stderr[-3000:]
-    info = run.info()
+    fresh = build(tmp_path / "rebuild", "example", "--source", str(repo),
+                  "--ccache-volume", cold_volumes[1], "--fresh-tree")
+    assert fresh.done.returncode == 0, fresh.done.stderr[-3000:]
+    info = fresh.info()
     calls = int(info.run_value("ccache_calls") or 0)
     assert info.run_value("ccache_misses") == "1", info.run  # sampling.cu, and nothing else
     assert int(info.run_value("ccache_hits") or 0) == calls - 1, info.run
+
+    def kept(name: str, source: Path) -> buildinfo.BuildInfo:
+        run = build(tmp_path / name, "example", "--source", str(source),
+                    "--ccache-volume", cold_volumes[0])
+        assert run.done.returncode == 0, run.done.stderr[-3000:]
+        assert (run.info().run_value("build_tree") or "").startswith(
+            f"{cold_volumes[0]}-tree-example-"), run.info().run
+        return run.info()
+
+    incremental = kept("incremental", repo)
+    assert incremental.run_value("build_folder") == "kept (1 source entries changed)"
+    assert incremental.run_value("ccache_calls") == "1", incremental.run
+    assert incremental.binaries == info.binaries
+    assert sha256_of(tmp_path / "incremental/dist" / TAG / ASSET) == sha256_of(fresh.out / ASSET)
+    back = kept("back", example_repo[0])
+    assert back.run_value("ccache_calls") == "1", back.run
+    assert back.binaries == docker_builds[0].info().binaries
+    again = kept("again", example_repo[0])
+    assert again.run_value("build_folder") == "kept (0 source entries changed)"
+    assert again.run_value("ccache_calls") == "0", again.run
 
 
 def test_example_for_sm120a_builds_with_the_cuda_131_wheels(engine: Any,

@@ -44,7 +44,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "with the same --work-dir stops, naming the first one's PID)")
     parser.add_argument("--ccache-volume", metavar="NAME", default=None,
                         help="docker builder: the compiler cache volume (default: "
-                             "ninfer-kits-ccache-<toolchain>; 'none' compiles without one)")
+                             "ninfer-kits-ccache-<toolchain>; 'none' compiles without one, "
+                             "and without a kept build tree)")
+    parser.add_argument("--fresh-tree", action="store_true",
+                        help="docker builder: configure and compile in a new, empty build tree "
+                             "instead of the kit's kept one (a volume beside the compiler "
+                             "cache, in which a rebuild compiles only what changed)")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -55,7 +60,8 @@ def execute(args: argparse.Namespace) -> int:
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
     request = BuildRequest(
         kit=kit, builder=make_builder(args.builder, BuilderOptions(
-            ccache_volume=args.ccache_volume)), project=matrix.path.absolute().parent,
+            ccache_volume=args.ccache_volume, fresh_tree=args.fresh_tree)),
+        project=matrix.path.absolute().parent,
         dist_dir=args.dist.absolute(),
         cache_dir=cache_dir, work_dir=(args.work_dir or cache_dir / "work").absolute(),
         jobs=args.jobs, revision=args.revision, source_url=args.source_url,

@@ -78,6 +78,7 @@ class BuilderOptions:
     """What the command line says about the builder, whichever it is."""
 
     ccache_volume: str | None = None  # docker builder only
+    fresh_tree: bool = False  # docker builder: not the kit's kept build tree, a new one
 
 
 class Builder(Protocol):

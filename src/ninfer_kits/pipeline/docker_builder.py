@@ -24,7 +24,7 @@ import tarfile
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
@@ -55,6 +55,9 @@ IMAGE_PREFIX = "ninfer-kits"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 WORK = "/work"  # fixed paths inside the container keep builds reproducible across hosts
 SOURCE, CMAKE, OUT = f"{WORK}/source", f"{WORK}/cmake", f"{WORK}/out"  # as the local builder's
+INCOMING = "/tmp/ninfer-kits-source"  # the exported source; the recipe syncs it into SOURCE
+KIT_LABEL = "org.ninfer-kits.kit"  # on a kept build tree's volume: whose tree it is
+IMAGE_ID_LABEL = "org.ninfer-kits.image-id"  # and the toolchain image it was built in
 KEEP_ENV = "NINFER_KITS_KEEP_CONTAINER"
 START_ENGINE_HINT = ("start one (as root: scripts/start-docker-engine.sh, or `dockerd &`), or "
                      "point DOCKER_HOST at a remote engine (tcp://HOST:2375, ssh://user@HOST)")
@@ -174,14 +177,16 @@ def network_mode(client: Any) -> str:
 class DockerBuilder:
     name = "docker"
 
-    def __init__(self, client: Any | None = None, ccache_volume: str | None = None) -> None:
+    def __init__(self, client: Any | None = None, ccache_volume: str | None = None,
+                 fresh_tree: bool = False) -> None:
         self._client = client
         self._ccache_volume = ccache_volume
+        self._fresh_tree = fresh_tree
         self._toolchains: dict[str, PreparedToolchain] = {}
 
     @classmethod
     def from_options(cls, options: BuilderOptions) -> DockerBuilder:
-        return cls(ccache_volume=options.ccache_volume)
+        return cls(ccache_volume=options.ccache_volume, fresh_tree=options.fresh_tree)
 
     @property
     def client(self) -> Any:
@@ -208,19 +213,31 @@ class DockerBuilder:
 
     @engine_errors
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled:
+        """The recipe in a new container of the toolchain image, without network. With a
+        compiler cache, the kit's build tree is kept in a volume beside it (one per kit and
+        toolchain image), so a rebuild configures in a blink and compiles only what changed;
+        the recipe proves the kept tree fits (its configure key) or empties it."""
         toolchain = self.preflight(request.kit, reporter)
         volume = self._ccache_volume or f"ninfer-kits-ccache-{request.kit.toolchain.id}"
         cached = volume != "none"
+        tree = None if self._fresh_tree or not cached else \
+            ensure_tree_volume(self.client, volume, request.kit.id, toolchain.image_id)
         command = ["python3", f"{WORK}/recipe.py", *(["--ccache"] if cached else []),
+                   "--source-from", INCOMING,
                    *recipe_arguments(request, Path(SOURCE), Path(CMAKE), Path(OUT))]
         env = {"SOURCE_DATE_EPOCH": str(request.source_date_epoch), "CCACHE_DIR": "/ccache",
                "CCACHE_BASEDIR": WORK, "CCACHE_NOHASHDIR": "1", "HOME": "/tmp"}
-        volumes = {ensure_volume(self.client, volume): {"bind": "/ccache", "mode": "rw"}} \
-            if cached else {}
+        volumes = {}
+        if cached:
+            volumes[ensure_volume(self.client, volume)] = {"bind": "/ccache", "mode": "rw"}
+        if tree:
+            volumes[tree] = {"bind": WORK, "mode": "rw"}
         out = request.workspace / "out"
         with build_container(self.client, image=toolchain.image, command=command, env=env,
                              volumes=volumes, network=COMPILE_NETWORK) as container:
-            container.put_archive(WORK, _work_archive(request))
+            container.put_archive(WORK, _tar_of({"recipe.py": request.recipe}))
+            container.put_archive(str(Path(INCOMING).parent),
+                                  _tar_of({Path(INCOMING).name: request.source}))
             container.start()
             _stream_log(container, request, reporter)
             status = container.wait().get("StatusCode", 1)
@@ -230,7 +247,8 @@ class DockerBuilder:
                                     tail, request.log)
             _copy_out(container, OUT, out)
         run = (("image", f"{toolchain.image}@{toolchain.image_id}"),
-               ("ccache", volume if cached else "none (--ccache-volume none)"))
+               ("ccache", volume if cached else "none (--ccache-volume none)"),
+               ("build_tree", tree or "none (a fresh one in the container)"))
         return Compiled(bin_dir=out / "kit" / "bin", report=read_recipe_report(out),
                         log=request.log, run_entries=run)
 
@@ -270,7 +288,7 @@ class DockerBuilder:
         with build_container(self.client, image=tag, command=["sh", "-c", script],
                              env={}, volumes={}, network="none") as container:
             # The whole kit: a portable one finds its libraries in kit/lib through $ORIGIN.
-            container.put_archive("/", _folder_archive(bin_dir.parent, "kit"))
+            container.put_archive("/", _tar_of({"kit": bin_dir.parent}))
             container.start()
             container.wait()
             output = container.logs().decode("utf-8", "replace")
@@ -318,13 +336,6 @@ def _replace_folder(source: Path, dest: Path) -> None:
         if not (dest / "etc").is_dir():
             raise
         shutil.rmtree(partial, ignore_errors=True)
-
-
-def _folder_archive(folder: Path, name: str) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        archive.add(folder, arcname=name, filter=_root_owned)
-    return buffer.getvalue()
 
 
 @dataclass(frozen=True)
@@ -434,12 +445,31 @@ def build_container(client: Any, *, image: str, command: list[str], env: dict[st
             container.remove(force=True, v=True)
 
 
-def _work_archive(request: CompileRequest) -> bytes:
-    """source/ (the exported tree) and recipe.py, as one tar for put_archive."""
+def ensure_tree_volume(client: Any, ccache_volume: str, kit: str, image_id: str) -> str:
+    """The volume that keeps `kit`'s build tree beside `ccache_volume`, for this toolchain
+    image; trees the kit kept for other images are removed (unless a build holds them)."""
+    import docker.errors
+
+    prefix = f"{ccache_volume}-tree-{kit}-"
+    name = prefix + (image_id.removeprefix("sha256:")[:12] or "unknown")
+    for stale in client.volumes.list(filters={"label": f"{KIT_LABEL}={kit}"}):
+        if stale.name != name and stale.name.startswith(prefix):
+            with suppress(docker.errors.APIError):  # in use by a running build: left for later
+                stale.remove()
+    try:
+        client.volumes.get(name)
+    except docker.errors.NotFound:
+        client.volumes.create(name=name, labels={LABEL: "build-tree", KIT_LABEL: kit,
+                                                 IMAGE_ID_LABEL: image_id})
+    return name
+
+
+def _tar_of(entries: dict[str, Path]) -> bytes:
+    """Files and folders under the names given, owned by root, as one tar for put_archive."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
-        archive.add(request.source, arcname=Path(SOURCE).name, filter=_root_owned)
-        archive.add(request.recipe, arcname="recipe.py", filter=_root_owned)
+        for name, path in entries.items():
+            archive.add(path, arcname=name, filter=_root_owned)
     return buffer.getvalue()
 
 

@@ -53,6 +53,7 @@ class RecipeReport:
     cuda_compiler: str  # "NVIDIA 13.0.88"
     deterministic_flags: tuple[tuple[str, str], ...]
     ccache: CcacheStats | None = None  # None: compiled without ccache
+    build_folder: str = "fresh"  # or "kept (N source entries changed)": an incremental build
 
 
 def read_recipe_report(out: Path) -> RecipeReport:
@@ -84,7 +85,7 @@ def parse_recipe_report(data: object, source: str = REPORT_FILE) -> RecipeReport
         cmake_options=fields.texts("cmake_options"), targets=fields.texts("targets"),
         cxx_compiler=_compiler(fields, "cxx"), cuda_compiler=_compiler(fields, "cuda"),
         deterministic_flags=tuple(sorted(fields.mapping("deterministic_flags").items())),
-        ccache=_ccache(fields),
+        ccache=_ccache(fields), build_folder=fields.text("build_folder", default="fresh"),
     )
     fields.check_all_read()
     if report.jobs < 1:

@@ -163,7 +163,7 @@ def compile_kit(state: BuildState, reporter: Reporter) -> BuildState:
                              recipe=RECIPE)
     compiled = state.request.builder.compile(request, reporter)
     reporter.info(f"compiled in {compiled.report.compile_seconds} s with "
-                  f"{compiled.report.jobs} jobs")
+                  f"{compiled.report.jobs} jobs, {compiled.report.build_folder} build folder")
     return dataclasses.replace(state, compiled=compiled)
 
 
@@ -460,6 +460,7 @@ def run_entries(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str],
         ("compile_seconds", str(report.compile_seconds)),
         ("configure_seconds", str(report.configure_seconds)),
         ("build_seconds", str(report.build_seconds)),
+        ("build_folder", report.build_folder),
         ("wall_seconds", f"{time.monotonic() - state.started:.1f}"),
         ("driver", driver),
         ("gpu", gpu),

@@ -227,19 +227,29 @@ def compile_calls(build: Path) -> int:
         return 0
 
 
-def ccache_stats(enabled: bool, calls: int) -> dict[str, object]:
-    """Hits and misses of this build (the counters are zeroed before it starts), and the compile
-    calls ccache could not cache at all: every call the launcher saw that was neither."""
-    if not enabled:
-        return {}
-    text = probe(["ccache", "--print-stats"])
+def ccache_counters() -> dict[str, int]:
+    """ccache's counters as they stand (`--print-stats`: a few ms; zeroing them takes 50 ms and
+    would clobber another build's counts in the same cache)."""
     counters: dict[str, int] = {}
-    for line in text.splitlines():
+    for line in probe(["ccache", "--print-stats"]).splitlines():
         key, _, value = line.partition("\t")
         if value.strip().isdigit():
             counters[key] = int(value)
-    hits = counters.get("direct_cache_hit", 0) + counters.get("preprocessed_cache_hit", 0)
-    misses = counters.get("cache_miss", 0)
+    return counters
+
+
+def ccache_stats(before: dict[str, int] | None, calls: int) -> dict[str, object]:
+    """Hits and misses of this build (the counters now, less `before`), and the compile calls
+    ccache could not cache at all: every call the launcher saw that was neither."""
+    if before is None:
+        return {}
+    after = ccache_counters()
+
+    def grew(key: str) -> int:
+        return after.get(key, 0) - before.get(key, 0)
+
+    hits = grew("direct_cache_hit") + grew("preprocessed_cache_hit")
+    misses = grew("cache_miss")
     rate = f"{100 * hits / calls:.1f}%" if calls else "n/a (no compile calls)"
     return {"ccache_calls": calls, "ccache_hits": hits, "ccache_misses": misses,
             "ccache_uncacheable": max(0, calls - hits - misses), "ccache_hit_rate": rate}
@@ -558,8 +568,7 @@ def main(argv: list[str]) -> int:
             print(f"recipe: {len(changed)} source entries changed since this tree's last build",
                   flush=True)
         clear_products(args.out)
-        if args.ccache:
-            probe([ccache_path(), "--zero-stats"])
+        counters_before = ccache_counters() if args.ccache and ccache_path() else None
         (args.build_dir / COMPILE_CALLS).unlink(missing_ok=True)
         started = time.monotonic()
         options, kept = configure(args, nvcc, cmake, env)
@@ -587,7 +596,7 @@ def main(argv: list[str]) -> int:
                 "per_file": "-frandom-seed=<source path relative to the source root>"},
             "targets": [name for name, _ in targets],
             **compiler_ids(args.build_dir),
-            **ccache_stats(args.ccache, compile_calls(args.build_dir)),
+            **ccache_stats(counters_before, compile_calls(args.build_dir)),
         }
         write_report(args.out, report)
         print(f"recipe: built {', '.join(name for name, _ in targets)} for {args.arch} "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -46,6 +47,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="docker builder: the compiler cache volume (default: "
                              "ninfer-kits-ccache-<toolchain>; 'none' compiles without one, "
                              "and without a kept build tree)")
+    parser.add_argument("--no-portable", action="store_true",
+                        help="build the plain kit only, even where the matrix sets portable = "
+                             "true (the portable repair reads dpkg or wheel records, which a "
+                             "Fedora or Arch host lacks); publish refuses such a folder, since "
+                             "it disagrees with the matrix")
     parser.add_argument("--fresh-tree", action="store_true",
                         help="docker builder: configure and compile in a new, empty build tree "
                              "instead of the kit's kept one (a volume beside the compiler "
@@ -55,6 +61,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     kit = matrix.kit(args.kit)
+    if args.no_portable:
+        kit = dataclasses.replace(kit, portable=False)
     if args.jobs < 0:
         raise BadInput(f"--jobs must be 1 or more, got {args.jobs}")
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,11 +95,11 @@ class Builder(Protocol):
         (`cache_dir`: where a builder may keep it between builds)."""
         ...
 
-    def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
-                   reporter: Reporter) -> str:
-        """Prove every library and symbol version of the kit resolves in its runtime image, and
-        return the verdict (also appended to `log`); "skipped (why)" when this builder has no
-        runtime image. CheckFailed names everything that is missing."""
+    def smoke_test(self, kit: Kit, kit_roots: Sequence[Path], interpreter: str, log: Path,
+                   reporter: Reporter) -> tuple[str, ...]:
+        """Prove every library and symbol version of each kit folder resolves in its runtime
+        image, and return a verdict per folder (also appended to `log`); "skipped (why)" when
+        this builder has no runtime image. CheckFailed names everything that is missing."""
         ...
 
 
@@ -172,12 +172,12 @@ class LocalBuilder:
                           cache_dir: Path | None = None) -> AbstractContextManager[Path]:
         return nullcontext(Path("/"))
 
-    def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
-                   reporter: Reporter) -> str:
+    def smoke_test(self, kit: Kit, kit_roots: Sequence[Path], interpreter: str, log: Path,
+                   reporter: Reporter) -> tuple[str, ...]:
         verdict = "skipped (the local builder has no runtime image; use --builder docker)"
         with log.open("a", encoding="utf-8") as sink:
             sink.write(f"\n== smoke test {verdict}\n")
-        return verdict
+        return tuple(verdict for _ in kit_roots)
 
     def _find_nvcc(self) -> str:
         if self.nvcc:  # named by the user: use it or say why not, never fall back silently

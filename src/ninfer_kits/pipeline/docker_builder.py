@@ -23,7 +23,7 @@ import shutil
 import tarfile
 import tempfile
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import wraps
@@ -50,6 +50,7 @@ from ninfer_kits.pipeline.smoke import read_trace, trace_script
 LABEL = "org.ninfer-kits.role"
 BASE_LABEL = "org.ninfer-kits.base-image"  # the base image's name, as the matrix gives it
 BASE_ID_LABEL = "org.ninfer-kits.base-image-id"  # its ID on the engine when this image was built
+SECTION = "=== kit "  # the smoke test's output: where each kit folder's trace begins
 COMPILE_NETWORK = "none"  # the compile needs nothing from the network: the source is fetched
 IMAGE_PREFIX = "ninfer-kits"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -278,28 +279,40 @@ class DockerBuilder:
         yield root
 
     @engine_errors
-    def smoke_test(self, kit: Kit, bin_dir: Path, interpreter: str, log: Path,
-                   reporter: Reporter) -> str:
-        """The dynamic loader traces every binary inside the kit's runtime image; every missing
-        library and symbol version is named, in the error and in the build log."""
+    def smoke_test(self, kit: Kit, kit_roots: Sequence[Path], interpreter: str, log: Path,
+                   reporter: Reporter) -> tuple[str, ...]:
+        """The dynamic loader traces every binary of each kit folder (the plain kit, the
+        portable one) inside the kit's runtime image, in one container; every missing library
+        and symbol version is named, in the error and in the build log."""
         recipe = ImageRecipe.runtime_image(kit.toolchain)
         tag = ensure_image(self.client, recipe, reporter).tag
-        script = trace_script(interpreter, "/kit/bin")
+        places = [f"/smoke/{index}" for index in range(len(kit_roots))]
+        script = "; ".join(f'echo "{SECTION}{place}"; '
+                           + trace_script(interpreter, f"{place}/kit/bin") for place in places)
         with build_container(self.client, image=tag, command=["sh", "-c", script],
                              env={}, volumes={}, network="none") as container:
-            # The whole kit: a portable one finds its libraries in kit/lib through $ORIGIN.
-            container.put_archive("/", _tar_of({"kit": bin_dir.parent}))
+            # Each whole kit: a portable one finds its libraries in kit/lib through $ORIGIN.
+            kits = zip(places, kit_roots, strict=True)
+            container.put_archive("/", _tar_of({f"{place[1:]}/kit": root for place, root in kits}))
             container.start()
             container.wait()
             output = container.logs().decode("utf-8", "replace")
-        verdict = read_trace(output, tag)
+        sections = dict(section.partition("\n")[::2]
+                        for section in output.split(SECTION)[1:])
+        verdicts = [read_trace(sections.get(place, ""), tag, strip=place + "/")
+                    for place in places]
         with log.open("a", encoding="utf-8") as sink:
-            sink.write(f"\n== smoke test: the loader's trace in {tag}\n{output}"
-                       f"== smoke test {verdict.summary()}\n")
-        if not verdict.passed:
-            raise CheckFailed(f"smoke test ({kit.toolchain.runtime_dockerfile}) "
-                              f"{verdict.summary()}; the loader's trace is in {log}")
-        return verdict.summary()
+            for root, place, verdict in zip(kit_roots, places, verdicts, strict=True):
+                sink.write(f"\n== smoke test: the loader's trace in {tag} of {root}\n"
+                           f"{sections.get(place, '')}== smoke test {verdict.summary()}\n")
+        failed = [(root, verdict) for root, verdict in zip(kit_roots, verdicts, strict=True)
+                  if not verdict.passed]
+        if failed:
+            raise CheckFailed("; ".join(f"smoke test ({kit.toolchain.runtime_dockerfile}) "
+                                        f"{verdict.summary()} (kit folder {root})"
+                                        for root, verdict in failed)
+                              + f"; the loader's trace is in {log}")
+        return tuple(verdict.summary() for verdict in verdicts)
 
 
 # What the portable repair reads in a toolchain image: its libraries, the loader's cache, and of

@@ -28,9 +28,11 @@ import csv
 import email.parser
 import hashlib
 import io
+import os
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -94,6 +96,20 @@ class PackageIndex:
         self._dpkg: dict[str, list[tuple[str, str]]] | None = None  # basename → (package, path)
         self._status: dict[str, list[tuple[str, str]]] | None = None  # name → (arch, version)
         self._wheels: dict[str, _Wheel | None] = {}
+
+    def origins(self, paths: Iterable[str]) -> list[Origin | LicenseUnknown]:
+        """`origin` of each path, hashed in parallel (hashlib releases the GIL): the
+        package, or the LicenseUnknown saying why there is none."""
+        self._dpkg_index()  # read once, before the threads share it
+
+        def one(path: str) -> Origin | LicenseUnknown:
+            try:
+                return self.origin(path)
+            except LicenseUnknown as error:
+                return error
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            return list(pool.map(one, paths))
 
     def origin(self, path: str) -> Origin:
         """The package that installed the file at `path` (a path in the root), with its

@@ -27,8 +27,8 @@ class RecipeReportInvalid(CheckFailed):
 
 @dataclass(frozen=True, kw_only=True)
 class CcacheStats:
-    """This build's compile calls and what ccache made of them (the recipe zeroes the counters
-    before it starts)."""
+    """This build's compile calls and what ccache made of them (the recipe reads the counters
+    before it starts and after it ends)."""
 
     calls: int
     hits: int

@@ -23,8 +23,10 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.inspector.elf import is_elf, read_elf
@@ -40,6 +42,9 @@ from ninfer_kits.pipeline.provenance import (
 from ninfer_kits.verify.resolve import Found, LoaderSetup, NotFound, Resolver, VersionGap
 from ninfer_kits.verify.rootfs import RootFS
 from ninfer_kits.verify.target import KIT_MOUNT, loader_setup
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 BIN_RUNPATH = "$ORIGIN/../lib"
 LIB_RUNPATH = "$ORIGIN"
@@ -171,8 +176,8 @@ def repair(kit_root: Path, env: LibraryEnvironment, policy: Policy,
     for name, why in sorted(excluded.items()):
         log(f"portable: not bundled: {name} ({why.split(':')[0]})")
     notices = _write_notices(kit, sorted(picks.values(), key=lambda p: p.name))
-    bundled = tuple(_bundled(kit, pick, notices[pick.name]) for pick in
-                    sorted(picks.values(), key=lambda p: p.name))
+    bundled = tuple(_in_parallel(lambda pick: _bundled(kit, pick, notices[pick.name]),
+                                 sorted(picks.values(), key=lambda p: p.name)))
     _write_readme(kit, bundled)
     return Repair(bundled, tuple(sorted(excluded.items())))
 
@@ -293,11 +298,11 @@ def _unmodified(name: str, policy: Policy, log: Callable[[str], None]) -> bool:
 def _pick(kit: _Kit, outside: dict[str, Found], packages: PackageIndex) -> list[_Pick]:
     """The new libraries with their origins; every unknown licence is reported at once."""
     picks, unknown = [], []
-    for name, found in sorted(outside.items()):
-        try:
-            origin = packages.origin(found.path)
-        except LicenseUnknown as error:
-            unknown.append(f"  {name}, needed by {kit.shown(found.needed_by)}: {error}")
+    ordered = sorted(outside.items())
+    for (name, found), origin in zip(ordered, packages.origins(found.path for _, found in ordered),
+                                     strict=True):
+        if isinstance(origin, LicenseUnknown):
+            unknown.append(f"  {name}, needed by {kit.shown(found.needed_by)}: {origin}")
             continue
         source = kit.rootfs.canonical(found.path) or found.path
         picks.append(_Pick(name, found, source, origin))
@@ -322,28 +327,37 @@ def _copy(kit: _Kit, pick: _Pick, log: Callable[[str], None]) -> None:
 def _patch(kit: _Kit, patchelf: str, files: Iterable[str], runpath: str) -> None:
     """Set RUNPATH (and drop RPATH) on each file that needs anything; checked by reading it
     back, since a patchelf that exits 0 has been known to write something else."""
-    for relative in files:
-        path = kit.folder / relative
-        info = read_elf(path)
-        if not info.needed or (info.runpath == (runpath,) and not info.rpath):
-            continue  # nothing to find, or already so: an edit would change nothing
-        mode = path.stat().st_mode & 0o7777
-        try:
-            done = subprocess.run([patchelf, "--set-rpath", runpath, str(path)],
-                                  capture_output=True, text=True, timeout=PATCHELF_TIMEOUT,
-                                  check=False)
-        except subprocess.TimeoutExpired:
-            raise EnvironmentFailure(f"patchelf did not finish on {path} in "
-                                     f"{PATCHELF_TIMEOUT} s") from None
-        if done.returncode != 0:
-            raise PatchelfFailed(f"{path}: patchelf --set-rpath {runpath} failed "
-                                 f"({done.returncode}): {done.stderr.strip()[-2000:]}")
-        os.chmod(path, mode)
-        after = read_elf(path)
-        if after.runpath != (runpath,) or after.rpath or after.needed != info.needed:
-            raise PatchelfFailed(f"{path}: after patchelf, RUNPATH {after.runpath}, RPATH "
-                                 f"{after.rpath}, NEEDED {after.needed}; expected RUNPATH "
-                                 f"({runpath},), no RPATH, NEEDED {info.needed}")
+    _in_parallel(lambda relative: _patch_one(kit.folder / relative, patchelf, runpath), files)
+
+
+def _in_parallel(work: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """`work` on every item, on a thread per core (patchelf runs as a process, hashlib
+    releases the GIL); the first error is raised."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return list(pool.map(work, items))
+
+
+def _patch_one(path: Path, patchelf: str, runpath: str) -> None:
+    info = read_elf(path)
+    if not info.needed or (info.runpath == (runpath,) and not info.rpath):
+        return  # nothing to find, or already so: an edit would change nothing
+    mode = path.stat().st_mode & 0o7777
+    try:
+        done = subprocess.run([patchelf, "--set-rpath", runpath, str(path)],
+                              capture_output=True, text=True, timeout=PATCHELF_TIMEOUT,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        raise EnvironmentFailure(f"patchelf did not finish on {path} in "
+                                 f"{PATCHELF_TIMEOUT} s") from None
+    if done.returncode != 0:
+        raise PatchelfFailed(f"{path}: patchelf --set-rpath {runpath} failed "
+                             f"({done.returncode}): {done.stderr.strip()[-2000:]}")
+    os.chmod(path, mode)
+    after = read_elf(path)
+    if after.runpath != (runpath,) or after.rpath or after.needed != info.needed:
+        raise PatchelfFailed(f"{path}: after patchelf, RUNPATH {after.runpath}, RPATH "
+                             f"{after.rpath}, NEEDED {after.needed}; expected RUNPATH "
+                             f"({runpath},), no RPATH, NEEDED {info.needed}")
 
 
 # ---------------------------------------------------------------------------- notices

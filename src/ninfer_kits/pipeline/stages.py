@@ -15,6 +15,7 @@ import platform
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
@@ -100,6 +101,8 @@ class BuildState:
     smoke: str = ""
     checkout: PipelineCheckout | None = None  # the pipeline's own revision
     portable: Portable | None = None  # the portable flavour, for kits with `portable = true`
+    background: Executor | None = None  # work that overlaps later stages (the smoke test)
+    smoke_pending: Future[tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,22 +222,27 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
     return dataclasses.replace(state, portable=portable)
 
 
-def smoke_test(state: BuildState, reporter: Reporter) -> BuildState:
-    """Every library and symbol version resolves in the kit's runtime image (docker builder),
-    for each flavour."""
+def start_smoke_test(state: BuildState, reporter: Reporter) -> BuildState:
+    """Start the loader's trace of every flavour in the kit's runtime image (docker builder), in
+    one container; it runs while the kit is packed, and `smoke verdict` waits for it."""
     kit_root, inspection = need(state.kit_root, "kit_root"), need(state.inspection, "inspection")
-    compiled = need(state.compiled, "compiled")
+    compiled, background = need(state.compiled, "compiled"), need(state.background, "background")
     interpreter = next(iter(inspection.floor.interpreters), "/lib64/ld-linux-x86-64.so.2")
-    builder, kit = state.request.builder, state.request.kit
-    verdict = builder.smoke_test(kit, kit_root / "bin", interpreter, compiled.log, reporter)
-    reporter.info(f"smoke test {verdict}")
+    roots = (kit_root, *((state.portable.kit_root,) if state.portable else ()))
+    pending = background.submit(state.request.builder.smoke_test, state.request.kit, roots,
+                                interpreter, compiled.log, reporter)
+    return dataclasses.replace(state, smoke_pending=pending)
+
+
+def smoke_verdict(state: BuildState, reporter: Reporter) -> BuildState:
+    """Every library and symbol version resolved, for each flavour; else CheckFailed."""
+    verdicts = need(state.smoke_pending, "smoke_pending").result()
+    reporter.info(f"smoke test {verdicts[0]}")
     portable = state.portable
     if portable is not None:
-        portable_verdict = builder.smoke_test(kit, portable.kit_root / "bin", interpreter,
-                                              compiled.log, reporter)
-        reporter.info(f"smoke test of the portable kit {portable_verdict}")
-        portable = dataclasses.replace(portable, smoke=portable_verdict)
-    return dataclasses.replace(state, smoke=verdict, portable=portable)
+        reporter.info(f"smoke test of the portable kit {verdicts[1]}")
+        portable = dataclasses.replace(portable, smoke=verdicts[1])
+    return dataclasses.replace(state, smoke=verdicts[0], portable=portable)
 
 
 def write_buildinfo(state: BuildState, reporter: Reporter) -> BuildState:
@@ -310,9 +318,10 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("assemble", assemble),
     ("inspect", inspect_kit),
     ("repair", repair_portable),
-    ("smoke", smoke_test),
+    ("smoke", start_smoke_test),
     ("buildinfo", write_buildinfo),
     ("pack", pack),
+    ("smoke verdict", smoke_verdict),
     ("checksums", checksums),
     ("dist", publish_to_dist),
 )
@@ -322,9 +331,10 @@ def run_build(request: BuildRequest, reporter: Reporter) -> BuildState:
     started = time.monotonic()
     # Named before any stage runs, so that whatever fails, the cleanup knows what to remove.
     staging = request.dist_dir / f".staging-{request.kit.id}-{os.getpid()}"
-    with held_workspace(request.work_dir, request.kit.id) as workspace:
+    with held_workspace(request.work_dir, request.kit.id) as workspace, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="background") as background:
         state = BuildState(request=request, workspace=workspace, started=started,
-                           staging=staging)
+                           staging=staging, background=background)
         try:
             for name, stage in STAGES:
                 with reporter.step(name):

@@ -204,9 +204,9 @@ def test_rebuild_after_one_cu_change(engine: Any, docker_builds: tuple[Run, Run]
     assert info.run_value("ccache_misses") == "1", info.run  # sampling.cu, and nothing else
     assert int(info.run_value("ccache_hits") or 0) == calls - 1, info.run
 
-    def kept(name: str, source: Path) -> buildinfo.BuildInfo:
+    def kept(name: str, source: Path, *extra: str) -> buildinfo.BuildInfo:
         run = build(tmp_path / name, "example", "--source", str(source),
-                    "--ccache-volume", cold_volumes[0])
+                    "--ccache-volume", cold_volumes[0], *extra)
         assert run.done.returncode == 0, run.done.stderr[-3000:]
         assert (run.info().run_value("build_tree") or "").startswith(
             f"{cold_volumes[0]}-tree-example-"), run.info().run
@@ -220,9 +220,12 @@ def test_rebuild_after_one_cu_change(engine: Any, docker_builds: tuple[Run, Run]
     back = kept("back", example_repo[0])
     assert back.run_value("ccache_calls") == "1", back.run
     assert back.binaries == docker_builds[0].info().binaries
-    again = kept("again", example_repo[0])
+    again = kept("again", example_repo[0], "--no-portable")  # and the plain kit alone
     assert again.run_value("build_folder") == "kept (0 source entries changed)"
     assert again.run_value("ccache_calls") == "0", again.run
+    assert sorted(path.name for path in (tmp_path / "again/dist" / TAG).iterdir()) == [
+        "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", ASSET]
+    assert again.portable_asset == "none" and again.binaries == back.binaries
 
 
 def test_example_for_sm120a_builds_with_the_cuda_131_wheels(engine: Any,

@@ -100,7 +100,8 @@ class PackageIndex:
     def origins(self, paths: Iterable[str]) -> list[Origin | LicenseUnknown]:
         """`origin` of each path, hashed in parallel (hashlib releases the GIL): the
         package, or the LicenseUnknown saying why there is none."""
-        self._dpkg_index()  # read once, before the threads share it
+        self._dpkg_index()  # read once, before the threads share them
+        self._status_index()
 
         def one(path: str) -> Origin | LicenseUnknown:
             try:
@@ -161,16 +162,16 @@ class PackageIndex:
                                  "package's licence does not tell what it is")
 
     def _dpkg_index(self) -> dict[str, list[tuple[str, str]]]:
-        if self._dpkg is None:
-            self._dpkg = {}
+        if self._dpkg is None:  # made whole, then published, as _status_index
+            index: dict[str, list[tuple[str, str]]] = {}
             info = self.rootfs.real(DPKG_INFO)
             for listing in sorted(info.glob("*.list")) if info is not None else ():
                 package = listing.name.removesuffix(".list")
                 text = listing.read_text(encoding="utf-8", errors="surrogateescape")
                 for line in text.splitlines():
                     if line.startswith("/"):
-                        self._dpkg.setdefault(posixpath.basename(line), []).append(
-                            (package, line))
+                        index.setdefault(posixpath.basename(line), []).append((package, line))
+            self._dpkg = index
         return self._dpkg
 
     def _dpkg_origin(self, path: str, package: str) -> Origin:
@@ -193,15 +194,20 @@ class PackageIndex:
                                  "licence we recognise")
         return Origin(name, version, "dpkg", licence, copyright_file)
 
-    def _dpkg_version(self, name: str, arch: str) -> str | None:
+    def _status_index(self) -> dict[str, list[tuple[str, str]]]:
+        # Made whole, then published: threads asking at once make it twice, never see half.
         if self._status is None:
-            self._status = {}
+            status: dict[str, list[tuple[str, str]]] = {}
             data = self.rootfs.read_bytes(DPKG_STATUS) or b""
             for fields in _stanzas(data.decode("utf-8", errors="replace")):
                 if fields.get("status", "").endswith(" installed") and "package" in fields:
-                    self._status.setdefault(fields["package"], []).append(
+                    status.setdefault(fields["package"], []).append(
                         (fields.get("architecture", ""), fields.get("version", "")))
-        rows = self._status.get(name, [])
+            self._status = status
+        return self._status
+
+    def _dpkg_version(self, name: str, arch: str) -> str | None:
+        rows = self._status_index().get(name, [])
         # A list named without :arch is a package of one architecture (or "all").
         return next((version for got, version in rows if not arch or got == arch), None)
 

@@ -37,8 +37,8 @@ Reproducibility policy (same tree + same toolchain → same bytes, whatever the 
 Kept build tree (--source-from): the docker builder keeps each kit's build folder in a volume
 and hands the source over in a separate folder; the recipe copies into --source only the files
 whose content, mode or link target changed. Every file must end with the time the export gave it
-(the commit's): nvcc -lineinfo writes each source file's mtime into the device code (PTX `.file`
-directives), so a file stamped "now" would make the kit differ from a fresh build's. Ninja
+(the commit's): nvcc -lineinfo writes each source file's mtime into the device code (the
+cubin's line table), so a file stamped "now" would make the kit differ from a fresh build's. Ninja
 decides by mtime, so the changed files first get the current time, a dry run of Ninja names the
 outputs they make stale (`-d explain`), those outputs are deleted, and only then do the files get
 their own times back: a deleted output is rebuilt even if this build fails and the next one sees

@@ -15,6 +15,7 @@ import gzip
 import io
 import json
 import os
+import struct
 import subprocess
 import sys
 import tarfile
@@ -136,6 +137,16 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     ]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         list(pool.map(lambda item: _run(item[0], item[1]), links))
+    # One source, compiled twice with -lineinfo under two modification times (one after the
+    # other: the file is the same), into two folders (the object's name stays the same).
+    source = out / "mtime" / "k.cu"
+    source.parent.mkdir()
+    source.write_text(KERNELS)
+    for folder, mtime in (("mt_1", 1_600_000_000), ("mt_2", 1_700_000_000)):
+        os.utime(source, (mtime, mtime))
+        (out / folder).mkdir()
+        _run((compiler, arch, "-objtemp", "-lineinfo", "-DSCALE=3.0f", "-c", source, "-o",
+              out / folder / "k.o"), {})
     return {path.relative_to(out).as_posix(): path for path in out.rglob("*") if path.is_file()}
 
 
@@ -227,6 +238,28 @@ def test_build_folder_in_device_code(built: dict[str, Path]) -> None:
         assert "outside any function" in ptx.detail
     (sass,) = [cause for cause in member.causes if cause.kind == model.FATBIN_ENTRY]
     assert sass.kernel is None and ".debug_line" in sass.detail
+
+
+def test_a_source_files_time_in_the_device_codes_line_table(built: dict[str, Path]) -> None:
+    """nvcc -lineinfo writes each source file's mtime into the cubin's .debug_line: the same
+    source with another mtime is a differing SASS entry, and the time is named, both values."""
+    member = _one_member(compare(built["mt_1/k.o"], built["mt_2/k.o"]))
+    (time,) = _causes(member, model.EMBEDDED_TIME)
+    assert time.section == ".nv_fatbin › sass sm_86 › .debug_line"
+    assert (time.a, time.b) == ("1600000000 (2020-09-13 12:26:40 UTC)",
+                                "1700000000 (2023-11-14 22:13:20 UTC)")
+    assert "source file k.cu" in time.detail and "git archive" in time.detail
+    assert not _causes(member, model.EMBEDDED_PATH) and not _causes(member, model.BYTES)
+
+
+def test_the_line_table_reader_gives_up_on_what_it_does_not_know() -> None:
+    from ninfer_kits.repro.linetable import file_entries
+
+    version_5 = struct.pack("<IH", 2, 5)
+    assert file_entries(version_5) is None
+    assert file_entries(struct.pack("<I", 0xFFFFFFFF) + bytes(12)) is None  # 64-bit DWARF
+    assert file_entries(struct.pack("<IH", 100, 2)) is None  # runs past the section
+    assert file_entries(b"") == []
 
 
 def test_date_and_time_under_two_source_date_epochs(built: dict[str, Path]) -> None:

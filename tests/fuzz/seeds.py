@@ -109,6 +109,7 @@ def cuda_files() -> dict[str, bytes]:
             "cuda-rdc.o": ["-c", "-rdc=true", "-gencode", "arch=compute_86,code=sm_86",
                            "-gencode", "arch=compute_90,code=compute_90"],
             "cuda-program": ["-arch=sm_86", "-cudart", "shared"],
+            "cuda-lineinfo.cubin": ["-cubin", "-lineinfo", "-arch=sm_86"],
         }
         out = {}
         for name, flags in builds.items():
@@ -376,9 +377,38 @@ def ledger_seeds() -> dict[str, bytes]:
     return {name: data[:limit] for name, data in seeds.items()}
 
 
+def _line_table(version: int, files: list[tuple[bytes, int, int, int]]) -> bytes:
+    """A DWARF line program header (32-bit) with one include folder and `files`, no program."""
+    lengths = bytes([0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1])  # opcode_base 13's standard lengths
+    tables = b"/src/include\0\0" + b"".join(
+        name + b"\0" + bytes([folder, mtime & 0x7F | 0x80, mtime >> 7, length])
+        for name, folder, mtime, length in files) + b"\0"
+    header = bytes([1]) + (bytes([1]) if version >= 4 else b"") + bytes([1, 0xFB, 14, 13])
+    header += lengths + tables
+    body = struct.pack("<HI", version, len(header)) + header
+    return struct.pack("<I", len(body)) + body
+
+
+def linetable_seeds() -> dict[str, bytes]:
+    from ninfer_kits.repro.elfread import read_layout, section_text
+
+    files = [(b"kernel.cu", 0, 1000, 42), (b"common.cuh", 1, 2000, 7)]
+    seeds = {"v2": _line_table(2, files), "v4": _line_table(4, files),
+             "two-units": _line_table(3, files) + _line_table(4, files[:1])}
+    cubin = cuda_files().get("cuda-lineinfo.cubin")
+    if cubin is not None:
+        layout = read_layout(cubin, "cubin")
+        for section in layout.sections:
+            if section.name == ".debug_line":
+                seeds["nvcc-lineinfo"] = section_text(cubin, layout, section)
+    limit = READERS["linetable"].max_len
+    return {name: data[:limit] for name, data in seeds.items()}
+
+
 SEEDS: dict[str, Callable[[], dict[str, bytes]]] = {
     "elf": elf_seeds, "fatbin": fatbin_seeds, "tar": tar_seeds, "ldcache": ldcache_seeds,
     "buildinfo": buildinfo_seeds, "sha256sums": sha256sums_seeds, "ledger": ledger_seeds,
+    "linetable": linetable_seeds,
 }
 
 

@@ -47,10 +47,12 @@ from ninfer_kits.repro.elfread import (
     section_text,
     symbols,
 )
+from ninfer_kits.repro.linetable import file_entries
 from ninfer_kits.repro.model import Cause, Extent, Limits, SectionDiff
 from ninfer_kits.repro.textdiff import differing_runs
 
 BUILD_ID_SECTION = ".note.gnu.build-id"
+LINE_TABLE = ".debug_line"
 # Causes are listed with what explains most first; those that follow from others last.
 ORDER = {model.BUILD_ID: 1, model.SYMBOL_VALUE: 1, model.BYTES: 2, model.NOT_EXPLAINED: 3}
 SHOWN_SYMBOLS = 8
@@ -222,7 +224,48 @@ def _explain(pair: _Pair, left: Section, right: Section, diff: SectionDiff) -> l
         found = _strings(pair, left, right)
         if found is not None:
             return found or [_bytes(pair, left, diff)]
+    if left.name == LINE_TABLE:
+        found = _source_times(pair, left, right, diff)
+        if found:
+            return found
     return _by_ranges(pair, left, right, diff) or [_bytes(pair, left, diff)]
+
+
+# --- a line table's source file times ----------------------------------------------------------
+
+
+def _source_times(pair: _Pair, left: Section, right: Section, diff: SectionDiff) -> list[Cause]:
+    """The source files whose modification time differs in two line tables (nvcc -lineinfo
+    writes them into each cubin); what else differs there (a path) is read as usual."""
+    a_files = file_entries(section_text(pair.a, pair.la, left))
+    b_files = file_entries(section_text(pair.b, pair.lb, right))
+    if a_files is None or b_files is None or len(a_files) != len(b_files):
+        return []
+    causes = []
+    for a_file, b_file in zip(a_files, b_files, strict=True):
+        if (a_file.name, a_file.directory) == (b_file.name, b_file.directory) and \
+                a_file.mtime != b_file.mtime:
+            causes.append(Cause(
+                model.EMBEDDED_TIME,
+                f"the modification time of source file {a_file.name} in the line table differs: "
+                f"the compiler (nvcc -lineinfo) records each file's mtime; build from an export "
+                f"whose files carry the commit's time (git archive), as ninfer-kits does",
+                section=pair.name(left.name), a=_utc(a_file.mtime), b=_utc(b_file.mtime)))
+    if not causes:
+        return []
+    renamed = any((a.name, a.directory) != (b.name, b.directory)
+                  for a, b in zip(a_files, b_files, strict=True))
+    return causes + (_by_ranges(pair, left, right, diff) if renamed else [])
+
+
+def _utc(seconds: int) -> str:
+    import time
+
+    try:
+        shown = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+    except (OverflowError, OSError, ValueError):
+        return str(seconds)
+    return f"{seconds} ({shown})"
 
 
 # --- build-id ----------------------------------------------------------------------------------

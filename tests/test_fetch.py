@@ -956,41 +956,15 @@ def test_ledger_entries_are_read_strictly(tmp_path: Path, release: Path) -> None
 
 
 
-def _gunzip(data: bytes) -> bytes:
-    from ninfer_kits.fetch.extract import ThreadedGunzip
-
-    reader = ThreadedGunzip(io.BytesIO(data))
-    try:
-        return io.BufferedReader(reader).read()
-    finally:
-        reader.close()
-
-
-def test_threaded_gunzip_reads_what_gzip_reads_and_refuses_what_it_refuses() -> None:
-    import gzip
-    import zlib
-
-    payload = os.urandom(3 << 20) + bytes(20 << 20)  # incompressible, then a 20 MiB run
-    one = gzip.compress(payload, mtime=0)
-    assert _gunzip(one) == payload
-    assert _gunzip(one + gzip.compress(b"second member")) == payload + b"second member"
-    assert _gunzip(one + bytes(4096)) == payload  # zero padding after the data, as gzip -d
-    with pytest.raises(EOFError):
-        _gunzip(one[:-100])
-    damaged = bytearray(one)
-    damaged[-8] ^= 0xFF  # the trailer's CRC-32
-    with pytest.raises(zlib.error):
-        _gunzip(bytes(damaged))
-    with pytest.raises(zlib.error, match="trailing garbage"):
-        _gunzip(one + b"garbage")
-
-
 def test_a_reader_that_stops_early_does_not_leave_the_inflater_running() -> None:
+    """A fetch that fails early (a member refused) closes the stream: the thread inflating
+    ahead, blocked on its full queue, is freed and ends."""
     import gzip
 
-    from ninfer_kits.fetch.extract import ThreadedGunzip
+    from ninfer_kits.inspector.decompress import Prefetched, gunzip_chunks
 
-    reader = ThreadedGunzip(io.BytesIO(gzip.compress(bytes(256 << 20), compresslevel=1)))
+    data = io.BytesIO(gzip.compress(bytes(256 << 20), compresslevel=1))
+    reader = Prefetched(gunzip_chunks(data))  # type: ignore[arg-type]
     assert reader.read(10) == bytes(10)
-    reader.close()  # the worker is blocked on a full queue: close() frees and ends it
-    assert not reader._thread.is_alive()
+    reader.close()
+    assert reader._thread is not None and not reader._thread.is_alive()

@@ -12,22 +12,16 @@ members. This module adds what writing them to disk needs:
 - a bound on the total: `expansion_limit` × the archive's size (1 GiB at least).
 
 `FollowingArchive` reads the archive while the downloader still writes it (a `Feed` says how far
-it is), so that unpacking runs beside the download instead of after it; a gzip archive is
-inflated in a thread of its own (`ThreadedGunzip`: zlib, which checks the gzip trailer's CRC and
-size), so that inflating, writing the members and downloading share the machine's cores.
+it is), so that unpacking runs beside the download instead of after it; the archive is
+decompressed in a thread of its own, as `inspect` reads one (inspector.decompress), so that
+inflating, writing the members and downloading share the machine's cores.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
-import queue
 import stat
-import threading
-import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -50,130 +44,8 @@ class FollowingArchive(KitArchive):
         super().__init__(path, **options)  # type: ignore[arg-type]
         self._feed = feed
 
-    @contextmanager
-    def _decompressed(self, file: RegularFile) -> Iterator[BinaryIO]:
-        raw = io.BufferedReader(GrowingFile(file.fd, self._feed), READ_BUFFER)
-        if self.format == "gzip":
-            inflated = ThreadedGunzip(raw)
-            try:
-                yield io.BufferedReader(inflated, READ_BUFFER)
-            finally:
-                inflated.close()
-        elif self.format == "xz":
-            import lzma
-
-            with lzma.LZMAFile(raw, mode="rb") as stream:
-                yield stream  # type: ignore[misc]
-        elif self.format == "bzip2":
-            import bz2
-
-            with bz2.BZ2File(raw, mode="rb") as stream:
-                yield stream  # type: ignore[misc]
-        else:
-            yield raw
-
-
-GZIP_MAGIC = b"\x1f\x8b"
-INFLATE_INPUT = 1 << 20
-INFLATE_OUTPUT = 4 << 20  # at most this much out of one call: a bomb is inflated in steps
-INFLATE_QUEUE = 8
-
-
-class ThreadedGunzip(io.RawIOBase):
-    """Gzip data from `source`, inflated by a worker thread a few MiB ahead of the reader.
-
-    zlib (wbits 31) reads the gzip header and checks the trailer (CRC-32 and size); several
-    members follow each other as gzip -d takes them, and zero bytes after the last are
-    ignored, as gzip -d does. What goes wrong in the worker is raised in the reader: zlib.error
-    for corrupt data, EOFError when the data ends inside a member (as the gzip module does)."""
-
-    def __init__(self, source: BinaryIO) -> None:
-        self._source = source
-        self._queue: queue.Queue[bytes | BaseException] = queue.Queue(INFLATE_QUEUE)
-        self._stop = threading.Event()
-        self._buffer = memoryview(b"")
-        self._error: BaseException | None = None
-        self._ended = False
-        self._thread = threading.Thread(target=self._work, name="ninfer-kits-inflate",
-                                        daemon=True)
-        self._thread.start()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        while not self._buffer:
-            if self._error is not None:
-                raise self._error
-            if self._ended:
-                return 0
-            item = self._queue.get()
-            if isinstance(item, BaseException):
-                self._error = item
-                raise item
-            if not item:
-                self._ended = True
-                return 0
-            self._buffer = memoryview(item)
-        count = min(len(buffer), len(self._buffer))
-        buffer[:count] = self._buffer[:count]
-        self._buffer = self._buffer[count:]
-        return count
-
-    def close(self) -> None:
-        self._stop.set()
-        while self._thread.is_alive():
-            with contextlib.suppress(queue.Empty):  # room for a worker blocked on a full queue
-                self._queue.get(timeout=0.05)
-        super().close()
-
-    def _put(self, item: bytes | BaseException) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def _work(self) -> None:
-        try:
-            self._inflate()
-            self._put(b"")
-        except BaseException as error:  # handed to the reader
-            self._put(error)
-
-    def _inflate(self) -> None:
-        inflater = zlib.decompressobj(31)
-        started = False  # some of the current member was read
-        trailing = False  # past the last member: only zero bytes may follow
-        while not self._stop.is_set():
-            data = self._source.read(INFLATE_INPUT)
-            if not data:
-                break
-            while True:
-                if trailing:
-                    if data.strip(b"\0"):
-                        raise zlib.error("trailing garbage after the gzip data")
-                    break
-                started = started or bool(data)
-                out = inflater.decompress(data, INFLATE_OUTPUT)
-                if out:
-                    self._put(out)
-                    if self._stop.is_set():
-                        return
-                data = inflater.unconsumed_tail
-                if inflater.eof:  # the member ended: another may follow
-                    data = inflater.unused_data
-                    inflater, started = zlib.decompressobj(31), False
-                    if len(data) == 1:  # a magic split across reads
-                        data += self._source.read(1)
-                    trailing = bool(data) and not data.startswith(GZIP_MAGIC)
-                    if not data:
-                        break
-                elif not data and len(out) < INFLATE_OUTPUT:
-                    break  # all of it taken in, nothing held back: read on
-        if started:
-            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+    def _raw(self, file: RegularFile) -> BinaryIO:
+        return io.BufferedReader(GrowingFile(file.fd, self._feed), READ_BUFFER)
 
 
 class Extraction:

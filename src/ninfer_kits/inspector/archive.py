@@ -323,12 +323,17 @@ class KitArchive:
         raise BadInput(f"{printable(self.shown)}: not a supported archive (not "
                        f"{SUPPORTED_WORDS})")
 
+    def _raw(self, file: RegularFile) -> BinaryIO:
+        """The archive's compressed bytes, closed by the caller (a subclass may read a file
+        that is still being written)."""
+        return open(file.fd, "rb", closefd=False)
+
     @contextmanager
     def _decompressed(self, file: RegularFile) -> Iterator[BinaryIO]:
         """The tar stream, decompressed by a thread ahead of its reader (decompress.py): the
         one pass over the archive runs on two cores, decompressing on one while tarfile, the
         copies of members and the ELF reader work on the other."""
-        raw = open(file.fd, "rb", closefd=False)  # noqa: SIM115 (closed below)
+        raw = self._raw(file)
         try:
             if self.format == "gzip":
                 with Prefetched(gunzip_chunks(raw)) as stream:

@@ -228,6 +228,34 @@ def test_rebuild_after_one_cu_change(engine: Any, docker_builds: tuple[Run, Run]
     assert again.portable_asset == "none" and again.binaries == back.binaries
 
 
+def test_a_failed_build_leaves_nothing_stale_in_the_kept_tree(
+        engine: Any, docker_builds: tuple[Run, Run], cold_volumes: tuple[str, str],
+        example_repo: tuple[Path, str], tmp_path: Path, no_leaks: None) -> None:
+    """Two kernels changed, one of them broken: the build fails in the kit's kept tree (filled
+    by the second cold build). With the broken one mended and the other as it was, the next
+    build compiles what the change made stale, though its file is no longer new to the tree:
+    its kit is byte for byte a fresh tree's."""
+    unique = uuid.uuid4().int % 1_000_000_007
+    good = f"\n__device__ int ninfer_kits_stale_check = {unique};\n"
+    changed = changed_copy(example_repo[0], tmp_path / "changed", "src/kernels/sampling.cu",
+                           good)
+    broken = changed_copy(changed, tmp_path / "broken", "src/kernels/topk.cu",
+                          "\nthis is not C++;\n")
+    failed = build(tmp_path / "failed", "example", "--source", str(broken),
+                   "--ccache-volume", cold_volumes[1], "-j", "1")
+    assert failed.done.returncode != 0 and "Traceback" not in failed.done.stderr
+    assert "compiling example" in failed.done.stderr, failed.done.stderr[-3000:]
+    mended = build(tmp_path / "mended", "example", "--source", str(changed),
+                   "--ccache-volume", cold_volumes[1])
+    fresh = build(tmp_path / "fresh", "example", "--source", str(changed),
+                  "--ccache-volume", cold_volumes[1], "--fresh-tree")
+    for run in (mended, fresh):
+        assert run.done.returncode == 0, run.done.stderr[-3000:]
+    assert mended.info().run_value("build_folder") == "kept (1 source entries changed)"
+    assert mended.info().binaries == fresh.info().binaries
+    assert mended.info().binaries != docker_builds[1].info().binaries  # the change is in it
+
+
 def test_example_for_sm120a_builds_with_the_cuda_131_wheels(engine: Any,
                                                             example_repo: tuple[Path, str],
                                                             tmp_path: Path,

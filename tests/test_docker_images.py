@@ -114,14 +114,48 @@ class FakeContainers:
         return self.made[-1]
 
 
+@dataclass
+class FakeVolume:
+    name: str
+    labels: dict[str, str]
+    volumes: FakeVolumes
+
+    def remove(self) -> None:
+        del self.volumes.made[self.name]
+
+
+class FakeVolumes:
+    def __init__(self) -> None:
+        self.made: dict[str, FakeVolume] = {}
+
+    def get(self, name: str) -> FakeVolume:
+        if name not in self.made:
+            raise docker.errors.NotFound(f"no volume {name}")
+        return self.made[name]
+
+    def create(self, name: str, labels: dict[str, str]) -> FakeVolume:
+        self.made[name] = FakeVolume(name, labels, self)
+        return self.made[name]
+
+    def list(self, filters: dict[str, str]) -> list[FakeVolume]:
+        key, _, value = filters["label"].partition("=")
+        return [volume for volume in self.made.values() if volume.labels.get(key) == value]
+
+
 class FakeClient:
     def __init__(self, *present: FakeImage, out: bytes = b"",
                  fail: Exception | None = None) -> None:
         self.images = FakeImages(*present)
         self.api = FakeApi(self.images)
         self.containers = FakeContainers(out, fail)
-        self.volumes = type("Volumes", (), {"get": staticmethod(lambda name: name)})()
+        self.volumes = FakeVolumes()
         self.networks = type("Networks", (), {"list": staticmethod(lambda **_: ["bridge"])})()
+
+
+def client_with(volumes: FakeVolumes) -> FakeClient:
+    client = FakeClient()
+    client.volumes = volumes
+    return client
 
 
 def quiet() -> Reporter:
@@ -215,7 +249,41 @@ def test_the_compile_container_has_no_network(tmp_path: Path) -> None:
     assert image == ImageRecipe.toolchain_image(request.kit.toolchain).tag(ID1)
     assert compiled.report.jobs == 2 and (compiled.bin_dir / "ninfer").is_file()
     built = client.images.get(image).id  # the first (and only) image the fake built
-    assert dict(compiled.run_entries) == {"image": f"{image}@{built}", "ccache": "cc"}
+    tree = f"cc-tree-example-{built.removeprefix('sha256:')[:12]}"
+    assert dict(compiled.run_entries) == {"image": f"{image}@{built}", "ccache": "cc",
+                                          "build_tree": tree}
+    assert options["volumes"] == {"cc": {"bind": "/ccache", "mode": "rw"},
+                                  tree: {"bind": "/work", "mode": "rw"}}
+    assert client.volumes.made[tree].labels["org.ninfer-kits.image-id"] == built
+
+
+def test_a_kept_tree_of_another_toolchain_image_is_removed(tmp_path: Path) -> None:
+    """The kit's build tree is kept per toolchain image: a new image's build makes a new tree
+    and removes the kit's older one (another kit's tree, or another cache's, stays)."""
+    from ninfer_kits.pipeline.docker_builder import ensure_tree_volume
+
+    volumes = FakeClient().volumes
+    for cache, kit, image in (("cc", "example", ID1), ("cc", "other", ID1),
+                              ("dd", "example", ID1)):
+        ensure_tree_volume(client_with(volumes), cache, kit, image)
+    assert ensure_tree_volume(client_with(volumes), "cc", "example", ID2) == \
+        "cc-tree-example-222222222222"
+    assert sorted(volumes.made) == ["cc-tree-example-222222222222", "cc-tree-other-111111111111",
+                                    "dd-tree-example-111111111111"]
+
+
+def test_no_compiler_cache_and_a_fresh_tree_keep_no_tree(tmp_path: Path) -> None:
+    for options in ({"ccache_volume": "none"}, {"ccache_volume": "cc", "fresh_tree": True}):
+        folder = tmp_path / str(len(options))
+        folder.mkdir()
+        request = _request(folder)
+        client = FakeClient(FakeImage(ID1, [request.kit.toolchain.base_image]),
+                            out=_out_archive())
+        compiled = DockerBuilder(client=client, **options).compile(  # type: ignore[arg-type]
+            request, quiet())
+        [(_image, created)] = client.containers.created
+        assert "/work" not in [mount["bind"] for mount in created["volumes"].values()]
+        assert dict(compiled.run_entries)["build_tree"] == "none (a fresh one in the container)"
 
 
 def test_an_engine_error_is_the_environments_failure(tmp_path: Path) -> None:

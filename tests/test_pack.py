@@ -6,7 +6,6 @@ import dataclasses
 import gzip
 import hashlib
 import importlib.metadata
-import io
 import os
 import random
 import re
@@ -23,7 +22,6 @@ import pytest
 
 from ninfer_kits import buildinfo
 from ninfer_kits.errors import EXIT_ENVIRONMENT, BadInput, NinferKitsError
-from ninfer_kits.fetch.extract import ThreadedGunzip
 from ninfer_kits.inspector.archive import KitArchive
 from ninfer_kits.pipeline.pack import (
     BLOCK_SIZE,
@@ -260,8 +258,11 @@ def test_kit_archive_reads_every_member(tree: Path, packed: PackedFile) -> None:
     assert seen == names
 
 
-def test_fetch_inflates_every_member(packed: PackedFile) -> None:
-    with packed.path.open("rb") as raw, io.BufferedReader(ThreadedGunzip(raw)) as inflated:
+def test_fetch_and_inspect_inflate_every_member(packed: PackedFile) -> None:
+    """Both read a kit through inspector.decompress: every 1 MiB gzip member, not the first."""
+    from ninfer_kits.inspector.decompress import Prefetched, gunzip_chunks
+
+    with packed.path.open("rb") as raw, Prefetched(gunzip_chunks(raw)) as inflated:
         assert inflated.read() == gzip.decompress(packed.path.read_bytes())
 
 

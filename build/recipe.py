@@ -231,7 +231,7 @@ def ccache_counters() -> dict[str, int]:
     """ccache's counters as they stand (`--print-stats`: a few ms; zeroing them takes 50 ms and
     would clobber another build's counts in the same cache)."""
     counters: dict[str, int] = {}
-    for line in probe(["ccache", "--print-stats"]).splitlines():
+    for line in probe([ccache_path(), "--print-stats"]).splitlines():
         key, _, value = line.partition("\t")
         if value.strip().isdigit():
             counters[key] = int(value)
@@ -568,7 +568,7 @@ def main(argv: list[str]) -> int:
             print(f"recipe: {len(changed)} source entries changed since this tree's last build",
                   flush=True)
         clear_products(args.out)
-        counters_before = ccache_counters() if args.ccache and ccache_path() else None
+        counters_before = ccache_counters() if args.ccache else None
         (args.build_dir / COMPILE_CALLS).unlink(missing_ok=True)
         started = time.monotonic()
         options, kept = configure(args, nvcc, cmake, env)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from ninfer_kits.errors import BadInput, EnvironmentFailure
+from ninfer_kits.pipeline.parallel import usable_cores
 
 BLOCK_SIZE = 1 << 20  # one gzip member per MiB of tar: fixed, so the bytes never vary
 # libdeflate's level 6: on the benchmark's 332 MB tree of real libraries, 0.995x the size of
@@ -368,18 +369,11 @@ def _check_paths(root: Path, dest: Path) -> None:
         raise BadInput(f"{dest}: the tarball cannot be written inside the folder it packs")
 
 
-def _usable_cores() -> int:
-    """The cores this process may run on (a container or taskset may allow fewer than exist)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def pack_tree(root: Path, dest: Path, *, mtime: int, threads: int | None = None,
               level: int = LEVEL, progress: Progress | None = None) -> PackedFile:
     """Pack the folder `root` (named by its last component inside the archive) into the
     gzip-compressed tar `dest`; the same tree gives the same bytes, whatever `threads` is."""
-    threads = threads if threads is not None else _usable_cores()
+    threads = threads if threads is not None else usable_cores()
     if threads < 1 or level not in LEVELS or mtime < 0:
         raise ValueError(f"bad pack settings: threads={threads}, level={level}, mtime={mtime}")
     _check_paths(root, dest)

@@ -28,16 +28,15 @@ import csv
 import email.parser
 import hashlib
 import io
-import os
 import posixpath
 import re
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from ninfer_kits.errors import CheckFailed
+from ninfer_kits.pipeline.parallel import in_parallel
 from ninfer_kits.verify.rootfs import RootFS
 
 DPKG_INFO = "/var/lib/dpkg/info"
@@ -109,8 +108,7 @@ class PackageIndex:
             except LicenseUnknown as error:
                 return error
 
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            return list(pool.map(one, paths))
+        return in_parallel(one, paths)
 
     def origin(self, path: str) -> Origin:
         """The package that installed the file at `path` (a path in the root), with its

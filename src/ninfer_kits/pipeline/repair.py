@@ -23,14 +23,13 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.inspector.elf import is_elf, read_elf
 from ninfer_kits.pipeline.pack import hash_file
+from ninfer_kits.pipeline.parallel import in_parallel
 from ninfer_kits.pipeline.portable_policy import Policy
 from ninfer_kits.pipeline.provenance import (
     LicenseUnknown,
@@ -42,9 +41,6 @@ from ninfer_kits.pipeline.provenance import (
 from ninfer_kits.verify.resolve import Found, LoaderSetup, NotFound, Resolver, VersionGap
 from ninfer_kits.verify.rootfs import RootFS
 from ninfer_kits.verify.target import KIT_MOUNT, loader_setup
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 BIN_RUNPATH = "$ORIGIN/../lib"
 LIB_RUNPATH = "$ORIGIN"
@@ -176,7 +172,7 @@ def repair(kit_root: Path, env: LibraryEnvironment, policy: Policy,
     for name, why in sorted(excluded.items()):
         log(f"portable: not bundled: {name} ({why.split(':')[0]})")
     notices = _write_notices(kit, sorted(picks.values(), key=lambda p: p.name))
-    bundled = tuple(_in_parallel(lambda pick: _bundled(kit, pick, notices[pick.name]),
+    bundled = tuple(in_parallel(lambda pick: _bundled(kit, pick, notices[pick.name]),
                                  sorted(picks.values(), key=lambda p: p.name)))
     _write_readme(kit, bundled)
     return Repair(bundled, tuple(sorted(excluded.items())))
@@ -327,14 +323,7 @@ def _copy(kit: _Kit, pick: _Pick, log: Callable[[str], None]) -> None:
 def _patch(kit: _Kit, patchelf: str, files: Iterable[str], runpath: str) -> None:
     """Set RUNPATH (and drop RPATH) on each file that needs anything; checked by reading it
     back, since a patchelf that exits 0 has been known to write something else."""
-    _in_parallel(lambda relative: _patch_one(kit.folder / relative, patchelf, runpath), files)
-
-
-def _in_parallel(work: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """`work` on every item, on a thread per core (patchelf runs as a process, hashlib
-    releases the GIL); the first error is raised."""
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        return list(pool.map(work, items))
+    in_parallel(lambda relative: _patch_one(kit.folder / relative, patchelf, runpath), files)
 
 
 def _patch_one(path: Path, patchelf: str, runpath: str) -> None:

@@ -19,6 +19,7 @@ import tarfile
 import threading
 import time
 import urllib.parse
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -668,6 +669,23 @@ def test_a_corrupted_download_leaves_nothing(tmp_path: Path, release: Path,
     matrix, copy = _served(tmp_path, release, server)
     write_ledger(matrix, copy, {"github": f"{server.url}/gh"})
     server.state.corrupt[f"/gh/{ASSET}"] = (copy / ASSET).stat().st_size // 2
+    dest = tmp_path / "box"
+    done = cli("fetch", KIT, "--matrix", str(matrix), "--dest", str(dest))
+    assert done.returncode == 1, done.stderr
+    assert "checksum mismatch" in done.stderr and "nothing was unpacked" in done.stderr
+    _nothing_unpacked(dest)
+
+
+def test_a_download_whose_gzip_crc_is_wrong_is_refused_by_its_sha256(
+        tmp_path: Path, release: Path, server: RangeServer) -> None:
+    """fetch leaves gzip's CRC-32 unchecked while it unpacks (the download's sha256 covers every
+    byte): a flipped CRC, with deflate data that still inflates, must still place nothing."""
+    matrix, copy = _served(tmp_path, release, server)
+    write_ledger(matrix, copy, {"github": f"{server.url}/gh"})
+    inflate = zlib.decompressobj(31)
+    inflate.decompress((copy / ASSET).read_bytes())
+    first_member_end = (copy / ASSET).stat().st_size - len(inflate.unused_data)
+    server.state.corrupt[f"/gh/{ASSET}"] = first_member_end - 8  # the first member's CRC-32
     dest = tmp_path / "box"
     done = cli("fetch", KIT, "--matrix", str(matrix), "--dest", str(dest))
     assert done.returncode == 1, done.stderr

@@ -298,6 +298,30 @@ def _ours_reads(data: bytes) -> tuple[bytes, str | None]:
     return out.getvalue(), None
 
 
+def test_gunzip_without_crc_checks_still_checks_lengths() -> None:
+    """check_crc=False (fetch, which checks the whole download's sha256) reads a member whose
+    CRC-32 is wrong; the default refuses it; a wrong length is refused either way."""
+    import gzip
+
+    from ninfer_kits.inspector.decompress import gunzip_chunks
+
+    payload = random.Random(7).randbytes(50_000) * 3
+    good = gzip.compress(payload, mtime=0)
+    bad_crc = good[:-8] + bytes([good[-8] ^ 1]) + good[-7:]
+    bad_size = good[:-4] + bytes([good[-4] ^ 1]) + good[-3:]
+
+    def read(data: bytes, check_crc: bool) -> bytes:
+        stream = io.BufferedReader(io.BytesIO(data))  # type: ignore[arg-type]
+        return b"".join(gunzip_chunks(stream, check_crc=check_crc))  # type: ignore[arg-type]
+
+    assert read(bad_crc, check_crc=False) == payload
+    with pytest.raises(gzip.BadGzipFile, match="CRC check failed"):
+        read(bad_crc, check_crc=True)
+    for check_crc in (True, False):
+        with pytest.raises(gzip.BadGzipFile, match="Incorrect length"):
+            read(bad_size, check_crc=check_crc)
+
+
 def test_gunzip_reads_what_the_gzip_module_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     """decompress.gunzip_chunks against gzip.GzipFile on good, padded, truncated, corrupt and
     odd-headered streams: the same bytes, then the same error (or none). Before an error, ours

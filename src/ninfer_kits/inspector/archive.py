@@ -323,6 +323,10 @@ class KitArchive:
         raise BadInput(f"{printable(self.shown)}: not a supported archive (not "
                        f"{SUPPORTED_WORDS})")
 
+    # gzip's CRC-32 of every member is checked, unless a subclass's caller checks a hash of
+    # the whole archive before it trusts what was read (fetch: the download's sha256).
+    check_gzip_crc = True
+
     def _raw(self, file: RegularFile) -> BinaryIO:
         """The archive's compressed bytes, closed by the caller (a subclass may read a file
         that is still being written)."""
@@ -336,7 +340,7 @@ class KitArchive:
         raw = self._raw(file)
         try:
             if self.format == "gzip":
-                with Prefetched(gunzip_chunks(raw)) as stream:
+                with Prefetched(gunzip_chunks(raw, check_crc=self.check_gzip_crc)) as stream:
                     yield stream  # type: ignore[misc]
             elif self.format == "xz":
                 import lzma

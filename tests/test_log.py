@@ -45,6 +45,18 @@ def test_github_gets_fold_groups_annotations_and_a_summary(
     assert summary.read_text() == "| kit | sha256 |\n"
 
 
+def test_github_annotations_escape_what_workflow_commands_read() -> None:
+    """%, CR and LF in an annotation's text would be read as escapes and a line end."""
+    out = io.StringIO()
+    reporter = Reporter(out, mode="github")
+    reporter.warning("ratio 100% over\ntarget")
+    reporter.warning("carriage\rreturn")
+    reporter.error("50%0A done\nthe rest in the log")  # an error annotates its first line
+    assert out.getvalue().splitlines() == ["::warning::ratio 100%25 over%0Atarget",
+                                           "::warning::carriage%0Dreturn",
+                                           "::error::50%250A done"]
+
+
 def test_terminal_gets_a_live_status_line() -> None:
     out = FakeTerminal()
     Reporter(out, mode="tty").progress("compiling example").update(7, 11)

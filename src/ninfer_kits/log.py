@@ -27,6 +27,12 @@ def detect_mode(stream: TextIO, environ: dict[str, str] | None = None) -> str:
     return "tty"
 
 
+def _command_data(message: str) -> str:
+    """A message as a workflow command's data: GitHub reads %, CR and LF there as escapes and
+    line ends, so they are escaped as its toolkit does (a multi-line warning stays one)."""
+    return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
 class Reporter:
     def __init__(self, stream: TextIO | None = None, mode: str | None = None) -> None:
         self.stream = stream or sys.stderr
@@ -39,14 +45,16 @@ class Reporter:
 
     def warning(self, message: str) -> None:
         self._clear_status()
-        prefix = "::warning::" if self.mode == "github" else "warning: "
-        print(f"{prefix}{message}", file=self.stream, flush=True)
+        if self.mode == "github":
+            print(f"::warning::{_command_data(message)}", file=self.stream, flush=True)
+        else:
+            print(f"warning: {message}", file=self.stream, flush=True)
 
     def error(self, message: str) -> None:
         """An annotation on GitHub Actions; elsewhere the CLI's own error line is enough."""
         if self.mode == "github":
             first = message.splitlines()[0] if message else ""
-            print(f"::error::{first}", file=self.stream, flush=True)
+            print(f"::error::{_command_data(first)}", file=self.stream, flush=True)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:

@@ -7,7 +7,8 @@ target is printed, not raised: the exit status is 0 unless a benchmark crashed (
 --strict, missed a target or reported an error). The table is also written, atomically, to
 .cache/bench/results.json, and as Markdown (what was measured, our time, the baseline command
 and its time, the ratio, the target; the machine's cores and load in the header) to
-dist/bench.md.
+dist/bench.md. On GitHub Actions each benchmark is a fold group, a missed target a warning
+annotation (a crash an error one) and the Markdown table goes to the job summary.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ if str(HERE) not in sys.path:  # so that bench modules can `import common` howev
     sys.path.insert(0, str(HERE))
 
 from common import CACHE_DIR, Context, Result, seconds, write_json_atomic  # noqa: E402
+
+from ninfer_kits.log import Reporter  # noqa: E402
 
 RESULTS_FILE = CACHE_DIR / "results.json"
 MARKDOWN_FILE = HERE.parents[1] / "dist" / "bench.md"
@@ -83,17 +86,28 @@ def _select(available: list[Benchmark], names: Sequence[str]) -> list[Benchmark]
     return [known[name] for name in names]
 
 
-def _run_one(bench: Benchmark, ctx: Context) -> tuple[list[Result], bool]:
-    print(f"== {bench.name}: {bench.description}", flush=True)
-    start = time.perf_counter()
+def _run_one(bench: Benchmark, ctx: Context, reporter: Reporter) -> tuple[list[Result], bool]:
     try:
-        results = bench.run(ctx)
+        with reporter.step(f"{bench.name}: {bench.description}"):
+            results = bench.run(ctx)
     except Exception as error:
         traceback.print_exc()
         message = f"{type(error).__name__}: {error}"
+        reporter.error(f"benchmark {bench.name} crashed: {message}")
         return [Result(bench.name, "(benchmark crashed)", "-", error=message)], True
-    print(f"== {bench.name}: done in {time.perf_counter() - start:.1f} s", flush=True)
     return results, False
+
+
+def annotate(results: list[Result], reporter: Reporter) -> None:
+    """A missed target as a warning, a row that could not be measured as an error."""
+    for result in results:
+        ratio = result.ratio
+        if result.status == "MISS" and ratio is not None and result.target is not None:
+            reporter.warning(f"benchmark {result.benchmark}: {result.measured}: "
+                             f"{ratio:.3f}× the baseline ({result.baseline_name}), over the "
+                             f"target of {result.target:g}×")
+        elif result.status == "ERROR":
+            reporter.error(f"benchmark {result.benchmark}: {result.measured}: {result.error}")
 
 
 def _cells(result: Result) -> tuple[str, ...]:
@@ -190,10 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{bench.name:12}  {bench.description}")
         return 0
     ctx = Context(cache=CACHE_DIR, repeat=args.repeat)
+    reporter = Reporter(sys.stdout)  # the benchmarks' own progress lines go there too
     results: list[Result] = []
     crashed = False
     for bench in _select(available, args.names):
-        rows, failed = _run_one(bench, ctx)
+        rows, failed = _run_one(bench, ctx, reporter)
         results.extend(rows)
         crashed = crashed or failed
     print_table(results)
@@ -203,6 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(report)
     print(f"results written to {RESULTS_FILE} and {MARKDOWN_FILE}")
+    annotate(results, reporter)
+    reporter.summary(report)
     missed = any(result.status in ("MISS", "ERROR") for result in results)
     return 1 if crashed or (args.strict and missed) else 0
 

@@ -10,7 +10,8 @@ tests/fuzz/regressions/READER/<sha1> (tests/test_fuzz_regressions.py replays the
 reader is fuzzed again for the time left, up to --max-failures times. The table at the end
 gives the seconds, executions, executions per second, coverage (libFuzzer's `cov:`, the
 instrumented edges reached, and `ft:`, its finer features), the corpus size and the failures;
-the exit status is 1 when any reader failed.
+the exit status is 1 when any reader failed. On GitHub Actions each failure is also an error
+annotation and the table goes to the job summary.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ sys.path.insert(0, str(TESTS))
 
 from fuzz.readers import READERS, REGRESSIONS  # noqa: E402
 from fuzz.seeds import write_seeds  # noqa: E402
+from ninfer_kits.log import Reporter  # noqa: E402
 
 CACHE = ROOT / ".cache" / "fuzz"
 STATUS = re.compile(r"^#(?P<runs>\d+)\s+\w+\s+cov: (?P<cov>\d+) ft: (?P<ft>\d+)", re.M)
@@ -135,14 +137,26 @@ def fuzz(reader: str, seconds: float, max_failures: int) -> Outcome:
     return outcome
 
 
+HEADER = ("reader", "seconds", "executions", "exec/s", "cov", "ft", "corpus", "seeds",
+          "failures")
+
+
+def _rows(outcomes: list[Outcome]) -> list[tuple[str, ...]]:
+    return [(o.reader, f"{o.seconds:.0f}", f"{o.executions}", f"{o.rate:.0f}", f"{o.cov}",
+             f"{o.ft}", f"{o.corpus}", f"{o.seeds}",
+             "BROKEN" if o.broken else f"{len(o.failures)}") for o in outcomes]
+
+
+def markdown(outcomes: list[Outcome]) -> str:
+    """The table for GitHub's job summary."""
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(row) + " |" for row in _rows(outcomes)]
+    return "## fuzzing (`nox -s fuzz`)\n\n" + "\n".join(lines) + "\n"
+
+
 def table(outcomes: list[Outcome]) -> str:
-    header = ("reader", "seconds", "executions", "exec/s", "cov", "ft", "corpus", "seeds",
-              "failures")
-    rows = [header] + [
-        (o.reader, f"{o.seconds:.0f}", f"{o.executions}", f"{o.rate:.0f}", f"{o.cov}",
-         f"{o.ft}", f"{o.corpus}", f"{o.seeds}", "BROKEN" if o.broken else f"{len(o.failures)}")
-        for o in outcomes]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    rows = [HEADER, *_rows(outcomes)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
     lines = ["  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
                        for i, (cell, width) in enumerate(zip(row, widths, strict=True)))
              for row in rows]
@@ -178,16 +192,25 @@ def main() -> int:
                   f"{len(outcome.failures)} failure(s)", flush=True)
     print()
     print(table(outcomes))
+    return 1 if report(outcomes, Reporter(sys.stdout)) else 0
+
+
+def report(outcomes: list[Outcome], reporter: Reporter) -> bool:
+    """Each broken harness and saved failing input, said (and annotated on GitHub); whether
+    there was any."""
     failed = False
     for outcome in outcomes:
         if outcome.broken:
             failed = True
-            print(f"\n{outcome.reader}: {outcome.broken}")
+            reporter.info(f"\n{outcome.reader}: {outcome.broken}")
+            reporter.error(f"fuzz {outcome.reader}: the harness failed: {outcome.broken}")
         for failure in outcome.failures:
             failed = True
-            print(f"\n{outcome.reader}: {failure} (the traceback is in {outcome.log}; "
-                  f"replay: pytest tests/test_fuzz_regressions.py)")
-    return 1 if failed else 0
+            reporter.info(f"\n{outcome.reader}: {failure} (the traceback is in {outcome.log}; "
+                          f"replay: pytest tests/test_fuzz_regressions.py)")
+            reporter.error(f"fuzz {outcome.reader}: {failure}")
+    reporter.summary(markdown(outcomes))
+    return failed
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ is reported as not reproducible, naming the member, the section and both values.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,10 +21,13 @@ from tools import ROOT
 pytestmark = pytest.mark.slow
 
 
-def repro(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ninfer_kits", "repro", "example",
-                           "--matrix", str(ROOT / "matrix.toml"), *args],
-                          capture_output=True, text=True, check=False, cwd=cwd)
+def repro(*args: str, cwd: Path, kit: str = "example",
+          matrix: Path | None = ROOT / "matrix.toml") -> subprocess.CompletedProcess[str]:
+    """`ninfer-kits repro KIT`; with matrix=None, as README shows it: ./matrix.toml."""
+    given = ["--matrix", str(matrix)] if matrix is not None else []
+    env = {name: value for name, value in os.environ.items() if name != "NINFER_KITS_MATRIX"}
+    return subprocess.run([sys.executable, "-m", "ninfer_kits", "repro", kit, *given, *args],
+                          capture_output=True, text=True, check=False, cwd=cwd, env=env)
 
 
 def git(*args: str, cwd: Path) -> None:
@@ -41,10 +45,24 @@ def test_the_example_kit_is_reproducible(example_repo: tuple[Path, str], tmp_pat
     assert "-j1, umask 022" in done.stderr and "umask 077" in done.stderr
     assert "TZ=Pacific/Kiritimati" in done.stderr
     first = next((tmp_path / "w" / "a" / "dist").iterdir())
-    against = repro("--source", str(example_repo[0]), "--against", str(first),
-                    "--work", str(tmp_path / "again"), cwd=tmp_path)
+    # From the project folder with paths relative to it, as README shows it: each build runs in
+    # a folder of its own, so repro must hand them the matrix and the source as absolute paths.
+    against = repro("--source", os.path.relpath(example_repo[0], ROOT),
+                    "--against", os.path.relpath(first, ROOT),
+                    "--work", str(tmp_path / "again"), cwd=ROOT, matrix=None)
     assert against.returncode == 0, against.stdout[-3000:] + against.stderr[-3000:]
     assert "reproducible: identical bytes" in against.stdout
+
+
+def test_a_bad_matrix_or_kit_is_said_before_any_build(tmp_path: Path) -> None:
+    nowhere = repro(cwd=tmp_path, matrix=None)  # no ./matrix.toml here
+    assert nowhere.returncode == 2, nowhere.stderr
+    assert "matrix file not found: matrix.toml" in nowhere.stderr
+    unknown = repro(cwd=tmp_path, kit="no-such-kit")
+    assert unknown.returncode == 2, unknown.stderr
+    assert "no-such-kit" in unknown.stderr
+    for done in (nowhere, unknown):
+        assert "build first" not in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_build_that_embeds_home_is_named(example_repo: tuple[Path, str],

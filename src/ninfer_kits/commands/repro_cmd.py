@@ -12,7 +12,7 @@ from typing import Any
 
 from ninfer_kits.errors import EXIT_CHECK_FAILED, BadInput
 from ninfer_kits.log import Reporter
-from ninfer_kits.matrix import add_matrix_argument
+from ninfer_kits.matrix import add_matrix_argument, load_matrix
 from ninfer_kits.pipeline.builders import BUILDERS
 from ninfer_kits.repro.diff import compare, render, to_json
 from ninfer_kits.repro.rebuild import (
@@ -43,10 +43,10 @@ def execute(args: argparse.Namespace) -> int:
     reporter = Reporter()
     if args.against is not None and not args.against.exists():
         raise BadInput(f"--against {args.against}: no such kit folder or file")
+    common = _common(args)
     with tempfile.TemporaryDirectory(prefix="ninfer-kits-repro-") as scratch:
         base = args.work or Path(scratch)
         first, second = two_conditions(base.resolve(), args.builder)
-        common = _common(args)
         if args.against is not None:
             fresh = build_under(second, args.kit, common, reporter.info)
             pairs = [(args.against, fresh.kit.path)]
@@ -59,11 +59,17 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _common(args: argparse.Namespace) -> list[str]:
-    common = ["--matrix", str(args.matrix), "--builder", args.builder]
+    """What both builds are given. The matrix is read (and the kit looked up) here, so that a
+    bad one is said once, before any build; paths are made absolute, since each build runs in
+    a folder of its own."""
+    matrix = load_matrix(args.matrix)
+    matrix.kit(args.kit)
+    common = ["--matrix", str(matrix.path.absolute()), "--builder", args.builder]
     if args.revision:
         common += ["--revision", args.revision]
     if args.source_url:
-        common += ["--source", args.source_url]
+        local = Path(args.source_url)
+        common += ["--source", str(local.resolve()) if local.exists() else args.source_url]
     return common
 
 

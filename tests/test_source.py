@@ -621,6 +621,10 @@ def test_a_folder_builds_from_its_last_commit(outer: Outer, cache: Path, tmp_pat
     assert files_in(tree.path) == {"VERSION", "src/a.c"}
     assert "warning" not in log.text
     assert not cache.exists()  # the enclosing repository itself is read; nothing is mirrored
+    # git archive stamps a subfolder's tree with the current time; nvcc -lineinfo records
+    # source mtimes in device code, so every entry must carry the commit's time instead.
+    entries = [tree.path, *tree.path.rglob("*")]
+    assert {int(entry.lstat().st_mtime) for entry in entries} == {T1}
 
 
 def test_a_dirty_folder_builds_the_commit_and_warns(

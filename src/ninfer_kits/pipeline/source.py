@@ -569,6 +569,7 @@ def _export_tree(upstream: Upstream, found: _Found, *, dest: Path, log: Log) -> 
     try:
         log(f"exporting {found.treeish} to {dest}")
         _extract(objects, found.treeish, staging)
+        _stamp(staging, commit_time)
         version = _read_version(upstream, staging, found.sha)
         staging.chmod(0o755)
         _move_into(staging, dest)
@@ -579,6 +580,17 @@ def _export_tree(upstream: Upstream, found: _Found, *, dest: Path, log: Log) -> 
         path=dest, url=redact_url(upstream.url), ref=upstream.branch, revision=found.sha,
         commit_time=commit_time, version=version, subdir=found.subdir, dirty=found.dirty,
     )
+
+
+def _stamp(root: Path, commit_time: int) -> None:
+    """Give every exported entry the commit's time. `git archive` does so for a commit but
+    stamps a tree (`<sha>:<subfolder>`, an upstream in a subfolder) with the current time, and
+    nvcc -lineinfo writes each source file's mtime into the cubin's line table."""
+    for folder, folders, files in os.walk(root):
+        for name in (*files, *folders):
+            os.utime(os.path.join(folder, name), (commit_time, commit_time),
+                     follow_symlinks=False)
+    os.utime(root, (commit_time, commit_time))
 
 
 def _move_into(staging: Path, dest: Path) -> None:

@@ -37,7 +37,7 @@ Reproducibility policy (same tree + same toolchain → same bytes, whatever the 
 Kept build tree (--source-from): the docker builder keeps each kit's build folder in a volume
 and hands the source over in a separate folder; the recipe copies into --source only the files
 whose content, mode or link target changed. Every file must end with the time the export gave it
-(the commit's): nvcc -lineinfo writes each source file's mtime into the device code (the
+(one fixed time): nvcc -lineinfo writes each source file's mtime into the device code (the
 cubin's line table), so a file stamped "now" would make the kit differ from a fresh build's. Ninja
 decides by mtime, so the changed files first get the current time, a dry run of Ninja names the
 outputs they make stale (`-d explain`), those outputs are deleted, and only then do the files get
@@ -327,8 +327,9 @@ def uses_cxx_modules(source: Path) -> bool:
 
 def sync_tree(incoming: Path, dest: Path) -> list[str]:
     """Make `dest` hold exactly what `incoming` holds, rewriting only the entries whose content,
-    mode or link target differ (those get the current time, the rest keep theirs); entries
-    `incoming` lacks are removed. Returns the relative paths it wrote or removed."""
+    mode, mtime or link target differ (those get the current time until restore_times, the
+    rest keep theirs); entries `incoming` lacks are removed. Returns the relative paths it
+    wrote or removed."""
     changed = []
     wanted = set()
     if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
@@ -393,13 +394,17 @@ def delete_stale_outputs(ninja: str, build: Path, names: list[str], changed: lis
 
 
 def same_entry(source: Path, target: Path) -> bool:
+    """The same link target, or the same content, mode and mtime: nvcc -lineinfo records a
+    source file's mtime in the device code, so a file whose time alone differs (a tree an
+    interrupted build left, or one an older export stamped otherwise) is rewritten too."""
     if source.is_symlink() or target.is_symlink():
         return (source.is_symlink() and target.is_symlink()
                 and os.readlink(source) == os.readlink(target))
     if not target.is_file():
         return False
     a, b = source.stat(), target.stat()
-    if a.st_size != b.st_size or (a.st_mode & 0o7777) != (b.st_mode & 0o7777):
+    if (a.st_size, a.st_mode & 0o7777, a.st_mtime_ns) != (b.st_size, b.st_mode & 0o7777,
+                                                          b.st_mtime_ns):
         return False
     with open(source, "rb") as one, open(target, "rb") as other:
         while True:

@@ -188,14 +188,21 @@ def test_rebuild_after_one_cu_change(engine: Any, docker_builds: tuple[Run, Run]
                                      cold_volumes: tuple[str, str],
                                      example_repo: tuple[Path, str],
                                      tmp_path: Path, no_leaks: None) -> None:
-    """One kernel changed. In a fresh tree, ccache misses on that file alone. In the kit's kept
-    tree (filled by the first cold build), only that file is compiled at all, and the kit is
-    byte for byte the fresh tree's; going back to the first revision compiles it once more and
-    gives the first build's kit; building that again compiles nothing."""
+    """One kernel changed, committed five months later. In a fresh tree, ccache misses on that
+    file alone. In the kit's kept tree (filled by the first cold build), only that file is
+    compiled at all. Both kits are byte for byte a build's with no compiler cache at all: the
+    objects carried over from the older commit are the ones the new one makes (nvcc -lineinfo
+    records source mtimes, which must not follow the commit time). Going back to the first
+    revision compiles it once more and gives the first build's kit; building that again
+    compiles nothing."""
     # A value no earlier run compiled, so that the volume cannot hold it.
     unique = uuid.uuid4().int % 1_000_000_007
     repo = changed_copy(example_repo[0], tmp_path / "changed", "src/kernels/sampling.cu",
-                        f"\n__device__ int ninfer_kits_changed = {unique};\n")
+                        f"\n__device__ int ninfer_kits_changed = {unique};\n",
+                        date="2025-06-01T00:00:00+0000")
+    uncached = build(tmp_path / "uncached", "example", "--source", str(repo),
+                     "--ccache-volume", "none", "--no-portable")
+    assert uncached.done.returncode == 0, uncached.done.stderr[-3000:]
     fresh = build(tmp_path / "rebuild", "example", "--source", str(repo),
                   "--ccache-volume", cold_volumes[1], "--fresh-tree")
     assert fresh.done.returncode == 0, fresh.done.stderr[-3000:]
@@ -203,6 +210,7 @@ def test_rebuild_after_one_cu_change(engine: Any, docker_builds: tuple[Run, Run]
     calls = int(info.run_value("ccache_calls") or 0)
     assert info.run_value("ccache_misses") == "1", info.run  # sampling.cu, and nothing else
     assert int(info.run_value("ccache_hits") or 0) == calls - 1, info.run
+    assert info.binaries == uncached.info().binaries
 
     def kept(name: str, source: Path, *extra: str) -> buildinfo.BuildInfo:
         run = build(tmp_path / name, "example", "--source", str(source),

@@ -50,33 +50,41 @@ def snapshot(root: Path) -> dict[str, tuple[str, int]]:
     return found
 
 
-def age(root: Path, seconds: int = 1000) -> None:
-    """Set every file's mtime back, so that a rewrite is plain to see."""
+EXPORTED = 315_532_800  # the one time every exported file carries (pipeline.source)
+
+
+def stamp(root: Path, when: int = EXPORTED) -> None:
+    """Give every file one old time, as the export does (and a rewrite is plain to see)."""
     for path in root.rglob("*"):
         if not path.is_symlink():
-            stat = path.stat()
-            os.utime(path, (stat.st_atime - seconds, stat.st_mtime - seconds))
+            os.utime(path, (when, when))
 
 
 def test_sync_rewrites_only_what_changed(recipe: ModuleType, tmp_path: Path) -> None:
     files = {"CMakeLists.txt": "project(x)\n", "src/a.cu": "a\n", "src/b.cu": "b\n",
-             "include/c.h": "c\n", "old/gone.cu": "gone\n"}
+             "src/d.cu": "d\n", "include/c.h": "c\n", "old/gone.cu": "gone\n"}
     dest = make_tree(tmp_path / "dest", files)
-    age(dest)
-    before = {path: (dest / path).stat().st_mtime_ns for path in files}
+    stamp(dest)
     incoming = make_tree(tmp_path / "incoming", {
         **{name: text for name, text in files.items() if not name.startswith("old/")},
         "src/a.cu": "a changed\n", "src/new.cu": "new\n"})
     (incoming / "include/c.h").chmod(0o755)  # a mode change alone is a change
     (incoming / "link.h").symlink_to("include/c.h")
+    stamp(incoming)
+    # A time change alone is a change: nvcc -lineinfo writes the mtime into the device code.
+    os.utime(incoming / "src/d.cu", (EXPORTED + 60, EXPORTED + 60))
 
     changed = recipe.sync_tree(incoming, dest)
 
-    assert changed == ["include/c.h", "link.h", "old", "old/gone.cu", "src/a.cu", "src/new.cu"]
+    assert changed == ["include/c.h", "link.h", "old", "old/gone.cu", "src/a.cu", "src/d.cu",
+                       "src/new.cu"]
     assert snapshot(dest) == snapshot(incoming)
     for unchanged in ("CMakeLists.txt", "src/b.cu"):
-        assert (dest / unchanged).stat().st_mtime_ns == before[unchanged], unchanged
-    assert (dest / "src/a.cu").stat().st_mtime_ns > before["src/a.cu"]
+        assert (dest / unchanged).stat().st_mtime == EXPORTED, unchanged
+    assert (dest / "src/a.cu").stat().st_mtime > EXPORTED + 60  # "now", until restored
+    recipe.restore_times(incoming, dest, changed)
+    assert (dest / "src/a.cu").stat().st_mtime == EXPORTED
+    assert (dest / "src/d.cu").stat().st_mtime == EXPORTED + 60
     assert recipe.sync_tree(incoming, dest) == []  # a second sync finds nothing to do
 
 

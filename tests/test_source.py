@@ -26,6 +26,7 @@ from ninfer_kits.errors import (
 )
 from ninfer_kits.matrix import CudaVersion, Upstream, load_matrix
 from ninfer_kits.pipeline.source import (
+    EXPORT_MTIME,
     FetchFailed,
     FetchRefused,
     FetchUnreachable,
@@ -497,9 +498,16 @@ def test_the_export_is_exactly_the_committed_tree(
 
 
 def test_commit_time_is_the_committer_date(origin: Origin, cache: Path, tmp_path: Path) -> None:
+    """The commit time is the build's SOURCE_DATE_EPOCH; the files' mtimes are one fixed time
+    whatever the commit's, so that an unchanged file's object (nvcc -lineinfo records its
+    mtime) is the same in every revision, as a compiler cache or a kept build tree reuses it."""
     upstream = make_upstream(origin.file_url)
-    assert fetch(upstream, cache, tmp_path / "a").commit_time == T2
-    assert fetch(upstream, cache, tmp_path / "b", revision=origin.first).commit_time == T1
+    later = fetch(upstream, cache, tmp_path / "a")
+    earlier = fetch(upstream, cache, tmp_path / "b", revision=origin.first)
+    assert (later.commit_time, earlier.commit_time) == (T2, T1)
+    for tree in (later, earlier):
+        entries = [tree.path, *tree.path.rglob("*")]
+        assert {int(entry.lstat().st_mtime) for entry in entries} == {EXPORT_MTIME}
 
 
 def test_an_empty_dest_is_used_and_a_full_one_refused(
@@ -622,9 +630,9 @@ def test_a_folder_builds_from_its_last_commit(outer: Outer, cache: Path, tmp_pat
     assert "warning" not in log.text
     assert not cache.exists()  # the enclosing repository itself is read; nothing is mirrored
     # git archive stamps a subfolder's tree with the current time; nvcc -lineinfo records
-    # source mtimes in device code, so every entry must carry the commit's time instead.
+    # source mtimes in device code, so every entry carries the one fixed export time instead.
     entries = [tree.path, *tree.path.rglob("*")]
-    assert {int(entry.lstat().st_mtime) for entry in entries} == {T1}
+    assert {int(entry.lstat().st_mtime) for entry in entries} == {EXPORT_MTIME}
 
 
 def test_a_dirty_folder_builds_the_commit_and_warns(

@@ -81,8 +81,11 @@ GIT_ENV = {
 }
 
 
-def git(*args: str, cwd: Path) -> str:
-    env = {**os.environ, **GIT_ENV, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+def git(*args: str, cwd: Path, date: str | None = None) -> str:
+    """git with a fixed identity and time (`date`, ISO 8601, instead of GIT_ENV's)."""
+    dates = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
+    env = {**os.environ, **GIT_ENV, **dates, "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_CONFIG_NOSYSTEM": "1"}
     result = subprocess.run(
         [tool("git"), *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
     )
@@ -107,12 +110,14 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def changed_copy(repo: Path, dest: Path, file: str, appended: str) -> Path:
-    """A copy of a git repository with one more commit that appends text to one file."""
+def changed_copy(repo: Path, dest: Path, file: str, appended: str,
+                 date: str | None = None) -> Path:
+    """A copy of a git repository with one more commit (at `date`, else GIT_ENV's time) that
+    appends text to one file."""
     shutil.copytree(repo, dest)
     target = dest / file
     target.write_text(target.read_text() + appended)
-    git("commit", "-q", "-am", f"change {file}", cwd=dest)
+    git("commit", "-q", "-am", f"change {file}", cwd=dest, date=date)
     return dest
 
 

@@ -46,6 +46,7 @@ from ninfer_kits.pipeline.builders import (
 from ninfer_kits.pipeline.image_export import exported_image
 from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.smoke import read_trace, trace_script
+from ninfer_kits.pipeline.source import EXPORT_MTIME
 
 LABEL = "org.ninfer-kits.role"
 BASE_LABEL = "org.ninfer-kits.base-image"  # the base image's name, as the matrix gives it
@@ -60,6 +61,10 @@ INCOMING = "/tmp/ninfer-kits-source"  # the exported source; the recipe syncs it
 KIT_LABEL = "org.ninfer-kits.kit"  # on a kept build tree's volume: whose tree it is
 IMAGE_ID_LABEL = "org.ninfer-kits.image-id"  # and the toolchain image it was built in
 KEEP_ENV = "NINFER_KITS_KEEP_CONTAINER"
+# Hashed into every ccache entry: nvcc -lineinfo records each source file's mtime, which ccache
+# does not hash, so entries compiled from files of another time (before every export got
+# EXPORT_MTIME) must never be hit.
+CCACHE_NAMESPACE = f"ninfer-kits-export-mtime-{EXPORT_MTIME}"
 START_ENGINE_HINT = ("start one (as root: scripts/start-docker-engine.sh, or `dockerd &`), or "
                      "point DOCKER_HOST at a remote engine (tcp://HOST:2375, ssh://user@HOST)")
 
@@ -227,7 +232,8 @@ class DockerBuilder:
                    "--source-from", INCOMING,
                    *recipe_arguments(request, Path(SOURCE), Path(CMAKE), Path(OUT))]
         env = {"SOURCE_DATE_EPOCH": str(request.source_date_epoch), "CCACHE_DIR": "/ccache",
-               "CCACHE_BASEDIR": WORK, "CCACHE_NOHASHDIR": "1", "HOME": "/tmp"}
+               "CCACHE_BASEDIR": WORK, "CCACHE_NOHASHDIR": "1", "HOME": "/tmp",
+               "CCACHE_NAMESPACE": CCACHE_NAMESPACE}
         volumes = {}
         if cached:
             volumes[ensure_volume(self.client, volume)] = {"bind": "/ccache", "mode": "rw"}

@@ -64,6 +64,14 @@ _GIT_CONFIG: Final = (
 # Branches and tags, not every ref: a forge's pull-request refs would multiply the cache.
 _REFSPECS: Final = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 
+# Every exported file's mtime: one fixed time (1980-01-01, the zip epoch), not the commit's.
+# nvcc -lineinfo writes each source file's mtime into the device code (the cubin's line table),
+# and a compiler cache or a kept build tree reuses an unchanged file's object across revisions:
+# stamped with the commit's time, that object would carry an older commit's time where a fresh
+# build writes the new one. With one fixed time, an object depends on the file's content alone.
+# (git archive gives a commit's files the commit time, and a tree's, `<sha>:<folder>`, now.)
+EXPORT_MTIME: Final = 315_532_800
+
 # `git archive` honours export-ignore and export-subst from the tree's .gitattributes. A build
 # must see what a checkout sees, and export-subst (`$Format:%d$`) would make the tree depend on
 # the refs of the day. info/attributes outranks every .gitattributes in the tree.
@@ -569,7 +577,7 @@ def _export_tree(upstream: Upstream, found: _Found, *, dest: Path, log: Log) -> 
     try:
         log(f"exporting {found.treeish} to {dest}")
         _extract(objects, found.treeish, staging)
-        _stamp(staging, commit_time)
+        _stamp(staging)
         version = _read_version(upstream, staging, found.sha)
         staging.chmod(0o755)
         _move_into(staging, dest)
@@ -582,15 +590,13 @@ def _export_tree(upstream: Upstream, found: _Found, *, dest: Path, log: Log) -> 
     )
 
 
-def _stamp(root: Path, commit_time: int) -> None:
-    """Give every exported entry the commit's time. `git archive` does so for a commit but
-    stamps a tree (`<sha>:<subfolder>`, an upstream in a subfolder) with the current time, and
-    nvcc -lineinfo writes each source file's mtime into the cubin's line table."""
+def _stamp(root: Path) -> None:
+    """Give every exported entry EXPORT_MTIME, whatever time `git archive` gave it."""
+    times = (EXPORT_MTIME, EXPORT_MTIME)
     for folder, folders, files in os.walk(root):
         for name in (*files, *folders):
-            os.utime(os.path.join(folder, name), (commit_time, commit_time),
-                     follow_symlinks=False)
-    os.utime(root, (commit_time, commit_time))
+            os.utime(os.path.join(folder, name), times, follow_symlinks=False)
+    os.utime(root, times)
 
 
 def _move_into(staging: Path, dest: Path) -> None:

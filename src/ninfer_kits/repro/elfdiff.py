@@ -249,7 +249,7 @@ def _source_times(pair: _Pair, left: Section, right: Section, diff: SectionDiff)
                 model.EMBEDDED_TIME,
                 f"the modification time of source file {a_file.name} in the line table differs: "
                 f"the compiler (nvcc -lineinfo) records each file's mtime; build from an export "
-                f"whose files carry the commit's time (git archive), as ninfer-kits does",
+                f"whose files all carry one fixed time, as ninfer-kits does",
                 section=pair.name(left.name), a=_utc(a_file.mtime), b=_utc(b_file.mtime)))
     if not causes:
         return []

@@ -2,7 +2,7 @@
 
 nvcc -lineinfo writes such a table into every cubin, and each file entry carries the source
 file's modification time and length as the compiler saw them: two builds of the same source
-whose files carry other times (a checkout rather than an export at the commit's time) differ
+whose files carry other times (a checkout rather than an export at one fixed time) differ
 there and nowhere else. This reads the headers only (no line program) and gives up, returning
 None, on anything it does not know: DWARF 5 (whose file entries are described by formats), the
 64-bit format, a table that runs past the section.

@@ -58,6 +58,7 @@ CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 WORK = "/work"  # fixed paths inside the container keep builds reproducible across hosts
 SOURCE, CMAKE, OUT = f"{WORK}/source", f"{WORK}/cmake", f"{WORK}/out"  # as the local builder's
 INCOMING = "/tmp/ninfer-kits-source"  # the exported source; the recipe syncs it into SOURCE
+RECIPE_AT = "/tmp/ninfer-kits-recipe.py"  # beside it: both arrive in one put_archive
 KIT_LABEL = "org.ninfer-kits.kit"  # on a kept build tree's volume: whose tree it is
 IMAGE_ID_LABEL = "org.ninfer-kits.image-id"  # and the toolchain image it was built in
 KEEP_ENV = "NINFER_KITS_KEEP_CONTAINER"
@@ -228,7 +229,7 @@ class DockerBuilder:
         cached = volume != "none"
         tree = None if self._fresh_tree or not cached else \
             ensure_tree_volume(self.client, volume, request.kit.id, toolchain.image_id)
-        command = ["python3", f"{WORK}/recipe.py", *(["--ccache"] if cached else []),
+        command = ["python3", RECIPE_AT, *(["--ccache"] if cached else []),
                    "--source-from", INCOMING,
                    *recipe_arguments(request, Path(SOURCE), Path(CMAKE), Path(OUT))]
         env = {"SOURCE_DATE_EPOCH": str(request.source_date_epoch), "CCACHE_DIR": "/ccache",
@@ -242,9 +243,9 @@ class DockerBuilder:
         out = request.workspace / "out"
         with build_container(self.client, image=toolchain.image, command=command, env=env,
                              volumes=volumes, network=COMPILE_NETWORK) as container:
-            container.put_archive(WORK, _tar_of({"recipe.py": request.recipe}))
             container.put_archive(str(Path(INCOMING).parent),
-                                  _tar_of({Path(INCOMING).name: request.source}))
+                                  _tar_of({Path(RECIPE_AT).name: request.recipe,
+                                           Path(INCOMING).name: request.source}))
             container.start()
             _stream_log(container, request, reporter)
             status = container.wait().get("StatusCode", 1)

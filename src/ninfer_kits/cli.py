@@ -88,6 +88,27 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """parse_args, except that an unknown argument is refused by the subcommand's parser, with
+    the subcommand's usage (argparse's own leaves it to the top parser, which shows
+    `ninfer-kits [-h] [--version] [--debug] COMMAND ...`)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        child = _subparser(parser, args.command)
+        (child or parser).error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser | None:
+    import argparse
+
+    for action in parser._actions:  # argparse keeps no other handle on its subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            child: argparse.ArgumentParser | None = action.choices.get(name)
+            return child
+    return None
+
+
 def _quick_args(argv: list[str]) -> argparse.Namespace | None:
     """The command line as argparse would parse it, without argparse, where the command's module
     reads its plain forms itself (`quick_args(rest)`: `inspect --json FILE`, not `--help` or a
@@ -158,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    args = _quick_args(args_list) or build_parser(args_list).parse_args(args_list)
+    args = _quick_args(args_list) or _parse(build_parser(args_list), args_list)
     try:
         return _load(args.command).execute(args)
     except NinferKitsError as error:

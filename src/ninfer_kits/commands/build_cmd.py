@@ -28,8 +28,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="where to compile: " + "; ".join(
                             f"{entry.name}: {entry.summary}" for entry in BUILDERS.values())
                         + " (default: local)")
-    parser.add_argument("--jobs", "-j", type=int, default=0,
-                        help="parallel compile jobs (default: from cores and memory)")
+    parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                        help="parallel compile jobs, 1 or more (default: from cores and memory)")
     parser.add_argument("--revision", help="build this revision instead of the pinned one")
     parser.add_argument("--source", dest="source_url", metavar="URL",
                         help="fetch the upstream from here instead (a fork, a local checkout)")
@@ -59,12 +59,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    # 0 is no count: leaving --jobs out is how to ask for the default (BuildRequest's 0)
+    if args.jobs is not None and args.jobs < 1:
+        raise BadInput(f"--jobs must be 1 or more, got {args.jobs}")
     matrix = load_matrix(args.matrix)
     kit = matrix.kit(args.kit)
     if args.no_portable:
         kit = dataclasses.replace(kit, portable=False)
-    if args.jobs < 0:
-        raise BadInput(f"--jobs must be 1 or more, got {args.jobs}")
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
     request = BuildRequest(
         kit=kit, builder=make_builder(args.builder, BuilderOptions(
@@ -72,7 +73,7 @@ def execute(args: argparse.Namespace) -> int:
         project=matrix.path.absolute().parent,
         dist_dir=args.dist.absolute(),
         cache_dir=cache_dir, work_dir=(args.work_dir or cache_dir / "work").absolute(),
-        jobs=args.jobs, revision=args.revision, source_url=args.source_url,
+        jobs=args.jobs or 0, revision=args.revision, source_url=args.source_url,
         keep_work=args.keep_work,
     )
     reporter = Reporter()

@@ -30,6 +30,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from ninfer_kits.commands.kiturl_cmd import with_nearest_kit
     from ninfer_kits.commands.verify_cmd import verify
     from ninfer_kits.fetch.fetch import Fetcher, describe
     from ninfer_kits.verify.kit import open_kit
@@ -38,7 +39,7 @@ def execute(args: argparse.Namespace) -> int:
 
     reporter = Reporter()
     client, ctx = client_for(args)
-    release = located(args, ctx, client, args.origin)
+    release = with_nearest_kit(args.name, ctx, lambda: located(args, ctx, client, args.origin))
     for note in release.notes:
         reporter.info(note)
     dest = args.dest if args.dest is not None else Path(release.tag)

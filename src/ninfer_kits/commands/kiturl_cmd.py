@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
-from ninfer_kits.fetch.locate import add_location_arguments, located, offline_context
+from ninfer_kits.errors import BadInput
+from ninfer_kits.fetch.locate import (
+    Context,
+    Located,
+    add_location_arguments,
+    located,
+    offline_context,
+)
 from ninfer_kits.log import Reporter
 
 
@@ -22,7 +30,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     reporter = Reporter()
-    release = located(args, offline_context(args), None, args.origin)
+    ctx = offline_context(args)
+    release = with_nearest_kit(args.name, ctx, lambda: located(args, ctx, None, args.origin))
     for note in release.notes:
         reporter.info(note)
     if args.all:
@@ -31,3 +40,25 @@ def execute(args: argparse.Namespace) -> int:
     else:
         print(release.tarball.url)
     return 0
+
+
+def with_nearest_kit(name: str, ctx: Context, locate: Callable[[], Located]) -> Located:
+    """locate(), whose refusal of a name that is neither a kit nor a recorded release (so was
+    taken as a tag) names the nearest kit, when one is close: `exampel` is a typo, not a tag."""
+    try:
+        return locate()
+    except BadInput as error:
+        hint = _nearest_kit(name, ctx)
+        if not hint:
+            raise
+        raise BadInput(f"unknown kit {name!r}{hint} (taken as a release tag: {error})") from None
+
+
+def _nearest_kit(name: str, ctx: Context) -> str:
+    from ninfer_kits.matrix import did_you_mean
+
+    if ctx.matrix is None or name in ctx.matrix.kits:
+        return ""
+    if ctx.releases is not None and (ctx.releases / f"{name}.toml").is_file():
+        return ""
+    return did_you_mean(name, ctx.matrix.kits)

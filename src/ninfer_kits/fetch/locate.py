@@ -340,14 +340,14 @@ def _b2(want: Wanted, ctx: Context) -> Located:
     base = os.environ.get(B2_URL_ENV, "").rstrip("/")
     if bucket is None:
         raise BadInput("no B2 bucket to fetch from: the matrix has no [publish.b2] bucket")
+    if want.asset is None:  # before the host: with $NINFER_KITS_B2_URL it is still unknown
+        raise BadInput(f"{want.tag}: the asset's name is not known without the ledger; name a "
+                       f"kit of the matrix, or use --from github")
     if not base:
         raise BadInput(f"the B2 download host of bucket {bucket} is recorded in the ledger "
                        f"(releases/{want.tag}.toml), which is not here: set {B2_URL_ENV} to the "
                        f"account's download URL (https://f00N.backblazeb2.com), or use "
                        f"--from github")
-    if want.asset is None:
-        raise BadInput(f"{want.tag}: the asset's name is not known without the ledger; name a "
-                       f"kit of the matrix, or use --from github")
     folder = f"{base}/file/{bucket}/{_quote(ctx.b2_prefix + want.tag)}"
     files = {name: RemoteFile(name, f"{folder}/{_quote(name)}")
              for name in (*_guessed(want, want.asset), SHA256SUMS, SHA1SUMS, BUILDINFO)}

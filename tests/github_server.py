@@ -529,15 +529,17 @@ class GitHubServer:
 
     def add_repo(self, full_name: str, *, writable: bool = True, private: bool = False,
                  immutable_releases: bool = False, default_branch: str = "main",
-                 head: str | None = None) -> None:
+                 head: str | None = None, empty: bool = False) -> None:
         """A repository. `writable`: the token's user can push to it (GitHub's `permissions`);
-        `immutable_releases`: a release is immutable once published (its assets cannot change)."""
+        `immutable_releases`: a release is immutable once published (its assets cannot change);
+        `empty`: no commit yet (no branch), so a release can be a draft but never published:
+        its tag has nothing to point at (422, as GitHub answers)."""
         owner, name = full_name.split("/")
         head = head or hashlib.sha1(full_name.encode()).hexdigest()
         with self._lock:
             self._repos[full_name.lower()] = _Repo(
                 owner, name, self._next("repo"), private, writable, immutable_releases,
-                default_branch, {default_branch: head})
+                default_branch, {} if empty else {default_branch: head})
 
     def add_token(self, token: str, *, scopes: tuple[str, ...] | None = ("repo",),
                   permissions: Mapping[str, str] | None = None, can_write: bool | None = None,
@@ -1062,6 +1064,9 @@ class GitHubServer:
         draft = bool(data.get("draft", False))
         if self._tag_taken(repo, tag, draft):
             return _invalid("Release", "already_exists", "tag_name")
+        commitish = data.get("target_commitish") or repo.default_branch
+        if not draft and _no_tag_possible(repo, tag, commitish):
+            return _invalid_tag()
         rel = _Release(self._next("release"), tag,
                        data.get("target_commitish") or repo.default_branch, data.get("name"),
                        data.get("body"), draft, bool(data.get("prerelease", False)), req.token)
@@ -1088,6 +1093,9 @@ class GitHubServer:
         if (tag != rel.tag_name or not draft) and self._tag_taken(repo, tag, draft, rel.id):
             return _invalid("Release", "already_exists", "tag_name")
         publish = rel.draft and not draft
+        if publish and _no_tag_possible(repo, tag, data.get("target_commitish")
+                                        or rel.target_commitish):
+            return _invalid_tag()
         rel.tag_name = tag
         for key in ("name", "body", "target_commitish"):
             if key in data:
@@ -1334,6 +1342,24 @@ def _invalid(resource: str, code: str, field_name: str) -> _Response:
     return _json(422, {"message": "Validation Failed", "documentation_url": DOCS,
                        "errors": [{"resource": resource, "code": code, "field": field_name}],
                        "status": "422"}, schema="validation-error")
+
+
+def _no_tag_possible(repo: _Repo, tag: str, commitish: str) -> bool:
+    """Publishing would create tag `tag` at `commitish`, which names no commit (no such branch,
+    not a full SHA: in an empty repository, none does)."""
+    return tag not in repo.tags and commitish not in repo.branches \
+        and re.fullmatch(r"[0-9a-f]{40}", commitish) is None
+
+
+def _invalid_tag() -> _Response:
+    """GitHub's answer to publishing a release whose tag does not exist and cannot be made."""
+    errors = [{"resource": "Release", "code": "custom", "field": "tag_name",
+               "message": "tag_name is not a valid tag"},
+              {"resource": "Release", "code": "custom",
+               "message": "Published releases must have a valid tag"},
+              {"resource": "Release", "code": "invalid", "field": "target_commitish"}]
+    return _json(422, {"message": "Validation Failed", "documentation_url": DOCS,
+                       "errors": errors, "status": "422"}, schema="validation-error")
 
 
 def _immutable() -> _Response:

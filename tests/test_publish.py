@@ -489,6 +489,34 @@ def test_missing_credentials_name_the_variables(tmp_path: Path, kit: kitdir.KitD
     assert not (tmp_path / "releases").exists()
 
 
+def test_every_missing_credential_is_named_at_once(tmp_path: Path, kit: kitdir.KitDir) -> None:
+    # Both remotes, nothing set: one run names the GitHub token and both B2 variables (not
+    # the B2 pair, then the token on the next run).
+    matrix = matrix_file(tmp_path, github=GitHubTarget(repository="o/r",
+                                                       api="http://127.0.0.1:9/api/v3"),
+                         b2=B2Target(bucket="ninfer-kits", prefix="kits/"))
+    done = cli("publish", kit.path, "--matrix", matrix, "--cache-dir", tmp_path / "c")
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("ninfer-kits:")]
+    assert len(errors) == 1, done.stderr
+    for needle in ("B2: B2_APPLICATION_KEY_ID and B2_APPLICATION_KEY are not set",
+                   "GitHub: no token: set GITHUB_TOKEN (or GH_TOKEN)"):
+        assert needle in errors[0], errors[0]
+    assert "Traceback" not in done.stderr and not (tmp_path / "releases").exists()
+
+
+def test_a_missing_matrix_file_is_said_as_such(tmp_path: Path, kit: kitdir.KitDir) -> None:
+    env = {"NINFER_KITS_MATRIX": ""}
+    for args in ((), ("--to", "github"), ("--matrix", tmp_path / "nothere.toml")):
+        done = cli("publish", kit.path, "--cache-dir", tmp_path / "c", *args, cwd=tmp_path,
+                   env=env)
+        where = args[1] if args and args[0] == "--matrix" else "matrix.toml"
+        assert done.returncode == 2, done.stderr
+        assert f"ninfer-kits: error: matrix file not found: {where} (give --matrix PATH or set " \
+            f"NINFER_KITS_MATRIX)" in done.stderr, done.stderr
+        assert "[publish" not in done.stderr and "Traceback" not in done.stderr
+
+
 def test_tokens_and_keys_come_from_their_variables_and_env_files(tmp_path: Path) -> None:
     assert credentials.github_token({"GH_TOKEN": CANARY}, "o/r").source == "GH_TOKEN"
     both = {"GITHUB_TOKEN": CANARY, "GH_TOKEN": "other-token-value"}

@@ -560,3 +560,23 @@ def test_a_failure_exits_with_the_services_status_and_nothing_half_published(
     assert server.snapshot().published("o/r", TAG) is None
     assert not (tmp_path / "releases").exists()
     assert issubclass(PublishRefused, CheckFailed)  # a refusal exits 1, a service failure 3
+
+
+def test_githubs_422_explanation_reaches_the_user_as_a_refusal(
+        kit: kitdir.KitDir, tmp_path: Path) -> None:
+    # An empty repository (no commit): the draft is made and filled, but publishing it needs a
+    # tag, which has nothing to point at; GitHub answers 422 with its reasons in errors[].
+    with GitHubServer() as server:
+        server.add_repo("o/empty", empty=True)
+        server.add_token(CANARY)
+        done = cli(*_cli_args(server, kit, tmp_path, "o/empty"), env={"GITHUB_TOKEN": CANARY})
+        published = server.snapshot().published("o/empty", TAG)
+        patches = server.requests("PATCH")
+    assert done.returncode == 2, done.stderr
+    line = next(line for line in done.stderr.splitlines() if line.startswith("ninfer-kits:"))
+    assert line == (f"ninfer-kits: error: GitHub: publishing {TAG}: refused (HTTP 422): "
+                    f"Validation Failed: tag_name is not a valid tag; Published releases must "
+                    f"have a valid tag; Release.target_commitish is invalid; running it again "
+                    f"changes nothing until that is fixed"), line
+    assert "again later" not in done.stderr and "Traceback" not in done.stderr
+    assert published is None and len(patches) == 1  # a refusal is not tried again

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ninfer_kits.errors import BadInput
-from ninfer_kits.fetch.locate import ORIGINS_HELP, add_location_arguments, client_for, located
+from ninfer_kits.fetch.locate import ORIGINS_HELP, add_location_arguments, client_for
 from ninfer_kits.log import Reporter
 
 
@@ -30,7 +30,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from ninfer_kits.commands.kiturl_cmd import with_nearest_kit
+    from ninfer_kits.commands.kiturl_cmd import locate_named
     from ninfer_kits.commands.verify_cmd import verify
     from ninfer_kits.fetch.fetch import Fetcher, describe
     from ninfer_kits.verify.kit import open_kit
@@ -39,7 +39,7 @@ def execute(args: argparse.Namespace) -> int:
 
     reporter = Reporter()
     client, ctx = client_for(args)
-    release = with_nearest_kit(args.name, ctx, lambda: located(args, ctx, client, args.origin))
+    release = locate_named(args, ctx, client)
     for note in release.notes:
         reporter.info(note)
     dest = args.dest if args.dest is not None else Path(release.tag)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-
 from ninfer_kits.errors import BadInput
+from ninfer_kits.fetch.http import Client
 from ninfer_kits.fetch.locate import (
     Context,
     Located,
@@ -31,7 +30,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     reporter = Reporter()
     ctx = offline_context(args)
-    release = with_nearest_kit(args.name, ctx, lambda: located(args, ctx, None, args.origin))
+    release = locate_named(args, ctx, None)
     for note in release.notes:
         reporter.info(note)
     if args.all:
@@ -42,16 +41,27 @@ def execute(args: argparse.Namespace) -> int:
     return 0
 
 
-def with_nearest_kit(name: str, ctx: Context, locate: Callable[[], Located]) -> Located:
-    """locate(), whose refusal of a name that is neither a kit nor a recorded release (so was
-    taken as a tag) names the nearest kit, when one is close: `exampel` is a typo, not a tag."""
+def locate_named(args: argparse.Namespace, ctx: Context, client: Client | None) -> Located:
+    """The release args.name means (kit-url's and fetch's). Without a matrix file, where the
+    origin needs one, it says the file is missing; a refused name that is neither a kit nor a
+    recorded release (so was taken as a tag) names the nearest kit, when one is close:
+    `exampel` is a typo, not a tag."""
+    if ctx.matrix is None and (args.origin == "b2" or (args.origin == "github"
+                                                       and ctx.repository is None)):
+        from ninfer_kits.matrix import MATRIX_ENV, default_matrix_path
+
+        without = ("B2's bucket is named in its [publish.b2]" if args.origin == "b2" else
+                   "without one, name a release tag and --repository OWNER/NAME")
+        raise BadInput(f"matrix file not found: {args.matrix or default_matrix_path()} (give "
+                       f"--matrix PATH or set {MATRIX_ENV}; {without})")
     try:
-        return locate()
+        return located(args, ctx, client, args.origin)
     except BadInput as error:
-        hint = _nearest_kit(name, ctx)
+        hint = _nearest_kit(args.name, ctx)
         if not hint:
             raise
-        raise BadInput(f"unknown kit {name!r}{hint} (taken as a release tag: {error})") from None
+        raise BadInput(f"unknown kit {args.name!r}{hint} (taken as a release tag: {error})"
+                       ) from None
 
 
 def _nearest_kit(name: str, ctx: Context) -> str:

@@ -94,8 +94,7 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
         stores: tuple[Store, ...] = (LocalStore(out),)
         notes_base = _dry_notes_base(names, matrix, github, out, folder.name)
     else:
-        stores = tuple(make_store(name, matrix, github, args, environ, retry, reporter)
-                       for name in names)
+        stores = make_stores(names, matrix, github, args, environ, retry, reporter)
         notes_base = None
     request = PublishRequest(
         kit_dir=folder, matrix=matrix, stores=stores,
@@ -126,6 +125,23 @@ def _github_target(matrix: Matrix, api: str | None, needed: bool) -> GitHubTarge
             raise BadInput(f"--github-api {api}: {problem}")
         target = GitHubTarget(repository=target.repository, api=api.rstrip("/"))
     return target
+
+
+def make_stores(names: tuple[str, ...], matrix: Matrix, github: GitHubTarget | None,
+                args: argparse.Namespace, environ: Mapping[str, str], retry: RetryPolicy,
+                reporter: Reporter) -> tuple[Store, ...]:
+    """Every store of `names`; the credentials missing for any of them are named at once (one
+    run, not one per store, finds out what to set)."""
+    stores: list[Store] = []
+    missing: list[str] = []
+    for name in names:
+        try:
+            stores.append(make_store(name, matrix, github, args, environ, retry, reporter))
+        except credentials.MissingCredentials as error:
+            missing.append(str(error))
+    if missing:
+        raise credentials.MissingCredentials("; ".join(missing))
+    return tuple(stores)
 
 
 def make_store(name: str, matrix: Matrix, github: GitHubTarget | None,

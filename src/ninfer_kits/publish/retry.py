@@ -5,7 +5,9 @@ secondary rate limit, an exhausted primary limit) is tried again after a wait: w
 asked for (Retry-After, or X-RateLimit-Reset when X-RateLimit-Remaining is 0), else an
 exponential backoff with jitter. The number of tries and the longest wait are bounded; past
 them the call fails with ServiceFailed (exit status 3), saying what failed and how often.
-Anything else (a 404, a 422, bad credentials) is not retried: the store decides what it means.
+Anything else (a 404, a 422, bad credentials) is not retried: the store decides what it means;
+a request the service refuses for good (GitHub's 422 Validation Failed) is Refused: running it
+again changes nothing until what the service names is fixed, so it never says "later".
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ninfer_kits.errors import EnvironmentFailure
+from ninfer_kits.errors import BadInput, EnvironmentFailure
 from ninfer_kits.log import Reporter
 
 T = TypeVar("T")
@@ -30,6 +32,13 @@ SCALE_ENV = "NINFER_KITS_RETRY_SCALE"
 
 class ServiceFailed(EnvironmentFailure):
     """A remote store kept failing (or asked to wait longer than we will): try again later."""
+
+
+class Refused(BadInput):
+    """A remote store refused a request for a reason that stays (the request, or the state of
+    the store, is wrong for it): running it again changes nothing until that is fixed."""
+
+    AGAIN = "running it again changes nothing until that is fixed"
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.log import Progress, Reporter
 from ninfer_kits.matrix import GitHubTarget
 from ninfer_kits.publish.credentials import Secret
-from ninfer_kits.publish.retry import RetryPolicy, ServiceFailed, Transient, server_wait
+from ninfer_kits.publish.retry import Refused, RetryPolicy, ServiceFailed, Transient, server_wait
 from ninfer_kits.publish.store import (
     Asset,
     Found,
@@ -118,6 +118,11 @@ class GitHubStore:
         if isinstance(error, BadCredentialsException) or error.status == 401:
             return BadInput(f"GitHub: {what}: the token from {self._token.source} was refused "
                             f"({message}): set a valid token")
+        if 400 <= error.status < 500 and error.status not in (404, 408):
+            # 422 Validation Failed (its reasons in errors[]), 403 without a rate limit (those
+            # were retried), 400, 409, 410: GitHub refuses the request itself, not for now
+            return Refused(f"GitHub: {what}: refused (HTTP {error.status}): {message}; "
+                           f"{Refused.AGAIN}")
         return ServiceFailed(f"GitHub: {what}: HTTP {error.status}: {message}")
 
     @property
@@ -413,16 +418,38 @@ def _attribute(obj: Any, name: str) -> Any:
 
 
 def _message(error: GithubException) -> str:
+    """GitHub's explanation, on one line: `message`, and for a 422 what each of `errors[]`
+    says (its own `message`, else its resource, field and code: `Release.tag_name already
+    exists`)."""
     data = error.data
     if isinstance(data, dict):
-        text = str(data.get("message") or "")
+        text = _one_line(data.get("message"))
         errors = data.get("errors")
         if isinstance(errors, list) and errors:
-            codes = ", ".join(str(item.get("code", item)) if isinstance(item, dict) else str(item)
-                              for item in errors)
-            text = f"{text} ({codes})" if text else codes
+            reasons = "; ".join(_reason(item) for item in errors)
+            text = f"{text}: {reasons}" if text else reasons
         return text or str(error.status)
-    return str(data)[:200] if data else str(error.status)
+    return _one_line(data)[:200] if data else str(error.status)
+
+
+# GitHub's error codes (docs: "Client errors"), as words after `Resource.field`
+_CODE_WORDS = {"missing": "is missing", "missing_field": "is missing", "invalid": "is invalid",
+               "already_exists": "already exists", "unprocessable": "could not be processed"}
+
+
+def _reason(item: object) -> str:
+    if not isinstance(item, dict):
+        return _one_line(item)
+    message = _one_line(item.get("message"))
+    if message:
+        return message
+    where = ".".join(_one_line(item.get(key)) for key in ("resource", "field") if item.get(key))
+    code = _one_line(item.get("code")) or "invalid"
+    return f"{where} {_CODE_WORDS.get(code, code)}" if where else code
+
+
+def _one_line(value: object) -> str:
+    return " ".join(str(value).split()) if value else ""
 
 
 def _already_exists(error: GithubException) -> bool:

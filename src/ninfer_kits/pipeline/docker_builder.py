@@ -120,6 +120,9 @@ def connect() -> Any:
         raise EnvironmentFailure("the docker builder needs the docker SDK: pip install docker"
                                  ) from None
     where = engine_address()
+    if where.startswith("ssh://") and not _has_paramiko():  # not the engine: the client side
+        raise EnvironmentFailure(f"DOCKER_HOST={where} needs paramiko, which is not installed: "
+                                 f'pip install "docker[ssh]"')
     try:
         client = docker.from_env(timeout=600)
         client.ping()
@@ -127,6 +130,12 @@ def connect() -> Any:
         raise EnvironmentFailure(f"no Docker engine answers at {where} ({_first_line(error)}); "
                                  f"{START_ENGINE_HINT}") from None
     return client
+
+
+def _has_paramiko() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("paramiko") is not None
 
 
 P = ParamSpec("P")

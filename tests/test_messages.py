@@ -1,0 +1,116 @@
+"""Messages that send the user the right way: each run as a user runs it (a subprocess of the
+real CLI), each asserting the one error line, the exit status of README's table, no traceback.
+Publish's and watch's have tests beside theirs (test_publish*.py, test_watch.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools import ROOT
+
+MATRIX = ROOT / "matrix.toml"
+
+
+def ninfer_kits(*args: str | Path, cwd: Path, env: dict[str, str] | None = None,
+                prelude: str = "") -> subprocess.CompletedProcess[str]:
+    """`ninfer-kits ARGS` in a fresh process, in `cwd`, with none of the caller's matrix,
+    tokens or engine; `prelude` runs first (Python, in the same process)."""
+    environ = {key: value for key, value in os.environ.items()
+               if key not in ("NINFER_KITS_MATRIX", "GITHUB_TOKEN", "GH_TOKEN", "DOCKER_HOST",
+                              "NINFER_KITS_B2_URL")}
+    environ.update(env or {})
+    code = f"{prelude}\nimport sys\nfrom ninfer_kits.cli import main\nsys.exit(main())"
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd, env=environ,
+                          capture_output=True, text=True, timeout=120)
+
+
+def error_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The one line that says what is wrong (there must be exactly one)."""
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("ninfer-kits")]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+@pytest.mark.parametrize("command", [
+    ("build", "example"), ("kit-url", "example"), ("fetch", "example"), ("matrix",),
+    ("publish", "example"), ("watch",), ("verify", "kit"), ("diff", "a", "b"),
+])
+def test_an_unknown_option_shows_the_subcommands_usage(command: tuple[str, ...],
+                                                       tmp_path: Path) -> None:
+    done = ninfer_kits(*command, "--no-such-option", cwd=tmp_path)
+    assert done.returncode == 2
+    assert error_line(done) == (f"ninfer-kits {command[0]}: error: unrecognized arguments: "
+                                f"--no-such-option")
+    assert done.stderr.startswith(f"usage: ninfer-kits {command[0]} "), done.stderr
+
+
+@pytest.mark.parametrize("jobs", ["0", "-3"])
+def test_jobs_below_one_is_refused_before_anything_runs(jobs: str, tmp_path: Path) -> None:
+    # --jobs 0 used to mean "the default" and start a build; leaving --jobs out is that.
+    done = ninfer_kits("build", "example", "--matrix", MATRIX, "--jobs", jobs, "--cache-dir",
+                       tmp_path / "cache", "--dist", tmp_path / "dist", cwd=tmp_path)
+    assert done.returncode == 2
+    assert error_line(done) == f"ninfer-kits: error: --jobs must be 1 or more, got {jobs}"
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "dist").exists()
+
+
+# --------------------------------------------------------------------------- kit-url, fetch
+
+
+@pytest.mark.parametrize("command", [
+    ("kit-url", "exampel"), ("kit-url", "exampel", "--from", "b2"),
+    ("fetch", "exampel", "--from", "."),
+])
+def test_a_misspelt_kit_names_the_nearest_kit(command: tuple[str, ...], tmp_path: Path) -> None:
+    done = ninfer_kits(*command, "--matrix", MATRIX, cwd=tmp_path)
+    assert done.returncode == 2
+    line = error_line(done)
+    assert line.startswith("ninfer-kits: error: unknown kit 'exampel'; did you mean 'example'? "
+                           "(taken as a release tag: "), line
+    assert "NINFER_KITS_B2_URL" not in line  # setting it would not help: the asset is unknown
+
+
+def test_a_name_near_no_kit_is_taken_as_a_tag_without_a_guess(tmp_path: Path) -> None:
+    done = ninfer_kits("kit-url", "v9.9.9-something-else", "--matrix", MATRIX, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "did you mean" not in error_line(done)
+
+
+@pytest.mark.parametrize("command,why", [
+    (("kit-url", "example"), "without one, name a release tag and --repository OWNER/NAME"),
+    (("kit-url", "example", "--from", "b2"), "B2's bucket is named in its [publish.b2]"),
+    (("fetch", "example"), "without one, name a release tag and --repository OWNER/NAME"),
+])
+def test_a_missing_matrix_file_is_said_as_such(command: tuple[str, ...], why: str,
+                                              tmp_path: Path) -> None:
+    done = ninfer_kits(*command, cwd=tmp_path)
+    assert done.returncode == 2
+    assert error_line(done) == (f"ninfer-kits: error: matrix file not found: matrix.toml (give "
+                                f"--matrix PATH or set NINFER_KITS_MATRIX; {why})")
+    gone = ninfer_kits(*command, "--matrix", tmp_path / "gone.toml", cwd=tmp_path)
+    assert gone.returncode == 2
+    assert f"matrix file not found: {tmp_path / 'gone.toml'}" in error_line(gone)
+    assert list(tmp_path.iterdir()) == []  # fetch made no folder
+
+
+# --------------------------------------------------------------------------- the docker builder
+
+
+def test_ssh_docker_host_without_paramiko_says_what_to_install(tmp_path: Path) -> None:
+    # paramiko is the docker SDK's ssh:// transport; made unimportable as when not installed.
+    done = ninfer_kits("build", "example", "--builder", "docker", "--matrix", MATRIX, "--jobs",
+                       "1", "--cache-dir", tmp_path / "cache", "--dist", tmp_path / "dist",
+                       cwd=tmp_path, env={"DOCKER_HOST": "ssh://builder@127.0.0.1"},
+                       prelude="import sys; sys.modules['paramiko'] = None")
+    assert done.returncode == 3
+    assert error_line(done) == ('ninfer-kits: error: DOCKER_HOST=ssh://builder@127.0.0.1 needs '
+                                'paramiko, which is not installed: pip install "docker[ssh]"')

@@ -215,7 +215,8 @@ def image_root(tag: str, cache: Path, name: str) -> Path:
     folder = cache / f"{name}-{image_id.removeprefix('sha256:')[:12]}"
     if (folder / "etc" / "os-release").exists():
         return folder
-    partial = folder.with_name(folder.name + ".partial")
+    # This process's own: another test process may be exporting the same image meanwhile.
+    partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     container = _docker("create", tag, "/bin/true").stdout.strip()
@@ -228,5 +229,10 @@ def image_root(tag: str, cache: Path, name: str) -> Path:
             missing(f"an export of {tag} ({untar.stderr.decode(errors='replace')[-300:]})")
     finally:
         _docker("rm", "-f", container)
-    partial.rename(folder)
+    try:
+        partial.rename(folder)
+    except OSError:  # the other process finished first: its copy is the same image's
+        if not (folder / "etc" / "os-release").exists():
+            raise
+        shutil.rmtree(partial, ignore_errors=True)
     return folder

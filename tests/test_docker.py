@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ import pytest
 
 from ninfer_kits import buildinfo
 from ninfer_kits.matrix import load_matrix
-from ninfer_kits.pipeline.docker_builder import LABEL, ImageRecipe
+from ninfer_kits.pipeline.docker_builder import LABEL, RUN_ENV, RUN_LABEL, ImageRecipe
 
 from docker_fixtures import (
     BASE_IMAGE,
@@ -67,13 +68,15 @@ def engine() -> Any:
 
 
 @pytest.fixture()
-def no_leaks(engine: Any) -> Iterator[None]:
-    """Every test that builds must leave exactly the containers it found."""
-    before = {c.id for c in engine.containers.list(all=True)}
-    yield
-    after = {c.id for c in engine.containers.list(all=True)}
-    # Only what appeared counts: another user of the engine may remove its own meanwhile.
-    assert not after - before, f"containers left behind: {after - before}"
+def no_leaks(engine: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Every test that builds must leave none of its containers. Its builds carry a run ID of
+    its own ($NINFER_KITS_RUN_ID, the label org.ninfer-kits.run), returned: the engine is shared,
+    so the test looks at, and touches, only containers with that label."""
+    run_id = f"test-{uuid.uuid4().hex}"
+    monkeypatch.setenv(RUN_ENV, run_id)
+    yield run_id
+    left = engine.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
+    assert not left, f"containers left behind: {[c.id for c in left]}"
 
 
 def build(place: Path, *args: str, project: Path = ROOT, env: dict[str, str] | None = None,
@@ -299,7 +302,10 @@ def test_docker_host_reaches_a_second_engine(engine: Any, docker_builds: tuple[R
     """A second engine on a loopback TCP port: the build runs there (its images, its volume)."""
     import docker
 
-    address = ensure_second_engine("second", host="tcp://127.0.0.1:23750")
+    # A name and a port of this test's own: stop_engine purges the engine it names, and the
+    # machine may run another copy of this test at the same time.
+    name = f"second-{uuid.uuid4().hex[:8]}"
+    address = ensure_second_engine(name, host=f"tcp://127.0.0.1:{_free_port()}")
     try:
         remote = docker.DockerClient(base_url=address)
         missing_base = build(tmp_path / "bare", "example", "--source", str(example_repo[0]),
@@ -314,7 +320,14 @@ def test_docker_host_reaches_a_second_engine(engine: Any, docker_builds: tuple[R
         assert remote.volumes.get("ninfer-kits-ccache-trixie-cuda130") is not None
         assert remote.containers.list(all=True) == []
     finally:
-        stop_engine("second")
+        stop_engine(name)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _images_for_example(engine: Any) -> list[str]:
@@ -375,11 +388,18 @@ def test_broken_dockerfile(engine: Any, example_repo: tuple[Path, str], tmp_path
 
 def test_base_image_that_cannot_be_had(engine: Any, example_repo: tuple[Path, str],
                                        tmp_path: Path, no_leaks: None) -> None:
+    # A tag of this test's own: an engine that has NVIDIA's image would build with it.
+    base = f"nvidia/cuda:13.1.2-devel-ubuntu24.04-{uuid.uuid4().hex[:12]}"
     project = project_copy(tmp_path, ('base_image = "ninfer-kits/debian-trixie-base:local"',
-                                      'base_image = "nvidia/cuda:13.1.2-devel-ubuntu24.04"'))
+                                      f'base_image = "{base}"'))
     run = build(tmp_path, "example", "--source", str(example_repo[0]), project=project)
-    assert_failed_cleanly(run, 3, "base image nvidia/cuda:13.1.2-devel-ubuntu24.04",
-                          "cannot be had", "scripts/make-base-image.sh")
+    # Not NVIDIA's name on a Debian root (make-base-image.sh); both wheels toolchains lack the
+    # base here, so neither is offered: the kind of toolchain is.
+    assert_failed_cleanly(run, 3, f"base image {base} (toolchain trixie-cuda130) cannot be had",
+                          "no Debian root made by scripts/make-base-image.sh stands in for it",
+                          "or use a toolchain that builds anywhere")
+    assert "make-base-image.sh nvidia" not in run.done.stderr
+    assert "trixie-cuda131 (CUDA" not in run.done.stderr
 
 
 def test_compile_failure_in_docker(engine: Any, example_repo: tuple[Path, str], tmp_path: Path,
@@ -392,14 +412,15 @@ def test_compile_failure_in_docker(engine: Any, example_repo: tuple[Path, str], 
 
 
 def test_container_killed_mid_compile(engine: Any, example_repo: tuple[Path, str],
-                                      tmp_path: Path, no_leaks: None) -> None:
+                                      tmp_path: Path, no_leaks: str) -> None:
     place = tmp_path / "killed"
     place.mkdir()
     command = [sys.executable, "-m", "ninfer_kits", "build", "example", "--builder", "docker",
                "--matrix", str(ROOT / "matrix.toml"), "--dist", str(place / "dist"),
                "--cache-dir", str(place / "cache"), "--source", str(example_repo[0])]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    killed = _kill_build_container_once_compiling(engine, timeout=120)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, RUN_ENV: no_leaks})
+    killed = _kill_build_container_once_compiling(engine, no_leaks, timeout=120)
     stdout, stderr = process.communicate(timeout=300)
     run = Run(done=subprocess.CompletedProcess(command, process.returncode, stdout, stderr),
               dist=place / "dist")
@@ -407,10 +428,13 @@ def test_container_killed_mid_compile(engine: Any, example_repo: tuple[Path, str
     assert_failed_cleanly(run, 1, "compiling example in", "exit status 137")
 
 
-def _kill_build_container_once_compiling(engine: Any, timeout: float) -> bool:
+def _kill_build_container_once_compiling(engine: Any, run_id: str, timeout: float) -> bool:
+    """Kills the build container of run `run_id` (this test's build; never another's on the
+    shared engine) once Ninja has started."""
     deadline = time.monotonic() + timeout
+    ours = {"label": [f"{LABEL}=build", f"{RUN_LABEL}={run_id}"]}  # both labels must match
     while time.monotonic() < deadline:
-        for container in engine.containers.list(filters={"label": f"{LABEL}=build"}):
+        for container in engine.containers.list(filters=ours):
             if b"[1/" in container.logs():
                 container.kill()
                 return True

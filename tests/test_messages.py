@@ -5,8 +5,10 @@ Publish's and watch's have tests beside theirs (test_publish*.py, test_watch.py)
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,71 @@ def test_ssh_docker_host_without_paramiko_says_what_to_install(tmp_path: Path) -
     assert done.returncode == 3
     assert error_line(done) == ('ninfer-kits: error: DOCKER_HOST=ssh://builder@127.0.0.1 needs '
                                 'paramiko, which is not installed: pip install "docker[ssh]"')
+
+
+@pytest.fixture(scope="module")
+def engine() -> str:
+    """The Docker engine's DOCKER_HOST ("" for the local socket); these tests need no image."""
+    from docker_fixtures import ensure_engine
+
+    return ensure_engine()
+
+
+def project_with(tmp_path: Path, old: str, new: str) -> Path:
+    """This project's matrix (one text replaced), recipe and Dockerfiles in a folder of the
+    test's own; returns the matrix file."""
+    project = tmp_path / "project"
+    (project / "build").mkdir(parents=True)
+    shutil.copy(ROOT / "build" / "recipe.py", project / "build" / "recipe.py")
+    shutil.copytree(ROOT / "dockerfiles", project / "dockerfiles")
+    text = MATRIX.read_text()
+    assert old in text
+    (project / "matrix.toml").write_text(text.replace(old, new))
+    return project / "matrix.toml"
+
+
+def build_in_docker(kit: str, matrix: Path, tmp_path: Path, engine: str
+                    ) -> subprocess.CompletedProcess[str]:
+    return ninfer_kits("build", kit, "--builder", "docker", "--matrix", matrix, "--jobs", "1",
+                       "--cache-dir", tmp_path / "cache", "--dist", tmp_path / "dist",
+                       cwd=tmp_path, env={"DOCKER_HOST": engine} if engine else {})
+
+
+def test_a_missing_cuda_base_image_points_to_the_toolchains_that_build_anywhere(
+        engine: str, tmp_path: Path) -> None:
+    # The production toolchain's base, under a tag of this test's own that no engine has and
+    # no registry serves.
+    base = f"nvidia/cuda:13.1.2-devel-ubuntu24.04-{uuid.uuid4().hex[:12]}"
+    matrix = project_with(tmp_path, 'base_image = "nvidia/cuda:13.1.2-devel-ubuntu24.04"',
+                          f'base_image = "{base}"')
+    done = build_in_docker("ninfer-3090-sm86", matrix, tmp_path, engine)
+    assert done.returncode == 3
+    line = error_line(done)
+    assert f"base image {base} (toolchain ubuntu2404-cuda131) cannot be had" in line, line
+    assert "make-base-image.sh nvidia" not in line  # a Debian root under NVIDIA's name
+    assert line.endswith("docker pull / docker load it on that engine where a registry is "
+                         "reachable (no Debian root made by scripts/make-base-image.sh stands in "
+                         "for it), or build kit ninfer-3090-sm86 with a toolchain of the matrix "
+                         "that builds anywhere (Debian packages and NVIDIA's PyPI wheels): "
+                         "trixie-cuda130 (CUDA 13.0.88) or trixie-cuda131 (CUDA 13.1.115), as its "
+                         "toolchain in [kits.ninfer-3090-sm86]"), line
+    # A kit whose upstream needs CUDA 13.1 is offered only the toolchain that has it.
+    done = build_in_docker("ninfer-sm120a", matrix, tmp_path, engine)
+    assert done.returncode == 3
+    assert error_line(done).endswith(": trixie-cuda131 (CUDA 13.1.115), as its toolchain in "
+                                     "[kits.ninfer-sm120a]")
+
+
+def test_a_missing_debian_base_image_is_made_by_make_base_image(engine: str,
+                                                               tmp_path: Path) -> None:
+    base = f"ninfer-kits/debian-trixie-base:missing-{uuid.uuid4().hex[:12]}"
+    matrix = project_with(tmp_path, 'base_image = "ninfer-kits/debian-trixie-base:local"',
+                          f'base_image = "{base}"')
+    done = build_in_docker("example", matrix, tmp_path, engine)
+    assert done.returncode == 3
+    line = error_line(done)
+    assert f"base image {base} (toolchain trixie-cuda130) cannot be had" in line, line
+    assert line.endswith("It is a plain Debian root (the toolchain's Dockerfile adds CUDA from "
+                         f"NVIDIA's PyPI wheels): make it with scripts/make-base-image.sh {base} "
+                         "trixie, or docker pull / docker load it where a registry is "
+                         "reachable"), line

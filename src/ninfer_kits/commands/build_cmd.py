@@ -11,7 +11,7 @@ from pathlib import Path
 from ninfer_kits.errors import BadInput, NinferKitsError
 from ninfer_kits.inspector.floor import render_table
 from ninfer_kits.log import Reporter
-from ninfer_kits.matrix import add_matrix_argument, load_matrix
+from ninfer_kits.matrix import Kit, Matrix, add_matrix_argument, load_matrix
 from ninfer_kits.pipeline.builders import BUILDERS, BuilderOptions, make_builder
 from ninfer_kits.pipeline.stages import BuildRequest, BuildState, run_build
 
@@ -80,10 +80,25 @@ def execute(args: argparse.Namespace) -> int:
     try:
         state = run_build(request, reporter)
     except NinferKitsError as error:
+        error = _with_alternatives(error, matrix, kit)
         reporter.error(str(error))
-        raise
+        raise error from None
     report(state, reporter)
     return 0
+
+
+def _with_alternatives(error: NinferKitsError, matrix: Matrix, kit: Kit) -> NinferKitsError:
+    """A base image that cannot be had, naming the matrix's toolchains that build anywhere
+    and are new enough for the kit's upstream."""
+    from ninfer_kits.pipeline.docker_builder import BaseImageMissing, builds_anywhere
+
+    if not isinstance(error, BaseImageMissing):
+        return error
+    return error.suggesting(kit.id, [
+        f"{toolchain.id} (CUDA {toolchain.cuda})" for toolchain in matrix.toolchains.values()
+        if toolchain.id != kit.toolchain.id and builds_anywhere(toolchain.build_args)
+        and toolchain.cuda.at_least(kit.upstream.min_cuda)
+        and error.recipe.base_image not in (toolchain.base_image, toolchain.runtime_base_image)])
 
 
 def report(state: BuildState, reporter: Reporter) -> None:

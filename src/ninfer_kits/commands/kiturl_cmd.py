@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+
 from ninfer_kits.errors import BadInput
 from ninfer_kits.fetch.http import Client
 from ninfer_kits.fetch.locate import (

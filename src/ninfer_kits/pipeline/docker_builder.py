@@ -4,7 +4,8 @@ Any engine the docker SDK reaches works: the local one, or a remote build box th
 (`tcp://…`, `ssh://user@host` with `pip install "docker[ssh]"`). Images are built with the
 classic builder (the SDK has no BuildKit), so the compiler cache lives in a named volume per
 toolchain, mounted into the build container. Every container this module starts carries the
-label below and is removed in `finally` (NINFER_KITS_KEEP_CONTAINER=1 keeps it for debugging).
+labels below (its role, and the run: $NINFER_KITS_RUN_ID) and is removed in `finally`
+(NINFER_KITS_KEEP_CONTAINER=1 keeps it for debugging).
 
 Provenance: an image's tag hashes its Dockerfile, its build arguments and the *ID* of its base
 image as the engine has it, so a base that moves (a new `docker pull` of the same name) makes
@@ -22,6 +23,7 @@ import re
 import shutil
 import tarfile
 import tempfile
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -62,6 +64,12 @@ RECIPE_AT = "/tmp/ninfer-kits-recipe.py"  # beside it: both arrive in one put_ar
 KIT_LABEL = "org.ninfer-kits.kit"  # on a kept build tree's volume: whose tree it is
 IMAGE_ID_LABEL = "org.ninfer-kits.image-id"  # and the toolchain image it was built in
 KEEP_ENV = "NINFER_KITS_KEEP_CONTAINER"
+# Which run made a container: $NINFER_KITS_RUN_ID, else an ID of this process. A test (or a CI
+# job) sets it to find its own containers on an engine others share, and touches no other.
+RUN_LABEL = "org.ninfer-kits.run"
+RUN_ENV = "NINFER_KITS_RUN_ID"
+_PROCESS_RUN_ID = uuid.uuid4().hex
+WHEELS_ARG = "CUDA_WHEELS"  # the build argument of the images that get CUDA from PyPI wheels
 # Hashed into every ccache entry: nvcc -lineinfo records each source file's mtime, which ccache
 # does not hash, so entries compiled from files of another time (before every export got
 # EXPORT_MTIME) must never be hit.
@@ -175,6 +183,11 @@ def _from_engine(error: Exception) -> bool:
         return True
     module = type(error).__module__
     return module.startswith(("docker.", "requests.", "urllib3.", "paramiko."))
+
+
+def container_labels(role: str) -> dict[str, str]:
+    """The labels of every container ninfer-kits creates: its role, and the run it belongs to."""
+    return {LABEL: role, RUN_LABEL: os.environ.get(RUN_ENV) or _PROCESS_RUN_ID}
 
 
 def engine_address() -> str:
@@ -423,12 +436,54 @@ def _require_base(client: Any, recipe: ImageRecipe) -> Any:
     try:
         return client.images.pull(recipe.base_image)
     except docker.errors.APIError as error:
-        raise EnvironmentFailure(
-            f"base image {recipe.base_image} (toolchain {recipe.toolchain}) cannot be had: it is "
-            f"not on the engine at {engine_address()} and pulling it failed "
-            f"({_first_line(error)}). Pull or load it "
-            f"where a registry is reachable (docker pull / docker load), or make a local base "
-            f"with scripts/make-base-image.sh {recipe.base_image}") from None
+        raise BaseImageMissing(recipe, _first_line(error)) from None
+
+
+class BaseImageMissing(EnvironmentFailure):
+    """A base image the engine lacks and cannot pull. The way out depends on what the base is:
+    a plain Debian root (named so, for a Dockerfile that adds CUDA from wheels) is made by
+    scripts/make-base-image.sh; any other (nvidia/cuda:… carries CUDA) is not, and a toolchain
+    that builds anywhere is the other way (`suggesting` names the matrix's)."""
+
+    def __init__(self, recipe: ImageRecipe, cause: str, kit: str = "",
+                 alternatives: Sequence[str] = ()) -> None:
+        self.recipe, self.cause = recipe, cause
+        super().__init__(_base_missing(recipe, cause, kit, alternatives))
+
+    def suggesting(self, kit: str, alternatives: Sequence[str]) -> BaseImageMissing:
+        """The same failure, naming the toolchains (`ID (CUDA X)`) kit `kit` could use."""
+        return BaseImageMissing(self.recipe, self.cause, kit, alternatives)
+
+
+def builds_anywhere(build_args: Iterable[tuple[str, str]]) -> bool:
+    """Whether images built with these arguments get CUDA from NVIDIA's PyPI wheels on a plain
+    Debian base (toolchain-wheels-debian.Dockerfile), which scripts/make-base-image.sh makes."""
+    return any(name == WHEELS_ARG for name, _ in build_args)
+
+
+def _base_missing(recipe: ImageRecipe, cause: str, kit: str, alternatives: Sequence[str]) -> str:
+    base = recipe.base_image
+    said = (f"base image {base} (toolchain {recipe.toolchain}) cannot be had: it is not on the "
+            f"engine at {engine_address()} and pulling it failed ({cause})")
+    if builds_anywhere(recipe.build_args) and "debian" in base.rpartition(":")[0]:
+        suite = re.search(r"debian-([a-z]+)", base)
+        options = (f" {suite.group(1)}" if suite else "") + \
+            (" --include ''" if recipe.role == "runtime" else "")
+        return (f"{said}. It is a plain Debian root (the toolchain's Dockerfile adds CUDA from "
+                f"NVIDIA's PyPI wheels): make it with scripts/make-base-image.sh {base}{options}, "
+                f"or docker pull / docker load it where a registry is reachable")
+    if alternatives:
+        listed = " or ".join(alternatives) if len(alternatives) <= 2 else \
+            ", ".join(alternatives[:-1]) + " or " + alternatives[-1]
+        instead = (f"build kit {kit} with a toolchain of the matrix that builds anywhere "
+                   f"(Debian packages and NVIDIA's PyPI wheels): {listed}, as its toolchain in "
+                   f"[kits.{kit}]")
+    else:
+        instead = ("use a toolchain that builds anywhere (Debian packages and NVIDIA's PyPI "
+                   f"wheels: dockerfiles/toolchain-wheels-debian.Dockerfile with {WHEELS_ARG})")
+    return (f"{said}. docker pull / docker load it on that engine where a registry is "
+            f"reachable (no Debian root made by scripts/make-base-image.sh stands in for it), "
+            f"or {instead}")
 
 
 @contextmanager
@@ -463,7 +518,7 @@ def build_container(client: Any, *, image: str, command: list[str], env: dict[st
     """A created (not started) container, always removed afterwards unless asked to keep it."""
     container = client.containers.create(
         image, command=command, environment=env, volumes=volumes, network_mode=network,
-        working_dir=WORK, labels={LABEL: "build"}, detach=True,
+        working_dir=WORK, labels=container_labels("build"), detach=True,
     )
     try:
         yield container

@@ -32,8 +32,11 @@ def exported_image(client: Any, image: str, wanted: Wanted, *,
     except docker.errors.ImageNotFound:
         raise BadInput(f"{what} {image}: no such image on the engine (docker pull it first)") \
             from None
+    from ninfer_kits.pipeline.docker_builder import container_labels
+
     folder = Path(tempfile.mkdtemp(prefix="ninfer-kits-image-"))
-    container = client.containers.create(image, command=["/nonexistent"], detach=True)
+    container = client.containers.create(image, command=["/nonexistent"], detach=True,
+                                         labels=container_labels("export"))
     try:
         with tempfile.TemporaryFile() as spool:
             for chunk in container.export():

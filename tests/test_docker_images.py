@@ -23,6 +23,8 @@ from ninfer_kits.pipeline.docker_builder import (
     BASE_ID_LABEL,
     BASE_LABEL,
     LABEL,
+    RUN_ENV,
+    RUN_LABEL,
     DockerBuilder,
     ImageRecipe,
     ensure_image,
@@ -239,13 +241,16 @@ def _request(tmp_path: Path) -> CompileRequest:
                           recipe=RECIPE)
 
 
-def test_the_compile_container_has_no_network(tmp_path: Path) -> None:
+def test_the_compile_container_has_no_network(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(RUN_ENV, "run-of-this-test")  # the label a test finds its containers by
     request = _request(tmp_path)
     client = FakeClient(FakeImage(ID1, [request.kit.toolchain.base_image]), out=_out_archive())
     compiled = DockerBuilder(client=client, ccache_volume="cc").compile(request, quiet())
     [(image, options)] = client.containers.created
     assert options["network_mode"] == "none"
-    assert options["labels"] == {LABEL: "build"} and client.containers.made[0].removed
+    assert options["labels"] == {LABEL: "build", RUN_LABEL: "run-of-this-test"}
+    assert client.containers.made[0].removed
     assert image == ImageRecipe.toolchain_image(request.kit.toolchain).tag(ID1)
     assert compiled.report.jobs == 2 and (compiled.bin_dir / "ninfer").is_file()
     built = client.images.get(image).id  # the first (and only) image the fake built

@@ -56,6 +56,10 @@ BUNDLED_ORIGIN = re.compile(r"(?P<package>[^\s|()]+) (?P<version>[^\s|()]+) "
                             r"\((?P<manager>dpkg|wheel)\)")
 # One bundled library: (soname, sha256, origin, license, notice path in the tarball).
 Bundled = tuple[str, str, str, str, str]
+# `toolchain` of a kit built by the local builder: the build machine's own nvcc and compilers,
+# no toolchain of the matrix (each names an image the docker builder builds in). Kits built
+# before said the kit's matrix toolchain there, and still read.
+HOST_TOOLCHAIN = "host"
 RUN_PREFIX = "run."
 RUN_KEY = re.compile(r"[a-z0-9_]+")
 FLOOR_SEPARATOR = " | "
@@ -82,7 +86,7 @@ class BuildInfo:
     cmake_version: str
     cmake_options: str
     builder: str
-    toolchain: str
+    toolchain: str  # the matrix toolchain (docker builder), or HOST_TOOLCHAIN (local builder)
     base_image: str
     base_image_digest: str
     source_date_epoch: int
@@ -320,3 +324,9 @@ def read(path: Path) -> BuildInfo:
         return parse(path.read_text(encoding="utf-8"), str(path))
     except UnicodeDecodeError:
         raise BadInput(f"{path}: not a UTF-8 text file") from None
+
+
+def toolchain_field(builder: str, matrix_toolchain: str) -> str:
+    """`toolchain` for a kit built by `builder`: the matrix's toolchain is the docker builder's
+    image; the local builder uses none of it (HOST_TOOLCHAIN)."""
+    return HOST_TOOLCHAIN if builder == "local" else matrix_toolchain

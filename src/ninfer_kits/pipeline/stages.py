@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from ninfer_kits import __version__, kitdir, resources
-from ninfer_kits.buildinfo import BuildInfo, render
+from ninfer_kits.buildinfo import BuildInfo, render, toolchain_field
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
 from ninfer_kits.inspector.floor import describe_device_code, render_table
 from ninfer_kits.inspector.inspection import Inspection, inspect_path
@@ -409,7 +409,7 @@ def make_buildinfo(state: BuildState, checkout: PipelineCheckout) -> BuildInfo:
         arch=kit.arch, cuda_version=report.nvcc_version or toolchain.cuda_version,
         host_compiler=report.cxx_compiler, cmake_version=report.cmake_version,
         cmake_options=" ".join(report.cmake_options),
-        builder=toolchain.builder, toolchain=kit.toolchain.id,
+        builder=toolchain.builder, toolchain=toolchain_field(toolchain.builder, kit.toolchain.id),
         base_image=toolchain.base_image or "none (built on the host)",
         base_image_digest=toolchain.base_image_digest or "none",
         source_date_epoch=source.commit_time, pipeline_version=__version__,

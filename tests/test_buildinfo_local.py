@@ -1,0 +1,61 @@
+"""BUILDINFO.txt of a local build names no docker toolchain it never used (`toolchain: host`,
+`base_image: none …`); one written before, which named the matrix's toolchain, still reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from pathlib import Path
+
+from ninfer_kits import buildinfo
+from ninfer_kits.inspector.inspection import inspect_path
+from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import load_matrix
+from ninfer_kits.pipeline.builders import BuilderOptions, Compiled, make_builder
+from ninfer_kits.pipeline.recipe_report import read_recipe_report
+from ninfer_kits.pipeline.source import SourceTree
+from ninfer_kits.pipeline.stages import BuildRequest, BuildState, PipelineCheckout, make_buildinfo
+from test_recipe_report import report
+
+from tools import ROOT, tool
+
+
+def _state(tmp_path: Path, builder: str) -> BuildState:
+    """What a build has in hand when it writes BUILDINFO.txt: the kit's real toolchain as the
+    builder prepared it, a real ELF in kit/bin, the recipe's report."""
+    kit = load_matrix(ROOT / "matrix.toml").kit("example")
+    kit_root = tmp_path / "kit"
+    (kit_root / "bin").mkdir(parents=True)
+    (tmp_path / "hello.c").write_text("int main(void) { return 0; }\n")
+    subprocess.run([tool("gcc"), "-O1", "-o", str(kit_root / "bin" / "ninfer"),
+                    str(tmp_path / "hello.c")], check=True)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "recipe.json").write_text(json.dumps(report()))
+    chosen = make_builder(builder, BuilderOptions())
+    request = BuildRequest(kit=kit, builder=chosen, project=ROOT, dist_dir=tmp_path / "dist",
+                           cache_dir=tmp_path / "cache", work_dir=tmp_path / "work")
+    return BuildState(
+        request=request, workspace=tmp_path, started=0.0,
+        toolchain=chosen.preflight(kit, Reporter()),
+        source=SourceTree(path=tmp_path, url="examples/engine", ref="main",
+                          revision="0" * 40, commit_time=1735689600),
+        compiled=Compiled(bin_dir=kit_root / "bin", report=read_recipe_report(tmp_path / "out"),
+                          log=tmp_path / "build.log"),
+        kit_root=kit_root, inspection=inspect_path(kit_root / "bin"))
+
+
+def test_a_local_build_names_the_host_not_a_docker_toolchain(tmp_path: Path) -> None:
+    info = make_buildinfo(_state(tmp_path, "local"), PipelineCheckout("1" * 40, ""))
+    assert (info.builder, info.toolchain) == ("local", "host")
+    assert info.base_image == "none (built on the host)" and info.base_image_digest == "none"
+    text = buildinfo.render(info)
+    assert "\ntoolchain: host\n" in text and "trixie-cuda130" not in text
+    assert buildinfo.parse(text) == info
+
+
+def test_an_older_local_buildinfo_naming_the_matrix_toolchain_still_reads(
+        tmp_path: Path) -> None:
+    info = make_buildinfo(_state(tmp_path, "local"), PipelineCheckout("1" * 40, ""))
+    older = buildinfo.render(dataclasses.replace(info, toolchain="trixie-cuda130"))
+    assert buildinfo.parse(older).toolchain == "trixie-cuda130"

@@ -330,3 +330,29 @@ def test_the_runner_labels_come_from_matrix_toml_and_are_checked(
     (root / "matrix.toml").write_text(base + '\n[publish]\nrunner = ["bad label"]\n')
     code, _, err, _ = watch(root, server, capsys, monkeypatch)
     assert code == 2 and "key 'runner'" in err and "'bad label'" in err
+
+
+def _unused_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_a_network_or_service_failure_exits_3_as_readmes_table_says(
+        root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nothing listens: no upstream can be read, and that is the network's doing (3), not a
+    # deleted branch (1). The run still writes the matrix of what it could compare.
+    code, out, err, values = watch(root, f"http://127.0.0.1:{_unused_port()}", capsys,
+                                   monkeypatch)
+    assert code == 3, err
+    assert "upstream alpha: up/alpha branch 'main': http://127.0.0.1:" in err
+    assert "did not answer: ConnectionError" in err and "Traceback" not in err
+    assert values["stale"] == "0" and "2 upstreams could not be read" in out
+    # GitHub failing (a 502 that does not pass) is the service's: 3 as well.
+    server.faults.status(502, method="GET", path="/commits/", times=100)
+    code, _, err, _ = watch(root, server, capsys, monkeypatch)
+    assert code == 3 and "the API answered 502" in err, err

@@ -2,7 +2,8 @@
 
 Exit status: 0 when every upstream was read (stale kits or not: the matrix says which); 1 when
 the head of one or more upstreams could not be read (each is reported, the others are still
-compared and written to the matrix); 2 for bad input (the matrix, a ledger file that does not
+compared and written to the matrix); 3 when that was the network's or GitHub's failure (no
+answer, a 5xx), as for every command; 2 for bad input (the matrix, a ledger file that does not
 parse, the state file).
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits.errors import EXIT_CHECK_FAILED, BadInput
+from ninfer_kits.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, BadInput
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, add_matrix_argument, load_matrix
 from ninfer_kits.matrix.names import HEX_REVISION
@@ -65,6 +66,7 @@ def execute(args: argparse.Namespace) -> int:
 
     heads: dict[str, str] = {}
     failures: list[str] = []
+    service_failed = False
     watched = {kit.upstream.id: kit.upstream for kit in kits}
     for upstream in watched.values():
         if args.revision or upstream.revision:
@@ -76,6 +78,7 @@ def execute(args: argparse.Namespace) -> int:
             result = client.head(upstream.repository, upstream.branch)
         except HeadError as error:
             failures.append(f"upstream {upstream.id}: {error}")
+            service_failed = service_failed or error.service
             reporter.warning(f"upstream {upstream.id}: {error}")
             continue
         if result.moved_to:
@@ -99,6 +102,8 @@ def execute(args: argparse.Namespace) -> int:
     if args.github_output:
         _github_output(document, len(stale))
     reporter.summary(_summary(stale, failures))
+    if service_failed:  # the network or GitHub: a run later may read them all
+        return EXIT_ENVIRONMENT
     return EXIT_CHECK_FAILED if failures else 0
 
 

@@ -36,7 +36,12 @@ _REPO_URL = re.compile(r"/repos/([^/]+/[^/]+)/")
 
 
 class HeadError(Exception):
-    """One upstream's head could not be read; the message names it and says why."""
+    """One upstream's head could not be read; the message names it and says why. `service`:
+    the network or GitHub failed (no answer, a 5xx), not the upstream (exit 3, not 1)."""
+
+    def __init__(self, message: str, *, service: bool = False) -> None:
+        super().__init__(message)
+        self.service = service
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,7 @@ class HeadClient:
             except requests.RequestException as error:
                 if attempt + 1 == ATTEMPTS:
                     raise HeadError(f"{what}: {self.api} did not answer: "
-                                    f"{type(error).__name__}") from None
+                                    f"{type(error).__name__}", service=True) from None
                 self.sleep(min(2.0 ** attempt, 10.0))
                 continue
             wait = _limit_wait(response)
@@ -159,7 +164,8 @@ class HeadClient:
             return HeadError(f"{where}: repository not found: {status} {message}; {hint}")
         if status == 403:
             return HeadError(f"{where}: refused: 403 {message}")
-        return HeadError(f"{where}: the API answered {status} {message}")
+        return HeadError(f"{where}: the API answered {status} {message}",
+                         service=status >= 500)
 
     def _repo_exists(self, repository: str) -> bool:
         try:

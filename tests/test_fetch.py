@@ -933,7 +933,8 @@ def test_kit_url_for_a_tag_that_needs_a_build_reads_the_ledger(tmp_path: Path,
     matrix = checkout(tmp_path, "https://api.github.com")
     done = cli("kit-url", "example", "--matrix", str(matrix))
     assert done.returncode == 2
-    assert "needs {version_core}" in done.stderr and "ninfer-kits fetch TAG" in done.stderr
+    assert "needs {version_core}" in done.stderr
+    assert "name the release's tag instead of the kit" in done.stderr
     for tag, when in (("example-v0.4.0-linux-sm86", "2026-11-30T00:00:00+00:00"),
                       ("example-v0.3.0-linux-sm86", "2026-11-01T00:00:00+00:00")):
         write_ledger(matrix, release, {"github": f"https://h/{tag}"}, tag=tag, kit="example",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import uuid
@@ -184,3 +185,33 @@ def test_a_missing_debian_base_image_is_made_by_make_base_image(engine: str,
                          f"NVIDIA's PyPI wheels): make it with scripts/make-base-image.sh {base} "
                          "trixie, or docker pull / docker load it where a registry is "
                          "reachable"), line
+
+
+def test_kit_url_does_not_send_the_user_to_fetch(tmp_path: Path) -> None:
+    # `example`'s tag needs its VERSION, known after a build; no release of it is recorded.
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text(MATRIX.read_text())  # with no releases/ beside it
+    done = ninfer_kits("kit-url", "example", "--matrix", matrix, cwd=tmp_path)
+    assert done.returncode == 2
+    line = error_line(done)
+    assert line.endswith("has no release of it: name the release's tag instead of the kit"), line
+    assert "fetch" not in line
+
+
+def test_an_unreachable_remote_engine_is_not_told_to_start_one_here(tmp_path: Path) -> None:
+    port = _unused_port()
+    done = build_in_docker("example", MATRIX, tmp_path, f"tcp://127.0.0.1:{port}")
+    assert done.returncode == 3
+    line = error_line(done)
+    assert line.startswith(f"ninfer-kits: error: no Docker engine answers at "
+                           f"tcp://127.0.0.1:{port} ("), line
+    assert line.endswith(f"check that the engine at tcp://127.0.0.1:{port} runs and is reachable "
+                         f"from here, or unset DOCKER_HOST to use a local one"), line
+    assert "start-docker-engine" not in line
+
+
+def _unused_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port

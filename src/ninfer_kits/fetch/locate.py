@@ -199,7 +199,7 @@ def _from_ledger(kit: Kit, ctx: Context, error: UnresolvedPlaceholders) -> Wante
         where = ctx.ledger_words
         raise BadInput(f"kit {kit.id}: its tag {kit.tag!r} needs {needs}, which only a build "
                        f"of it knows, and the ledger ({where}) has no release of it: name the "
-                       f"release's tag instead (ninfer-kits fetch TAG)")
+                       f"release's tag instead of the kit")
     newest = entries[-1]
     note = (f"kit {kit.id}: its tag {kit.tag!r} needs {needs}, known after a build; the "
             f"ledger's newest release of it is {newest.tag} ({newest.path.name})")

@@ -135,8 +135,12 @@ def connect() -> Any:
         client = docker.from_env(timeout=600)
         client.ping()
     except Exception as error:  # the SDK raises DockerException, requests' and OS errors alike
+        # A remote engine (tcp://, ssh://) is not started here: that hint would mislead.
+        hint = (f"check that the engine at {where} runs and is reachable from here, or unset "
+                f"DOCKER_HOST to use a local one" if where.startswith(("tcp://", "ssh://"))
+                else START_ENGINE_HINT)
         raise EnvironmentFailure(f"no Docker engine answers at {where} ({_first_line(error)}); "
-                                 f"{START_ENGINE_HINT}") from None
+                                 f"{hint}") from None
     return client
 
 

@@ -215,3 +215,15 @@ def _unused_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def test_repro_keeps_its_builds_exit_status(tmp_path: Path) -> None:
+    # The first build finds no engine (3: the environment); repro said 1, "a check failed".
+    engine = f"tcp://127.0.0.1:{_unused_port()}"
+    done = ninfer_kits("repro", "example", "--builder", "docker", "--matrix", MATRIX,
+                       cwd=tmp_path, env={"DOCKER_HOST": engine})
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.splitlines()[-1] == ("ninfer-kits: error: repro: the first build of "
+                                            "example failed (exit 3); its output is above")
+    assert f"no Docker engine answers at {engine}" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ninfer_kits import buildinfo, kitdir
-from ninfer_kits.errors import CheckFailed
+from ninfer_kits.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_ENVIRONMENT,
+    BadInput,
+    CheckFailed,
+    EnvironmentFailure,
+)
 
 
 @dataclass(frozen=True)
@@ -82,8 +88,12 @@ def build_under(conditions: Conditions, kit: str, common: Sequence[str],
                           preexec_fn=lambda: _set_umask(conditions.umask),
                           stdout=sys.stderr, stderr=sys.stderr)
     if done.returncode != 0:
-        raise CheckFailed(f"repro: the {conditions.name} build of {kit} failed (exit "
-                          f"{done.returncode}); its output is above")
+        # The build's own status, as README's table has it: bad input stays 2, the environment
+        # (no engine, the network) stays 3; a failed build or check is 1.
+        failure = {EXIT_BAD_INPUT: BadInput, EXIT_ENVIRONMENT: EnvironmentFailure}.get(
+            done.returncode, CheckFailed)
+        raise failure(f"repro: the {conditions.name} build of {kit} failed (exit "
+                      f"{done.returncode}); its output is above")
     dist = folder / "dist"
     folders = [path for path in dist.iterdir() if path.is_dir() and not path.name.startswith(".")]
     return Built(conditions, kitdir.read_kit_dir(folders[0]))

@@ -2,8 +2,9 @@
 and the pipeline's overhead around the compile.
 
 Both in one run, on the engine DOCKER_HOST names (scripts/start-docker-engine.sh starts one):
-1. cold: the toolchain's ccache volume and build trees removed, then
-   `ninfer-kits build example --builder docker`;
+1. cold: `ninfer-kits build example --builder docker` with a compiler cache volume of this
+   run's own (`--ccache-volume`, new and empty; the engine's default one, which other builds
+   use, is never touched), removed afterwards with the build trees kept beside it;
 2. rebuild: one kernel of the example changed (a real code change, committed), built again with
    the compiler cache and the kit's build tree the cold build filled (kept in volumes);
 3. the same revision again with `--no-portable`: the plain kit alone.
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,7 @@ from common import REPO_ROOT, Context, Result, progress
 
 NAME = "docker"
 DESCRIPTION = "docker builder: cold compile vs one-file rebuild with warm ccache; overhead"
-VOLUME = "ninfer-kits-ccache-trixie-cuda130"
+VOLUME_PREFIX = "ninfer-kits-bench-ccache-"  # + a token of the run: its own volumes only
 CHANGED = "src/kernels/sampling.cu"
 STAGE_LINE = re.compile(r"^✓ (.+) \((\d+\.\d) s\)$", re.M)
 RUNTIME_IMAGE = re.compile(r"^smoke test passed in (\S+):", re.M)
@@ -56,14 +58,19 @@ def run(ctx: Context) -> list[Result]:
         if not any((cache / "environments").glob("*/etc")):
             progress("a first build fills the shared cache, as a maintainer's machine has it")
             _build(work / "prime", repo, cache)
-        _remove_volumes(VOLUME)  # the compiler cache, and the build trees kept beside it
-        progress("cold build (empty ccache volume, new build tree)")
-        cold, cold_wall = _build(work / "cold", repo, cache)
-        _change_one_kernel(repo)
-        progress(f"rebuild after a change to {CHANGED} (the kept build tree, warm ccache)")
-        warm, _ = _build(work / "warm", repo, cache)
-        progress("the same, plain kit only (--no-portable): the overhead without the repair")
-        plain, plain_wall = _build(work / "plain", repo, cache, "--no-portable")
+        volume = f"{VOLUME_PREFIX}{uuid.uuid4().hex[:12]}"
+        ours = ("--ccache-volume", volume)
+        try:
+            progress("cold build (empty ccache volume, new build tree)")
+            cold, cold_wall = _build(work / "cold", repo, cache, *ours)
+            _change_one_kernel(repo)
+            progress(f"rebuild after a change to {CHANGED} (the kept build tree, warm ccache)")
+            warm, _ = _build(work / "warm", repo, cache, *ours)
+            progress("the same, plain kit only (--no-portable): the overhead without the "
+                     "repair")
+            plain, plain_wall = _build(work / "plain", repo, cache, "--no-portable", *ours)
+        finally:
+            _remove_volumes(volume)  # the compiler cache, and the build trees kept beside it
         progress("a container of the runtime image started and removed, 5 times")
         start_floor = _container_floor(cold["runtime_image"])
     overhead = cold_wall - cold["compile_seconds"]

@@ -227,3 +227,10 @@ def test_repro_keeps_its_builds_exit_status(tmp_path: Path) -> None:
                                             "example failed (exit 3); its output is above")
     assert f"no Docker engine answers at {engine}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_unknown_option_before_the_command_is_the_top_parsers(tmp_path: Path) -> None:
+    done = ninfer_kits("--no-such-option", "inspect", "/bin/true", cwd=tmp_path)
+    assert done.returncode == 2
+    assert error_line(done) == "ninfer-kits: error: unrecognized arguments: --no-such-option"
+    assert done.stderr.startswith("usage: ninfer-kits [-h]"), done.stderr

@@ -94,7 +94,9 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     `ninfer-kits [-h] [--version] [--debug] COMMAND ...`)."""
     args, extras = parser.parse_known_args(argv)
     if extras:
-        child = _subparser(parser, args.command)
+        # One before the command (`ninfer-kits --bogus inspect`) is the top parser's to refuse.
+        after = argv[argv.index(args.command) + 1:] if args.command in argv else []
+        child = _subparser(parser, args.command) if set(extras) <= set(after) else None
         (child or parser).error(f"unrecognized arguments: {' '.join(extras)}")
     return args
 

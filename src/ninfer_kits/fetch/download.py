@@ -251,15 +251,24 @@ class Downloader:
             skip = self.have - start  # a server that ignored Range starts again at 0
             view = memoryview(bytearray(CHUNK))
             last_shown = 0.0
+            position = start  # of the stream's next byte in the whole file
             while True:
                 if self.feed.aborted:
                     raise Aborted()
+                room = CHUNK
+                if self.expected_size is not None:  # one byte past it says it is larger
+                    room = min(CHUNK, self.expected_size + 1 - position)
                 try:
-                    count = stream.readinto(view)  # type: ignore[attr-defined]
+                    count = stream.readinto(view[:room])  # type: ignore[attr-defined]
                 except (OSError, HTTPException) as error:
                     raise _Dropped(error) from error
                 if not count:
                     break
+                position += count
+                if self.expected_size is not None and position > self.expected_size:
+                    raise CheckFailed(f"{shown(self.source.url)}: larger than the recorded "
+                                      f"{self.expected_size} bytes (the server sent more): "
+                                      f"refusing it")
                 data = view[:count]
                 if skip:
                     dropped = min(skip, count)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import threading
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,18 @@ def redact(text: str) -> str:
         if secret in text:
             text = text.replace(secret, REDACTED)
     return text
+
+
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def cleartext_token_problem(url: str) -> str | None:
+    """Why a token must not be sent to `url` (plain http to a host other than this machine's
+    loopback: a local test server), or None. publish, fetch and watch share this rule."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "http" and parts.hostname not in LOOPBACK:
+        return "plain http would send the token in clear; use https (http only for localhost)"
+    return None
 
 
 def github_token(environ: Mapping[str, str], repository: str) -> Secret:

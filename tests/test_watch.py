@@ -330,3 +330,55 @@ def test_the_runner_labels_come_from_matrix_toml_and_are_checked(
     (root / "matrix.toml").write_text(base + '\n[publish]\nrunner = ["bad label"]\n')
     code, _, err, _ = watch(root, server, capsys, monkeypatch)
     assert code == 2 and "key 'runner'" in err and "'bad label'" in err
+
+
+class _Echo(http.server.BaseHTTPRequestHandler):
+    """A hostile API: its error message quotes the request's Authorization header and a URL
+    with credentials."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"message": f"Bad credentials: {self.headers.get('Authorization')} "
+                                      f"(see https://robot:hunter2secret@mirror.example/x)"})
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_what_the_server_says_back_is_redacted(root: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    echo = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    thread = threading.Thread(target=echo.serve_forever, daemon=True)
+    thread.start()
+    try:
+        code, out, err, _ = watch(root, f"http://127.0.0.1:{echo.server_address[1]}", capsys,
+                                  monkeypatch, "alpha-sm86")  # asserts TOKEN is not shown
+    finally:
+        echo.shutdown()
+        echo.server_close()
+    assert code == 1
+    assert "refused: 403 Bad credentials: Bearer ***" in err
+    assert "hunter2secret" not in out + err and "https://***@mirror.example/x" in err
+
+
+@pytest.mark.parametrize("how", ["--api", "env"])
+def test_no_token_over_plain_http_to_another_host(root: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  how: str) -> None:
+    api = "http://192.0.2.1:9/api/v3"
+    if how == "env":
+        monkeypatch.setenv("NINFER_KITS_GITHUB_API", api)
+        monkeypatch.setenv("GH_TOKEN", TOKEN)
+        code = cli.main(["watch", "--matrix", str(root / "matrix.toml")])
+        out, err = capsys.readouterr()
+        assert "($NINFER_KITS_GITHUB_API)" in err
+    else:
+        code, out, err, _ = watch(root, api, capsys, monkeypatch)
+        assert "(--api)" in err
+    assert code == 2
+    assert "plain http would send the token in clear" in err
+    assert TOKEN not in out + err

@@ -27,6 +27,7 @@ B2_ENV_FILE = "NINFER_B2_ENV"
 REDACTED = "***"
 
 _ENV_LINE = re.compile(r"(?:export\s+)?(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?P<value>.*)")
+_URL_CREDENTIALS = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
 _lock = threading.Lock()
 _secrets: set[str] = set()
 
@@ -57,13 +58,14 @@ def register(value: str) -> None:
 
 
 def redact(text: str) -> str:
-    """`text` with every registered secret replaced by ***."""
+    """`text` with every registered secret replaced by ***, and the credentials a URL carries
+    (`https://user:token@host/`) too."""
     with _lock:
         secrets = sorted(_secrets, key=len, reverse=True)
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
-    return text
+    return _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", text)
 
 
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})

@@ -7,11 +7,14 @@ Retry-After, a ledger file that does not parse."""
 from __future__ import annotations
 
 import datetime
+import email.utils
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -382,3 +385,45 @@ def test_no_token_over_plain_http_to_another_host(root: Path, capsys: pytest.Cap
     assert code == 2
     assert "plain http would send the token in clear" in err
     assert TOKEN not in out + err
+
+
+class _LimitedOnce(http.server.BaseHTTPRequestHandler):
+    """429 with Retry-After as an HTTP date (`retry_after` s ahead) once, then the head."""
+
+    retry_after = 2.0
+    answered: ClassVar[list[int]] = []
+
+    def do_GET(self) -> None:
+        if not self.answered:
+            self.answered.append(429)
+            when = email.utils.formatdate(time.time() + self.retry_after, usegmt=True)
+            self.send_response(429)
+            self.send_header("Retry-After", when)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.answered.append(200)
+        self.send_response(200)
+        self.send_header("Content-Length", "40")
+        self.end_headers()
+        self.wfile.write(HEAD_A.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_retry_after_date_is_waited_until(root: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    limited = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _LimitedOnce)
+    thread = threading.Thread(target=limited.serve_forever, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    try:
+        code, _, err, values = watch(root, f"http://127.0.0.1:{limited.server_address[1]}",
+                                     capsys, monkeypatch, "alpha-sm86", "--max-wait", "10")
+    finally:
+        limited.shutdown()
+        limited.server_close()
+    assert code == 0, err
+    assert _LimitedOnce.answered == [429, 200] and values["stale"] == "0"
+    assert 0.5 < time.monotonic() - started < 9

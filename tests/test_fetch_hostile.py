@@ -259,3 +259,19 @@ def test_a_failed_fetch_leaves_no_dest(tmp_path: Path, release: Path,
     done = cli("fetch", KIT, "--matrix", str(matrix), "--dest", str(kept))
     assert done.returncode == 1
     assert sorted(p.name for p in kept.iterdir()) == ["mine"]  # a DEST that was there stays
+
+
+def test_an_endless_body_of_no_recorded_size_stops_after_the_archive(
+        tmp_path: Path, release: Path, server: RangeServer, monkeypatch: pytest.MonkeyPatch
+        ) -> None:
+    """B2 without the ledger: no size is recorded anywhere, so the archive's end bounds it."""
+    server.add_folder(release, f"/file/ninfer-kits/kits/{TAG}")
+    server.state.endless.add(f"/file/ninfer-kits/kits/{TAG}/{ASSET}")
+    matrix = checkout(tmp_path, server.url)
+    dest = tmp_path / "new" / "box"
+    done = cli("fetch", KIT, "--from", "b2", "--matrix", str(matrix), "--dest", str(dest),
+               env={"NINFER_KITS_B2_URL": server.url}, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "the server sends more than the archive holds" in done.stderr
+    assert server.state.endless_sent < 64 << 20
+    assert_nothing_left(dest)

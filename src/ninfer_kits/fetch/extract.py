@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -49,12 +50,19 @@ class FollowingArchive(KitArchive):
     # every byte: gzip's CRC-32 on top of it would only cost the decompressing thread time.
     check_gzip_crc = False
 
-    def __init__(self, path: Path, feed: Feed, **options: object) -> None:
+    def __init__(self, path: Path, feed: Feed, *, at_end: Callable[[], None] | None = None,
+                 **options: object) -> None:
         super().__init__(path, **options)  # type: ignore[arg-type]
         self._feed = feed
+        self._at_end = at_end  # called when the tar's end is read (before what may follow)
 
     def _raw(self, file: RegularFile) -> BinaryIO:
         return io.BufferedReader(GrowingFile(file.fd, self._feed), READ_BUFFER)
+
+    def _read_to_the_end(self) -> None:
+        if self._at_end is not None:
+            self._at_end()
+        super()._read_to_the_end()
 
 
 class Extraction:

@@ -63,6 +63,9 @@ from ninfer_kits.log import Reporter
 SUMS_LINE = re.compile(r"(?P<hash>[0-9a-fA-F]{%d}) [ *](?P<name>[^\n]+)")
 KIT = "kit"
 STAGING_PREFIX = ".ninfer-kits-fetch-"
+# Bytes a download of no recorded size may still bring once the archive was read to its end
+# (what the decompressor had not reached yet: a trailer, padding); more is refused.
+TAIL_LIMIT = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -257,7 +260,12 @@ class Fetcher:
             try:
                 feed.wait_for(HEAD_BYTES - 1)
                 size = tarball.size or 0
-                with FollowingArchive(part, feed, shown=located.asset) as archive:
+
+                def bound() -> None:  # no size recorded: the archive's end bounds the body
+                    if tarball.size is None:
+                        downloader.limit = feed.written + TAIL_LIMIT
+
+                with FollowingArchive(part, feed, shown=located.asset, at_end=bound) as archive:
                     extraction = extract(archive, staging, archive_size=size)
             except Aborted:
                 pass  # the downloader's error, below

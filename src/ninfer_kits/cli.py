@@ -175,7 +175,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _report(error: BaseException, debug: bool) -> None:
-    from ninfer_kits.publish.credentials import redact  # a server may have quoted a secret
+    from ninfer_kits.remote import redact  # a server may have quoted a secret
 
     if debug:
         import traceback  # only when asked: it costs start-up time on every run otherwise

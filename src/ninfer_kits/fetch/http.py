@@ -26,7 +26,7 @@ from typing import Any
 
 from ninfer_kits import __version__
 from ninfer_kits.errors import BadInput, EnvironmentFailure
-from ninfer_kits.publish.retry import server_wait
+from ninfer_kits.remote import server_wait
 
 USER_AGENT = f"ninfer-kits/{__version__} (+fetch)"
 TIMEOUT = 60.0  # seconds without a byte before a connection counts as dropped

@@ -34,7 +34,7 @@ from ninfer_kits.fetch.ledger import Recorded, url_of
 from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.kitdir import portable_name
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, Matrix, UnresolvedPlaceholders
-from ninfer_kits.publish.credentials import cleartext_token_problem
+from ninfer_kits.remote import cleartext_token_problem
 
 SHA256SUMS = "SHA256SUMS"
 SHA1SUMS = "SHA1SUMS"

@@ -54,7 +54,7 @@ from ninfer_kits.matrix.names import (
     version_core,
 )
 from ninfer_kits.matrix.where import Locator, Source, Table
-from ninfer_kits.publish.credentials import cleartext_token_problem
+from ninfer_kits.remote import cleartext_token_problem
 
 SCHEMA_VERSION: Final = 1
 MATRIX_ENV: Final = "NINFER_KITS_MATRIX"

@@ -12,24 +12,21 @@ token that a service or a library puts into an error text becomes `***`.
 from __future__ import annotations
 
 import re
-import threading
-import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ninfer_kits.errors import BadInput
+from ninfer_kits.remote import REDACTED as REDACTED
+from ninfer_kits.remote import redact as redact
+from ninfer_kits.remote import register as register
 
 GITHUB_TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN")
 B2_KEY_ID = "B2_APPLICATION_KEY_ID"
 B2_KEY = "B2_APPLICATION_KEY"
 B2_ENV_FILE = "NINFER_B2_ENV"
-REDACTED = "***"
 
 _ENV_LINE = re.compile(r"(?:export\s+)?(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?P<value>.*)")
-_URL_CREDENTIALS = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
-_lock = threading.Lock()
-_secrets: set[str] = set()
 
 
 class MissingCredentials(BadInput):
@@ -48,36 +45,6 @@ class Secret:
 
     def __str__(self) -> str:
         return f"<secret from {self.source}>"
-
-
-def register(value: str) -> None:
-    """Never show `value` in a message from now on (too short a value would redact words)."""
-    if len(value) >= 6:
-        with _lock:
-            _secrets.add(value)
-
-
-def redact(text: str) -> str:
-    """`text` with every registered secret replaced by ***, and the credentials a URL carries
-    (`https://user:token@host/`) too."""
-    with _lock:
-        secrets = sorted(_secrets, key=len, reverse=True)
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", text)
-
-
-LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
-
-
-def cleartext_token_problem(url: str) -> str | None:
-    """Why a token must not be sent to `url` (plain http to a host other than this machine's
-    loopback: a local test server), or None. publish, fetch and watch share this rule."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme == "http" and parts.hostname not in LOOPBACK:
-        return "plain http would send the token in clear; use https (http only for localhost)"
-    return None
 
 
 def github_token(environ: Mapping[str, str], repository: str) -> Secret:

@@ -10,7 +10,6 @@ Anything else (a 404, a 422, bad credentials) is not retried: the store decides 
 
 from __future__ import annotations
 
-import email.utils
 import os
 import random
 import time
@@ -20,6 +19,7 @@ from typing import TypeVar
 
 from ninfer_kits.errors import EnvironmentFailure
 from ninfer_kits.log import Reporter
+from ninfer_kits.remote import server_wait as server_wait
 
 T = TypeVar("T")
 
@@ -90,25 +90,3 @@ class RetryPolicy:
                                      f"{self.attempts} in {delay:.1f} s")
                 self.sleep(delay * self.scale)
                 attempt += 1
-
-
-def server_wait(headers: Mapping[str, str], now: float) -> float | None:
-    """Seconds the server asked us to wait: Retry-After (seconds or an HTTP date), else the
-    primary rate limit's reset time when none is left; None when it asked for nothing."""
-    lowered = {key.lower(): value for key, value in headers.items()}
-    after = lowered.get("retry-after")
-    if after is not None:
-        after = str(after).strip()
-        if after.isdigit():
-            return float(after)
-        try:
-            when = email.utils.parsedate_to_datetime(after)
-        except (TypeError, ValueError):
-            when = None
-        if when is not None:
-            return max(0.0, when.timestamp() - now)
-    if str(lowered.get("x-ratelimit-remaining", "")).strip() == "0":
-        reset = str(lowered.get("x-ratelimit-reset", "")).strip()
-        if reset.isdigit():
-            return max(0.0, float(reset) - now) + 1.0
-    return None

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ninfer_kits import remote
 from ninfer_kits.errors import EXIT_CHECK_FAILED, BadInput
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, add_matrix_argument, load_matrix
 from ninfer_kits.matrix.names import HEX_REVISION
-from ninfer_kits.publish import credentials
 from ninfer_kits.watch.heads import (
     DEFAULT_MAX_WAIT,
     HeadClient,
@@ -64,12 +64,12 @@ def execute(args: argparse.Namespace) -> int:
     api = args.api or os.environ.get(API_ENV) or DEFAULT_GITHUB_API
     token = token_from_env()
     if token:
-        problem = credentials.cleartext_token_problem(api)
+        problem = remote.cleartext_token_problem(api)
         if problem:
             given = "--api" if args.api else f"${API_ENV}" if os.environ.get(API_ENV) else ""
             raise BadInput(f"the GitHub API {api}{f' ({given})' if given else ''}: {problem} "
                            f"(GITHUB_TOKEN or GH_TOKEN is set)")
-        credentials.register(token)  # never shown, whatever the server says back
+        remote.register(token)  # never shown, whatever the server says back
     client = HeadClient(api, state, token, max_wait=args.max_wait)
 
     heads: dict[str, str] = {}
@@ -84,12 +84,12 @@ def execute(args: argparse.Namespace) -> int:
         try:
             result = client.head(upstream.repository, upstream.branch)
         except HeadError as error:  # it may quote the server: redacted
-            failures.append(f"upstream {upstream.id}: {credentials.redact(str(error))}")
+            failures.append(f"upstream {upstream.id}: {remote.redact(str(error))}")
             reporter.warning(failures[-1])
             continue
         if result.moved_to:
             reporter.warning(f"upstream {upstream.id}: repository {upstream.repository} moved "
-                             f"to {credentials.redact(result.moved_to)} (301, followed): "
+                             f"to {remote.redact(result.moved_to)} (301, followed): "
                              f"update matrix.toml")
         heads[upstream.id] = result.sha
         how = "unchanged (304)" if result.cached else "read"

@@ -25,7 +25,7 @@ import requests
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.pipeline.pack import write_file
-from ninfer_kits.publish.retry import server_wait
+from ninfer_kits.remote import server_wait
 
 STATE_FORMAT = 1
 SHA_MEDIA_TYPE = "application/vnd.github.sha"

@@ -275,3 +275,13 @@ def test_an_endless_body_of_no_recorded_size_stops_after_the_archive(
     assert "the server sends more than the archive holds" in done.stderr
     assert server.state.endless_sent < 64 << 20
     assert_nothing_left(dest)
+
+
+def test_the_token_never_rides_plain_http_even_to_its_own_host() -> None:
+    """An API answer (or a ledger) may name an asset URL on the API's host and port over plain
+    http (`http://api.example.com:443/…`): the token stays home."""
+    client = Client(token=CANARY, token_hosts=("https://api.example.com",))
+    secure = client._request("https://api.example.com/repos/o/r/releases/assets/1", {})
+    plain = client._request("http://api.example.com:443/repos/o/r/releases/assets/1", {})
+    assert secure.unredirected_hdrs["Authorization"] == f"Bearer {CANARY}"
+    assert "Authorization" not in plain.unredirected_hdrs and "Authorization" not in plain.headers

@@ -26,7 +26,7 @@ from typing import Any
 
 from ninfer_kits import __version__
 from ninfer_kits.errors import BadInput, EnvironmentFailure
-from ninfer_kits.remote import server_wait
+from ninfer_kits.remote import cleartext_token_problem, server_wait
 
 USER_AGENT = f"ninfer-kits/{__version__} (+fetch)"
 TIMEOUT = 60.0  # seconds without a byte before a connection counts as dropped
@@ -97,7 +97,8 @@ class Client:
 
     def _request(self, url: str, headers: dict[str, str]) -> urllib.request.Request:
         request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **headers})
-        if self._token and _host(url) in self._token_hosts:
+        if self._token and _host(url) in self._token_hosts and \
+                cleartext_token_problem(url) is None:  # never over plain http to another host
             request.add_unredirected_header("Authorization", f"Bearer {self._token}")
         return request
 

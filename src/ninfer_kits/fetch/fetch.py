@@ -281,7 +281,7 @@ class Fetcher:
         if unreadable is not None and downloader.digests is None:
             _remove(part, marker)  # stopped early: a damaged download or a hostile archive
             raise BadInput(f"{unreadable} (the download was stopped at byte "
-                           f"{downloader.have} and deleted)")
+                           f"{downloader.have} and deleted)") from unreadable
         if feed.error is not None:
             if isinstance(feed.error, CheckFailed):
                 _remove(part, marker)

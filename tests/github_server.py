@@ -166,7 +166,9 @@ class Fault:
     regex `path` are counted; the `nth` to the `nth + times - 1`-th of them get `action`:
 
     - "status": answer `status` (a failed upload leaves its asset in state `starter` when
-      `starter`, after the whole body was read);
+      `starter`, after the whole body was read); with `message`, its JSON message is that
+      text, `{authorization}` replaced by the request's Authorization header (a hostile
+      server echoing the token back);
     - "drop": close the connection with a reset, after reading `after_bytes` of the request body
       (an upload: its asset stays `starter`), or for a download from storage after sending
       `after_bytes` of the file;
@@ -188,6 +190,7 @@ class Fault:
     seconds: float = 0.0
     after_bytes: int = 0
     starter: bool = True
+    message: str | None = None
     seen: int = 0
     fired: int = 0
 
@@ -877,6 +880,9 @@ class GitHubServer:
                           "rate-limits-for-the-rest-api#about-secondary-rate-limits")
         if fault.action == "status" and not upload:
             req.read_body()
+            if fault.message is not None:
+                return _json(fault.status, {"message": fault.message.format(
+                    authorization=req.header("Authorization") or "")})
             return _server_error(fault.status)
         download = role == "storage" and req.method == "GET"
         if fault.action == "drop" and not upload and not download:

@@ -23,7 +23,7 @@ PYTHON_MINBASE = "ninfer-kits/python-minbase:local"
 # (The ledger's reader, ninfer_kits.publish.ledger, is the standard library's TOML and is shared
 # by publish and fetch; the rest of the publish package must stay out.)
 NEVER_AT_START = re.compile(
-    r"^(docker|requests|urllib3|github|b2sdk|elftools|ninfer_kits\.publish\.(?!ledger$)"
+    r"^(docker|requests|urllib3|github|b2sdk|elftools|ninfer_kits\.publish\.(?!ledger$)\w+"
     r"|ninfer_kits\.commands\.build_cmd|ninfer_kits\.pipeline\.(stages|builders|docker_builder"
     r"|source|hostdeps|smoke|probe|workspace|recipe_report))(\.|$)")
 

@@ -7,11 +7,14 @@ Retry-After, a ledger file that does not parse."""
 from __future__ import annotations
 
 import datetime
+import email.utils
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -356,3 +359,97 @@ def test_a_network_or_service_failure_exits_3_as_readmes_table_says(
     server.faults.status(502, method="GET", path="/commits/", times=100)
     code, _, err, _ = watch(root, server, capsys, monkeypatch)
     assert code == 3 and "the API answered 502" in err, err
+
+
+class _Echo(http.server.BaseHTTPRequestHandler):
+    """A hostile API: its error message quotes the request's Authorization header and a URL
+    with credentials."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"message": f"Bad credentials: {self.headers.get('Authorization')} "
+                                      f"(see https://robot:hunter2secret@mirror.example/x)"})
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_what_the_server_says_back_is_redacted(root: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    echo = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    thread = threading.Thread(target=echo.serve_forever, daemon=True)
+    thread.start()
+    try:
+        code, out, err, _ = watch(root, f"http://127.0.0.1:{echo.server_address[1]}", capsys,
+                                  monkeypatch, "alpha-sm86")  # asserts TOKEN is not shown
+    finally:
+        echo.shutdown()
+        echo.server_close()
+    assert code == 1
+    assert "refused: 403 Bad credentials: Bearer ***" in err
+    assert "hunter2secret" not in out + err and "https://***@mirror.example/x" in err
+
+
+@pytest.mark.parametrize("how", ["--api", "env"])
+def test_no_token_over_plain_http_to_another_host(root: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  how: str) -> None:
+    api = "http://192.0.2.1:9/api/v3"
+    if how == "env":
+        monkeypatch.setenv("NINFER_KITS_GITHUB_API", api)
+        monkeypatch.setenv("GH_TOKEN", TOKEN)
+        code = cli.main(["watch", "--matrix", str(root / "matrix.toml")])
+        out, err = capsys.readouterr()
+        assert "($NINFER_KITS_GITHUB_API)" in err
+    else:
+        code, out, err, _ = watch(root, api, capsys, monkeypatch)
+        assert "(--api)" in err
+    assert code == 2
+    assert "plain http would send the token in clear" in err
+    assert TOKEN not in out + err
+
+
+class _LimitedOnce(http.server.BaseHTTPRequestHandler):
+    """429 with Retry-After as an HTTP date (`retry_after` s ahead) once, then the head."""
+
+    retry_after = 2.0
+    answered: ClassVar[list[int]] = []
+
+    def do_GET(self) -> None:
+        if not self.answered:
+            self.answered.append(429)
+            when = email.utils.formatdate(time.time() + self.retry_after, usegmt=True)
+            self.send_response(429)
+            self.send_header("Retry-After", when)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.answered.append(200)
+        self.send_response(200)
+        self.send_header("Content-Length", "40")
+        self.end_headers()
+        self.wfile.write(HEAD_A.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_retry_after_date_is_waited_until(root: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    limited = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _LimitedOnce)
+    thread = threading.Thread(target=limited.serve_forever, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    try:
+        code, _, err, values = watch(root, f"http://127.0.0.1:{limited.server_address[1]}",
+                                     capsys, monkeypatch, "alpha-sm86", "--max-wait", "10")
+    finally:
+        limited.shutdown()
+        limited.server_close()
+    assert code == 0, err
+    assert _LimitedOnce.answered == [429, 200] and values["stale"] == "0"
+    assert 0.5 < time.monotonic() - started < 9

@@ -198,8 +198,10 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _report(error: BaseException, debug: bool) -> None:
+    from ninfer_kits.remote import redact  # a server may have quoted a secret
+
     if debug:
         import traceback  # only when asked: it costs start-up time on every run otherwise
 
-        traceback.print_exception(error)
-    print(f"ninfer-kits: error: {error}", file=sys.stderr)
+        sys.stderr.write(redact("".join(traceback.format_exception(error))))
+    print(f"ninfer-kits: error: {redact(str(error))}", file=sys.stderr)

@@ -184,6 +184,9 @@ class Downloader:
         self.reconnects = 0  # body reads that failed and were resumed in this run
         self.total: int | None = expected_size
         self.have = 0
+        # The most bytes the file may have, set (by the extractor's side) once the archive
+        # was read to its end when no size is recorded: a server sending on is refused.
+        self.limit: int | None = None
 
     def run(self) -> None:
         try:
@@ -251,15 +254,31 @@ class Downloader:
             skip = self.have - start  # a server that ignored Range starts again at 0
             view = memoryview(bytearray(CHUNK))
             last_shown = 0.0
+            position = start  # of the stream's next byte in the whole file
             while True:
                 if self.feed.aborted:
                     raise Aborted()
+                room = CHUNK
+                if self.expected_size is not None:  # one byte past it says it is larger
+                    room = min(CHUNK, self.expected_size + 1 - position)
+                limit = self.limit
+                if limit is not None:
+                    if position > limit:
+                        raise CheckFailed(f"{shown(self.source.url)}: the server sends more "
+                                          f"than the archive holds (past byte {limit}, "
+                                          f"after the archive's end): refusing it")
+                    room = min(room, limit + 1 - position)
                 try:
-                    count = stream.readinto(view)  # type: ignore[attr-defined]
+                    count = stream.readinto(view[:room])  # type: ignore[attr-defined]
                 except (OSError, HTTPException) as error:
                     raise _Dropped(error) from error
                 if not count:
                     break
+                position += count
+                if self.expected_size is not None and position > self.expected_size:
+                    raise CheckFailed(f"{shown(self.source.url)}: larger than the recorded "
+                                      f"{self.expected_size} bytes (the server sent more): "
+                                      f"refusing it")
                 data = view[:count]
                 if skip:
                     dropped = min(skip, count)

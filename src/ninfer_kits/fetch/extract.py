@@ -8,6 +8,11 @@ members. This module adds what writing them to disk needs:
 - nothing is written through a symlink: each folder on the way to a member must be a real
   folder made by this extraction (a link to `.` followed by `..` would otherwise lead out);
   files are created with O_EXCL|O_NOFOLLOW; hardlinks only to files written before;
+- every symlink resolves inside the staging folder as the file system resolves it, through
+  the links placed before it (KitArchive's check reads the target's words alone, and
+  `kit/l1 -> .` makes `l1/l1/../../..` climb three folders, not one); checked when it is
+  placed and again once the tree is whole (a link placed later can change how an earlier one
+  resolves);
 - modes: folders 0755, files their own bits within 0755 (no setuid, no group/other write);
 - a bound on the total: `expansion_limit` × the archive's size (1 GiB at least).
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -44,12 +50,19 @@ class FollowingArchive(KitArchive):
     # every byte: gzip's CRC-32 on top of it would only cost the decompressing thread time.
     check_gzip_crc = False
 
-    def __init__(self, path: Path, feed: Feed, **options: object) -> None:
+    def __init__(self, path: Path, feed: Feed, *, at_end: Callable[[], None] | None = None,
+                 **options: object) -> None:
         super().__init__(path, **options)  # type: ignore[arg-type]
         self._feed = feed
+        self._at_end = at_end  # called when the tar's end is read (before what may follow)
 
     def _raw(self, file: RegularFile) -> BinaryIO:
         return io.BufferedReader(GrowingFile(file.fd, self._feed), READ_BUFFER)
+
+    def _read_to_the_end(self) -> None:
+        if self._at_end is not None:
+            self._at_end()
+        super()._read_to_the_end()
 
 
 class Extraction:
@@ -68,6 +81,7 @@ def extract(archive: KitArchive, staging: Path, *, archive_size: int,
     done = Extraction()
     folders = {""}  # made by this extraction, relative to staging: safe to write into
     files: set[str] = set()
+    links: list[str] = []
     for member in archive:
         shown = f"{printable(archive.shown)}: member {printable(member.name)}"
         top, _, _ = member.name.partition("/")
@@ -93,8 +107,10 @@ def extract(archive: KitArchive, staging: Path, *, archive_size: int,
             files.add(member.name)
             done.files += 1
         elif member.kind == "symlink":
-            assert member.link is not None  # KitArchive checked it stays inside the tree
+            assert member.link is not None  # KitArchive checked its words stay inside the tree
             os.symlink(member.link, target)
+            links.append(member.name)
+            _check_resolves_inside(staging, member.name, shown)
         elif member.kind == "hardlink":
             if member.link not in files:
                 raise BadInput(f"{shown}: a hardlink to {printable(str(member.link))}, which "
@@ -102,7 +118,22 @@ def extract(archive: KitArchive, staging: Path, *, archive_size: int,
             os.link(staging / str(member.link), target, follow_symlinks=False)
     if TOP not in folders:
         raise BadInput(f"{printable(archive.shown)}: holds no {TOP}/ folder")
+    for name in links:  # the tree is whole now: how each link resolves for good
+        _check_resolves_inside(staging, name,
+                               f"{printable(archive.shown)}: member {printable(name)}")
     return done
+
+
+def _check_resolves_inside(staging: Path, name: str, shown: str) -> None:
+    """Refuse the symlink `name` when the file system resolves it outside `staging` (which
+    becomes DEST), following the links already in the tree."""
+    root = os.path.realpath(staging)
+    resolved = os.path.realpath(os.path.join(root, name))
+    if resolved != root and not resolved.startswith(root + os.sep):
+        link = os.readlink(os.path.join(root, name))
+        raise BadInput(f"{shown}: a symlink to {printable(link)}, which resolves outside the "
+                       f"folder it is unpacked into (through the links in the archive): "
+                       f"refused")
 
 
 def _make_folders(staging: Path, parent: str, folders: set[str], shown: str) -> None:

@@ -49,13 +49,23 @@ from ninfer_kits.fetch.download import (
 )
 from ninfer_kits.fetch.extract import Extraction, FollowingArchive, extract
 from ninfer_kits.fetch.http import Client, NotFound, shown
-from ninfer_kits.fetch.locate import BUILDINFO, SHA1SUMS, SHA256SUMS, Located, RemoteFile
+from ninfer_kits.fetch.locate import (
+    BUILDINFO,
+    SHA1SUMS,
+    SHA256SUMS,
+    Located,
+    RemoteFile,
+    plain_file_name,
+)
 from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive, terminate_as_exit
 from ninfer_kits.log import Reporter
 
 SUMS_LINE = re.compile(r"(?P<hash>[0-9a-fA-F]{%d}) [ *](?P<name>[^\n]+)")
 KIT = "kit"
 STAGING_PREFIX = ".ninfer-kits-fetch-"
+# Bytes a download of no recorded size may still bring once the archive was read to its end
+# (what the decompressor had not reached yet: a trailer, padding); more is refused.
+TAIL_LIMIT = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -117,13 +127,23 @@ class Fetcher:
     # --- the job ------------------------------------------------------------------------------
 
     def fetch(self, located: Located, dest: Path) -> Fetched:
+        """DEST complete, or, when this fetch made it and fails, no DEST at all (a .part
+        kept to resume from aside)."""
         started = time.monotonic()
+        made = _missing_folders(dest)
         dest.mkdir(parents=True, exist_ok=True)
         with _only_fetch_into(dest):
-            _clear_stale_staging(dest)
-            return self._fetch(located, dest, started)
+            try:
+                _clear_stale_staging(dest)
+                return self._fetch(located, dest, started)
+            except BaseException:
+                _remove_empty(made)
+                raise
 
     def _fetch(self, located: Located, dest: Path, started: float) -> Fetched:
+        if not plain_file_name(located.asset):
+            raise BadInput(f"{located.where}: the kit's asset {located.asset!r} is not a plain "
+                           f"file name: refused")
         _check_replaceable(dest / KIT)
         sums, sums_data = self._sums(located)
         tarball = located.tarball
@@ -240,17 +260,28 @@ class Fetcher:
             try:
                 feed.wait_for(HEAD_BYTES - 1)
                 size = tarball.size or 0
-                with FollowingArchive(part, feed, shown=located.asset) as archive:
+
+                def bound() -> None:  # no size recorded: the archive's end bounds the body
+                    if tarball.size is None:
+                        downloader.limit = feed.written + TAIL_LIMIT
+
+                with FollowingArchive(part, feed, shown=located.asset, at_end=bound) as archive:
                     extraction = extract(archive, staging, archive_size=size)
             except Aborted:
                 pass  # the downloader's error, below
             except BadInput as error:
-                unreadable = error  # a damaged download reads as a damaged archive: hash first
+                unreadable = error
+                if not feed.done:  # no use downloading on what cannot be unpacked
+                    feed.abort()
             thread.join()
         finally:
             if thread.is_alive():  # Ctrl-C, SIGTERM or a failure above: stop the download
                 feed.abort()
                 thread.join(timeout=5)
+        if unreadable is not None and downloader.digests is None:
+            _remove(part, marker)  # stopped early: a damaged download or a hostile archive
+            raise BadInput(f"{unreadable} (the download was stopped at byte "
+                           f"{downloader.have} and deleted)") from unreadable
         if feed.error is not None:
             if isinstance(feed.error, CheckFailed):
                 _remove(part, marker)
@@ -258,7 +289,8 @@ class Fetcher:
         digests = downloader.digests
         assert digests is not None
         self._check(located, digests, sha256, sha1, part, marker)
-        if unreadable is not None:
+        if unreadable is not None:  # the bytes are the release's, and cannot be unpacked
+            _remove(part, marker)
             raise unreadable
         assert extraction is not None
         rate = (digests.size - downloader.resumed_from) / max(time.monotonic() - bar.started,
@@ -350,6 +382,25 @@ def _place(new: Path, final: Path, staging: Path) -> None:
         if os.path.lexists(staging / "previous-kit"):
             (staging / "previous-kit").rename(final)
         raise
+
+
+def _missing_folders(dest: Path) -> list[Path]:
+    """DEST and the folders above it that do not exist yet, deepest first."""
+    missing = []
+    folder = dest.absolute()
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """The folders a failed fetch made, where nothing is left in them (deepest first)."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def _remove(*paths: Path) -> None:

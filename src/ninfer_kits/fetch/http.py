@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import email.utils
 import json
 import socket
 import ssl
@@ -27,6 +26,7 @@ from typing import Any
 
 from ninfer_kits import __version__
 from ninfer_kits.errors import BadInput, EnvironmentFailure
+from ninfer_kits.remote import cleartext_token_problem, server_wait
 
 USER_AGENT = f"ninfer-kits/{__version__} (+fetch)"
 TIMEOUT = 60.0  # seconds without a byte before a connection counts as dropped
@@ -97,7 +97,8 @@ class Client:
 
     def _request(self, url: str, headers: dict[str, str]) -> urllib.request.Request:
         request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **headers})
-        if self._token and _host(url) in self._token_hosts:
+        if self._token and _host(url) in self._token_hosts and \
+                cleartext_token_problem(url) is None:  # never over plain http to another host
             request.add_unredirected_header("Authorization", f"Bearer {self._token}")
         return request
 
@@ -160,7 +161,7 @@ class Client:
         """Seconds to wait before the next attempt, or raise: the error is final."""
         status = error.code
         where = shown(error.geturl() or url)
-        limited = _rate_limit_wait(error)
+        limited = _rate_limit_wait(error, attempt)
         if status in (404, 410):
             raise NotFound(f"{where}: not found (HTTP {status})", url=url, status=status)
         if status == 416:
@@ -207,23 +208,18 @@ def _placement(response: HTTPResponse, offset: int, url: str) -> tuple[int, int 
     return 0, size
 
 
-def _rate_limit_wait(error: urllib.error.HTTPError) -> float | None:
-    """Seconds until a rate limit lifts (Retry-After, or X-RateLimit-Reset when the remaining
-    count is 0), or None when the error is not a rate limit."""
+def _rate_limit_wait(error: urllib.error.HTTPError, attempt: int) -> float | None:
+    """Seconds until a rate limit lifts (Retry-After: seconds or an HTTP date; else
+    X-RateLimit-Reset when the remaining count is 0), or None when the error is not a rate
+    limit. A Retry-After that is neither waits the usual backoff."""
     headers = error.headers
     if headers is None or error.code not in (403, 429):
         return None
-    retry_after = headers.get("Retry-After")
-    if retry_after:
-        if retry_after.strip().isdigit():
-            return float(retry_after.strip())
-        when = email.utils.parsedate_to_datetime(retry_after)
-        if when is not None:
-            return max(0.0, when.timestamp() - time.time())
-    if headers.get("X-RateLimit-Remaining") == "0":
-        reset = headers.get("X-RateLimit-Reset", "")
-        if reset.isdigit():
-            return max(0.0, int(reset) - time.time()) + 1.0
+    wait = server_wait(dict(headers.items()), time.time())
+    if wait is not None:
+        return wait
+    if headers.get("Retry-After"):
+        return _backoff(attempt)
     return 60.0 if error.code == 429 else None
 
 

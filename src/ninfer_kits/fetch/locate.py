@@ -31,8 +31,10 @@ from ninfer_kits.errors import BadInput
 from ninfer_kits.fetch import ledger as ledger_mod
 from ninfer_kits.fetch.http import Client, NotFound, shown
 from ninfer_kits.fetch.ledger import Recorded, url_of
+from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.kitdir import portable_name
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, Matrix, UnresolvedPlaceholders
+from ninfer_kits.remote import cleartext_token_problem
 
 SHA256SUMS = "SHA256SUMS"
 SHA1SUMS = "SHA1SUMS"
@@ -310,6 +312,9 @@ def _github_api(want: Wanted, ctx: Context, client: Client, repository: str, whe
         if not isinstance(asset, dict) or asset.get("state", "uploaded") != "uploaded":
             continue
         name = str(asset.get("name", ""))
+        if name and not plain_file_name(name):
+            raise BadInput(f"{shown(url)}: an asset named {printable(name)}: not a plain file "
+                           f"name (a path, or '.' or '..'): refused")
         link = asset.get("url") if use_api else asset.get("browser_download_url")
         if not name or not isinstance(link, str):
             continue
@@ -329,6 +334,12 @@ def _github_api(want: Wanted, ctx: Context, client: Client, repository: str, whe
     entry = recorded.ledger if recorded else want.entry
     return Located(want.tag, asset, "github", where, files, kit=_kit_id(want), ledger=entry,
                    notes=(*want.notes, f"the release from {shown(url)}"))
+
+
+def plain_file_name(name: str) -> bool:
+    """Whether `name` names a file in the folder it is joined to, and nothing else: no '/',
+    not '.' or '..', no NUL, not empty."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name
 
 
 def _b2(want: Wanted, ctx: Context) -> Located:
@@ -417,7 +428,12 @@ def offline_context(args: argparse.Namespace) -> Context:
 
 def client_for(args: argparse.Namespace) -> tuple[Client, Context]:
     ctx = offline_context(args)
-    return Client(token=github_token(), token_hosts=(ctx.api,)), ctx
+    token = github_token()
+    problem = cleartext_token_problem(ctx.api) if token else None
+    if problem:
+        raise BadInput(f"the GitHub API {shown(ctx.api)}{' (--api)' if args.api else ''}: "
+                       f"{problem} (GITHUB_TOKEN or GH_TOKEN is set)")
+    return Client(token=token, token_hosts=(ctx.api,)), ctx
 
 
 def located(args: argparse.Namespace, ctx: Context, client: Client | None,

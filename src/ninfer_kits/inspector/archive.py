@@ -55,7 +55,7 @@ from ninfer_kits.records import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:  # tarfile, tempfile and the signal machinery load only when an archive is read
     import tarfile
     from types import FrameType
-    from typing import Any, BinaryIO
+    from typing import Any, BinaryIO, Self
 
 MEMORY_LIMIT = 64 << 20
 HEADER_LIMIT = 1 << 20
@@ -218,11 +218,29 @@ def _bounded_tarinfo() -> type[tarfile.TarInfo]:
                 raise _HeaderTooLarge(self.size)
             return super()._proc_member(archive)  # type: ignore[misc,no-any-return]
 
+        @classmethod
+        def fromtarfile(cls, archive: tarfile.TarFile) -> Self:
+            """A header that is not one, after the first, is an error: tarfile takes it for
+            the end of the archive (as if the members after it were not there). A block of
+            zeros (the end) and the stream's end (no end blocks) stay the end."""
+            offset = archive.offset
+            try:
+                return super().fromtarfile(archive)
+            except tarfile.HeaderError as error:
+                damaged = type(error).__name__ in ("InvalidHeaderError", "TruncatedHeaderError")
+                if offset == 0 or not damaged:
+                    raise  # not a tar at all (tarfile says so), or the end
+                raise _CorruptHeader(offset, str(error)) from error
+
     return BoundedTarInfo
 
 
 class _HeaderTooLarge(Exception):
     pass
+
+
+class _CorruptHeader(Exception):
+    """A damaged header in mid-archive: (offset in the tar stream, tarfile's words)."""
 
 
 class KitArchive:
@@ -412,6 +430,10 @@ class KitArchive:
         except _HeaderTooLarge as error:
             raise BadInput(f"{where}: a long-name or pax header of {size_words(error.args[0])} "
                            f"(more than {size_words(HEADER_LIMIT)}): refused") from error
+        except _CorruptHeader as error:
+            offset, reason = error.args
+            raise BadInput(f"{where}: a corrupt tar header at byte {offset} of the tar stream "
+                           f"({reason}), before the archive's end: refused") from error
         except EOFError as error:
             raise BadInput(f"{where}: not a readable {kind} (truncated: the compressed data "
                            f"ends early)") from error

@@ -54,6 +54,7 @@ from ninfer_kits.matrix.names import (
     version_core,
 )
 from ninfer_kits.matrix.where import Locator, Source, Table
+from ninfer_kits.remote import cleartext_token_problem
 
 SCHEMA_VERSION: Final = 1
 MATRIX_ENV: Final = "NINFER_KITS_MATRIX"
@@ -516,7 +517,6 @@ def _check_duplicates(section: Table, kits: Mapping[str, Kit]) -> None:
 _B2_BUCKET = re.compile(r"[A-Za-z0-9-]{6,63}")
 _B2_NAME_BYTES: Final = 1024  # B2's limit on a file name, in UTF-8 bytes
 _RUNNER_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-_LOOPBACK: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def _read_publish(table: Table) -> Publish:
@@ -560,9 +560,7 @@ def github_api_problem(url: str) -> str | None:
         return "must not hold credentials (the token comes from GITHUB_TOKEN or GH_TOKEN)"
     if parts.query or parts.fragment:
         return "must not have a query or a fragment"
-    if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
-        return "plain http would send the token in clear; use https (http only for localhost)"
-    return None
+    return cleartext_token_problem(url)
 
 
 def _read_b2(table: Table) -> B2Target:

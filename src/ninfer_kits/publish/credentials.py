@@ -12,22 +12,21 @@ token that a service or a library puts into an error text becomes `***`.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ninfer_kits.errors import BadInput
+from ninfer_kits.remote import REDACTED as REDACTED
+from ninfer_kits.remote import redact as redact
+from ninfer_kits.remote import register as register
 
 GITHUB_TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN")
 B2_KEY_ID = "B2_APPLICATION_KEY_ID"
 B2_KEY = "B2_APPLICATION_KEY"
 B2_ENV_FILE = "NINFER_B2_ENV"
-REDACTED = "***"
 
 _ENV_LINE = re.compile(r"(?:export\s+)?(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?P<value>.*)")
-_lock = threading.Lock()
-_secrets: set[str] = set()
 
 
 class MissingCredentials(BadInput):
@@ -46,23 +45,6 @@ class Secret:
 
     def __str__(self) -> str:
         return f"<secret from {self.source}>"
-
-
-def register(value: str) -> None:
-    """Never show `value` in a message from now on (too short a value would redact words)."""
-    if len(value) >= 6:
-        with _lock:
-            _secrets.add(value)
-
-
-def redact(text: str) -> str:
-    """`text` with every registered secret replaced by ***."""
-    with _lock:
-        secrets = sorted(_secrets, key=len, reverse=True)
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
 
 
 def github_token(environ: Mapping[str, str], repository: str) -> Secret:

@@ -12,7 +12,6 @@ again changes nothing until what the service names is fixed, so it never says "l
 
 from __future__ import annotations
 
-import email.utils
 import os
 import random
 import time
@@ -22,6 +21,7 @@ from typing import TypeVar
 
 from ninfer_kits.errors import BadInput, EnvironmentFailure
 from ninfer_kits.log import Reporter
+from ninfer_kits.remote import server_wait as server_wait
 
 T = TypeVar("T")
 
@@ -99,25 +99,3 @@ class RetryPolicy:
                                      f"{self.attempts} in {delay:.1f} s")
                 self.sleep(delay * self.scale)
                 attempt += 1
-
-
-def server_wait(headers: Mapping[str, str], now: float) -> float | None:
-    """Seconds the server asked us to wait: Retry-After (seconds or an HTTP date), else the
-    primary rate limit's reset time when none is left; None when it asked for nothing."""
-    lowered = {key.lower(): value for key, value in headers.items()}
-    after = lowered.get("retry-after")
-    if after is not None:
-        after = str(after).strip()
-        if after.isdigit():
-            return float(after)
-        try:
-            when = email.utils.parsedate_to_datetime(after)
-        except (TypeError, ValueError):
-            when = None
-        if when is not None:
-            return max(0.0, when.timestamp() - now)
-    if str(lowered.get("x-ratelimit-remaining", "")).strip() == "0":
-        reset = str(lowered.get("x-ratelimit-reset", "")).strip()
-        if reset.isdigit():
-            return max(0.0, float(reset) - now) + 1.0
-    return None

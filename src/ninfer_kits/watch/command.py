@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ninfer_kits import remote
 from ninfer_kits.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, BadInput
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, add_matrix_argument, load_matrix
@@ -62,7 +63,15 @@ def execute(args: argparse.Namespace) -> int:
     releases = kit_releases(ledger_dir)
     state = StateFile(args.state)
     api = args.api or os.environ.get(API_ENV) or DEFAULT_GITHUB_API
-    client = HeadClient(api, state, token_from_env(), max_wait=args.max_wait)
+    token = token_from_env()
+    if token:
+        problem = remote.cleartext_token_problem(api)
+        if problem:
+            given = "--api" if args.api else f"${API_ENV}" if os.environ.get(API_ENV) else ""
+            raise BadInput(f"the GitHub API {api}{f' ({given})' if given else ''}: {problem} "
+                           f"(GITHUB_TOKEN or GH_TOKEN is set)")
+        remote.register(token)  # never shown, whatever the server says back
+    client = HeadClient(api, state, token, max_wait=args.max_wait)
 
     heads: dict[str, str] = {}
     failures: list[str] = []
@@ -76,14 +85,15 @@ def execute(args: argparse.Namespace) -> int:
             continue
         try:
             result = client.head(upstream.repository, upstream.branch)
-        except HeadError as error:
-            failures.append(f"upstream {upstream.id}: {error}")
+        except HeadError as error:  # it may quote the server: redacted
+            failures.append(f"upstream {upstream.id}: {remote.redact(str(error))}")
             service_failed = service_failed or error.service
-            reporter.warning(f"upstream {upstream.id}: {error}")
+            reporter.warning(failures[-1])
             continue
         if result.moved_to:
             reporter.warning(f"upstream {upstream.id}: repository {upstream.repository} moved "
-                             f"to {result.moved_to} (301, followed): update matrix.toml")
+                             f"to {remote.redact(result.moved_to)} (301, followed): "
+                             f"update matrix.toml")
         heads[upstream.id] = result.sha
         how = "unchanged (304)" if result.cached else "read"
         reporter.info(f"upstream {upstream.id}: {upstream.repository} {upstream.branch} at "

@@ -25,6 +25,7 @@ import requests
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.pipeline.pack import write_file
+from ninfer_kits.remote import server_wait
 
 STATE_FORMAT = 1
 SHA_MEDIA_TYPE = "application/vnd.github.sha"
@@ -177,21 +178,16 @@ class HeadClient:
 
 
 def _limit_wait(response: requests.Response) -> float | None:
-    """Seconds to wait before asking again, or None when this is not a rate-limit answer."""
+    """Seconds to wait before asking again, or None when this is not a rate-limit answer.
+    Retry-After in seconds or as an HTTP date, else X-RateLimit-Reset when none is left
+    (publish.retry's reading); one that says neither waits 60 s."""
     if response.status_code not in (403, 429):
         return None
-    retry_after = response.headers.get("Retry-After")
-    if retry_after is not None:
-        try:
-            return max(0.0, float(retry_after))
-        except ValueError:
-            return 60.0
-    if response.headers.get("X-RateLimit-Remaining") == "0":
-        try:
-            return max(0.0, float(response.headers["X-RateLimit-Reset"]) - time.time()) + 1.0
-        except (KeyError, ValueError):
-            return 60.0
-    if response.status_code == 429:
+    wait = server_wait(response.headers, time.time())
+    if wait is not None:
+        return wait
+    if (response.headers.get("Retry-After") is not None or response.status_code == 429
+            or response.headers.get("X-RateLimit-Remaining") == "0"):
         return 60.0
     return None
 

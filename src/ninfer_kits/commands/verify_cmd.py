@@ -60,7 +60,8 @@ def verify(kit: KitOnDisk, target: Target) -> VerifyReport:
     resolutions = tuple(resolve_program(resolver, kit, target, program)
                         for program in kit.programs)
     floor = kit_floor(kit.files)
-    rows = [*library_rows(floor, resolutions), *driver_rows(kit, floor, target)]
+    rows = [*library_rows(floor, resolutions, target.system, kit),
+            *driver_rows(kit, floor, target)]
     return VerifyReport(kit=kit.shown, target=target.description, checked=kit.checked,
                         rows=tuple(rows), resolutions=resolutions)
 
@@ -77,7 +78,8 @@ NO_DRIVER = "no NVIDIA driver here (no kernel module, no libcuda.so.1, no nvidia
 def driver_rows(kit: KitOnDisk, floor: KitFloor, target: Target) -> list[Row]:
     """The NVIDIA driver and the GPUs: only a host has them (verify.gpu probes this one)."""
     cuda = _kit_cuda(kit, floor)
-    if cuda is None and not floor.sass and not floor.ptx:
+    if cuda is None and not floor.sass and not floor.ptx and not set(floor.sonames) & {
+            gpu.LIBCUDA}:
         return []  # no CUDA in this kit
     relocatable = tuple(entry.arch for entry in floor.relocatable)
     requirement = gpu.gpu_requirement(floor.sass, floor.ptx, relocatable)

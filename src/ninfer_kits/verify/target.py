@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ninfer_kits.errors import BadInput
+from ninfer_kits.verify.distros import DRIVER_SONAMES
+from ninfer_kits.verify.fixes import System, system_of
 from ninfer_kits.verify.ldcache import CacheError, parse
 from ninfer_kits.verify.resolve import LoaderSetup
 from ninfer_kits.verify.rootfs import RootFS
@@ -88,7 +90,8 @@ def family_of(release: OsRelease) -> LoaderFamily:
     return next(family for family in families if family.name == "generic")
 
 
-def loader_setup(rootfs: RootFS, ld_library_path: tuple[str, ...] = ()) -> LoaderSetup:
+def loader_setup(rootfs: RootFS, ld_library_path: tuple[str, ...] = (),
+                 driver_supplied: frozenset[str] = frozenset()) -> LoaderSetup:
     """What the target's loader searches besides RPATH/RUNPATH. A missing or unreadable
     ld.so.cache is what the loader then has too: no cache."""
     family = family_of(os_release(rootfs))
@@ -98,7 +101,46 @@ def loader_setup(rootfs: RootFS, ld_library_path: tuple[str, ...] = ()) -> Loade
     except CacheError:
         cache = ()
     return LoaderSetup(rootfs=rootfs, cache=cache, system_dirs=family.system_dirs,
-                       ld_library_path=ld_library_path, lib=family.lib)
+                       ld_library_path=ld_library_path, lib=family.lib,
+                       platform=glibc_platform(), driver_supplied=driver_supplied)
+
+
+# glibc's x86-64 platform names (sysdeps/x86/cpu-features.c, init_cpu_features): on an Intel
+# CPU, "xeon_phi" with AVX512CD, AVX512ER and AVX512PF usable; otherwise "haswell" with AVX2,
+# FMA, BMI1, BMI2, LZCNT, MOVBE and POPCNT usable; else the kernel's AT_PLATFORM, "x86_64".
+# Those are what `$PLATFORM` expands to in RPATH/RUNPATH (`ld.so --help` lists it as
+# "haswell (AT_PLATFORM; ...)"). /proc/cpuinfo shows the features the kernel lets programs use;
+# LZCNT is named "abm" there.
+HASWELL_FLAGS = frozenset({"avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"})
+XEON_PHI_FLAGS = frozenset({"avx512cd", "avx512er", "avx512pf"})
+
+
+@functools.cache
+def glibc_platform(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """What glibc's loader takes `$PLATFORM` to be on this machine's CPU (x86-64): a target
+    folder or image runs on some CPU too, and this is the one at hand."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "x86_64"
+    return platform_of(text)
+
+
+def platform_of(cpuinfo: str) -> str:
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor is enough: they are alike
+            continue
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    flags = set(fields.get("flags", "").split())
+    if fields.get("vendor_id") != "GenuineIntel" or "lm" not in flags:
+        return "x86_64"
+    if flags >= XEON_PHI_FLAGS:
+        return "xeon_phi"
+    return "haswell" if flags >= HASWELL_FLAGS else "x86_64"
 
 
 KIT_MOUNT = "/opt/ninfer-kit"  # where a kit appears inside a root or an image
@@ -112,6 +154,7 @@ class Target:
     mode: str  # "host", "root" or "image"
     kit_root: str  # the kit's folder (the one holding kit/) as the target sees it
     setup: LoaderSetup
+    system: System | None = None  # its distribution, for the fix lines
 
 
 @contextmanager
@@ -134,15 +177,24 @@ def open_target(kit_root: Path, *, root: Path | None = None, image: str | None =
     release = os_release(rootfs)
     yield Target(f"this host ({release.pretty_name or 'unknown distribution'})", "host",
                  str(kit_root.resolve()),
-                 loader_setup(rootfs, env_path if ld_library_path is None else ld_library_path))
+                 loader_setup(rootfs, env_path if ld_library_path is None else ld_library_path),
+                 target_system(release))
+
+
+def target_system(release: OsRelease) -> System:
+    return system_of(release.id, release.id_like, release.version_id, release.pretty_name,
+                     family_of(release).name)
 
 
 def _in_root(folder: Path, kit_root: Path, what: str, mode: str,
              ld_library_path: tuple[str, ...]) -> Target:
+    """A root or an image: the NVIDIA container runtime brings the driver's libraries
+    (libcuda.so.1) into a container from the host, so where the root has none they are the
+    driver's to supply, not missing."""
     rootfs = RootFS(folder, ((KIT_MOUNT, kit_root.resolve()),))
     release = os_release(rootfs)
     return Target(f"{what} ({release.pretty_name or 'unknown distribution'})", mode, KIT_MOUNT,
-                  loader_setup(rootfs, ld_library_path))
+                  loader_setup(rootfs, ld_library_path, DRIVER_SONAMES), target_system(release))
 
 
 @contextmanager

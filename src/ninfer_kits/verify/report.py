@@ -300,8 +300,11 @@ def to_json(report: VerifyReport) -> dict[str, object]:
             "interpreter_missing": res.interpreter_missing,
             "found": [{"name": f.name, "path": f.path, "via": f.via, "needed_by": f.needed_by}
                       for f in res.found],
-            "missing": [{"name": m.name, "needed_by": m.needed_by, "searched": list(m.searched)}
-                        for m in res.missing],
+            "missing": [{"name": m.name, "needed_by": m.needed_by, "searched": list(m.searched),
+                         "skipped": list(m.skipped)} for m in res.missing],
+            "supplied_by_driver": [m.name for m in res.from_driver],
+            "unversioned": [{"library": u.library, "path": u.path, "versions": list(u.versions),
+                             "needed_by": u.needed_by} for u in res.unversioned],
             "version_gaps": [{"library": g.library, "path": g.path, "version": g.version,
                               "needed_by": g.needed_by} for g in res.gaps],
             "stale_search_paths": [{"kind": s.kind, "folder": s.folder, "name": s.name,

@@ -286,6 +286,48 @@ def test_platform_in_the_roots(roots: dict[str, Path], proc_mounted: None, suite
     assert loaders_platform(roots[suite]) == glibc_platform()
 
 
+def loaders_subdirs(root: Path = HOST) -> tuple[str, ...]:
+    """The subfolders the loader tries in a search folder before the folder itself."""
+    command = ["/usr/bin/env", "-i", "LD_DEBUG=libs", "LD_LIBRARY_PATH=/ninfer-probe",
+               LOADER, "--list", "/bin/true"]
+    if root != HOST:
+        command = [shutil.which("chroot") or "chroot", str(root), *command]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    match = re.search(r"search path=(\S+)\s+\(LD_LIBRARY_PATH\)", done.stdout + done.stderr)
+    assert match, done.stderr
+    folders = match[1].split(":")
+    assert folders[-1] == "/ninfer-probe"
+    return tuple(folder.removeprefix("/ninfer-probe/") for folder in folders[:-1])
+
+
+def test_hwcaps_subfolders_are_searched_as_the_loader_searches_them(tmp_path: Path) -> None:
+    """glibc-hwcaps/x86-64-vN (glibc 2.33 on) and, up to 2.36, tls/haswell/x86_64 and their
+    kin: tried in every search folder before the folder itself, in this order."""
+    kit = kit_with(tmp_path, link_version=None)
+    fs = RootFS(HOST)
+    with open_kit(kit) as opened, open_target(opened.root) as target:
+        assert target.setup.subdirs == loaders_subdirs()
+    assert "glibc-hwcaps/x86-64-v2" in loaders_subdirs()  # any x86-64 CPU of this century
+    library(kit / "kit" / "lib", "int k(void) { return 1; }\n")
+    library(kit / "kit" / "lib" / "glibc-hwcaps" / "x86-64-v2", "int k(void) { return 0; }\n")
+    with on_host(kit) as report:
+        assert_agrees_on_host(report, kit)
+    found = {f.name: fs.canonical(f.path) for f in report.resolutions[0].found}
+    assert found["libk.so.1"] == str((kit / "kit" / "lib" / "glibc-hwcaps" / "x86-64-v2" /
+                                      "libk.so.1").resolve())
+    assert run_app(kit).returncode == 0  # the glibc-hwcaps copy returns 0, the other 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite", ["bookworm", "trixie"])
+def test_hwcaps_subfolders_in_the_roots(roots: dict[str, Path], proc_mounted: None,
+                                        suite: str) -> None:
+    """Debian 12 (glibc 2.36) still tries the legacy subfolders, Debian 13 (2.41) no more."""
+    from ninfer_kits.verify.target import loader_setup
+
+    assert loader_setup(RootFS(roots[suite])).subdirs == loaders_subdirs(roots[suite])
+
+
 def test_platform_rule() -> None:
     intel = "vendor_id\t: GenuineIntel\nflags\t\t: fpu lm avx2 fma bmi1 bmi2 abm movbe popcnt\n"
     assert platform_of(intel) == "haswell"

@@ -85,8 +85,10 @@ def driver_rows(kit: KitOnDisk, floor: KitFloor, target: Target) -> list[Row]:
     requirement = gpu.gpu_requirement(floor.sass, floor.ptx, relocatable)
     if target.mode != "host":
         supplied = f"supplied by the driver at run time, not by a {target.mode}"
-        return [Row(f"A driver providing libcuda.so.1, new enough for CUDA {cuda or '?'}",
-                    supplied, NOT_CHECKED), Row(requirement, supplied, NOT_CHECKED)]
+        new_enough = f", new enough for CUDA {cuda}" if cuda else ""
+        return [Row(f"A driver providing libcuda.so.1{new_enough}", supplied, NOT_CHECKED),
+                *([Row(requirement, supplied, NOT_CHECKED)] if floor.sass or floor.ptx
+                  or relocatable else [])]
     host = gpu.probe_host()
     side = gpu.check_gpu_side(host, cuda or "0", floor.sass, floor.ptx, relocatable)
     if host.no_driver:  # the probe's reasons, one per source, say no more than this

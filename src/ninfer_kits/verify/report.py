@@ -150,7 +150,7 @@ def _kit_fix(item: NotFound, floor: KitFloor) -> str:
 
 def _driver_fix(soname: str) -> str:
     if soname in DRIVER_SONAMES:
-        return f"install the NVIDIA driver: {soname} is the driver's, no package of the kit's"
+        return f"install the NVIDIA driver ({soname} comes with it)"
     return ""
 
 

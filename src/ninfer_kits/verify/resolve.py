@@ -114,6 +114,10 @@ class LoaderSetup:
     platform: str = "x86_64"  # what $PLATFORM expands to (glibc's, on this CPU: target.py)
     # Libraries the driver brings at run time where the target itself has none (root, image).
     driver_supplied: frozenset[str] = frozenset()
+    # Subfolders tried in each search folder before the folder itself, in the loader's order:
+    # glibc-hwcaps/x86-64-v4 … v2 (glibc 2.33 on), then the legacy tls/haswell/x86_64
+    # combinations (up to glibc 2.36). target.py says which, for the target's glibc and CPU.
+    subdirs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -179,15 +183,7 @@ class Resolver:
                           tuple(from_driver))
 
     def glibc_release(self, libc: str) -> str:
-        """The release glibc's libc.so.6 names in its banner (what `gnu_get_libc_version()`
-        returns): "GNU C Library (Debian GLIBC 2.31-13) stable release version 2.31."."""
-        real = self.setup.rootfs.real(libc)
-        try:
-            data = real.read_bytes() if real is not None else b""
-        except OSError:
-            return ""
-        match = GLIBC_BANNER.search(data)
-        return match[1].decode() if match else ""
+        return glibc_release(self.setup.rootfs, libc)
 
     def info(self, path: str) -> ElfInfo | None:
         if path not in self._infos:
@@ -213,10 +209,11 @@ class Resolver:
                 missing_dirs.append((kind, folder))
                 continue
             searched.append(folder)
-            target = self._candidate(posixpath.join(folder, name), main.info)
-            if target is not None:
-                return self._hit(posixpath.join(folder, name), via, target, name, requester,
-                                 main, label, missing_dirs, stale)
+            for place in (*(posixpath.join(folder, sub) for sub in self.setup.subdirs), folder):
+                target = self._candidate(posixpath.join(place, name), main.info)
+                if target is not None:
+                    return self._hit(posixpath.join(place, name), via, target, name, requester,
+                                     main, label, missing_dirs, stale)
         for entry in self.setup.cache:
             if entry.soname == name and entry.fits(main.info.elf_class, main.info.machine):
                 target = self._candidate(entry.path, main.info)
@@ -226,10 +223,11 @@ class Resolver:
         searched.append("ld.so.cache")
         for folder in self.setup.system_dirs:
             searched.append(folder)
-            target = self._candidate(posixpath.join(folder, name), main.info)
-            if target is not None:
-                return self._hit(posixpath.join(folder, name), "system folder", target, name,
-                                 requester, main, label, missing_dirs, stale)
+            for place in (*(posixpath.join(folder, sub) for sub in self.setup.subdirs), folder):
+                target = self._candidate(posixpath.join(place, name), main.info)
+                if target is not None:
+                    return self._hit(posixpath.join(place, name), "system folder", target,
+                                     name, requester, main, label, missing_dirs, stale)
         searched += [folder for _, folder in missing_dirs]
         shown = self._shown(requester, main, label)
         stale += [StaleSearchPath(kind, folder, name, "", shown) for kind, folder in missing_dirs]
@@ -307,6 +305,18 @@ class Resolver:
     @staticmethod
     def _shown(obj: _Object, main: _Object, label: str) -> str:
         return label if obj is main else obj.path
+
+
+def glibc_release(rootfs: RootFS, libc: str) -> str:
+    """The release glibc's libc.so.6 names in its banner (what `gnu_get_libc_version()`
+    returns): "GNU C Library (Debian GLIBC 2.31-13) stable release version 2.31."."""
+    real = rootfs.real(libc)
+    try:
+        data = real.read_bytes() if real is not None else b""
+    except OSError:
+        return ""
+    match = GLIBC_BANNER.search(data)
+    return match[1].decode() if match else ""
 
 
 def _kind(info: ElfInfo, program: ElfInfo) -> str:

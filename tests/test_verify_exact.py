@@ -424,13 +424,17 @@ def test_libcuda_in_a_root_is_the_drivers(tmp_path: Path) -> None:
 
 
 def test_glibc_is_shown_by_its_release(tmp_path: Path) -> None:
-    """glibc 2.31 adds no GLIBC_2.31 version to libc.so.6 on x86-64: its highest is GLIBC_2.30.
-    The row shows the release from libc's banner (what gnu_get_libc_version says); here a
-    libc.so.6 made so, in a root of its own, and this host's real one against `ldd --version`."""
+    """A glibc release that adds no symbol adds no GLIBC_<release> version (no x86-64
+    libc.so.6 defines GLIBC_2.19, 2.20 or 2.21): the row shows the release from libc's banner
+    (what gnu_get_libc_version says), not the highest version defined. This host's real libc
+    against `ldd --version`, then a libc.so.6 of "2.31" defining up to GLIBC_2.30, made here
+    in a root of its own."""
     kit = kit_with(tmp_path / "kit", link_version=None)
     library(kit / "kit" / "lib", "int k(void) { return 0; }\n")
     with on_host(kit) as report:
         pass
+    host_defs = read_elf(Path("/lib/x86_64-linux-gnu/libc.so.6")).version_defs
+    assert "GLIBC_2.18" in host_defs and "GLIBC_2.21" not in host_defs
     ldd = subprocess.run(["ldd", "--version"], capture_output=True, text=True, check=True)
     release = re.search(r"(\d+\.\d+)\s*$", ldd.stdout.splitlines()[0])[1]  # type: ignore[index]
     assert row(report, "x86-64 Linux")[1].startswith(f"glibc {release} (")

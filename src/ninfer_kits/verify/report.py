@@ -185,8 +185,9 @@ def _glibc_row(machines: tuple[str, ...], floor: KitFloor, found: dict[str, Foun
 
 def glibc_release(resolutions: Sequence[Resolution]) -> str:
     """The glibc release of the libc.so.6 the programs map: its own banner ("release version
-    2.31"), which is the release even where it defines no GLIBC_<release> version (2.31 adds
-    none to libc.so.6 on x86-64); else the highest GLIBC_ version it defines."""
+    2.31"), which is the release even where it defines no GLIBC_<release> version (a release
+    that adds no symbol adds none: no x86-64 libc.so.6 defines GLIBC_2.19, 2.20 or 2.21); else
+    the highest GLIBC_ version it defines."""
     release = next((r.libc_release for r in resolutions if r.libc_release), "")
     return release or _highest(libc_defs(resolutions), "GLIBC")
 

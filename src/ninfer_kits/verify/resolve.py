@@ -196,14 +196,15 @@ class Resolver:
 
     def _search(self, name: str, requester: _Object, main: _Object, label: str,
                 stale: list[StaleSearchPath]) -> tuple[str, str, ElfInfo] | NotFound:
+        self._skipped = []
         if "/" in name:
             target = self._candidate(name, main.info)
             if target is not None:
                 return name, "its path", target
-            return NotFound(name, self._shown(requester, main, label), (name,))
+            return NotFound(name, self._shown(requester, main, label), (name,),
+                            tuple(self._skipped))
         searched: list[str] = []
         missing_dirs: list[tuple[str, str]] = []
-        self._skipped = []
         for via, folder, kind in self._folders(requester, main, label):
             if kind and not self.setup.rootfs.is_dir(folder):
                 missing_dirs.append((kind, folder))

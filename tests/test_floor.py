@@ -203,3 +203,19 @@ def test_the_parsed_copy_of_runtime_facts_is_current() -> None:
     # the same values in the same order (the order of families is the order they are tried in)
     assert repr(runtime_facts_parsed.parsed()) == repr(tomllib.loads(text)), stale
     assert parse_facts(text + "\n# changed\n") == tomllib.loads(text)  # else: tomllib parses
+
+
+# --- weak version needs ---------------------------------------------------------------------
+
+def test_a_weak_need_raises_no_floor() -> None:
+    """A need marked VER_FLG_WEAK is not required by glibc's loader (elf/dl-version.c): it
+    neither raises the glibc floor nor becomes a requirement of its library."""
+    from ninfer_kits.inspector.elf import VersionNeed
+
+    needs = (VersionNeed("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.38"), weak=("GLIBC_2.38",)),
+             VersionNeed("libk.so.1", ("KIT_2",), weak=("KIT_2",)))
+    [info] = _files()
+    floor = kit_floor([info._replace(needed=("libc.so.6", "libk.so.1"), version_needs=needs)])
+    glibc = floor.floor("GLIBC")
+    assert glibc is not None and glibc.version == "2.2.5"
+    assert dict(floor.versions_by_library) == {"libc.so.6": ("GLIBC_2.2.5",), "libk.so.1": ()}

@@ -30,6 +30,10 @@ TRACE_ENV = ("LD_TRACE_LOADED_OBJECTS=1", "LD_WARN=yes", "LD_BIND_NOW=yes", "LD_
 MAPPED = re.compile(r"^\t(?P<name>\S+) => (?P<path>/\S+) \(0x[0-9a-f]+\)$")
 NOT_FOUND = re.compile(r"^\t(?P<name>\S+) => not found$")
 VERSION_MISSING = re.compile(r"^\t\t(?P<library>\S+) \((?P<version>[^)]+)\) => not found$")
+# The version check's own word (elf/dl-version.c): a library without version definitions
+# satisfies every need with this warning, though the trace listing says "not found" for them.
+NO_VERSION_INFO = re.compile(r": (?P<path>/\S+): no version information available \(required by")
+ASSERTION = "Inconsistency detected by ld.so"  # binding to it failed after all (dl-lookup.c)
 SCANNED = ("usr/bin", "usr/lib/x86_64-linux-gnu")
 
 
@@ -56,12 +60,19 @@ def loader_verdict(root: Path, program: str) -> Verdict:
                           capture_output=True, text=True, check=False)
     mapped, absent, versions = set(), set(), set()
     fs = RootFS(root)
-    for line in (done.stdout + done.stderr).splitlines():
+    text = done.stdout + done.stderr
+    unversioned = {fs.canonical(m["path"]) or m["path"] for m in NO_VERSION_INFO.finditer(text)}
+    if ASSERTION in text:
+        unversioned = set()
+    paths: dict[str, str] = {}
+    for line in text.splitlines():
         if match := MAPPED.match(line):
-            mapped.add((match["name"], fs.canonical(match["path"]) or match["path"]))
+            paths[match["name"]] = fs.canonical(match["path"]) or match["path"]
+            mapped.add((match["name"], paths[match["name"]]))
         elif match := NOT_FOUND.match(line):
             absent.add(match["name"])
-        elif (match := VERSION_MISSING.match(line)) and match["library"] not in absent:
+        elif ((match := VERSION_MISSING.match(line)) and match["library"] not in absent
+              and paths.get(match["library"]) not in unversioned):
             versions.add((match["library"], match["version"]))
     return Verdict(frozenset(mapped), frozenset(absent), frozenset(versions))
 
@@ -70,7 +81,8 @@ def our_verdict(resolution: Resolution, fs: RootFS) -> Verdict:
     return Verdict(
         frozenset((item.name, fs.canonical(item.path) or item.path) for item in resolution.found
                   if "/" not in item.name),
-        frozenset(item.name for item in resolution.missing),
+        # what the driver supplies in a container is missing from the root itself
+        frozenset(item.name for item in (*resolution.missing, *resolution.from_driver)),
         frozenset((gap.library, gap.version) for gap in resolution.gaps),
     )
 

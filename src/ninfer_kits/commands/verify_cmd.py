@@ -60,7 +60,8 @@ def verify(kit: KitOnDisk, target: Target) -> VerifyReport:
     resolutions = tuple(resolve_program(resolver, kit, target, program)
                         for program in kit.programs)
     floor = kit_floor(kit.files)
-    rows = [*library_rows(floor, resolutions), *driver_rows(kit, floor, target)]
+    rows = [*library_rows(floor, resolutions, target.system, kit),
+            *driver_rows(kit, floor, target)]
     return VerifyReport(kit=kit.shown, target=target.description, checked=kit.checked,
                         rows=tuple(rows), resolutions=resolutions)
 
@@ -77,14 +78,17 @@ NO_DRIVER = "no NVIDIA driver here (no kernel module, no libcuda.so.1, no nvidia
 def driver_rows(kit: KitOnDisk, floor: KitFloor, target: Target) -> list[Row]:
     """The NVIDIA driver and the GPUs: only a host has them (verify.gpu probes this one)."""
     cuda = _kit_cuda(kit, floor)
-    if cuda is None and not floor.sass and not floor.ptx:
+    if cuda is None and not floor.sass and not floor.ptx and not set(floor.sonames) & {
+            gpu.LIBCUDA}:
         return []  # no CUDA in this kit
     relocatable = tuple(entry.arch for entry in floor.relocatable)
     requirement = gpu.gpu_requirement(floor.sass, floor.ptx, relocatable)
     if target.mode != "host":
         supplied = f"supplied by the driver at run time, not by a {target.mode}"
-        return [Row(f"A driver providing libcuda.so.1, new enough for CUDA {cuda or '?'}",
-                    supplied, NOT_CHECKED), Row(requirement, supplied, NOT_CHECKED)]
+        new_enough = f", new enough for CUDA {cuda}" if cuda else ""
+        return [Row(f"A driver providing libcuda.so.1{new_enough}", supplied, NOT_CHECKED),
+                *([Row(requirement, supplied, NOT_CHECKED)] if floor.sass or floor.ptx
+                  or relocatable else [])]
     host = gpu.probe_host()
     side = gpu.check_gpu_side(host, cuda or "0", floor.sass, floor.ptx, relocatable)
     if host.no_driver:  # the probe's reasons, one per source, say no more than this

@@ -49,7 +49,7 @@ SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29
 DT_VERSYM, DT_VERDEF, DT_VERNEED = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE
 NT_GNU_BUILD_ID = 3
-VER_FLG_BASE = 0x1
+VER_FLG_BASE, VER_FLG_WEAK = 0x1, 0x2
 PN_XNUM = SHN_XINDEX = 0xFFFF
 
 
@@ -58,6 +58,9 @@ class VersionNeed(NamedTuple):
 
     library: str
     versions: tuple[str, ...]
+    # Those of `versions` marked VER_FLG_WEAK: glibc's loader does not require them (a missing
+    # one is only reported in verbose mode, "weak version `X' not found").
+    weak: tuple[str, ...] = ()
 
 
 class ElfInfo(NamedTuple):
@@ -79,6 +82,10 @@ class ElfInfo(NamedTuple):
     # What was read differently from the usual, or could not be read: no section headers,
     # section headers that disagree with the program headers, data that was not searched.
     remarks: tuple[str, ...] = ()
+    # DT_VERSYM: the file has a symbol version table (every file that uses or defines versioned
+    # symbols has one). A library without version definitions satisfies a versioned need with a
+    # warning only when it has this table; glibc's loader asserts when it binds to one without.
+    versym: bool = False
 
 
 def is_elf(path: StrPath) -> bool:
@@ -403,11 +410,13 @@ class _Elf:
             _version, count, file_name, aux, next_need = self._unpack(
                 self.s_verneed, at, "a version need")
             library = self._string(table, size, file_name, "DT_VERNEED")
-            names, aux_at = [], at + aux
+            names, weak, aux_at = [], [], at + aux
             for _ in range(min(count, self.size // 16)):
-                _hash, _flags, _other, name, next_aux = self._unpack(
+                _hash, flags, _other, name, next_aux = self._unpack(
                     self.s_vernaux, aux_at, "a version need entry")
                 names.append(self._string(table, size, name, "DT_VERNEED"))
+                if flags & VER_FLG_WEAK:
+                    weak.append(names[-1])
                 entries -= 1
                 if entries < 0:
                     raise _Corrupt("the version needs (DT_VERNEED) have more entries than the "
@@ -415,7 +424,7 @@ class _Elf:
                 if next_aux == 0:
                     break
                 aux_at += next_aux
-            needs.append(VersionNeed(library=library, versions=tuple(names)))
+            needs.append(VersionNeed(library=library, versions=tuple(names), weak=tuple(weak)))
             if next_need == 0:
                 return needs
             at += next_need
@@ -594,6 +603,7 @@ class _Elf:
             version_defs=tuple(self._version_defs(dynamic, strings)),
             device_code=tuple(self._device_code()),
             remarks=tuple(self.remarks),
+            versym=dynamic.versym is not None,
         )
 
 

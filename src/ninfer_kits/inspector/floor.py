@@ -217,8 +217,9 @@ def _arch_order(arch: str) -> tuple[int, str]:
 def _versions_by_library(files: Sequence[ElfInfo]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     grouped: dict[str, set[str]] = {}
     for info in files:
-        for need in info.version_needs:
-            grouped.setdefault(need.library, set()).update(need.versions)
+        for need in info.version_needs:  # a weak need (VER_FLG_WEAK) is not a requirement
+            grouped.setdefault(need.library, set()).update(
+                name for name in need.versions if name not in need.weak)
     return tuple(
         (library, tuple(sorted(names, key=SymbolVersion.parse)))
         for library, names in sorted(grouped.items())
@@ -237,6 +238,8 @@ def _prefix_floors(files: Sequence[ElfInfo], provided: set[str],
             if need.library in provided:
                 continue
             for name in need.versions:
+                if name in need.weak:
+                    continue  # not required by the loader
                 version = _as_version(name, need.library, facts)
                 if not version.number:
                     continue

@@ -1,4 +1,9 @@
-"""What to install for a missing soname (data/soname_packages.toml, validated on load)."""
+"""What to do about a library the target lacks, in the target's own terms: a package of ITS
+distribution (data/distros.toml for FFmpeg, libcurl, the CUDA runtime and libstdc++;
+data/soname_packages.toml for the rest, per distribution, validated on load), or — where that
+distribution has no package of that soname — that it has none, and what to do instead (the
+kit's portable flavour, which carries it). A distribution without facts here gets no guessed
+package name: the fix says so, and how to find one."""
 
 from __future__ import annotations
 
@@ -9,56 +14,217 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.{}-]+$")
+from ninfer_kits.verify.distros import Distro, shipped_distros
+
+PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+._-]*$")
+FFMPEG = re.compile(r"^lib(avformat|avcodec|avutil|swscale|swresample)\.so\.\d+$")
+CUDART = re.compile(r"^libcudart\.so\.(\d+)$")
+DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "soname_packages.toml"
+
+
+@dataclass(frozen=True)
+class FamilyCommands:
+    install: str  # "apt-get install"
+    search: str  # "apt-file search {soname}"
 
 
 @dataclass(frozen=True)
 class PackageRule:
     soname: re.Pattern[str]
-    apt: str
-    older: str
     what: str
+    names: tuple[tuple[str, str], ...]  # (distros.toml id, package name)
+    checked: bool
 
-    def fix(self, soname: str) -> str | None:
-        match = self.soname.fullmatch(soname)
-        if match is None:
-            return None
-        groups = match.groups()
-        name = self.apt.replace("{1}", groups[0] if groups else "")
-        also = f" (or {self.older} on releases before the 64-bit time_t transition)" \
-            if self.older else ""
-        return f"install {self.what}: apt-get install {name}{also}"
+
+@dataclass(frozen=True)
+class PackageFacts:
+    families: tuple[tuple[str, FamilyCommands], ...]
+    rules: tuple[PackageRule, ...]
+
+
+@dataclass(frozen=True)
+class System:
+    """The target's distribution: how it calls itself, its loader family, and the facts known
+    for it (None: a distribution this tool has no facts for)."""
+
+    name: str  # "Ubuntu 24.04" (distros.toml) or os-release's PRETTY_NAME
+    family: str  # loader family: debian, redhat, arch, generic
+    distro: Distro | None
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What the fixes may name besides packages: the kit and whether it has a portable flavour."""
+
+    kit: str = ""  # the kit's name (BUILDINFO `kit`), "" when not known
+    portable: bool = False  # the kit has a portable sibling
 
 
 @functools.cache
-def package_rules() -> tuple[PackageRule, ...]:
-    path = Path(__file__).resolve().parent.parent / "data" / "soname_packages.toml"
-    return _validate(tomllib.loads(path.read_text(encoding="utf-8")), path.name)
+def package_facts() -> PackageFacts:
+    return _validate(tomllib.loads(DATA_FILE.read_text(encoding="utf-8")), DATA_FILE.name,
+                     {distro.id for distro in shipped_distros().distros})
 
 
-def _validate(raw: dict[str, Any], name: str) -> tuple[PackageRule, ...]:
-    if raw.get("schema") != 1:
+def _validate(raw: dict[str, Any], name: str, distro_ids: set[str]) -> PackageFacts:
+    if raw.get("schema") != 2:
         raise ValueError(f"{name}: unsupported schema {raw.get('schema')!r}")
+    unknown = set(raw) - {"schema", "families", "package"}
+    if unknown:
+        raise ValueError(f"{name}: unknown key(s) {', '.join(sorted(unknown))}")
+    families = []
+    for family, table in raw.get("families", {}).items():
+        install, search = table.get("install"), table.get("search")
+        if not (isinstance(install, str) and install and isinstance(search, str)
+                and "{soname}" in search):
+            raise ValueError(f"{name}: [families.{family}] needs install and a search with "
+                             f"{{soname}}")
+        families.append((family, FamilyCommands(install, search)))
     rules = []
     for index, entry in enumerate(raw.get("package", []), start=1):
         where = f"{name}: [[package]] #{index}"
+        extra = set(entry) - {"soname", "what", "checked", "names"}
+        if extra:
+            raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
         try:
             pattern = re.compile(entry["soname"])
-        except (KeyError, re.error) as error:
+        except (KeyError, re.error, TypeError) as error:
             raise ValueError(f"{where}: soname must be a regular expression ({error})") from None
-        for key in ("apt", "older"):
-            value = entry.get(key, "")
-            if value and not PACKAGE_NAME.match(value):
-                raise ValueError(f"{where}: {key} {value!r} is not a package name")
-        if not entry.get("apt") or not entry.get("what"):
-            raise ValueError(f"{where}: apt and what are required")
-        rules.append(PackageRule(pattern, entry["apt"], entry.get("older", ""), entry["what"]))
-    return tuple(rules)
+        what, checked, names = entry.get("what"), entry.get("checked"), entry.get("names")
+        if not isinstance(what, str) or not what or not isinstance(checked, bool):
+            raise ValueError(f"{where}: what (a string) and checked (a boolean) are required")
+        if not isinstance(names, dict) or not names:
+            raise ValueError(f"{where}: names must be a table of distribution id = package")
+        for distro_id, package in names.items():
+            if distro_id not in distro_ids:
+                raise ValueError(f"{where}: names {distro_id!r}, not a distribution of "
+                                 f"distros.toml ({', '.join(sorted(distro_ids))})")
+            if not isinstance(package, str) or not PACKAGE_NAME.match(package):
+                raise ValueError(f"{where}: {distro_id} = {package!r} is not a package name")
+        rules.append(PackageRule(pattern, what, tuple(names.items()), checked))
+    return PackageFacts(tuple(families), tuple(rules))
 
 
-def fix_for(soname: str) -> str:
-    for rule in package_rules():
-        found = rule.fix(soname)
-        if found:
-            return found
-    return f"install the package that provides {soname} (apt-file search {soname})"
+def system_of(os_id: str, id_like: tuple[str, ...], version_id: str, pretty_name: str,
+              family: str) -> System:
+    """The distros.toml row for an os-release: its ID (or one it is like) and VERSION_ID (or
+    its major, "9.4" being RHEL 9); a rolling distribution by ID alone."""
+    for candidate in (os_id, *id_like):
+        for distro in shipped_distros().distros:
+            if distro.os_id != candidate or not candidate:
+                continue
+            if distro.rolling or version_id == distro.version_id or (
+                    version_id.startswith(distro.version_id + ".")
+                    and "." not in distro.version_id):
+                return System(distro.name, family, distro)
+    return System(pretty_name or "an unknown distribution", family, None)
+
+
+def _commands(system: System) -> FamilyCommands | None:
+    return dict(package_facts().families).get(system.family)
+
+
+def _search(system: System, soname: str) -> str:
+    commands = _commands(system)
+    return commands.search.format(soname=soname) if commands else ""
+
+
+def _install(system: System, package: str) -> str:
+    commands = _commands(system)
+    return f"{commands.install} {package}" if commands else f"the package {package}"
+
+
+def _instead(system: System, soname: str, advice: Advice) -> str:
+    """What to do when the distribution has no package of `soname`."""
+    kit = advice.kit or "KIT"
+    if advice.portable:
+        return (f"use the kit's portable flavour, which carries {soname} "
+                f"(`ninfer-kits fetch {kit} --portable`), or a kit built for {system.name}")
+    return f"use a kit built for {system.name}, or one with a portable flavour (it carries " \
+           f"{soname})"
+
+
+def fix_for(soname: str, system: System | None = None, advice: Advice | None = None) -> str:
+    """One fix line for a library `soname` the target lacks."""
+    system = system or System("this system", "generic", None)
+    advice = advice or Advice()
+    distro = system.distro
+    if distro is None:
+        search = _search(system, soname)
+        how = f" ({search})" if search else ""
+        return (f"this tool has no package facts for {system.name}: install what provides "
+                f"{soname} there{how}, or {_instead(system, soname, advice)}")
+    known = _from_distro(soname, distro, system, advice)
+    if known:
+        return known
+    for rule in package_facts().rules:
+        if rule.soname.fullmatch(soname):
+            package = dict(rule.names).get(distro.id)
+            if package:
+                return f"install {rule.what}: {_install(system, package)}"
+            break
+    search = _search(system, soname)
+    return (f"install the package of {system.name} that provides {soname}"
+            + (f" ({search})" if search else ""))
+
+
+def _from_distro(soname: str, distro: Distro, system: System, advice: Advice) -> str:
+    name = system.name
+    if FFMPEG.match(soname):
+        row = distro.ffmpeg
+        if soname in row.sonames:
+            return f"install FFmpeg's {soname.split('.so')[0]}: " \
+                   f"{_install(system, _ffmpeg_package(row.packages, row.sonames, soname))}"
+        library = soname.split(".so")[0]
+        have = [s for s in (*row.sonames, *row.extra_sonames) if s.split(".so")[0] == library]
+        if row.version:
+            what = f"it has FFmpeg {row.version}: {have[0]}" if have else \
+                f"it has FFmpeg {row.version}"
+        else:
+            what = "it packages no FFmpeg"
+        extra = ""
+        if row.extra_from:
+            extra = (f"; {row.extra_from} has it" if soname in row.extra_sonames
+                     else f"; {row.extra_from} has FFmpeg {row.extra_version}")
+        return (f"no package of {name} provides {soname} ({what}{extra}): "
+                f"{_instead(system, soname, advice)}")
+    if re.fullmatch(r"libcurl\.so\.\d+", soname):
+        row_curl = distro.libcurl
+        if soname == row_curl.soname:
+            return f"install libcurl: {_install(system, row_curl.package)}"
+        return (f"no package of {name} provides {soname} (it has {row_curl.soname}): "
+                f"{_instead(system, soname, advice)}")
+    cudart = CUDART.match(soname)
+    if cudart:
+        major, cuda = int(cudart[1]), distro.cuda
+        pip = "or `pip install nvidia-cuda-runtime` and add its lib folder to LD_LIBRARY_PATH"
+        if soname in cuda.cudart_sonames:
+            return (f"install the CUDA {major} runtime: "
+                    f"{_install(system, cuda.cudart_package.split()[0])}")
+        if major in cuda.nvidia_majors:
+            return (f"install the CUDA {major} runtime from NVIDIA's CUDA repository for {name} "
+                    f"({cuda.nvidia_repo}): {_install(system, f'cuda-cudart-{major}-0')} "
+                    f"(or a later cuda-cudart-{major}-N), {pip}")
+        return (f"neither {name} nor NVIDIA's CUDA repository packages {soname} here: {pip}, "
+                f"or {_instead(system, soname, advice)}")
+    if soname == "libstdc++.so.6":
+        return f"install GCC's C++ runtime: {_install(system, distro.libstdcxx.package)}"
+    return ""
+
+
+def _ffmpeg_package(packages: str, sonames: tuple[str, ...], soname: str) -> str:
+    """The package of one FFmpeg soname: distros.toml lists one per soname in the same order
+    (Debian, Ubuntu, Fedora), or one package for all of them (Arch's ffmpeg); a parenthesised
+    remark ("(universe)") may follow."""
+    words = packages.split("(")[0].split()
+    if len(words) == len(sonames):
+        return words[sonames.index(soname)]
+    return words[0] if words else packages
+
+
+def too_old(soname: str, system: System | None, advice: Advice | None) -> str:
+    """A library the target has, too old for the kit: its newer version is another release's."""
+    system = system or System("this system", "generic", None)
+    advice = advice or Advice()
+    return (f"{system.name}'s {soname} is older than the kit's: run it on a newer release, or "
+            f"{_instead(system, soname, advice)}")

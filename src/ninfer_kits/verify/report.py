@@ -3,13 +3,16 @@ it is met, and for each that is not, how to fix it. Pure: resolutions and facts 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ninfer_kits.inspector.floor import KitFloor, SymbolVersion
 from ninfer_kits.runtime_facts import parse_version, runtime_facts
-from ninfer_kits.verify.fixes import fix_for
-from ninfer_kits.verify.resolve import Found, Resolution, VersionGap
+from ninfer_kits.verify.distros import DRIVER_SONAMES
+from ninfer_kits.verify.fixes import Advice, System, fix_for, too_old
+from ninfer_kits.verify.kit import KitOnDisk
+from ninfer_kits.verify.resolve import Found, NotFound, Resolution, VersionGap
 
 OK, MISSING, TOO_OLD, NOT_CHECKED = "ok", "missing", "too old", "not checked"
 CANNOT_RUN = "cannot run"
@@ -43,28 +46,112 @@ class VerifyReport:
         return 0 if self.met else 1
 
 
-def library_rows(floor: KitFloor, resolutions: Sequence[Resolution]) -> list[Row]:
-    """glibc, then every library the kit links, then anything missing further down."""
+def library_rows(floor: KitFloor, resolutions: Sequence[Resolution],
+                 system: System | None = None, kit: KitOnDisk | None = None) -> list[Row]:
+    """glibc, then every library the kit links, then anything missing further down, then kit
+    files no program of the kit can load. `system` (the target's distribution) and the kit (its
+    name, whether it has a portable flavour) shape the fixes."""
+    advice = Advice(kit.info.kit if kit and kit.info else "",
+                    bool(kit and kit.info and kit.info.portable_asset not in ("", "none")))
     glibc = runtime_facts().glibc_sonames
     found = _found_by_name(resolutions)
     gaps = [gap for res in resolutions for gap in res.gaps]
-    rows = [_glibc_row(floor, found, [g for g in gaps if g.library in glibc], resolutions)]
+    missing = {m.name: m for res in resolutions for m in res.missing}
+    from_driver = {m.name for res in resolutions for m in res.from_driver}
+    machines = _program_machines(kit) or floor.machines
+    rows = [*_loader_rows(machines, floor, resolutions), _glibc_row(machines, floor, found, [
+        g for g in gaps if g.library in glibc], resolutions)]
+    rows += [Row(f"{name} (glibc's own library)", _not_found(item), MISSING,
+                 "a glibc system has it: this target's glibc is incomplete or not glibc; "
+                 + GLIBC_FIX.format(version=_glibc_need(floor)))
+             for name, item in missing.items() if name in glibc]
+    fix = functools.partial(fix_for, system=system, advice=advice)
     for soname in floor.sonames:
-        if soname in glibc:
-            continue
-        rows.append(_library_row(floor, soname, found.get(soname), resolutions,
-                                 [g for g in gaps if g.library == soname]))
+        if soname in glibc or soname in from_driver:
+            continue  # glibc's rows above; the driver's rows (verify_cmd) for the driver's
+        rows.append(_library_row(floor, soname, found.get(soname), missing.get(soname),
+                                 resolutions, [g for g in gaps if g.library == soname],
+                                 system, advice))
     direct = set(floor.sonames)
     for res in resolutions:
-        for missing in res.missing:
-            if missing.name not in direct:
-                rows.append(Row(f"{missing.name} (needed by {missing.needed_by})", "not found",
-                                MISSING, fix_for(missing.name)))
+        for item in res.missing:
+            if item.name not in direct and item.name not in glibc:
+                rows.append(Row(f"{item.name} (needed by {item.needed_by})", _not_found(item),
+                                MISSING, _kit_fix(item, floor) or _driver_fix(item.name)
+                                or fix(item.name)))
     for gap in gaps:
         if gap.library not in direct and gap.library not in glibc:
             rows.append(Row(f"{gap.library} providing {gap.version} (needed by {gap.needed_by})",
-                            _provides(gap), TOO_OLD, fix_for(gap.library)))
+                            _provides(gap), TOO_OLD, too_old(gap.library, system, advice)))
+    rows += _foreign_rows(kit, floor)
     return _unique(rows)
+
+
+def _foreign_rows(kit: KitOnDisk | None, floor: KitFloor) -> list[Row]:
+    """A kit file of another ELF class or machine than the kit's programs (a 32-bit library in
+    a 64-bit kit): no program of the kit can load it — the loader skips it ("wrong ELF class:
+    ELFCLASS32") whether something needs it now or dlopen()s it later."""
+    if kit is None:
+        return []
+    programs = {str(p.relative_to(kit.root)) for p in kit.programs}
+    kinds = {(f.elf_class, f.machine) for f in kit.files if f.path in programs}
+    rows = []
+    for info in kit.files:
+        if kinds and (info.elf_class, info.machine) not in kinds:
+            want = "/".join(sorted({f"{m} ({c}-bit)" for c, m in kinds}))
+            rows.append(Row(f"{info.path} loadable by the kit's {want} programs",
+                            f"a {info.elf_class}-bit {info.machine} file (ELFCLASS"
+                            f"{info.elf_class}): the loader skips it", CANNOT_RUN,
+                            f"build it for {want}, or leave it out of the kit"))
+    return rows
+
+
+def _program_machines(kit: KitOnDisk | None) -> tuple[str, ...]:
+    """The machines of the kit's programs: what the target must be (a library of another
+    machine in the kit does not widen that; it gets a row of its own)."""
+    if kit is None:
+        return ()
+    programs = {str(p.relative_to(kit.root)) for p in kit.programs}
+    return tuple(dict.fromkeys(f.machine for f in kit.files if f.path in programs))
+
+
+def _loader_rows(machines: tuple[str, ...], floor: KitFloor,
+                 resolutions: Sequence[Resolution]) -> list[Row]:
+    """The program interpreter (PT_INTERP), in a row of its own when the target lacks it."""
+    machine = "/".join(machines) or "x86-64"
+    return [Row(f"the dynamic loader {path}", f"no {path}: not a glibc {machine} system",
+                MISSING, GLIBC_FIX.format(version=_glibc_need(floor)))
+            for path in dict.fromkeys(r.interpreter_missing for r in resolutions
+                                      if r.interpreter_missing)]
+
+
+def _glibc_need(floor: KitFloor) -> str:
+    need = floor.floor("GLIBC")
+    return need.version if need else "2.34"
+
+
+def _not_found(item: NotFound, absent: str = "") -> str:
+    """`not found`, and what the loader skipped on the way (a 32-bit library of that name)."""
+    text = "not found" + absent
+    if item.skipped:
+        text += (f"; skipped {', '.join(item.skipped)}: the loader takes only libraries of the "
+                 f"program's ELF class and machine")
+    return text
+
+
+def _kit_fix(item: NotFound, floor: KitFloor) -> str:
+    """A library the kit carries itself, which the loader does not take from the kit."""
+    if item.name not in floor.provided_in_kit:
+        return ""
+    if item.skipped:
+        return "the kit's own copy is of another ELF class or machine (see its row): rebuild it"
+    return "the kit carries it, but no search path of the program reaches it: check RUNPATH"
+
+
+def _driver_fix(soname: str) -> str:
+    if soname in DRIVER_SONAMES:
+        return f"install the NVIDIA driver ({soname} comes with it)"
+    return ""
 
 
 def _found_by_name(resolutions: Sequence[Resolution]) -> dict[str, Found]:
@@ -75,30 +162,43 @@ def _found_by_name(resolutions: Sequence[Resolution]) -> dict[str, Found]:
     return found
 
 
-def _glibc_row(floor: KitFloor, found: dict[str, Found], gaps: list[VersionGap],
-               resolutions: Sequence[Resolution]) -> Row:
-    machine = "/".join(floor.machines) or "x86-64"
+def _glibc_row(machines: tuple[str, ...], floor: KitFloor, found: dict[str, Found],
+               gaps: list[VersionGap], resolutions: Sequence[Resolution]) -> Row:
+    machine = "/".join(machines) or "x86-64"
     need = floor.floor("GLIBC")
     requirement = f"{machine} Linux, glibc ≥ {need.version}" if need else f"{machine} Linux"
     interpreter = next((r.interpreter_missing for r in resolutions if r.interpreter_missing), None)
     if interpreter:
-        return Row(requirement, f"no {interpreter}: not a glibc {machine} system", MISSING,
-                   GLIBC_FIX.format(version=need.version if need else "2.34"))
+        return Row(requirement, "no glibc loader (see its row)", MISSING,
+                   GLIBC_FIX.format(version=_glibc_need(floor)))
     libc = found.get("libc.so.6")
-    have = _highest(libc_defs(resolutions), "GLIBC")
-    where = f"glibc {have} ({libc.path})" if libc and have else "glibc (version unknown)"
+    path = libc.path if libc else next((r.libc_path for r in resolutions if r.libc_path), "")
+    have = glibc_release(resolutions)
+    if not path:
+        return Row(requirement, "no libc.so.6 (see its row)", MISSING,
+                   GLIBC_FIX.format(version=_glibc_need(floor)))
+    where = f"glibc {have} ({path})" if have else f"glibc (version unknown) ({path})"
     if gaps:
-        return Row(requirement, where, TOO_OLD,
-                   GLIBC_FIX.format(version=need.version if need else "?"))
+        return Row(requirement, where, TOO_OLD, GLIBC_FIX.format(version=_glibc_need(floor)))
     return Row(requirement, where, OK)
+
+
+def glibc_release(resolutions: Sequence[Resolution]) -> str:
+    """The glibc release of the libc.so.6 the programs map: its own banner ("release version
+    2.31"), which is the release even where it defines no GLIBC_<release> version (a release
+    that adds no symbol adds none: no x86-64 libc.so.6 defines GLIBC_2.19, 2.20 or 2.21); else
+    the highest GLIBC_ version it defines."""
+    release = next((r.libc_release for r in resolutions if r.libc_release), "")
+    return release or _highest(libc_defs(resolutions), "GLIBC")
 
 
 def libc_defs(resolutions: Sequence[Resolution]) -> tuple[str, ...]:
     return next((res.libc_versions for res in resolutions if res.libc_versions), ())
 
 
-def _library_row(floor: KitFloor, soname: str, found: Found | None,
-                 resolutions: Sequence[Resolution], gaps: list[VersionGap]) -> Row:
+def _library_row(floor: KitFloor, soname: str, found: Found | None, missing: NotFound | None,
+                 resolutions: Sequence[Resolution], gaps: list[VersionGap],
+                 system: System | None, advice: Advice | None) -> Row:
     versions = _needed_highest(floor, soname)
     requirement = f"{soname} providing {', '.join(versions)}" if versions else soname
     if soname.startswith("libcudart.so."):
@@ -106,7 +206,9 @@ def _library_row(floor: KitFloor, soname: str, found: Found | None,
     absent = sorted({f"{s.kind} {s.folder}" for r in resolutions for s in r.stale})
     if found is None:
         searched = f"; the kit's {', '.join(absent)} does not exist here" if absent else ""
-        return Row(requirement, f"not found{searched}", MISSING, fix_for(soname))
+        text = _not_found(missing, searched) if missing else f"not found{searched}"
+        return Row(requirement, text, MISSING,
+                   _driver_fix(soname) or fix_for(soname, system, advice))
     where = f"{found.path} ({found.via})"
     if soname.startswith("libcudart.so.") and absent:
         # The kit's RUNPATH names the build machine's toolkit: say where it was found instead.
@@ -114,10 +216,14 @@ def _library_row(floor: KitFloor, soname: str, found: Found | None,
     if gaps:
         provides = _provides(gaps[0])
         wanted = sorted({g.version for g in gaps}, key=SymbolVersion.parse)
-        advice = _gcc_advice(wanted)
+        advice_gcc = _gcc_advice(wanted)
         return Row(requirement, provides, TOO_OLD,
-                   f"the kit needs {', '.join(wanted)}{advice}: {fix_for(soname)} from a "
-                   f"newer release")
+                   f"the kit needs {', '.join(wanted)}{advice_gcc}: "
+                   f"{too_old(soname, system, advice)}")
+    unversioned = [u for r in resolutions for u in r.unversioned if u.library == soname]
+    if unversioned:
+        where += ("; it defines no symbol versions: the loader warns \"no version information "
+                  "available\" and goes on")
     return Row(requirement, where, OK)
 
 
@@ -195,8 +301,11 @@ def to_json(report: VerifyReport) -> dict[str, object]:
             "interpreter_missing": res.interpreter_missing,
             "found": [{"name": f.name, "path": f.path, "via": f.via, "needed_by": f.needed_by}
                       for f in res.found],
-            "missing": [{"name": m.name, "needed_by": m.needed_by, "searched": list(m.searched)}
-                        for m in res.missing],
+            "missing": [{"name": m.name, "needed_by": m.needed_by, "searched": list(m.searched),
+                         "skipped": list(m.skipped)} for m in res.missing],
+            "supplied_by_driver": [m.name for m in res.from_driver],
+            "unversioned": [{"library": u.library, "path": u.path, "versions": list(u.versions),
+                             "needed_by": u.needed_by} for u in res.unversioned],
             "version_gaps": [{"library": g.library, "path": g.path, "version": g.version,
                               "needed_by": g.needed_by} for g in res.gaps],
             "stale_search_paths": [{"kind": s.kind, "folder": s.folder, "name": s.name,

@@ -6,13 +6,19 @@ program's own DT_RPATH — all of it only when the requesting object has no DT_R
 with both ignores its DT_RPATH); then LD_LIBRARY_PATH; then the requesting object's DT_RUNPATH
 (it does not propagate); then /etc/ld.so.cache; then the system folders. A candidate of another
 ELF class or machine is skipped and the search goes on. Libraries are loaded breadth first and a
-name already loaded (by its DT_NEEDED name or its SONAME) is not searched again. Afterwards
-every needed symbol version must be defined (`.gnu.version_d`) by the library that satisfied it.
+name already loaded (by its DT_NEEDED name or its SONAME, the program's own SONAME included) is
+not searched again. Afterwards every needed symbol version must be defined (`.gnu.version_d`) by
+the library that satisfied it (glibc elf/dl-version.c, match_symbol), except that a need marked
+VER_FLG_WEAK is not required, and a library that defines no versions at all satisfies any need
+with a warning ("no version information available") — when it has a symbol version table
+(DT_VERSYM); without one, binding a versioned reference to it stops at an assertion in
+dl-lookup.c (check_match), which this counts as the version missing.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -21,6 +27,7 @@ from ninfer_kits.inspector.elf import ElfInfo, read_elf
 from ninfer_kits.verify.ldcache import CacheEntry
 from ninfer_kits.verify.rootfs import RootFS
 
+GLIBC_BANNER = re.compile(rb"GNU C Library [^\n]{0,200}?release version (\d+\.\d+(?:\.\d+)?)")
 DEFAULT_LOADERS = {"x86-64": "/lib64/ld-linux-x86-64.so.2",
                    "aarch64": "/lib/ld-linux-aarch64.so.1"}
 
@@ -38,6 +45,9 @@ class NotFound:
     name: str
     needed_by: str
     searched: tuple[str, ...]  # the folders looked in, in order
+    # Files of that name the loader skipped: another ELF class or machine ("kit/lib/libx.so.1
+    # (ELFCLASS32)"); the loader then says "wrong ELF class: ELFCLASS32".
+    skipped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,17 @@ class VersionGap:
     version: str
     needed_by: str
     defined: tuple[str, ...]  # what that file defines
+
+
+@dataclass(frozen=True)
+class Unversioned:
+    """A library without version definitions that satisfied versioned needs: the loader warns
+    "no version information available (required by ...)" and goes on."""
+
+    library: str
+    path: str
+    versions: tuple[str, ...]
+    needed_by: str
 
 
 @dataclass(frozen=True)
@@ -69,6 +90,12 @@ class Resolution:
     gaps: tuple[VersionGap, ...]
     stale: tuple[StaleSearchPath, ...]
     libc_versions: tuple[str, ...] = ()  # what the libc.so.6 it maps defines
+    libc_path: str = ""  # the libc.so.6 it maps
+    libc_release: str = ""  # its glibc release, from its banner ("2.31"); "" not found
+    unversioned: tuple[Unversioned, ...] = ()
+    # Driver libraries (libcuda.so.1) not in a root or an image: the NVIDIA container runtime
+    # supplies them from the host's driver when the container starts.
+    from_driver: tuple[NotFound, ...] = ()
 
     @property
     def loads(self) -> bool:
@@ -84,7 +111,13 @@ class LoaderSetup:
     system_dirs: tuple[str, ...]
     ld_library_path: tuple[str, ...] = ()
     lib: str = "lib64"  # what $LIB expands to (Debian: lib/x86_64-linux-gnu)
-    platform: str = "x86_64"  # what $PLATFORM expands to
+    platform: str = "x86_64"  # what $PLATFORM expands to (glibc's, on this CPU: target.py)
+    # Libraries the driver brings at run time where the target itself has none (root, image).
+    driver_supplied: frozenset[str] = frozenset()
+    # Subfolders tried in each search folder before the folder itself, in the loader's order:
+    # glibc-hwcaps/x86-64-v4 … v2 (glibc 2.33 on), then the legacy tls/haswell/x86_64
+    # combinations (up to glibc 2.36). target.py says which, for the target's glibc and CPU.
+    subdirs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -100,6 +133,7 @@ class Resolver:
     def __init__(self, setup: LoaderSetup) -> None:
         self.setup = setup
         self._infos: dict[str, ElfInfo | None] = {}
+        self._skipped: list[str] = []  # of the search under way
 
     def resolve(self, program: str, shown: str | None = None) -> Resolution:
         """Everything the loader would do for `program` (a path in the target)."""
@@ -107,7 +141,8 @@ class Resolver:
         if info is None:
             raise NotAnElf(f"{program}: not a readable ELF file in the target")
         canonical = self.setup.rootfs.canonical(program) or program
-        main = _Object(program, info, None, posixpath.dirname(canonical), {program})
+        main = _Object(program, info, None, posixpath.dirname(canonical),
+                       {program, *([info.soname] if info.soname else [])})
         label = shown or program
         interpreter = info.interpreter
         missing_interpreter = (interpreter if interpreter and not self.setup.rootfs.is_file(
@@ -123,6 +158,7 @@ class Resolver:
                 objects.append(_Object(interpreter, loader_info, main, "", names))
         found: list[Found] = []
         missing: list[NotFound] = []
+        from_driver: list[NotFound] = []
         stale: list[StaleSearchPath] = []
         for obj in _walk(objects):
             for name in obj.info.needed:
@@ -130,16 +166,24 @@ class Resolver:
                     continue
                 hit = self._search(name, obj, main, label, stale)
                 if isinstance(hit, NotFound):
-                    missing.append(hit)
+                    (from_driver if name in self.setup.driver_supplied else missing).append(hit)
                     continue
                 path, via, target = hit
                 found.append(Found(name, path, via, self._shown(obj, main, label)))
                 objects.append(_Object(path, target, obj, posixpath.dirname(path),
                                        {name, *([target.soname] if target.soname else [])}))
-        gaps = tuple(self._gaps(objects, main, label))
-        libc = next((o.info.version_defs for o in objects if "libc.so.6" in o.names), ())
-        return Resolution(label, missing_interpreter, tuple(found), tuple(missing), gaps,
-                          tuple(dict.fromkeys(stale)), libc)
+        gaps: list[VersionGap] = []
+        unversioned: list[Unversioned] = []
+        self._check_versions(objects, main, label, gaps, unversioned)
+        libc = next((o for o in objects if "libc.so.6" in o.names), None)
+        return Resolution(label, missing_interpreter, tuple(found), tuple(missing), tuple(gaps),
+                          tuple(dict.fromkeys(stale)),
+                          libc.info.version_defs if libc else (), libc.path if libc else "",
+                          self.glibc_release(libc.path) if libc else "", tuple(unversioned),
+                          tuple(from_driver))
+
+    def glibc_release(self, libc: str) -> str:
+        return glibc_release(self.setup.rootfs, libc)
 
     def info(self, path: str) -> ElfInfo | None:
         if path not in self._infos:
@@ -152,11 +196,13 @@ class Resolver:
 
     def _search(self, name: str, requester: _Object, main: _Object, label: str,
                 stale: list[StaleSearchPath]) -> tuple[str, str, ElfInfo] | NotFound:
+        self._skipped = []
         if "/" in name:
             target = self._candidate(name, main.info)
             if target is not None:
                 return name, "its path", target
-            return NotFound(name, self._shown(requester, main, label), (name,))
+            return NotFound(name, self._shown(requester, main, label), (name,),
+                            tuple(self._skipped))
         searched: list[str] = []
         missing_dirs: list[tuple[str, str]] = []
         for via, folder, kind in self._folders(requester, main, label):
@@ -164,10 +210,11 @@ class Resolver:
                 missing_dirs.append((kind, folder))
                 continue
             searched.append(folder)
-            target = self._candidate(posixpath.join(folder, name), main.info)
-            if target is not None:
-                return self._hit(posixpath.join(folder, name), via, target, name, requester,
-                                 main, label, missing_dirs, stale)
+            for place in (*(posixpath.join(folder, sub) for sub in self.setup.subdirs), folder):
+                target = self._candidate(posixpath.join(place, name), main.info)
+                if target is not None:
+                    return self._hit(posixpath.join(place, name), via, target, name, requester,
+                                     main, label, missing_dirs, stale)
         for entry in self.setup.cache:
             if entry.soname == name and entry.fits(main.info.elf_class, main.info.machine):
                 target = self._candidate(entry.path, main.info)
@@ -177,14 +224,15 @@ class Resolver:
         searched.append("ld.so.cache")
         for folder in self.setup.system_dirs:
             searched.append(folder)
-            target = self._candidate(posixpath.join(folder, name), main.info)
-            if target is not None:
-                return self._hit(posixpath.join(folder, name), "system folder", target, name,
-                                 requester, main, label, missing_dirs, stale)
+            for place in (*(posixpath.join(folder, sub) for sub in self.setup.subdirs), folder):
+                target = self._candidate(posixpath.join(place, name), main.info)
+                if target is not None:
+                    return self._hit(posixpath.join(place, name), "system folder", target,
+                                     name, requester, main, label, missing_dirs, stale)
         searched += [folder for _, folder in missing_dirs]
         shown = self._shown(requester, main, label)
         stale += [StaleSearchPath(kind, folder, name, "", shown) for kind, folder in missing_dirs]
-        return NotFound(name, shown, tuple(searched))
+        return NotFound(name, shown, tuple(searched), tuple(dict.fromkeys(self._skipped)))
 
     def _hit(self, path: str, via: str, target: ElfInfo, name: str, requester: _Object,
              main: _Object, label: str, missing_dirs: list[tuple[str, str]],
@@ -229,25 +277,55 @@ class Resolver:
         if not self.setup.rootfs.is_file(path):
             return None
         info = self.info(path)
-        if info is None or info.elf_class != program.elf_class or info.machine != program.machine:
+        if info is None:
+            return None
+        if info.elf_class != program.elf_class or info.machine != program.machine:
+            self._skipped.append(f"{path} ({_kind(info, program)})")
             return None
         return info
 
-    def _gaps(self, objects: list[_Object], main: _Object, label: str) -> Iterator[VersionGap]:
+    def _check_versions(self, objects: list[_Object], main: _Object, label: str,
+                        gaps: list[VersionGap], unversioned: list[Unversioned]) -> None:
         for obj in objects:
             for need in obj.info.version_needs:
                 provider = next((o for o in objects if need.library in o.names), None)
                 if provider is None:
                     continue  # the library itself is missing: reported once, as missing
-                for version in need.versions:
-                    if version not in provider.info.version_defs:
-                        yield VersionGap(need.library, provider.path, version,
-                                         self._shown(obj, main, label),
-                                         provider.info.version_defs)
+                required = [v for v in need.versions if v not in need.weak]
+                defined = provider.info.version_defs
+                if not defined and provider.info.versym and required:
+                    unversioned.append(Unversioned(need.library, provider.path,
+                                                   tuple(required),
+                                                   self._shown(obj, main, label)))
+                    continue
+                for version in required:
+                    if version not in defined:
+                        gaps.append(VersionGap(need.library, provider.path, version,
+                                               self._shown(obj, main, label), defined))
 
     @staticmethod
     def _shown(obj: _Object, main: _Object, label: str) -> str:
         return label if obj is main else obj.path
+
+
+def glibc_release(rootfs: RootFS, libc: str) -> str:
+    """The release glibc's libc.so.6 names in its banner (what `gnu_get_libc_version()`
+    returns): "GNU C Library (Debian GLIBC 2.31-13) stable release version 2.31."."""
+    real = rootfs.real(libc)
+    try:
+        data = real.read_bytes() if real is not None else b""
+    except OSError:
+        return ""
+    match = GLIBC_BANNER.search(data)
+    return match[1].decode() if match else ""
+
+
+def _kind(info: ElfInfo, program: ElfInfo) -> str:
+    """What a skipped file is, as the loader says it: `ELFCLASS32` ("wrong ELF class"), or
+    its machine when only that differs."""
+    if info.elf_class != program.elf_class:
+        return f"ELFCLASS{info.elf_class}"
+    return f"machine {info.machine}"
 
 
 def _walk(objects: list[_Object]) -> Iterator[_Object]:

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ninfer_kits.errors import BadInput
-from ninfer_kits.verify.ldcache import CacheError, parse
-from ninfer_kits.verify.resolve import LoaderSetup
+from ninfer_kits.verify.distros import DRIVER_SONAMES
+from ninfer_kits.verify.fixes import System, system_of
+from ninfer_kits.verify.ldcache import CacheEntry, CacheError, parse
+from ninfer_kits.verify.resolve import LoaderSetup, glibc_release
 from ninfer_kits.verify.rootfs import RootFS
 
 FOLDER = re.compile(r"^/[^\0]*$")
@@ -88,7 +90,8 @@ def family_of(release: OsRelease) -> LoaderFamily:
     return next(family for family in families if family.name == "generic")
 
 
-def loader_setup(rootfs: RootFS, ld_library_path: tuple[str, ...] = ()) -> LoaderSetup:
+def loader_setup(rootfs: RootFS, ld_library_path: tuple[str, ...] = (),
+                 driver_supplied: frozenset[str] = frozenset()) -> LoaderSetup:
     """What the target's loader searches besides RPATH/RUNPATH. A missing or unreadable
     ld.so.cache is what the loader then has too: no cache."""
     family = family_of(os_release(rootfs))
@@ -97,8 +100,110 @@ def loader_setup(rootfs: RootFS, ld_library_path: tuple[str, ...] = ()) -> Loade
         cache = parse(data) if data else ()
     except CacheError:
         cache = ()
+    release = _target_glibc(rootfs, cache, family.system_dirs)
     return LoaderSetup(rootfs=rootfs, cache=cache, system_dirs=family.system_dirs,
-                       ld_library_path=ld_library_path, lib=family.lib)
+                       ld_library_path=ld_library_path, lib=family.lib,
+                       platform=glibc_platform(), driver_supplied=driver_supplied,
+                       subdirs=hwcaps_subdirs(_cpuinfo(), release))
+
+
+def _target_glibc(rootfs: RootFS, cache: tuple[CacheEntry, ...],
+                  system_dirs: tuple[str, ...]) -> tuple[int, ...]:
+    """The target's glibc release, (2, 36), from the libc.so.6 its loader would map; () when
+    none is found."""
+    paths = [entry.path for entry in cache if entry.soname == "libc.so.6"
+             and entry.fits(64, "x86-64")] + [f"{folder}/libc.so.6" for folder in system_dirs]
+    for path in paths:
+        release = glibc_release(rootfs, path)
+        if release:
+            return tuple(int(part) for part in release.split("."))
+    return ()
+
+
+# The x86-64 ISA levels glibc 2.33 and later search as glibc-hwcaps/x86-64-vN subfolders,
+# highest first (sysdeps/x86/get-isa-level.h), by the /proc/cpuinfo flags each level needs in
+# addition to the one below it (LZCNT is "abm" there, SSE3 "pni", OSXSAVE "xsave").
+ISA_LEVELS = (
+    ("x86-64-v2", frozenset({"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"})),
+    ("x86-64-v3", frozenset({"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe",
+                             "xsave"})),
+    ("x86-64-v4", frozenset({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"})),
+)
+AVX512_1_FLAGS = frozenset({"avx512cd", "avx512bw", "avx512dq", "avx512vl"})
+
+
+def hwcaps_subdirs(cpuinfo: str, glibc: tuple[int, ...]) -> tuple[str, ...]:
+    """The subfolders glibc's loader tries in each search folder, before the folder itself:
+    glibc-hwcaps/<level> for each supported ISA level, highest first (glibc 2.33 on); then,
+    up to glibc 2.36, the legacy combinations of tls, the platform (haswell, xeon_phi), the
+    avx512_1 hwcap and x86_64, most specific first (as `LD_DEBUG=libs` lists them)."""
+    fields = _first_processor(cpuinfo)
+    flags = set(fields.get("flags", "").split())
+    if "lm" not in flags:
+        return ()
+    subdirs: list[str] = []
+    if not glibc or glibc >= (2, 33):
+        have: set[str] = set()
+        for level, needs in ISA_LEVELS:
+            have |= needs
+            if have <= flags:
+                subdirs.insert(0, f"glibc-hwcaps/{level}")
+    if glibc and glibc <= (2, 36):
+        intel = fields.get("vendor_id") == "GenuineIntel"
+        platform = platform_of(cpuinfo)
+        parts = ["tls", *([platform] if platform != "x86_64" else []),
+                 *(["avx512_1"] if intel and flags >= AVX512_1_FLAGS and "avx512er" not in flags
+                   else []), "x86_64"]
+        for mask in range((1 << len(parts)) - 1, 0, -1):
+            subdirs.append("/".join(part for bit, part in enumerate(parts)
+                                    if mask & (1 << (len(parts) - 1 - bit))))
+    return tuple(subdirs)
+
+
+@functools.cache
+def _cpuinfo(path: str = "/proc/cpuinfo") -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+# glibc's x86-64 platform names (sysdeps/x86/cpu-features.c, init_cpu_features): on an Intel
+# CPU, "xeon_phi" with AVX512CD, AVX512ER and AVX512PF usable; otherwise "haswell" with AVX2,
+# FMA, BMI1, BMI2, LZCNT, MOVBE and POPCNT usable; else the kernel's AT_PLATFORM, "x86_64".
+# Those are what `$PLATFORM` expands to in RPATH/RUNPATH (`ld.so --help` lists it as
+# "haswell (AT_PLATFORM; ...)"). /proc/cpuinfo shows the features the kernel lets programs use;
+# LZCNT is named "abm" there.
+HASWELL_FLAGS = frozenset({"avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"})
+XEON_PHI_FLAGS = frozenset({"avx512cd", "avx512er", "avx512pf"})
+
+
+def glibc_platform() -> str:
+    """What glibc's loader takes `$PLATFORM` to be on this machine's CPU (x86-64): a target
+    folder or image runs on some CPU too, and this is the one at hand."""
+    return platform_of(_cpuinfo())
+
+
+def _first_processor(cpuinfo: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor is enough: they are alike
+            continue
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+def platform_of(cpuinfo: str) -> str:
+    fields = _first_processor(cpuinfo)
+    flags = set(fields.get("flags", "").split())
+    if fields.get("vendor_id") != "GenuineIntel" or "lm" not in flags:
+        return "x86_64"
+    if flags >= XEON_PHI_FLAGS:
+        return "xeon_phi"
+    return "haswell" if flags >= HASWELL_FLAGS else "x86_64"
 
 
 KIT_MOUNT = "/opt/ninfer-kit"  # where a kit appears inside a root or an image
@@ -112,6 +217,7 @@ class Target:
     mode: str  # "host", "root" or "image"
     kit_root: str  # the kit's folder (the one holding kit/) as the target sees it
     setup: LoaderSetup
+    system: System | None = None  # its distribution, for the fix lines
 
 
 @contextmanager
@@ -134,15 +240,24 @@ def open_target(kit_root: Path, *, root: Path | None = None, image: str | None =
     release = os_release(rootfs)
     yield Target(f"this host ({release.pretty_name or 'unknown distribution'})", "host",
                  str(kit_root.resolve()),
-                 loader_setup(rootfs, env_path if ld_library_path is None else ld_library_path))
+                 loader_setup(rootfs, env_path if ld_library_path is None else ld_library_path),
+                 target_system(release))
+
+
+def target_system(release: OsRelease) -> System:
+    return system_of(release.id, release.id_like, release.version_id, release.pretty_name,
+                     family_of(release).name)
 
 
 def _in_root(folder: Path, kit_root: Path, what: str, mode: str,
              ld_library_path: tuple[str, ...]) -> Target:
+    """A root or an image: the NVIDIA container runtime brings the driver's libraries
+    (libcuda.so.1) into a container from the host, so where the root has none they are the
+    driver's to supply, not missing."""
     rootfs = RootFS(folder, ((KIT_MOUNT, kit_root.resolve()),))
     release = os_release(rootfs)
     return Target(f"{what} ({release.pretty_name or 'unknown distribution'})", mode, KIT_MOUNT,
-                  loader_setup(rootfs, ld_library_path))
+                  loader_setup(rootfs, ld_library_path, DRIVER_SONAMES), target_system(release))
 
 
 @contextmanager

@@ -260,7 +260,7 @@ def test_a_release_compares_identical_with_the_build_it_came_from(
     comparison = compare(folder, built.path)
     assert comparison.identical, [member.path for member in comparison.members]
     notes = "\n".join(comparison.notes)
-    assert "build.log only in b" in notes
+    assert "build.log only in b (a lacks it, as a published or downloaded" in notes
     extras = {"published": f"{NOTES}, {PYZ} in a", "downloaded": f"{PYZ} in a",
               "fetched": "kit/ in a"}[which]
     assert f"not the kit's, not compared: {extras}" in notes
@@ -287,3 +287,20 @@ def test_publish_of_a_release_without_sha1sums_says_so(downloaded: Path,
                matrix_file(tmp_path, portable=True), "--cache-dir", tmp_path / "cache")
     assert done.returncode == EXIT_CHECK_FAILED
     assert "SHA1SUMS missing (a release carries it" in done.stderr
+
+
+def test_the_tarball_and_sha256sums_alone_compare_with_the_build(
+        downloaded: Path, built: kitdir.KitDir, tmp_path: Path) -> None:
+    """What the release notes download at least: the tarball and SHA256SUMS (BUILDINFO.txt's
+    line in it still compares; the tarball's own kit/BUILDINFO.txt too)."""
+    folder = tmp_path / "two-files"
+    folder.mkdir()
+    for name in (ASSET, "SHA256SUMS"):
+        shutil.copy2(downloaded / name, folder / name)
+    comparison = compare(folder, built.path)
+    assert comparison.identical, [member.path for member in comparison.members]
+    assert "build.log, BUILDINFO.txt, SHA1SUMS only in b (a lacks it" in "\n".join(
+        comparison.notes)
+    tampered = make_kit(tmp_path / "dist", compile_program(tmp_path), payload=b"x\n",
+                        portable=True)
+    assert not compare(folder, tampered.path).identical

@@ -114,8 +114,9 @@ def _check_alike(tree_a: Tree, tree_b: Tree) -> None:
 
 
 # Files beside a kit's tarballs that a release of it may lack: build.log (never published),
-# SHA1SUMS (not downloaded). On one side only they are not a difference; on both they compare.
-ONE_SIDED = (BUILD_LOG, SHA1SUMS)
+# SHA1SUMS and BUILDINFO.txt (not downloaded). On one side only they are not a difference (the
+# SHA256SUMS of both still lists BUILDINFO.txt's hash); on both they compare.
+ONE_SIDED = (BUILD_LOG, BUILDINFO, SHA1SUMS)
 
 
 def _kit_files(tree_a: Tree, tree_b: Tree) -> tuple[Tree, Tree, list[str]]:
@@ -146,8 +147,8 @@ def _kit_files(tree_a: Tree, tree_b: Tree) -> tuple[Tree, Tree, list[str]]:
                            members={path: member for path, member in tree.members.items()
                                     if path.partition("/")[0] not in names})
         if dropped[side]:
-            notes.append(f"{', '.join(dropped[side])} only in {side} (a published or downloaded "
-                         f"kit folder may lack it; {other} does): not compared")
+            notes.append(f"{', '.join(dropped[side])} only in {side} ({other} lacks it, as a "
+                         f"published or downloaded kit folder may): not compared")
             tree = replace(tree, members={path: member for path, member in tree.members.items()
                                           if path not in dropped[side]})
         trees.append(tree)

@@ -31,7 +31,7 @@ from ninfer_kits.buildinfo import PORTABLE_SUFFIX
 from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive, TarHeader, archive_format
 from ninfer_kits.inspector.inputs import ByteSource, look, open_regular, printable
-from ninfer_kits.kitdir import BUILDINFO, FIXED_FILES, TARBALL_SUFFIX
+from ninfer_kits.kitdir import BUILDINFO, FIXED_FILES, SHA256SUMS, TARBALL_SUFFIX
 from ninfer_kits.repro.model import Side
 
 KEEP = 1 << 20  # members up to this size are kept in memory by the first pass
@@ -97,9 +97,11 @@ def read_tree(path: Path, shown: str) -> Tree:
 
 
 def _is_kit_folder(path: Path) -> bool:
-    """dist/<tag>/: BUILDINFO.txt and a tarball side by side (kitdir.py says the rest)."""
+    """dist/<tag>/ or a release of it: a tarball beside BUILDINFO.txt or SHA256SUMS (kitdir.py
+    says the rest)."""
     names = os.listdir(path)
-    return BUILDINFO in names and any(name.endswith(TARBALL_SUFFIX) for name in names)
+    return (BUILDINFO in names or SHA256SUMS in names) and any(
+        name.endswith(TARBALL_SUFFIX) for name in names)
 
 
 def _kit_folder(path: Path, shown: str) -> Tree:

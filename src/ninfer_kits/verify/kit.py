@@ -30,7 +30,10 @@ class KitOnDisk:
 
 
 @contextmanager
-def open_kit(path: Path) -> Iterator[KitOnDisk]:
+def open_kit(path: Path, *, checked: str | None = None) -> Iterator[KitOnDisk]:
+    """The kit at `path`, its checksums checked where there are any; `checked`: the words of a
+    caller that has just checked the files beside kit/ itself (fetch), which are not hashed
+    again."""
     if not os.path.lexists(path):
         raise BadInput(f"{path}: no such file or folder")
     if path.is_dir():
@@ -39,9 +42,10 @@ def open_kit(path: Path) -> Iterator[KitOnDisk]:
             root = path if (path / "kit").is_dir() else path.parent
             # fetch's DEST, or a release's files with the tarball unpacked beside them: what
             # SHA256SUMS lists that is here is checked, kit/ is read as it is
-            checked = (f"{check_listed(path)}; kit/ as unpacked here"
-                       if root == path and (path / SHA256SUMS).is_file()
-                       else "a kit folder: no checksums to check")
+            if checked is None:
+                checked = (f"{check_listed(path)}; kit/ as unpacked here"
+                           if root == path and (path / SHA256SUMS).is_file()
+                           else "a kit folder: no checksums to check")
             yield _read(str(path), root, checked)
             return
         if tarballs and ((path / SHA256SUMS).is_file() or (path / BUILDINFO).is_file()):

@@ -14,10 +14,20 @@
                          sorted by name (`sha1sum -c`)
       build.log          the configure and compile log
 
-Nothing else is in a kit folder. Which tarball is the plain one is decided by pairing: with two,
-one must be the other's `-portable` sibling (`portable_name`); one alone is the plain kit,
-whatever its name. `read_kit_dir` checks all of it (and every hash, unless asked
-not to) and returns a KitDir; `install` puts a finished staging folder in place of dist/<tag>/
+Nothing else is in a kit folder as `build` makes it. A release of it (`publish --to local`'s
+<out>/<tag>/, a release's assets downloaded into one folder, `fetch`'s DEST) is the same kit
+without build.log (publish never uploads it), and may hold beside it what a release carries
+(RELEASE.md, the notes of the local store; ninfer-kits.pyz) and kit/, the tarball unpacked
+(`fetch`, or `tar xzf` as the notes say). Its SHA1SUMS may be missing (not downloaded), and of
+a release with a portable sibling one tarball may be missing, when SHA256SUMS lists it
+(`sha256sum -c --ignore-missing`). Nothing else is accepted.
+
+Which tarball is the plain one is decided by pairing: with two, one must be the other's
+`-portable` sibling (`portable_name`); one alone is the plain kit, whatever its name.
+`read_kit_dir` checks all of it (and every hash, unless asked not to) and returns a KitDir;
+`built=True` asks for the folder exactly as `build` makes it. `check_beside` checks one
+tarball against the SHA256SUMS (and SHA1SUMS) beside it, `check_listed` every file here that
+a folder's SHA256SUMS lists. `install` puts a finished staging folder in place of dist/<tag>/
 with one rename, refuses to replace a folder that belongs to another kit, and puts the previous
 folder back when the rename fails.
 """
@@ -44,7 +54,12 @@ SHA256SUMS = "SHA256SUMS"
 SHA1SUMS = "SHA1SUMS"
 BUILD_LOG = "build.log"
 TARBALL_SUFFIX = ".tar.gz"
-FIXED_FILES = (BUILDINFO, SHA256SUMS, SHA1SUMS, BUILD_LOG)
+FIXED_FILES = (BUILDINFO, SHA256SUMS, SHA1SUMS, BUILD_LOG)  # `build` writes them by the tarballs
+REQUIRED = (BUILDINFO, SHA256SUMS)  # what every variant holds
+NOTES = "RELEASE.md"  # the local store's release notes
+PYZ = "ninfer-kits.pyz"  # the tools a release carries
+UNPACKED = "kit"  # the tarball unpacked beside it (fetch's DEST; `tar xzf` of the notes)
+RELEASE_EXTRAS = (NOTES, PYZ, UNPACKED)  # what a release may hold beside the kit's own files
 SHA1SUMS_LINE = re.compile(r"(?P<hash>[0-9a-f]{40})  (?P<name>[^\n]+)\n")
 
 
@@ -80,7 +95,7 @@ class Flavour:
     asset: str  # its file name, <stem>-portable.tar.gz
     size: int
     sha256: str  # as SHA256SUMS lists it
-    sha1: str  # as SHA1SUMS lists it
+    sha1: str | None  # as SHA1SUMS lists it; None in a release folder without SHA1SUMS
 
     @property
     def path(self) -> Path:
@@ -89,17 +104,19 @@ class Flavour:
 
 @dataclass(frozen=True, kw_only=True)
 class KitDir:
-    """One finished kit folder, read and checked."""
+    """One finished kit folder, read and checked: as `build` makes it, or a release of it."""
 
     path: Path  # dist/<tag>
     asset: str  # the tarball's file name
     info: BuildInfo  # BUILDINFO.txt beside the tarball (with this run's keys)
     size: int  # of the tarball
     sha256: str  # of the tarball, as SHA256SUMS lists it
-    sha1: str  # of the tarball, as SHA1SUMS lists it
+    sha1: str | None  # of the tarball, as SHA1SUMS lists it; None without SHA1SUMS
     buildinfo_sha256: str  # of BUILDINFO.txt, as SHA256SUMS lists it
     verified: bool  # every hash above (and the portable tarball's) was checked against the bytes
     portable: Flavour | None = None  # the portable tarball beside <asset>, when built
+    held: tuple[str, ...] = FIXED_FILES  # the names of FIXED_FILES and RELEASE_EXTRAS here
+    absent_portable: str | None = None  # the portable tarball SHA256SUMS lists but not here
 
     @property
     def tag(self) -> str:
@@ -118,13 +135,29 @@ class KitDir:
         return self.path / BUILDINFO
 
     @property
+    def has_build_log(self) -> bool:
+        return BUILD_LOG in self.held
+
+    @property
     def build_log(self) -> Path:
+        """build.log; KitDirInvalid when the folder has none (a release never carries it)."""
+        if not self.has_build_log:
+            raise KitDirInvalid(f"kit folder {self.path}: no {BUILD_LOG} (a published or "
+                                f"downloaded kit folder holds none; `build` writes it in "
+                                f"dist/<tag>/)")
         return self.path / BUILD_LOG
 
     @property
     def files(self) -> tuple[str, ...]:
-        """Every file of the folder, sorted by name."""
-        return tuple(sorted((*FIXED_FILES, *self.tarballs)))
+        """The kit's files in the folder (the tarballs, BUILDINFO.txt, the checksum files and
+        build.log where they are), sorted by name: not a release's extras."""
+        return tuple(sorted((*(name for name in self.held if name in FIXED_FILES),
+                             *self.tarballs)))
+
+    @property
+    def extras(self) -> tuple[str, ...]:
+        """What a release holds beside the kit's files (RELEASE.md, ninfer-kits.pyz, kit/)."""
+        return tuple(name for name in self.held if name in RELEASE_EXTRAS)
 
     @property
     def tarballs(self) -> tuple[str, ...]:
@@ -132,52 +165,74 @@ class KitDir:
         return (self.asset, self.portable.asset) if self.portable else (self.asset,)
 
 
-def read_kit_dir(path: Path, *, verify: bool = True) -> KitDir:
-    """Read dist/<tag>/ and check its layout, its checksum files, that BUILDINFO.txt names the
+def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> KitDir:
+    """Read a kit folder and check its layout, its checksum files, that BUILDINFO.txt names the
     portable tarball the folder holds (or none), and (with `verify`) that the hashes they list
-    are the files' own. KitDirInvalid names the folder and what is wrong."""
+    are the files' own. It is dist/<tag>/ as `build` makes it, or a release of it (module
+    docstring); `built` accepts only the former. KitDirInvalid names the folder and what is
+    wrong."""
     if not path.is_dir():
         raise BadInput(f"{path}: not a kit folder (no such folder)")
-    asset, portable = _check_layout(path)
+    held, asset, portable = _check_layout(path, built)
     try:
         info = buildinfo.read(path / BUILDINFO)
         sums = read_sha256sums(path / SHA256SUMS)
     except BadInput as error:
         raise KitDirInvalid(f"kit folder {path}: {error}") from None
-    _check_flavours(path, info, portable)
+    # a release may lack one tarball of two; what `build` made (with build.log) never does
+    absent = _absent_portable(info, portable, sums) if BUILD_LOG not in held else None
+    _check_flavours(path, info, portable or absent)
     tarballs = (asset, portable) if portable else (asset,)
-    expected = sorted((*tarballs, BUILDINFO))
+    listed = (*tarballs, absent) if absent else tarballs
+    expected = sorted((*listed, BUILDINFO))
     if sorted(sums) != expected:
         raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {', '.join(sorted(sums))}; "
                             f"it must list exactly {', '.join(expected)}")
-    sha1 = _read_sha1sums(path / SHA1SUMS, tarballs)
+    sha1 = _read_sha1sums(path / SHA1SUMS, listed) if SHA1SUMS in held else {}
     sibling = None if portable is None else Flavour(
         folder=path, asset=portable, size=(path / portable).stat().st_size,
-        sha256=sums[portable], sha1=sha1[portable])
+        sha256=sums[portable], sha1=sha1.get(portable))
     kit = KitDir(path=path, asset=asset, info=info, size=(path / asset).stat().st_size,
-                 sha256=sums[asset], sha1=sha1[asset], buildinfo_sha256=sums[BUILDINFO],
-                 verified=False, portable=sibling)
+                 sha256=sums[asset], sha1=sha1.get(asset), buildinfo_sha256=sums[BUILDINFO],
+                 verified=False, portable=sibling, held=held, absent_portable=absent)
     return _verified(kit) if verify else kit
 
 
-def _check_layout(path: Path) -> tuple[str, str | None]:
-    """The tarballs' names (the plain kit's, the portable one's or None), once the folder holds
-    exactly the files of a kit folder."""
+def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, str | None]:
+    """(the names of FIXED_FILES and RELEASE_EXTRAS the folder holds, the plain tarball's name,
+    the portable one's or None), once the folder holds only what a kit folder may hold."""
     names = sorted(os.listdir(path))
     tarballs = [name for name in names if name.endswith(TARBALL_SUFFIX)]
     asset, portable = _paired(path, tarballs)
-    kept = (*FIXED_FILES, *tarballs)
-    missing = [name for name in FIXED_FILES if name not in names]
+    required, extras = (FIXED_FILES, ()) if built else (REQUIRED, RELEASE_EXTRAS)
+    missing = [name for name in required if name not in names]
     if missing:
-        raise KitDirInvalid(f"kit folder {path}: {', '.join(missing)} missing")
-    extra = [name for name in names if name not in kept]
+        what = f"{', '.join(FIXED_FILES)}" if built else f"{BUILDINFO} and {SHA256SUMS}"
+        raise KitDirInvalid(f"kit folder {path}: {', '.join(missing)} missing (beside its "
+                            f"tarball a kit folder holds {what})")
+    allowed = (*FIXED_FILES, *extras)
+    extra = [name for name in names if name not in tarballs and name not in allowed]
     if extra:
+        kept = (f"{', '.join(('<the tarballs>', *FIXED_FILES))}" +
+                ("" if built else f"; a release also {', '.join(RELEASE_EXTRAS)}/"))
         raise KitDirInvalid(f"kit folder {path}: holds {', '.join(extra)}, which is not part of "
-                            f"a kit folder ({', '.join(kept)})")
-    for name in kept:
-        if not stat.S_ISREG((path / name).lstat().st_mode):
+                            f"a kit folder ({kept})")
+    for name in (*tarballs, *(name for name in names if name in allowed)):
+        mode = (path / name).lstat().st_mode
+        if name == UNPACKED and not stat.S_ISDIR(mode):
+            raise KitDirInvalid(f"kit folder {path}: {name} is not a folder (a release's kit/ "
+                                f"is its tarball unpacked)")
+        if name != UNPACKED and not stat.S_ISREG(mode):
             raise KitDirInvalid(f"kit folder {path}: {name} is not a regular file")
-    return asset, portable
+    return tuple(name for name in names if name in allowed), asset, portable
+
+
+def _absent_portable(info: BuildInfo, portable: str | None,
+                     sums: Mapping[str, str]) -> str | None:
+    """The portable tarball a release folder lacks although BUILDINFO.txt names it and
+    SHA256SUMS lists it (one tarball of the two downloaded), else None."""
+    named = None if info.portable_asset == "none" else info.portable_asset
+    return named if portable is None and named is not None and named in sums else None
 
 
 def _paired(path: Path, tarballs: list[str]) -> tuple[str, str | None]:
@@ -226,7 +281,7 @@ def _read_sha1sums(path: Path, tarballs: tuple[str, ...]) -> dict[str, str]:
 
 def _verified(kit: KitDir) -> KitDir:
     tarball, info = hash_file(kit.tarball), hash_file(kit.buildinfo_path)
-    checks = [
+    checks: list[tuple[str, str | None, str, str]] = [
         (kit.asset, kit.sha256, tarball.sha256, SHA256SUMS),
         (kit.asset, kit.sha1, tarball.sha1, SHA1SUMS),
         (BUILDINFO, kit.buildinfo_sha256, info.sha256, SHA256SUMS),
@@ -238,10 +293,86 @@ def _verified(kit: KitDir) -> KitDir:
             (kit.portable.asset, kit.portable.sha1, portable.sha1, SHA1SUMS),
         ]
     for name, listed, actual, sums in checks:
-        if listed != actual:
+        if listed is not None and listed != actual:  # None: no SHA1SUMS in this release
             raise KitDirInvalid(f"kit folder {kit.path}: {name} does not match {sums} (listed "
                                 f"{listed}, the file hashes to {actual})")
     return replace(kit, verified=True)
+
+
+# --------------------------------------------------------------------------- checksums beside
+
+
+def check_beside(tarball: Path) -> str | None:
+    """Check a tarball against the SHA256SUMS beside it, and the SHA1SUMS beside it where that
+    lists it: the words for what was checked, or None when no SHA256SUMS is beside it.
+    KitDirInvalid when SHA256SUMS does not list the tarball or a hash differs (naming the
+    file)."""
+    folder = tarball.parent
+    if not (folder / SHA256SUMS).is_file():
+        return None
+    sums = _sums_file(folder / SHA256SUMS)
+    if tarball.name not in sums:
+        raise KitDirInvalid(f"{tarball}: the {SHA256SUMS} beside it does not list "
+                            f"{tarball.name} (it lists {', '.join(sorted(sums)) or 'nothing'}): "
+                            f"it is not this tarball's checksum file")
+    sha1s = _sha1_lines(folder / SHA1SUMS) if (folder / SHA1SUMS).is_file() else {}
+    hashed = hash_file(tarball)
+    _compare(folder, tarball.name, sums[tarball.name], hashed.sha256, SHA256SUMS)
+    checked = [f"{SHA256SUMS} beside it ok"]
+    if tarball.name in sha1s:
+        _compare(folder, tarball.name, sha1s[tarball.name], hashed.sha1, SHA1SUMS)
+        checked.append(f"{SHA1SUMS} ok")
+    return ", ".join(checked)
+
+
+def check_listed(folder: Path) -> str:
+    """Check every file of `folder` that its SHA256SUMS lists (`sha256sum -c --ignore-missing`:
+    a fetch's DEST holds one of a release's two tarballs), and SHA1SUMS's where there is one:
+    the words for what was checked. KitDirInvalid when a hash differs (naming the file), or
+    when SHA256SUMS lists no file that is here."""
+    sums = _sums_file(folder / SHA256SUMS)
+    sha1s = _sha1_lines(folder / SHA1SUMS) if (folder / SHA1SUMS).is_file() else {}
+    here = sorted(name for name in sums if "/" not in name and name not in (".", "..")
+                  and (folder / name).is_file())
+    if not here:
+        raise KitDirInvalid(f"{folder}: its {SHA256SUMS} lists "
+                            f"{', '.join(sorted(sums)) or 'nothing'}, none of which is here")
+    for name in here:
+        hashed = hash_file(folder / name)
+        _compare(folder, name, sums[name], hashed.sha256, SHA256SUMS)
+        if name in sha1s:
+            _compare(folder, name, sha1s[name], hashed.sha1, SHA1SUMS)
+    return f"{SHA256SUMS} ok ({', '.join(here)})"
+
+
+def _sums_file(path: Path) -> dict[str, str]:
+    try:
+        return read_sha256sums(path)
+    except BadInput as error:
+        raise KitDirInvalid(str(error)) from None
+    except OSError as error:
+        raise KitDirInvalid(f"{path}: cannot read it ({error.strerror or error})") from None
+
+
+def _sha1_lines(path: Path) -> dict[str, str]:
+    """Name → SHA-1 of a SHA1SUMS file, every line `<sha1>  <name>`."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise KitDirInvalid(f"{path}: cannot read it ({error.strerror or error})") from None
+    found = {}
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        match = SHA1SUMS_LINE.fullmatch(line if line.endswith("\n") else line + "\n")
+        if match is None:
+            raise KitDirInvalid(f"{path}:{number}: not a `<sha1>  <name>` line: {line[:80]!r}")
+        found[match["name"]] = match["hash"]
+    return found
+
+
+def _compare(folder: Path, name: str, listed: str, actual: str, sums: str) -> None:
+    if listed.lower() != actual:
+        raise KitDirInvalid(f"{folder / name} does not match the {sums} beside it (listed "
+                            f"{listed}, the file hashes to {actual})")
 
 
 # --------------------------------------------------------------------------- putting one in place
@@ -288,7 +419,7 @@ def install(staging: Path, dist_dir: Path, tag: str, kit: str) -> KitDir:
     final = dist_dir / tag
     with _locked(dist_dir):
         check_tag_free(dist_dir, tag, kit)
-        placed = read_kit_dir(staging)
+        placed = read_kit_dir(staging, built=True)
         if placed.kit != kit:
             raise KitDirInvalid(f"{staging}: {BUILDINFO} names kit {placed.kit}, not {kit}")
         retired = dist_dir / f".retired-{tag}-{os.getpid()}"

@@ -48,8 +48,9 @@ def execute(args: argparse.Namespace) -> int:
     fetched = Fetcher(client, reporter).fetch(release, dest)
     for line in describe(fetched):
         reporter.info(line)
-    with open_kit(fetched.dest) as kit, open_target(kit.root) as target:
-        kit = dataclasses.replace(kit, shown=str(fetched.dest), checked=fetched.checked)
+    with open_kit(fetched.dest, checked=fetched.checked) as kit, \
+            open_target(kit.root) as target:
+        kit = dataclasses.replace(kit, shown=str(fetched.dest))
         report = verify(kit, target)
     sys.stdout.write(render(report) + "\n")
     return report.exit_code

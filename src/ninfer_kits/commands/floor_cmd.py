@@ -28,7 +28,8 @@ JSON_SCHEMA_VERSION = 1
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kit", type=Path,
                         help="a kit archive (.tar.gz), a kit folder, or a finished kit folder "
-                             "under dist/ (its SHA256SUMS is checked first)")
+                             "(dist/<tag>/, or a published or downloaded release of it); the "
+                             "SHA256SUMS beside it is checked first")
     parser.add_argument("--facts", type=Path, default=None, metavar="FILE",
                         help=f"the distributions file (default: the one ninfer-kits ships, "
                              f"{DATA_FILE.name})")

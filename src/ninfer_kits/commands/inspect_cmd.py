@@ -1,4 +1,5 @@
-"""`ninfer-kits inspect PATH`: the runtime floor of an ELF file, a folder or a kit tarball."""
+"""`ninfer-kits inspect PATH`: the runtime floor of an ELF file, a folder or a kit tarball; of a
+kit folder (dist/<tag>/ or a release of it), its kit tarball's."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ def member_size(text: str) -> int:
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path",
-                        help="an ELF file, a folder, or a kit archive (.tar.gz, .tar.xz, "
-                             ".tar.bz2, .tar)")
+                        help="an ELF file, a folder, a kit archive (.tar.gz, .tar.xz, "
+                             ".tar.bz2, .tar), or a kit folder (its kit tarball)")
     parser.add_argument("--json", action="store_true",
                         help="versioned JSON (indented on a terminal, compact when piped)")
     parser.add_argument("--floor-only", action="store_true",
@@ -87,7 +88,8 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace) -> int:
-    inspection = inspect_path(args.path, member_limit=args.max_member_size, partial=True,
+    path = _kit_tarball(args.path) or args.path
+    inspection = inspect_path(path, member_limit=args.max_member_size, partial=True,
                               limit_hint=" (--max-member-size)")
     if args.json:
         # Indented for people at a terminal; compact when piped, where the C encoder is several
@@ -105,6 +107,34 @@ def _execute(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         raise inspection.unreadable_error()
     return 0
+
+
+def _kit_tarball(path: str) -> str | None:
+    """For a kit folder (dist/<tag>/, or a release of it: tarballs beside BUILDINFO.txt or
+    SHA256SUMS, no kit/ unpacked there), its plain kit tarball, once kitdir has checked the
+    folder and its checksums; None for anything else (read as it is)."""
+    import os
+
+    if not os.path.isdir(path) or os.path.islink(path):
+        return None
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return None  # inspect_path says what is wrong
+    if "kit" in names or not any(name.endswith(".tar.gz") for name in names) or not (
+            "BUILDINFO.txt" in names or "SHA256SUMS" in names):
+        return None
+    from pathlib import Path
+
+    from ninfer_kits.kitdir import read_kit_dir
+
+    kit = read_kit_dir(Path(path))
+    other = (f"; its portable tarball: ninfer-kits inspect {printable(str(kit.portable.path))}"
+             if kit.portable is not None else "")
+    print(f"ninfer-kits: note: {printable(path)} is a kit folder ({len(kit.files)} files, "
+          f"SHA256SUMS ok): reading its kit tarball {printable(kit.asset)}{other}",
+          file=sys.stderr)
+    return str(kit.tarball)
 
 
 def render_text(inspection: Inspection, files: bool = True) -> str:

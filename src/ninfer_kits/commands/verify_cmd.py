@@ -29,7 +29,8 @@ from ninfer_kits.verify.target import Target, open_target
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kit", type=Path,
                         help="a kit archive (.tar.gz), a kit folder, or a finished kit folder "
-                             "under dist/ (its SHA256SUMS is checked first)")
+                             "(dist/<tag>/, or a published or downloaded release of it); the "
+                             "SHA256SUMS beside it is checked first")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--root", type=Path, help="check a root filesystem instead of this host")
     where.add_argument("--image", help="check a Docker image's filesystem (nothing runs in it)")

@@ -63,6 +63,9 @@ def read_kit(folder: Path, matrix: Matrix, limits: Sequence[tuple[str, int | Non
     """The kit folder, checked: layout, every asset under each store's limit (`limits`: store
     name and its largest asset), the names the matrix renders, then every hash."""
     unchecked = kitdir.read_kit_dir(folder, verify=False)
+    if unchecked.sha1 is None:
+        raise kitdir.KitDirInvalid(f"kit folder {folder}: {kitdir.SHA1SUMS} missing (a release "
+                                   f"carries it, for B2 and sha1sum)")
     for store, limit in limits:
         for name in unchecked.files:
             if name == kitdir.BUILD_LOG or limit is None:
@@ -109,9 +112,9 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = ()) -> tuple[Asset, ...]:
                                    f"it was read")
     return (
         Asset(name=kit.asset, path=kit.tarball, size=kit.size, sha256=kit.sha256,
-              sha1=kit.sha1, content_type=TARBALL_TYPE),
+              sha1=_listed(kit.sha1), content_type=TARBALL_TYPE),
         *((Asset(name=kit.portable.asset, path=kit.portable.path, size=kit.portable.size,
-                 sha256=kit.portable.sha256, sha1=kit.portable.sha1,
+                 sha256=kit.portable.sha256, sha1=_listed(kit.portable.sha1),
                  content_type=TARBALL_TYPE),) if kit.portable is not None else ()),
         Asset(name=kitdir.BUILDINFO, path=kit.buildinfo_path, size=buildinfo.size,
               sha256=buildinfo.sha256, sha1=buildinfo.sha1, content_type=TEXT_TYPE),
@@ -121,6 +124,12 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = ()) -> tuple[Asset, ...]:
         Asset(name=SHA256SUMS, path=sha256sums.path, size=sha256sums.size,
               sha256=sha256sums.sha256, sha1=sha256sums.sha1, content_type=TEXT_TYPE),
     )
+
+
+def _listed(sha1: str | None) -> str:
+    if sha1 is None:  # read_kit refuses a folder without SHA1SUMS
+        raise kitdir.KitDirInvalid(f"{kitdir.SHA1SUMS} missing")
+    return sha1
 
 
 def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),

@@ -33,7 +33,7 @@ from ninfer_kits.errors import BadInput, NotAnElf
 from ninfer_kits.inspector.archive import size_words
 from ninfer_kits.inspector.elf import ELF_MAGIC
 from ninfer_kits.inspector.inputs import ByteSource, printable
-from ninfer_kits.kitdir import BUILD_LOG, BUILDINFO, SHA256SUMS
+from ninfer_kits.kitdir import BUILD_LOG, BUILDINFO, SHA1SUMS, SHA256SUMS
 from ninfer_kits.repro import model, sides
 from ninfer_kits.repro.elfdiff import diff_data, diff_elf
 from ninfer_kits.repro.model import (
@@ -64,7 +64,9 @@ def compare(a: Path, b: Path, limits: Limits | None = None) -> Comparison:
     limits = limits or Limits()
     tree_a, tree_b = sides.read_tree(a, str(a)), sides.read_tree(b, str(b))
     _check_alike(tree_a, tree_b)
+    tree_a, tree_b, kit_notes = _kit_files(tree_a, tree_b)
     tree_b, notes = _aligned(tree_a, tree_b)
+    notes = [*kit_notes, *notes]
     found: dict[str, MemberDiff] = {}
     pending: list[tuple[Member, Member, list[Cause]]] = []
     same = 0
@@ -109,6 +111,48 @@ def _check_alike(tree_a: Tree, tree_b: Tree) -> None:
         raise BadInput(f"{printable(tree_a.shown)} is {LAYOUT_WORDS[tree_a.layout]} and "
                        f"{printable(tree_b.shown)} is {LAYOUT_WORDS[tree_b.layout]}: compare two "
                        f"kit tarballs, two kit folders (dist/<tag>/), two folders or two files")
+
+
+# Files beside a kit's tarballs that a release of it may lack: build.log (never published),
+# SHA1SUMS and BUILDINFO.txt (not downloaded). On one side only they are not a difference (the
+# SHA256SUMS of both still lists BUILDINFO.txt's hash); on both they compare.
+ONE_SIDED = (BUILD_LOG, BUILDINFO, SHA1SUMS)
+
+
+def _kit_files(tree_a: Tree, tree_b: Tree) -> tuple[Tree, Tree, list[str]]:
+    """Two kit folders as far as they are the kit: what is not the kit's (a release's
+    RELEASE.md, ninfer-kits.pyz, kit/ unpacked) was left out when they were read, and a file
+    of ONE_SIDED that one of them lacks is dropped from the other; each is named in a note."""
+    if tree_a.layout != sides.KIT_FOLDER:
+        return tree_a, tree_b, []
+    notes = [f"not the kit's, not compared: {', '.join(tree.left_out)} in {side}"
+             for side, tree in (("a", tree_a), ("b", tree_b)) if tree.left_out]
+    dropped: dict[str, list[str]] = {"a": [], "b": []}
+    for name in ONE_SIDED:
+        if (name in tree_a.members) != (name in tree_b.members):
+            dropped["a" if name in tree_a.members else "b"].append(name)
+    # One tarball of two: a fetch takes one flavour. Both SHA256SUMS and BUILDINFO.txt still
+    # name the other, and they compare.
+    roles_a = {archive.role for archive in tree_a.archives}
+    roles_b = {archive.role for archive in tree_b.archives}
+    trees: list[Tree] = []
+    pairs = (("a", "b", tree_a, roles_a, roles_b), ("b", "a", tree_b, roles_b, roles_a))
+    for side, other, tree, mine, theirs in pairs:
+        alone = [archive for archive in tree.archives if archive.role in mine - theirs]
+        if alone and theirs:
+            names = [archive.path for archive in alone]
+            notes.append(f"{', '.join(names)} only in {side} ({other} holds one of the kit's "
+                         f"tarballs): not compared")
+            tree = replace(tree, archives=tuple(a for a in tree.archives if a not in alone),
+                           members={path: member for path, member in tree.members.items()
+                                    if path.partition("/")[0] not in names})
+        if dropped[side]:
+            notes.append(f"{', '.join(dropped[side])} only in {side} ({other} lacks it, as a "
+                         f"published or downloaded kit folder may): not compared")
+            tree = replace(tree, members={path: member for path, member in tree.members.items()
+                                          if path not in dropped[side]})
+        trees.append(tree)
+    return trees[0], trees[1], notes
 
 
 def _aligned(tree_a: Tree, tree_b: Tree) -> tuple[Tree, list[str]]:

@@ -10,7 +10,9 @@ caller's `with` block removes.
 
 A kit folder's tarballs are listed inside it: member `kit/bin/ninfer` of the plain tarball is
 `<asset>/kit/bin/ninfer`, so two kit folders compare member by member, and their files beside
-the tarballs (BUILDINFO.txt with its run facts, SHA256SUMS, build.log) compare too.
+the tarballs (BUILDINFO.txt with its run facts, SHA256SUMS, SHA1SUMS, build.log) compare too.
+Nothing else of the folder is the kit's: what a release adds (RELEASE.md, ninfer-kits.pyz, the
+tarball unpacked in kit/) is left out of the tree and named in `Tree.left_out`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ninfer_kits.buildinfo import PORTABLE_SUFFIX
 from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive, TarHeader, archive_format
 from ninfer_kits.inspector.inputs import ByteSource, look, open_regular, printable
-from ninfer_kits.kitdir import BUILDINFO, TARBALL_SUFFIX
+from ninfer_kits.kitdir import BUILDINFO, FIXED_FILES, SHA256SUMS, TARBALL_SUFFIX
 from ninfer_kits.repro.model import Side
 
 KEEP = 1 << 20  # members up to this size are kept in memory by the first pass
@@ -74,6 +76,7 @@ class Tree:
     layout: str  # ARCHIVE, KIT_FOLDER, FOLDER, FILE
     members: dict[str, Member]
     archives: tuple[Archive, ...] = ()
+    left_out: tuple[str, ...] = ()  # a kit folder's entries that are not the kit's
 
 
 def read_tree(path: Path, shown: str) -> Tree:
@@ -94,23 +97,28 @@ def read_tree(path: Path, shown: str) -> Tree:
 
 
 def _is_kit_folder(path: Path) -> bool:
-    """dist/<tag>/: BUILDINFO.txt and a tarball side by side (kitdir.py says the rest)."""
+    """dist/<tag>/ or a release of it: a tarball beside BUILDINFO.txt or SHA256SUMS (kitdir.py
+    says the rest)."""
     names = os.listdir(path)
-    return BUILDINFO in names and any(name.endswith(TARBALL_SUFFIX) for name in names)
+    return (BUILDINFO in names or SHA256SUMS in names) and any(
+        name.endswith(TARBALL_SUFFIX) for name in names)
 
 
 def _kit_folder(path: Path, shown: str) -> Tree:
     members: dict[str, Member] = {}
     archives = []
+    left_out = []
     for name in sorted(os.listdir(path)):
         status = (path / name).lstat()
         if name.endswith(TARBALL_SUFFIX) and stat.S_ISREG(status.st_mode):
             archive, inside = _tarball(path / name, f"{shown}/{name}", name)
             archives.append(archive)
             members.update(inside)
-        else:
+        elif name in FIXED_FILES:
             members.update(_entry(path / name, name, status))
-    return Tree(shown, KIT_FOLDER, members, tuple(archives))
+        else:
+            left_out.append(f"{name}/" if stat.S_ISDIR(status.st_mode) else name)
+    return Tree(shown, KIT_FOLDER, members, tuple(archives), tuple(left_out))
 
 
 def role(asset: str) -> str:

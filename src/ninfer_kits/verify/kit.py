@@ -16,7 +16,7 @@ from ninfer_kits import buildinfo
 from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.archive import KitArchive, archive_format
 from ninfer_kits.inspector.elf import ElfInfo, is_elf, read_elf
-from ninfer_kits.kitdir import read_kit_dir
+from ninfer_kits.kitdir import BUILDINFO, SHA256SUMS, check_beside, check_listed, read_kit_dir
 
 
 @dataclass(frozen=True)
@@ -30,31 +30,41 @@ class KitOnDisk:
 
 
 @contextmanager
-def open_kit(path: Path) -> Iterator[KitOnDisk]:
+def open_kit(path: Path, *, checked: str | None = None) -> Iterator[KitOnDisk]:
+    """The kit at `path`, its checksums checked where there are any; `checked`: the words of a
+    caller that has just checked the files beside kit/ itself (fetch), which are not hashed
+    again."""
     if not os.path.lexists(path):
         raise BadInput(f"{path}: no such file or folder")
     if path.is_dir():
         tarballs = sorted(path.glob("*.tar.gz"))
         if (path / "kit" / "bin").is_dir() or path.name == "kit":
             root = path if (path / "kit").is_dir() else path.parent
-            yield _read(str(path), root, "a kit folder: no checksums to check")
+            # fetch's DEST, or a release's files with the tarball unpacked beside them: what
+            # SHA256SUMS lists that is here is checked, kit/ is read as it is
+            if checked is None:
+                checked = (f"{check_listed(path)}; kit/ as unpacked here"
+                           if root == path and (path / SHA256SUMS).is_file()
+                           else "a kit folder: no checksums to check")
+            yield _read(str(path), root, checked)
             return
-        if (path / "SHA256SUMS").is_file() and len(tarballs) in (1, 2):
-            # every file and hash of the dist/<tag>/ contract (a second tarball must be the
-            # kit's portable sibling); the plain kit is the one verified
+        if tarballs and ((path / SHA256SUMS).is_file() or (path / BUILDINFO).is_file()):
+            # every file and hash of a kit folder, as `build` makes it or a release of it (a
+            # second tarball must be the kit's portable sibling); the plain kit is verified
             finished = read_kit_dir(path)
             with _unpacked(finished.tarball) as root:
                 yield _read(str(path), root, f"SHA256SUMS ok ({len(finished.files)} files)")
             return
         raise BadInput(f"{path}: neither a kit folder (kit/bin/) nor a finished kit folder "
-                       f"(one .tar.gz and SHA256SUMS)")
+                       f"(a .tar.gz beside SHA256SUMS and BUILDINFO.txt)")
     with path.open("rb") as stream:
         head = stream.read(512)
     if archive_format(head) is None:
         raise BadInput(f"{path}: not a kit archive (.tar.gz, .tar.xz, .tar.bz2 or .tar), "
                        f"a kit folder or a finished kit folder")
+    checked = check_beside(path) or "an archive on its own: no SHA256SUMS beside it"
     with _unpacked(path) as root:
-        yield _read(str(path), root, "an archive on its own: no SHA256SUMS beside it")
+        yield _read(str(path), root, checked)
 
 
 @contextmanager

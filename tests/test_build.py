@@ -198,8 +198,11 @@ def test_buildinfo_records_the_build(two_builds: tuple[Built, Built],
     # What made the gzip bytes, and the pipeline checkout (with its changes, when it has any).
     assert (info.python_version, info.zlib_version) == (platform.python_version(), compressor())
     assert info.zlib_version.startswith("libdeflate 1.")
-    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", info.pipeline_revision), info.pipeline_revision
-    assert info.pipeline_revision.endswith("-dirty") == bool(info.run_value("pipeline_changes"))
+    commit = info.run_value("pipeline_revision") or ""
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit), commit
+    assert commit.endswith("-dirty") == bool(info.run_value("pipeline_changes"))
+    assert info.pipeline_revision == "" and info.pipeline_commit == commit
+    assert info.recipe == sha256_of(ROOT / "build" / "recipe.py")
     assert info.licenses == ("kit/LICENSE", "kit/NOTICE", "kit/third_party/tinyjson/LICENSE")
     assert float(info.run_value("compile_seconds") or "nan") > 0
     assert buildinfo.parse(buildinfo.render(info)) == info

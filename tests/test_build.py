@@ -32,7 +32,7 @@ from ninfer_kits.errors import (
 )
 from ninfer_kits.inspector.inspection import inspect_path
 from ninfer_kits.kitdir import KitDirInvalid, TagTaken
-from ninfer_kits.matrix import load_matrix
+from ninfer_kits.matrix import RevisionFacts, load_matrix
 from ninfer_kits.pipeline import hostdeps
 from ninfer_kits.pipeline.builders import (
     BUILDERS,
@@ -466,6 +466,62 @@ def test_a_second_build_of_the_same_kit_stops_naming_the_first(
 
 
 # --------------------------------------------------------------------------- provenance
+
+
+def test_every_tag_the_matrix_renders_is_ignored_by_git_as_a_fetched_folder() -> None:
+    """`fetch TAG` unpacks into ./<tag> by default: run in the checkout, that folder must not
+    make the checkout dirty (the next build would name it in run.pipeline_changes)."""
+    facts = RevisionFacts(revision="0123456789abcdef" * 2 + "01234567", version="1.2.3-x")
+    for kit in load_matrix(ROOT / "matrix.toml").kits.values():
+        tag = kit.render_tag(facts)
+        done = subprocess.run([tool("git"), "check-ignore", "-q", "--no-index",
+                               f"{tag}/kit/bin/ninfer"], cwd=ROOT, check=False)
+        assert done.returncode == 0, f"{kit.id}: {tag}/ is not in .gitignore"
+    for folder in ("dry-run", "published"):
+        done = subprocess.run([tool("git"), "check-ignore", "-q", "--no-index",
+                               f"{folder}/{TAG}/SHA256SUMS"], cwd=ROOT, check=False)
+        assert done.returncode == 0, f"{folder}/ is not in .gitignore"
+    done = subprocess.run([tool("git"), "check-ignore", "-q", "--no-index",
+                           f"releases/{TAG}.toml"], cwd=ROOT, check=False)
+    assert done.returncode == 1, "the ledger is committed: releases/ must stay tracked"
+
+
+@pytest.mark.slow
+def test_what_commands_write_in_the_checkout_leaves_the_next_kit_alike(
+        two_builds: tuple[Built, Built], example_repo: tuple[Path, str], tmp_path: Path) -> None:
+    """A pipeline checkout of its own (this matrix and .gitignore, one commit) in which publish
+    --dry-run, a publish to the local store and a fetch ran, as a maintainer runs them there:
+    only the ledger file is left to commit, and a build of the same revision and toolchain
+    gives the same tarballs as a build from another checkout; the checkout's commit and its
+    change are only in the run keys beside the tarball."""
+    project = tmp_path / "pipeline"
+    project.mkdir()
+    for name in ("matrix.toml", ".gitignore"):
+        shutil.copyfile(ROOT / name, project / name)
+    git("init", "-q", "-b", "main", cwd=project)
+    git("add", "-A", cwd=project)
+    git("commit", "-q", "-m", "pipeline", cwd=project)
+    head = git("rev-parse", "HEAD", cwd=project)
+    kit = str(two_builds[0].out)
+    env = {**os.environ, "NINFER_KITS_CACHE": str(tmp_path / "cache")}
+    for command in (("publish", kit, "--dry-run"), ("publish", kit, "--to", "local"),
+                    ("fetch", TAG, "--from", "published")):
+        done = subprocess.run([sys.executable, "-m", "ninfer_kits", *command], cwd=project,
+                              env=env, capture_output=True, text=True, check=False)
+        assert done.returncode in (0, 1), done.stderr[-3000:]  # fetch: 1 when verify fails
+    assert (project / "dry-run" / TAG).is_dir() and (project / "published" / TAG).is_dir()
+    assert (project / TAG / "kit" / "bin" / "ninfer").is_file()
+    status = git("status", "--porcelain", "--untracked-files=all", cwd=project)
+    assert status.splitlines() == [f"?? releases/{TAG}.toml"]
+    built = build(tmp_path / "again", "example", "--source", str(example_repo[0]),
+                  "--matrix", str(project / "matrix.toml"))  # the last --matrix counts
+    assert built.done.returncode == 0, built.done.stderr[-4000:]
+    for name in (ASSET, PORTABLE):
+        assert sha256_of(built.out / name) == sha256_of(two_builds[0].out / name), name
+    info = buildinfo.read(built.out / "BUILDINFO.txt")
+    assert info.run_value("pipeline_revision") == f"{head}-dirty"
+    assert info.run_value("pipeline_changes") == f"releases/{TAG}.toml"
+    assert info.pipeline_revision == "" and re.fullmatch(r"[0-9a-f]{64}", info.recipe)
 
 
 def test_the_pipeline_checkout_is_recorded_dirty_with_its_changes(tmp_path: Path) -> None:

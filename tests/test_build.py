@@ -465,6 +465,50 @@ def test_a_second_build_of_the_same_kit_stops_naming_the_first(
         os.close(fd)
 
 
+def test_another_revision_of_the_same_kit_is_refused_before_the_compile(
+        two_builds: tuple[Built, Built], example_repo: tuple[Path, str], tmp_path: Path) -> None:
+    """The example's tag has no {rev}: another commit with the same VERSION renders it too. A
+    build of that commit stops at fetch, naming the folder and both revisions and the ways on,
+    and leaves the kit there as it was (without the check it replaced it at the end)."""
+    repo, commit = example_repo
+    other = changed_copy(repo, tmp_path / "other-repo", "README.md", "\nanother commit\n")
+    moved = git("rev-parse", "HEAD", cwd=other)
+    place = tmp_path / "x"
+    ours = place / "dist" / TAG
+    shutil.copytree(two_builds[0].out, ours)
+    before = {p.name: sha256_of(p) for p in ours.iterdir()}
+    for args in (("--source", str(other)), ("--source", str(other), "--revision", moved[:10])):
+        built = build(place, "example", *args)
+        assert built.done.returncode == EXIT_BAD_INPUT, built.done.stderr[-2000:]
+        assert (f"{ours} holds kit example built from revision {commit[:12]}, and this build of "
+                f"revision {moved[:12]} renders the same release tag '{TAG}'"
+                ) in built.done.stderr
+        assert "--dist" in built.done.stderr and "--replace" in built.done.stderr
+        assert "==> compile" not in built.done.stderr and "Traceback" not in built.done.stderr
+        assert {p.name: sha256_of(p) for p in ours.iterdir()} == before
+
+
+def test_install_replaces_another_revision_only_when_asked(
+        two_builds: tuple[Built, Built], tmp_path: Path) -> None:
+    """Under dist/'s lock too (a build that passed fetch's check before another one placed its
+    kit): a folder of the same kit at another revision stays unless `replace_revision`."""
+    first, second = two_builds
+    dist = tmp_path / "dist"
+    shutil.copytree(first.out, dist / TAG)
+    text = (dist / TAG / "BUILDINFO.txt").read_text()
+    revision = buildinfo.read(first.out / "BUILDINFO.txt").revision
+    (dist / TAG / "BUILDINFO.txt").write_text(text.replace(revision, "f" * 40))
+    staging = dist / ".staging-example-1"
+    shutil.copytree(second.out, staging)
+    with pytest.raises(TagTaken, match=f"built from revision {'f' * 12}, and this build of "
+                                       f"revision {revision[:12]} renders the same release tag"):
+        kitdir.install(staging, dist, TAG, "example")
+    assert buildinfo.read(dist / TAG / "BUILDINFO.txt").revision == "f" * 40
+    placed = kitdir.install(staging, dist, TAG, "example", replace_revision=True)
+    assert placed.info.revision == revision and placed.verified
+    assert sorted(p.name for p in dist.iterdir()) == [TAG]
+
+
 # --------------------------------------------------------------------------- provenance
 
 

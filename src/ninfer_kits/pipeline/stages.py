@@ -71,6 +71,9 @@ class BuildRequest:
     revision: str | None = None
     source_url: str | None = None
     keep_work: bool = False
+    # Replace dist/<tag>/ even when it holds this kit built from another revision (the tag's
+    # template has no {rev}); without it such a build stops before the compile.
+    replace: bool = False
 
 
 @dataclass(frozen=True)
@@ -153,8 +156,10 @@ def fetch(state: BuildState, reporter: Reporter) -> BuildState:
     tag, asset = request.kit.render_tag(inputs), request.kit.render_asset(inputs)
     reporter.info(f"{request.kit.upstream.repository} {tree.ref} @ {tree.revision[:12]}"
                   f"{f', VERSION {tree.version}' if tree.version else ''} → {tag}/{asset}")
-    # Before the compile: a tag another kit's folder holds stops the build now, not at the end.
-    kitdir.check_tag_free(request.dist_dir, tag, request.kit.id)
+    # Before the compile: a tag another kit's folder holds, or the same kit's of another
+    # revision, stops the build now, not at the end (`--replace` lets the latter go on).
+    kitdir.check_tag_free(request.dist_dir, tag, request.kit.id, revision=tree.revision,
+                          replace_revision=request.replace)
     return dataclasses.replace(state, source=tree, tag=tag, asset=asset)
 
 
@@ -303,10 +308,12 @@ def checksums(state: BuildState, reporter: Reporter) -> BuildState:
 
 
 def publish_to_dist(state: BuildState, reporter: Reporter) -> BuildState:
-    """One rename puts the checked kit folder in place of the same kit's older one; another
-    kit's folder under the same tag is refused, and a failed rename puts the older one back."""
+    """One rename puts the checked kit folder in place of the same kit's older one (of another
+    revision only with --replace); another kit's folder under the same tag is refused, and a
+    failed rename puts the older one back."""
     staging = need(state.staging, "staging")
-    placed = kitdir.install(staging, state.request.dist_dir, state.tag, state.request.kit.id)
+    placed = kitdir.install(staging, state.request.dist_dir, state.tag, state.request.kit.id,
+                            replace_revision=state.request.replace)
     if not state.request.keep_work:
         shutil.rmtree(state.workspace, ignore_errors=True)
     return dataclasses.replace(state, kit_dir=placed)

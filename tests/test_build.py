@@ -32,7 +32,7 @@ from ninfer_kits.errors import (
 )
 from ninfer_kits.inspector.inspection import inspect_path
 from ninfer_kits.kitdir import KitDirInvalid, TagTaken
-from ninfer_kits.matrix import load_matrix
+from ninfer_kits.matrix import RevisionFacts, load_matrix
 from ninfer_kits.pipeline import hostdeps
 from ninfer_kits.pipeline.builders import (
     BUILDERS,
@@ -198,8 +198,11 @@ def test_buildinfo_records_the_build(two_builds: tuple[Built, Built],
     # What made the gzip bytes, and the pipeline checkout (with its changes, when it has any).
     assert (info.python_version, info.zlib_version) == (platform.python_version(), compressor())
     assert info.zlib_version.startswith("libdeflate 1.")
-    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", info.pipeline_revision), info.pipeline_revision
-    assert info.pipeline_revision.endswith("-dirty") == bool(info.run_value("pipeline_changes"))
+    commit = info.run_value("pipeline_revision") or ""
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit), commit
+    assert commit.endswith("-dirty") == bool(info.run_value("pipeline_changes"))
+    assert info.pipeline_revision == "" and info.pipeline_commit == commit
+    assert info.recipe == sha256_of(ROOT / "build" / "recipe.py")
     assert info.licenses == ("kit/LICENSE", "kit/NOTICE", "kit/third_party/tinyjson/LICENSE")
     assert float(info.run_value("compile_seconds") or "nan") > 0
     assert buildinfo.parse(buildinfo.render(info)) == info
@@ -462,7 +465,107 @@ def test_a_second_build_of_the_same_kit_stops_naming_the_first(
         os.close(fd)
 
 
+def test_another_revision_of_the_same_kit_is_refused_before_the_compile(
+        two_builds: tuple[Built, Built], example_repo: tuple[Path, str], tmp_path: Path) -> None:
+    """The example's tag has no {rev}: another commit with the same VERSION renders it too. A
+    build of that commit stops at fetch, naming the folder and both revisions and the ways on,
+    and leaves the kit there as it was (without the check it replaced it at the end)."""
+    repo, commit = example_repo
+    other = changed_copy(repo, tmp_path / "other-repo", "README.md", "\nanother commit\n")
+    moved = git("rev-parse", "HEAD", cwd=other)
+    place = tmp_path / "x"
+    ours = place / "dist" / TAG
+    shutil.copytree(two_builds[0].out, ours)
+    before = {p.name: sha256_of(p) for p in ours.iterdir()}
+    for args in (("--source", str(other)), ("--source", str(other), "--revision", moved[:10])):
+        built = build(place, "example", *args)
+        assert built.done.returncode == EXIT_BAD_INPUT, built.done.stderr[-2000:]
+        assert (f"{ours} holds kit example built from revision {commit[:12]}, and this build of "
+                f"revision {moved[:12]} renders the same release tag '{TAG}'"
+                ) in built.done.stderr
+        assert "--dist" in built.done.stderr and "--replace" in built.done.stderr
+        assert "==> compile" not in built.done.stderr and "Traceback" not in built.done.stderr
+        assert {p.name: sha256_of(p) for p in ours.iterdir()} == before
+
+
+def test_install_replaces_another_revision_only_when_asked(
+        two_builds: tuple[Built, Built], tmp_path: Path) -> None:
+    """Under dist/'s lock too (a build that passed fetch's check before another one placed its
+    kit): a folder of the same kit at another revision stays unless `replace_revision`."""
+    first, second = two_builds
+    dist = tmp_path / "dist"
+    shutil.copytree(first.out, dist / TAG)
+    text = (dist / TAG / "BUILDINFO.txt").read_text()
+    revision = buildinfo.read(first.out / "BUILDINFO.txt").revision
+    (dist / TAG / "BUILDINFO.txt").write_text(text.replace(revision, "f" * 40))
+    staging = dist / ".staging-example-1"
+    shutil.copytree(second.out, staging)
+    with pytest.raises(TagTaken, match=f"built from revision {'f' * 12}, and this build of "
+                                       f"revision {revision[:12]} renders the same release tag"):
+        kitdir.install(staging, dist, TAG, "example")
+    assert buildinfo.read(dist / TAG / "BUILDINFO.txt").revision == "f" * 40
+    placed = kitdir.install(staging, dist, TAG, "example", replace_revision=True)
+    assert placed.info.revision == revision and placed.verified
+    assert sorted(p.name for p in dist.iterdir()) == [TAG]
+
+
 # --------------------------------------------------------------------------- provenance
+
+
+def test_every_tag_the_matrix_renders_is_ignored_by_git_as_a_fetched_folder() -> None:
+    """`fetch TAG` unpacks into ./<tag> by default: run in the checkout, that folder must not
+    make the checkout dirty (the next build would name it in run.pipeline_changes)."""
+    facts = RevisionFacts(revision="0123456789abcdef" * 2 + "01234567", version="1.2.3-x")
+    for kit in load_matrix(ROOT / "matrix.toml").kits.values():
+        tag = kit.render_tag(facts)
+        done = subprocess.run([tool("git"), "check-ignore", "-q", "--no-index",
+                               f"{tag}/kit/bin/ninfer"], cwd=ROOT, check=False)
+        assert done.returncode == 0, f"{kit.id}: {tag}/ is not in .gitignore"
+    for folder in ("dry-run", "published"):
+        done = subprocess.run([tool("git"), "check-ignore", "-q", "--no-index",
+                               f"{folder}/{TAG}/SHA256SUMS"], cwd=ROOT, check=False)
+        assert done.returncode == 0, f"{folder}/ is not in .gitignore"
+    done = subprocess.run([tool("git"), "check-ignore", "-q", "--no-index",
+                           f"releases/{TAG}.toml"], cwd=ROOT, check=False)
+    assert done.returncode == 1, "the ledger is committed: releases/ must stay tracked"
+
+
+@pytest.mark.slow
+def test_what_commands_write_in_the_checkout_leaves_the_next_kit_alike(
+        two_builds: tuple[Built, Built], example_repo: tuple[Path, str], tmp_path: Path) -> None:
+    """A pipeline checkout of its own (this matrix and .gitignore, one commit) in which publish
+    --dry-run, a publish to the local store and a fetch ran, as a maintainer runs them there:
+    only the ledger file is left to commit, and a build of the same revision and toolchain
+    gives the same tarballs as a build from another checkout; the checkout's commit and its
+    change are only in the run keys beside the tarball."""
+    project = tmp_path / "pipeline"
+    project.mkdir()
+    for name in ("matrix.toml", ".gitignore"):
+        shutil.copyfile(ROOT / name, project / name)
+    git("init", "-q", "-b", "main", cwd=project)
+    git("add", "-A", cwd=project)
+    git("commit", "-q", "-m", "pipeline", cwd=project)
+    head = git("rev-parse", "HEAD", cwd=project)
+    kit = str(two_builds[0].out)
+    env = {**os.environ, "NINFER_KITS_CACHE": str(tmp_path / "cache")}
+    for command in (("publish", kit, "--dry-run"), ("publish", kit, "--to", "local"),
+                    ("fetch", TAG, "--from", "published")):
+        done = subprocess.run([sys.executable, "-m", "ninfer_kits", *command], cwd=project,
+                              env=env, capture_output=True, text=True, check=False)
+        assert done.returncode in (0, 1), done.stderr[-3000:]  # fetch: 1 when verify fails
+    assert (project / "dry-run" / TAG).is_dir() and (project / "published" / TAG).is_dir()
+    assert (project / TAG / "kit" / "bin" / "ninfer").is_file()
+    status = git("status", "--porcelain", "--untracked-files=all", cwd=project)
+    assert status.splitlines() == [f"?? releases/{TAG}.toml"]
+    built = build(tmp_path / "again", "example", "--source", str(example_repo[0]),
+                  "--matrix", str(project / "matrix.toml"))  # the last --matrix counts
+    assert built.done.returncode == 0, built.done.stderr[-4000:]
+    for name in (ASSET, PORTABLE):
+        assert sha256_of(built.out / name) == sha256_of(two_builds[0].out / name), name
+    info = buildinfo.read(built.out / "BUILDINFO.txt")
+    assert info.run_value("pipeline_revision") == f"{head}-dirty"
+    assert info.run_value("pipeline_changes") == f"releases/{TAG}.toml"
+    assert info.pipeline_revision == "" and re.fullmatch(r"[0-9a-f]{64}", info.recipe)
 
 
 def test_the_pipeline_checkout_is_recorded_dirty_with_its_changes(tmp_path: Path) -> None:

@@ -22,13 +22,14 @@ def sample() -> BuildInfo:
         cmake_options="-DCMAKE_BUILD_TYPE=Release", builder="local", toolchain="tc",
         base_image="none (built on the host)", base_image_digest="none",
         source_date_epoch=1735689600, pipeline_version="0.1.0",
-        pipeline_revision=f"{'b' * 40}-dirty", python_version="3.11.7", zlib_version="1.2.13",
+        recipe="c" * 64, python_version="3.11.7", zlib_version="1.2.13",
         glibc_floor="2.34", sonames="libc.so.6", runpath="none", sass="sm_86", ptx="none",
         symbol_floors=("GLIBC_2.34", "GLIBCXX_3.4.29"),
         floor=(("x86-64 Linux, glibc ≥ 2.34", "highest versioned symbol is GLIBC_2.34"),),
         binaries=((SHA, "kit/bin/ninfer"), (SHA, "kit/bin/ninfer-serve")),
         licenses=("kit/LICENSE", "kit/NOTICE"),
-        run=(("jobs", "2"), ("pipeline_changes", "README.md, src/x.py")),
+        run=(("jobs", "2"), ("pipeline_revision", f"{'b' * 40}-dirty"),
+             ("pipeline_changes", "README.md, src/x.py")),
     )
 
 
@@ -36,9 +37,48 @@ def test_render_and_parse_round_trip_with_the_repeated_keys() -> None:
     info = sample()
     text = buildinfo.render(info)
     assert text.count("\nsymbol_floor: ") == 2 and text.count("\nsha256: ") == 2
-    assert f"pipeline_revision: {'b' * 40}-dirty\n" in text
+    assert f"pipeline_version: 0.1.0\nrecipe: {'c' * 64}\npython_version: 3.11.7\n" in text
     assert "python_version: 3.11.7\nzlib_version: 1.2.13\n" in text
     assert buildinfo.parse(text) == info
+
+
+def test_the_pipeline_checkout_is_a_run_key_and_the_recipe_an_input() -> None:
+    """The kit's own copy (above the marker) names what its bytes depend on: the ninfer-kits
+    version and the recipe's sha256, not the checkout's commit or whether it was dirty; the
+    copy beside the tarball has the commit and the changes below the marker."""
+    info = sample()
+    inside = buildinfo.render(info, with_run=False)
+    assert "pipeline_revision" not in inside and "pipeline_changes" not in inside
+    assert "b" * 40 not in inside and f"\nrecipe: {'c' * 64}\n" in inside
+    beside = buildinfo.render(info)
+    above, below = beside.split(buildinfo.RUN_MARKER)
+    assert above == inside
+    assert f"\nrun.pipeline_revision: {'b' * 40}-dirty\n" in below
+    assert buildinfo.parse(beside).pipeline_commit == f"{'b' * 40}-dirty"
+    assert buildinfo.parse(inside).pipeline_commit == "unknown"
+    # Another checkout commit, dirty or not, leaves the kit's copy as it was.
+    other = dataclasses.replace(info, run=(("jobs", "2"), ("pipeline_revision", "d" * 40)))
+    assert buildinfo.render(other, with_run=False) == inside
+
+
+def test_a_kit_from_before_the_recipe_key_still_reads_with_its_pipeline_revision() -> None:
+    """Older kits have `pipeline_revision` above the marker and no `recipe`: they read, name
+    their commit, and render back to the same text."""
+    new = buildinfo.render(sample(), with_run=False)
+    older = new.replace(f"recipe: {'c' * 64}\n", f"pipeline_revision: {'b' * 40}-dirty\n")
+    info = buildinfo.parse(older)
+    assert (info.recipe, info.pipeline_revision) == ("unknown", f"{'b' * 40}-dirty")
+    assert info.pipeline_commit == f"{'b' * 40}-dirty"
+    assert buildinfo.render(info, with_run=False) == older
+
+
+@pytest.mark.parametrize("value", ["c" * 63, "C" * 64, "sha256:" + "c" * 64, ""])
+def test_a_recipe_that_is_not_a_sha256_is_refused(value: str) -> None:
+    with pytest.raises(BadInput, match=r"recipe .* is neither a sha256 hex digest"):
+        buildinfo.render(dataclasses.replace(sample(), recipe=value))
+    text = buildinfo.render(sample()).replace(f"recipe: {'c' * 64}", f"recipe: {value}")
+    with pytest.raises(BadInput, match=r"recipe .* is neither a sha256 hex digest"):
+        buildinfo.parse(text)
 
 
 def test_an_older_file_without_the_newer_keys_still_reads() -> None:

@@ -1,10 +1,17 @@
 """BUILDINFO.txt: how a kit was built, as `key: value` lines that people and programs both read.
 
 The file has two parts. Everything above the run marker is a pure function of the inputs
-(upstream revision, toolchain, options) and is the same for every build of them; it is the copy
-inside the tarball. The published BUILDINFO.txt beside the tarball adds, below the marker, what
-belongs to this one run (job count, compile time, driver, GPU, compiler-cache statistics). The
-README documents every key.
+(upstream revision, toolchain, recipe, options) and is the same for every build of them; it is
+the copy inside the tarball. The published BUILDINFO.txt beside the tarball adds, below the
+marker, what belongs to this one run (job count, compile time, driver, GPU, compiler-cache
+statistics, the commit of the pipeline checkout that ran it). The README documents every key.
+
+What ninfer-kits contributes to the kit's bytes is named above the marker by what determines
+them: `pipeline_version` and `recipe` (the sha256 of build/recipe.py). The checkout's commit
+(`run.pipeline_revision`, `<sha>-dirty` with uncommitted changes) is below it: a commit that
+changes nothing the kit is made of (a README line, the ledger file publish writes, a fetched kit
+in the working folder) must not give the same inputs another tarball. Kits built before this
+carry `pipeline_revision` above the marker; it still reads (`BuildInfo.pipeline_commit`).
 
 A kit built `portable` has a second tarball beside the plain one, `<stem>-portable.tar.gz`: the
 same compile carrying its own libraries in kit/lib/. Its own BUILDINFO.txt (inside it) says
@@ -34,14 +41,19 @@ SCALARS = (
     "format", "kit", "card", "upstream", "upstream_url", "tracked_ref", "revision", "version",
     "arch", "cuda_version", "host_compiler", "cmake_version", "cmake_options", "builder",
     "toolchain", "base_image", "base_image_digest", "source_date_epoch", "pipeline_version",
-    "pipeline_revision", "python_version", "zlib_version", "glibc_floor", "sonames", "runpath",
-    "sass", "ptx", "relocatable_device_code", "flavour", "portable_asset",
+    "pipeline_revision", "recipe", "python_version", "zlib_version", "glibc_floor", "sonames",
+    "runpath", "sass", "ptx", "relocatable_device_code", "flavour", "portable_asset",
 )
 # Scalars added after format 1 was first written: a file without one reads as this value.
+# `pipeline_revision` is the other way round: kits before `recipe` have it, newer ones have
+# `run.pipeline_revision` instead (the checkout's commit is not an input of the kit's bytes).
 OPTIONAL = {"relocatable_device_code": "none", "python_version": "unknown",
-            "zlib_version": "unknown", "flavour": "plain", "portable_asset": "none"}
+            "zlib_version": "unknown", "flavour": "plain", "portable_asset": "none",
+            "pipeline_revision": "", "recipe": "unknown"}
 # Optional scalars left out of the file at their default value.
-UNWRITTEN_DEFAULTS = {"flavour": "plain", "portable_asset": "none"}
+UNWRITTEN_DEFAULTS = {"flavour": "plain", "portable_asset": "none", "pipeline_revision": "",
+                      "recipe": "unknown"}
+RECIPE_VALUE = re.compile(r"[0-9a-f]{64}")
 # The only keys that may appear more than once, and the field each one fills.
 REPEATED = {"symbol_floor": "symbol_floors", "floor": "floor", "sha256": "binaries",
             "license": "licenses", "bundled": "bundled"}
@@ -90,8 +102,13 @@ class BuildInfo:
     base_image: str
     base_image_digest: str
     source_date_epoch: int
-    pipeline_version: str
-    pipeline_revision: str  # the checkout's commit, `<sha>-dirty` with uncommitted changes
+    pipeline_version: str  # the ninfer-kits version that built it
+    # Kits built before `recipe` only: the checkout's commit (`<sha>-dirty`), above the marker.
+    # Newer kits keep it below, as `run.pipeline_revision`; `pipeline_commit` reads either.
+    pipeline_revision: str = ""
+    # The sha256 of build/recipe.py, which turns the source into the binaries; "unknown" in kits
+    # built before it was recorded.
+    recipe: str = "unknown"
     python_version: str = "unknown"  # the Python that packed the tarball
     # What compressed the tarball (its gzip bytes depend on it), e.g. "libdeflate 1.26 (deflate
     # 0.9.0), level 6, 1 MiB gzip members"; kits packed with zlib hold zlib's version. The key
@@ -121,6 +138,13 @@ class BuildInfo:
     def run_value(self, key: str) -> str | None:
         return dict(self.run).get(key)
 
+    @property
+    def pipeline_commit(self) -> str:
+        """The commit of the ninfer-kits checkout that built the kit (`<sha>-dirty` when it had
+        uncommitted changes): `run.pipeline_revision`, or an older kit's `pipeline_revision`;
+        "unknown" in a tarball's own copy of a newer kit, which has no run keys."""
+        return self.run_value("pipeline_revision") or self.pipeline_revision or "unknown"
+
 
 def render(info: BuildInfo, *, with_run: bool = True) -> str:
     """The file's text; BadInput naming the key and line for a value that would break it."""
@@ -147,6 +171,7 @@ def render(info: BuildInfo, *, with_run: bool = True) -> str:
 def _entries(info: BuildInfo, *, with_run: bool) -> Iterator[tuple[str | None, str]]:
     """(key, value) in file order; (None, line) for a comment line."""
     _check_flavour(info.flavour, info.portable_asset, "BUILDINFO.txt")
+    _check_recipe(info.recipe, "BUILDINFO.txt")
     for key in SCALARS:
         value = str(getattr(info, key))
         # Written only when they say something: a plain kit's BUILDINFO.txt then stays readable
@@ -227,6 +252,12 @@ def _check_flavour(flavour: str, portable_asset: str, where: str) -> None:
                        f"file name ending in {PORTABLE_SUFFIX}")
 
 
+def _check_recipe(recipe: str, where: str) -> None:
+    if recipe != OPTIONAL["recipe"] and RECIPE_VALUE.fullmatch(recipe) is None:
+        raise BadInput(f"{where}: recipe {recipe[:80]!r} is neither a sha256 hex digest (of "
+                       f"build/recipe.py) nor 'unknown'")
+
+
 def _check_value(value: str, where: str) -> None:
     """Refuse a character that would break the line (`where` names the key and the line)."""
     for column, char in enumerate(value, start=1):
@@ -292,6 +323,7 @@ def _build(scalars: dict[str, str], repeated: dict[str, list[str]],
     values["bundled"] = tuple(_split_bundled(row, source) for row in repeated["bundled"])
     values["run"] = tuple(run)
     _check_flavour(scalars["flavour"], scalars["portable_asset"], source)
+    _check_recipe(scalars["recipe"], source)
     return BuildInfo(**values)  # type: ignore[arg-type]
 
 

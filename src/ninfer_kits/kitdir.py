@@ -378,16 +378,25 @@ def _compare(folder: Path, name: str, listed: str, actual: str, sums: str) -> No
 # --------------------------------------------------------------------------- putting one in place
 
 
-def check_tag_free(dist_dir: Path, tag: str, kit: str) -> None:
+def check_tag_free(dist_dir: Path, tag: str, kit: str, *, revision: str | None = None,
+                   replace_revision: bool = False) -> None:
     """Refuse, before anything is built, a tag whose folder belongs to another kit: two matrix
     entries that render the same tag would otherwise delete each other's kit. The same kit's
-    older build is fine: `install` replaces it."""
+    older build of the same `revision` is fine: `install` replaces it. One of another revision
+    (a tag template without {rev}, and `--revision` or a moved branch head) is replaced only
+    with `replace_revision`: one tag would otherwise name two kits, silently."""
     final = dist_dir / tag
     if not final.exists() and not final.is_symlink():
         return
     owner, problem = _owner(final)
     if owner == kit:
-        return
+        held = _revision(final)
+        if revision is None or replace_revision or held == revision:
+            return
+        raise TagTaken(f"{final} holds kit {kit} built from revision {held[:12]}, and this build "
+                       f"of revision {revision[:12]} renders the same release tag {tag!r}: one "
+                       f"tag would name two kits. Keep that kit: build into another --dist; "
+                       f"replace it: build again with --replace")
     if owner is None:
         raise TagTaken(f"{final} exists and is not a kit folder ({problem}); kit {kit} renders "
                        f"the tag {tag!r} and would replace it: move it away, or build into "
@@ -395,6 +404,11 @@ def check_tag_free(dist_dir: Path, tag: str, kit: str) -> None:
     raise TagTaken(f"kits {owner} and {kit} both render the release tag {tag!r}: {final} holds "
                    f"kit {owner}, and building kit {kit} would replace it; give one of them "
                    f"another tag in matrix.toml, or build into another --dist")
+
+
+def _revision(folder: Path) -> str:
+    """The upstream revision the kit folder's BUILDINFO.txt names (its owner was read)."""
+    return buildinfo.read(folder / BUILDINFO).revision
 
 
 def _owner(folder: Path) -> tuple[str | None, str]:
@@ -409,17 +423,20 @@ def _owner(folder: Path) -> tuple[str | None, str]:
         return None, str(error)
 
 
-def install(staging: Path, dist_dir: Path, tag: str, kit: str) -> KitDir:
+def install(staging: Path, dist_dir: Path, tag: str, kit: str, *,
+            replace_revision: bool = False) -> KitDir:
     """Move the finished folder `staging` to dist_dir/tag with one rename.
 
     Under a lock on dist_dir (builds running at once take turns here): refuse a folder of
-    another kit (TagTaken), check the staging folder as a kit folder, set the same kit's older
-    folder aside, rename, and drop the older folder. When the rename fails the older folder is
-    put back: dist/ then holds what it held before."""
+    another kit, or of the same kit at another revision unless `replace_revision` (TagTaken),
+    check the staging folder as a kit folder, set the same kit's older folder aside, rename, and
+    drop the older folder. When the rename fails the older folder is put back: dist/ then holds
+    what it held before."""
     final = dist_dir / tag
     with _locked(dist_dir):
-        check_tag_free(dist_dir, tag, kit)
         placed = read_kit_dir(staging, built=True)
+        check_tag_free(dist_dir, tag, kit, revision=placed.info.revision,
+                       replace_revision=replace_revision)
         if placed.kit != kit:
             raise KitDirInvalid(f"{staging}: {BUILDINFO} names kit {placed.kit}, not {kit}")
         retired = dist_dir / f".retired-{tag}-{os.getpid()}"

@@ -39,6 +39,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="git mirrors and other caches (default: ~/.cache/ninfer-kits)")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="build trees and logs (default: <cache-dir>/work)")
+    parser.add_argument("--replace", action="store_true",
+                        help="replace dist/<tag>/ even when it holds this kit built from another "
+                             "revision (a tag without the revision in it); without it such a "
+                             "build stops before the compile, naming both revisions")
     parser.add_argument("--keep-work", action="store_true",
                         help="keep the build tree after a successful build (a work folder "
                              "is held by one build at a time: a second build of the same kit "
@@ -74,7 +78,7 @@ def execute(args: argparse.Namespace) -> int:
         dist_dir=args.dist.absolute(),
         cache_dir=cache_dir, work_dir=(args.work_dir or cache_dir / "work").absolute(),
         jobs=args.jobs or 0, revision=args.revision, source_url=args.source_url,
-        keep_work=args.keep_work,
+        keep_work=args.keep_work, replace=args.replace,
     )
     reporter = Reporter()
     try:

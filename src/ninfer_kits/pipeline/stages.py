@@ -71,6 +71,9 @@ class BuildRequest:
     revision: str | None = None
     source_url: str | None = None
     keep_work: bool = False
+    # Replace dist/<tag>/ even when it holds this kit built from another revision (the tag's
+    # template has no {rev}); without it such a build stops before the compile.
+    replace: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class BuildState:
     buildinfo: BuildInfo | None = None
     tarball: PackedFile | None = None
     kit_dir: KitDir | None = None
+    recipe_sha256: str = ""  # build/recipe.py as this build runs it (BUILDINFO's `recipe`)
     smoke: str = ""
     checkout: PipelineCheckout | None = None  # the pipeline's own revision
     portable: Portable | None = None  # the portable flavour, for kits with `portable = true`
@@ -135,10 +139,11 @@ def preflight(state: BuildState, reporter: Reporter) -> BuildState:
     """Fail before fetching anything when the builder's toolchain cannot build this kit."""
     # The recipe is part of ninfer-kits (not of the matrix): a missing one is a broken install.
     recipe = resources.require(RECIPE, "the build recipe")
-    reporter.info(f"recipe {recipe}")
+    recipe_sha256 = hash_file(recipe).sha256
+    reporter.info(f"recipe {recipe} (sha256 {recipe_sha256[:12]})")
     toolchain = state.request.builder.preflight(state.request.kit, reporter)
     reporter.info(f"builder {toolchain.builder}: CUDA {toolchain.cuda_version} ({toolchain.nvcc})")
-    return dataclasses.replace(state, toolchain=toolchain)
+    return dataclasses.replace(state, toolchain=toolchain, recipe_sha256=recipe_sha256)
 
 
 def fetch(state: BuildState, reporter: Reporter) -> BuildState:
@@ -151,8 +156,10 @@ def fetch(state: BuildState, reporter: Reporter) -> BuildState:
     tag, asset = request.kit.render_tag(inputs), request.kit.render_asset(inputs)
     reporter.info(f"{request.kit.upstream.repository} {tree.ref} @ {tree.revision[:12]}"
                   f"{f', VERSION {tree.version}' if tree.version else ''} → {tag}/{asset}")
-    # Before the compile: a tag another kit's folder holds stops the build now, not at the end.
-    kitdir.check_tag_free(request.dist_dir, tag, request.kit.id)
+    # Before the compile: a tag another kit's folder holds, or the same kit's of another
+    # revision, stops the build now, not at the end (`--replace` lets the latter go on).
+    kitdir.check_tag_free(request.dist_dir, tag, request.kit.id, revision=tree.revision,
+                          replace_revision=request.replace)
     return dataclasses.replace(state, source=tree, tag=tag, asset=asset)
 
 
@@ -248,7 +255,7 @@ def smoke_verdict(state: BuildState, reporter: Reporter) -> BuildState:
 def write_buildinfo(state: BuildState, reporter: Reporter) -> BuildState:
     """BUILDINFO.txt into the kit (inputs only); the run's own keys are added when published."""
     checkout = pipeline_checkout(state.request.project)
-    info = make_buildinfo(state, checkout)
+    info = make_buildinfo(state)
     kit_root = need(state.kit_root, "kit_root")
     portable = state.portable
     if portable is not None:
@@ -301,10 +308,12 @@ def checksums(state: BuildState, reporter: Reporter) -> BuildState:
 
 
 def publish_to_dist(state: BuildState, reporter: Reporter) -> BuildState:
-    """One rename puts the checked kit folder in place of the same kit's older one; another
-    kit's folder under the same tag is refused, and a failed rename puts the older one back."""
+    """One rename puts the checked kit folder in place of the same kit's older one (of another
+    revision only with --replace); another kit's folder under the same tag is refused, and a
+    failed rename puts the older one back."""
     staging = need(state.staging, "staging")
-    placed = kitdir.install(staging, state.request.dist_dir, state.tag, state.request.kit.id)
+    placed = kitdir.install(staging, state.request.dist_dir, state.tag, state.request.kit.id,
+                            replace_revision=state.request.replace)
     if not state.request.keep_work:
         shutil.rmtree(state.workspace, ignore_errors=True)
     return dataclasses.replace(state, kit_dir=placed)
@@ -397,7 +406,9 @@ def check_search_paths(inspection: Inspection) -> None:
                                   f"the loader reads relative to the current directory")
 
 
-def make_buildinfo(state: BuildState, checkout: PipelineCheckout) -> BuildInfo:
+def make_buildinfo(state: BuildState) -> BuildInfo:
+    """The inputs' part of BUILDINFO.txt: what the kit's bytes depend on and nothing else (the
+    pipeline checkout's commit is a run key: a README edit must not change the tarball)."""
     request, toolchain = state.request, need(state.toolchain, "toolchain")
     source, compiled, inspection = (need(state.source, "source"), need(state.compiled, "compiled"),
                                     need(state.inspection, "inspection"))
@@ -413,7 +424,7 @@ def make_buildinfo(state: BuildState, checkout: PipelineCheckout) -> BuildInfo:
         base_image=toolchain.base_image or "none (built on the host)",
         base_image_digest=toolchain.base_image_digest or "none",
         source_date_epoch=source.commit_time, pipeline_version=__version__,
-        pipeline_revision=checkout.revision,
+        recipe=need(state.recipe_sha256 or None, "recipe_sha256"),
         python_version=platform.python_version(),
         zlib_version=compressor(),  # the key's old name: older ninfer-kits still read the file
         glibc_floor=glibc.version if glibc else "none",
@@ -463,7 +474,7 @@ def run_entries(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str],
     """The `run.` keys of the published BUILDINFO.txt: this run's, not the inputs'."""
     report = compiled.report
     driver, gpu = driver_and_gpu()
-    changes = need(state.checkout, "checkout").changes
+    checkout = need(state.checkout, "checkout")
     ccache = report.ccache
     return (
         ("jobs", str(report.jobs)),
@@ -475,7 +486,8 @@ def run_entries(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str],
         ("driver", driver),
         ("gpu", gpu),
         ("smoke", state.smoke),
-        *((("pipeline_changes", changes),) if changes else ()),
+        ("pipeline_revision", checkout.revision),
+        *((("pipeline_changes", checkout.changes),) if checkout.changes else ()),
         *compiled.run_entries,
         *((("ccache_calls", str(ccache.calls)), ("ccache_hits", str(ccache.hits)),
            ("ccache_misses", str(ccache.misses)), ("ccache_uncacheable", str(ccache.uncacheable)),

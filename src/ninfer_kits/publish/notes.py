@@ -105,7 +105,7 @@ def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
         + (f", version `{info.version}`" if info.version else ""),
         f"- toolchain: `{info.toolchain}` ({info.builder} builder), CUDA {info.cuda_version}, "
         f"{info.host_compiler}",
-        f"- ninfer-kits {info.pipeline_version} at `{info.pipeline_revision}`; every detail is "
+        f"- ninfer-kits {info.pipeline_version} at `{info.pipeline_commit}`; every detail is "
         f"in `BUILDINFO.txt`",
         "",
         "## License",

@@ -1,0 +1,191 @@
+"""Long-running children of a build (the recipe, and with it CMake, Ninja, nvcc, the compilers)
+that end with the build, however it ends.
+
+A child is started as the leader of a session of its own. Everything it starts stays in that
+session, also what Ninja puts in a process group of its own per job (so that a terminal's Ctrl-C
+does not reach it), so the session names the whole tree: `end_session` sends SIGTERM to every
+process in it, waits GRACE seconds, sends SIGKILL to what is left, and returns once none is
+left. The build calls it on the way out, interrupted (Ctrl-C, SIGTERM: errors.Terminated) or
+not, before the log is closed and the work folder's lock is released. A session of its own also
+means a terminal's Ctrl-C reaches only ninfer-kits, which then ends the session itself: Ctrl-C
+and a signal sent to ninfer-kits alone (`kill PID`, `timeout`, a cancelled CI job) end the build
+the same way.
+
+When ninfer-kits is killed outright (SIGKILL: nothing of it runs any more), Linux's parent-death
+signal (prctl PR_SET_PDEATHSIG) sends SIGKILL to the session's leader; the processes under it
+then end at their next write to the output pipe that nobody reads any more (SIGPIPE), the
+compile that runs at that moment at the latest when it is done.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import io
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import IO, Final
+
+GRACE: Final = 5.0  # seconds between SIGTERM and SIGKILL
+KILL_WAIT: Final = 10.0  # seconds for SIGKILLed processes to be gone (a slow disk's writes)
+DRAIN: Final = 1.0  # seconds to read what ended processes left in the pipe
+CHUNK: Final = 1 << 16
+PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
+INTERRUPTS: Final = (signal.SIGINT, signal.SIGTERM)
+
+
+def start(command: Sequence[str], *, env: Mapping[str, str] | None = None,
+          cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """`command` as the leader of a new session, stdin from /dev/null, stdout and stderr
+    together in one pipe (read it with OutputLines), killed when this thread ends (Linux)."""
+    with deferred_signals():  # an interrupt here would leave a child no one knows about
+        return subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=None if env is None else dict(env),
+                                cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent())
+
+
+def end_session(process: subprocess.Popen[bytes], grace: float = GRACE) -> None:
+    """End every process in `process`'s session: SIGTERM, `grace` seconds, then SIGKILL; return
+    when none is left (or after KILL_WAIT more seconds, for a process the kernel holds in an
+    uninterruptible wait), with `process` reaped. A second Ctrl-C or SIGTERM meanwhile is
+    acted on when this is done, not in the middle of it."""
+    with deferred_signals():
+        session = process.pid
+        if _signal_all(process, session, signal.SIGTERM) and \
+                not _gone(process, session, grace):
+            _signal_all(process, session, signal.SIGKILL)
+            _gone(process, session, KILL_WAIT)
+        if process.returncode is None:
+            with suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=KILL_WAIT)
+
+
+def session_members(session: int) -> list[int]:
+    """The processes of a session that have not ended (zombies left out), from /proc."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                # pid (comm) state ppid pgrp session …; comm may hold spaces and parentheses
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        if len(fields) > 3 and int(fields[3]) == session and fields[0] not in (b"Z", b"X"):
+            members.append(int(entry.name))
+    return members
+
+
+def _signal_all(process: subprocess.Popen[bytes], session: int, signum: int) -> bool:
+    """`signum` to every process of the session; False when there was none."""
+    process.poll()
+    members = session_members(session)
+    for pid in members:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signum)
+    return bool(members)
+
+
+def _gone(process: subprocess.Popen[bytes], session: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        process.poll()  # reaps the leader as soon as it ends
+        if not session_members(session):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+@contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held back until the block is done, then acted on as they would have
+    been (in the main thread, where Python runs signal handlers; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {signum: signal.signal(signum, lambda number, _frame: caught.append(number))
+                for signum in INTERRUPTS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if caught:
+            signal.raise_signal(caught[0])
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec function that has the child killed when this thread ends (PR_SET_PDEATHSIG:
+    Linux only, and only from the main thread, whose end is the process's)."""
+    if not sys.platform.startswith("linux") or \
+            threading.current_thread() is not threading.main_thread():
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the forked child
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent ended before the signal was asked for
+            os._exit(1)
+
+    return preexec
+
+
+class OutputLines:
+    """A child's output pipe as lines of text (UTF-8, undecodable bytes replaced, \\r\\n and \\r
+    read as \\n, as a text-mode pipe reads them). The pipe is read without a buffer of Python's,
+    and lines wait in a queue until taken, so that when reading stops (an interrupt) nothing that
+    was read is lost, and `rest` still gets what the ended processes left behind."""
+
+    def __init__(self, pipe: IO[bytes]) -> None:
+        self._fd = pipe.fileno()
+        self._decoder = io.IncrementalNewlineDecoder(
+            codecs.getincrementaldecoder("utf-8")("replace"), translate=True)
+        self._pending = ""
+        self._ready: deque[str] = deque()
+        self._ended = False
+
+    def __iter__(self) -> Iterator[str]:
+        """Every line, until the pipe's last writer closes it."""
+        while True:
+            while self._ready:
+                yield self._ready.popleft()
+            if self._ended:
+                return
+            self._take(os.read(self._fd, CHUNK))
+
+    def rest(self, seconds: float = DRAIN) -> Iterator[str]:
+        """What is left: the lines read but not taken, what the pipe still holds (for at most
+        `seconds`: a process outside the session may hold it open), and the unfinished line."""
+        deadline = time.monotonic() + seconds
+        while True:
+            while self._ready:
+                yield self._ready.popleft()
+            left = deadline - time.monotonic()
+            if self._ended or left <= 0 or not select.select([self._fd], [], [], left)[0]:
+                break
+            self._take(os.read(self._fd, CHUNK))
+        if self._pending:
+            line, self._pending = self._pending, ""
+            yield line
+
+    def _take(self, chunk: bytes) -> None:
+        self._ended = not chunk
+        lines = (self._pending + self._decoder.decode(chunk, final=self._ended)).split("\n")
+        self._pending = lines.pop()
+        self._ready.extend(line + "\n" for line in lines)
+        if self._ended and self._pending:
+            self._ready.append(self._pending)
+            self._pending = ""

@@ -1,0 +1,122 @@
+"""The build's long children (pipeline.children): a session of their own that ends with the build,
+interrupted or not, with everything it started; their output read to the last line. Real
+processes (sh, sleep, Python), real signals."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ninfer_kits.log import Reporter
+from ninfer_kits.pipeline import children
+from ninfer_kits.pipeline.builders import run_logged
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its parent."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(b")")[2].split()[0] not in (b"Z", b"X")
+
+
+def wait_for(path: Path, seconds: float = 20) -> str:
+    deadline = time.monotonic() + seconds
+    while not (path.is_file() and path.read_text().endswith("\n")):
+        assert time.monotonic() < deadline, f"{path} never came"
+        time.sleep(0.02)
+    return path.read_text()
+
+
+# A tree as a build's: a job in a process group of its own (as Ninja starts each one, so that a
+# terminal's Ctrl-C does not reach it), and one that ignores SIGTERM (SIGKILL must end it).
+TREE = f"""
+{sys.executable} -c 'import os; os.setpgid(0, 0); os.execvp("sleep", ["sleep", "300"])' &
+echo "job $!"
+(trap '' TERM; exec sleep 301) & echo "stubborn $!"
+printf 'last line\\r\\nunfinished'
+sleep 302
+"""
+
+
+def test_ending_the_session_ends_every_process_in_it() -> None:
+    process = children.start(["sh", "-c", TREE])
+    assert process.stdout is not None
+    with process.stdout:
+        output = children.OutputLines(process.stdout)
+        lines = iter(output)
+        try:
+            pids = {name: int(pid) for name, pid in (next(lines).split() for _ in range(2))}
+            deadline = time.monotonic() + 20
+            while os.getpgid(pids["job"]) != pids["job"]:  # the job has made its group
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        except BaseException:
+            children.end_session(process, grace=0)
+            raise
+        assert os.getpgid(pids["job"]) == pids["job"] != process.pid  # a group of its own
+        assert os.getsid(pids["job"]) == process.pid  # in the session all the same
+        assert set(children.session_members(process.pid)) >= {process.pid, *pids.values()}
+        started = time.monotonic()
+        children.end_session(process, grace=0.5)
+        took = time.monotonic() - started
+        # What the session wrote before it ended is still read: \r\n as \n, and the last line
+        # that it never finished.
+        assert list(output.rest()) == ["last line\n", "unfinished"]
+    assert process.returncode == -signal.SIGTERM
+    assert children.session_members(process.pid) == []
+    assert not any(alive(pid) for pid in pids.values())
+    assert 0.5 <= took < 5, took  # the stubborn one waited out the grace, then got SIGKILL
+
+
+def test_an_interrupt_while_reading_ends_the_session_and_keeps_the_log(tmp_path: Path) -> None:
+    """Ctrl-C in the middle of run_logged: every process of the command's session is gone and
+    the log holds what it wrote, before the interrupt goes on."""
+    pid_file, log = tmp_path / "pid", tmp_path / "build.log"
+    script = f"echo '[1/2] first'; sleep 300 & echo $! > {pid_file}; echo waiting; wait"
+    interrupter = threading.Thread(target=lambda: (wait_for(pid_file), time.sleep(0.3),
+                                                   os.kill(os.getpid(), signal.SIGINT)))
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_logged(["sh", "-c", script], env=dict(os.environ), log=log,
+                       reporter=Reporter(io.StringIO(), mode="plain"), label="compiling x")
+    finally:
+        interrupter.join()
+    assert not alive(int(pid_file.read_text()))
+    assert log.read_text() == "[1/2] first\nwaiting\n"
+
+
+def test_a_second_signal_waits_until_the_cleanup_is_done() -> None:
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with children.deferred_signals():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)
+            done.append("cleanup")
+    assert done == ["cleanup"]
+
+
+def test_the_session_leader_dies_with_ninfer_kits(tmp_path: Path) -> None:
+    """SIGKILL leaves ninfer-kits no say: the kernel's parent-death signal ends its child."""
+    code = ("import sys, time; from ninfer_kits.pipeline import children; "
+            "p = children.start(['sleep', '300']); print(p.pid, flush=True); time.sleep(300)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    assert alive(child)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while alive(child):
+        assert time.monotonic() < deadline, "the child outlived its parent"
+        time.sleep(0.02)

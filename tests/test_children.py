@@ -98,11 +98,10 @@ def test_an_interrupt_while_reading_ends_the_session_and_keeps_the_log(tmp_path:
 
 def test_a_second_signal_waits_until_the_cleanup_is_done() -> None:
     done = []
-    with pytest.raises(KeyboardInterrupt):
-        with children.deferred_signals():
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.1)
-            done.append("cleanup")
+    with pytest.raises(KeyboardInterrupt), children.deferred_signals():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)
+        done.append("cleanup")
     assert done == ["cleanup"]
 
 

@@ -43,6 +43,7 @@ from ninfer_kits.pipeline.builders import (
     PreparedToolchain,
     recipe_arguments,
 )
+from ninfer_kits.pipeline.children import deferred_signals
 from ninfer_kits.pipeline.image_export import exported_image
 from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.smoke import read_trace, trace_script
@@ -451,18 +452,22 @@ def ensure_volume(client: Any, name: str) -> str:
 @contextmanager
 def build_container(client: Any, *, image: str, command: list[str], env: dict[str, str],
                     volumes: dict[str, dict[str, str]], network: str) -> Iterator[Any]:
-    """A created (not started) container, always removed afterwards unless asked to keep it."""
-    container = client.containers.create(
-        image, command=command, environment=env, volumes=volumes, network_mode=network,
-        working_dir=WORK, labels={LABEL: "build"}, detach=True,
-    )
+    """A created (not started) container, always removed afterwards (also when the build is
+    interrupted: Ctrl-C or SIGTERM) unless asked to keep it."""
+    container = None
     try:
+        with deferred_signals():  # an interrupt while it is made waits: it is removed then
+            container = client.containers.create(
+                image, command=command, environment=env, volumes=volumes, network_mode=network,
+                working_dir=WORK, labels={LABEL: "build"}, detach=True,
+            )
         yield container
-    finally:
-        if os.environ.get(KEEP_ENV):
+    finally:  # also on Ctrl-C and SIGTERM; a second one waits until the container is gone
+        if container is not None and os.environ.get(KEEP_ENV):
             print(f"kept container {container.short_id} ({KEEP_ENV} is set)")
-        else:
-            container.remove(force=True, v=True)
+        elif container is not None:
+            with deferred_signals():
+                container.remove(force=True, v=True)
 
 
 def ensure_tree_volume(client: Any, ccache_volume: str, kit: str, image_id: str) -> str:

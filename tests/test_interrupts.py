@@ -1,6 +1,8 @@
-"""The build's long children (pipeline.children): a session of their own that ends with the build,
-interrupted or not, with everything it started; their output read to the last line. Real
-processes (sh, sleep, Python), real signals."""
+"""How a build ends when it is interrupted (Ctrl-C, SIGTERM). Its long children
+(pipeline.children) run in a session of their own that ends with the build, with everything they
+started, and their output is read to the last line; an interrupt after the final rename says the
+kit is in place. Real processes (sh, sleep, Python), real signals, a real kit folder. The whole
+build, interrupted, is in test_build.py."""
 
 from __future__ import annotations
 
@@ -15,9 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from ninfer_kits import kitdir
 from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pipeline import children
-from ninfer_kits.pipeline.builders import run_logged
+from ninfer_kits.pipeline.builders import LocalBuilder, run_logged
+from ninfer_kits.pipeline.stages import BuildRequest, BuildState, publish_to_dist
+from test_publish_support import KIT, TAG, compile_program, make_kit
+
+from tools import ROOT
 
 
 def alive(pid: int) -> bool:
@@ -83,8 +91,13 @@ def test_an_interrupt_while_reading_ends_the_session_and_keeps_the_log(tmp_path:
     the log holds what it wrote, before the interrupt goes on."""
     pid_file, log = tmp_path / "pid", tmp_path / "build.log"
     script = f"echo '[1/2] first'; sleep 300 & echo $! > {pid_file}; echo waiting; wait"
-    interrupter = threading.Thread(target=lambda: (wait_for(pid_file), time.sleep(0.3),
-                                                   os.kill(os.getpid(), signal.SIGINT)))
+
+    def interrupt() -> None:
+        wait_for(pid_file)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt)
     interrupter.start()
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -119,3 +132,40 @@ def test_the_session_leader_dies_with_ninfer_kits(tmp_path: Path) -> None:
     while alive(child):
         assert time.monotonic() < deadline, "the child outlived its parent"
         time.sleep(0.02)
+
+
+def test_an_interrupt_after_the_final_rename_says_the_kit_is_in_place(tmp_path: Path) -> None:
+    """Ctrl-C while the work folder is removed, after the kit folder was renamed into dist/:
+    the interrupt goes on, saying where the complete kit is."""
+    dist = tmp_path / "dist"
+    staging = dist / f".staging-{KIT}"
+    make_kit(dist, compile_program(tmp_path)).path.rename(staging)
+    workspace = tmp_path / "work" / KIT
+    for folder in range(100):  # long enough to remove that the interrupt lands in it
+        (workspace / str(folder)).mkdir(parents=True)
+        for name in range(100):
+            (workspace / str(folder) / str(name)).touch()
+    request = BuildRequest(kit=load_matrix(ROOT / "matrix.toml").kit(KIT),
+                           builder=LocalBuilder(), project=ROOT, dist_dir=dist,
+                           cache_dir=tmp_path / "cache", work_dir=workspace.parent)
+    state = BuildState(request=request, workspace=workspace, started=time.monotonic(),
+                       staging=staging, tag=TAG)
+
+    def interrupt_once_in_place() -> None:
+        while not (dist / TAG).is_dir():
+            time.sleep(0.001)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt_once_in_place)
+    interrupter.start()
+    try:
+        try:
+            publish_to_dist(state, Reporter(io.StringIO(), mode="plain"))
+        finally:
+            interrupter.join()
+    except KeyboardInterrupt as caught:
+        interrupt = caught
+    assert workspace.exists(), "the interrupt came after the work folder was removed"
+    assert interrupt.__notes__ == [
+        f"the kit was already in place, complete: {dist / TAG}"]
+    assert kitdir.read_kit_dir(dist / TAG).kit == KIT

@@ -111,16 +111,19 @@ def _gone(process: subprocess.Popen[bytes], session: int, seconds: float) -> boo
 def deferred_signals() -> Iterator[None]:
     """Ctrl-C and SIGTERM held back until the block is done, then acted on as they would have
     been (in the main thread, where Python runs signal handlers; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
+    previous = {signum: signal.getsignal(signum) for signum in INTERRUPTS}
+    if threading.current_thread() is not threading.main_thread() or \
+            None in previous.values():  # (None: a handler not set from Python)
         yield
         return
     caught: list[int] = []
-    previous = {signum: signal.signal(signum, lambda number, _frame: caught.append(number))
-                for signum in INTERRUPTS}
+    for signum in INTERRUPTS:
+        signal.signal(signum, lambda number, _frame: caught.append(number))
     try:
         yield
     finally:
         for signum, handler in previous.items():
+            assert handler is not None
             signal.signal(signum, handler)
         if caught:
             signal.raise_signal(caught[0])

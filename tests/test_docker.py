@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -405,6 +406,44 @@ def test_container_killed_mid_compile(engine: Any, example_repo: tuple[Path, str
               dist=place / "dist")
     assert killed
     assert_failed_cleanly(run, 1, "compiling example in", "exit status 137")
+
+
+def test_sigterm_to_the_build_alone_removes_its_container(
+        engine: Any, example_repo: tuple[Path, str], tmp_path: Path, no_leaks: None) -> None:
+    """SIGTERM (a cancelled CI job, `timeout`) sent to the ninfer-kits process alone while it
+    compiles: the build container is removed as on Ctrl-C, and the status is 143."""
+    volume = f"ninfer-kits-test-ccache-{uuid.uuid4().hex[:12]}"  # names this build's container
+    place = tmp_path / "terminated"
+    place.mkdir()
+    command = [sys.executable, "-m", "ninfer_kits", "build", "example", "--builder", "docker",
+               "--matrix", str(ROOT / "matrix.toml"), "--dist", str(place / "dist"),
+               "--cache-dir", str(place / "cache"), "--source", str(example_repo[0]),
+               "--ccache-volume", volume]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not any(b"[1/" in container.logs()
+                      for container in engine.containers.list(filters={"volume": volume})):
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the compile never started"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=120)
+        left = engine.containers.list(all=True, filters={"volume": volume})
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        for container in engine.containers.list(all=True, filters={"volume": volume}):
+            container.remove(force=True)  # this test's own, left by a failure
+        for made in engine.volumes.list(filters={"name": volume}):  # and its kept tree
+            with contextlib.suppress(Exception):
+                made.remove(force=True)
+    assert left == []
+    run = Run(done=subprocess.CompletedProcess(command, process.returncode, stdout, stderr),
+              dist=place / "dist")
+    assert_failed_cleanly(run, 143, "ninfer-kits: terminated (SIGTERM)")
 
 
 def _kill_build_container_once_compiling(engine: Any, timeout: float) -> bool:

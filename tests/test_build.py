@@ -523,6 +523,7 @@ def test_a_signal_to_ninfer_kits_alone_ends_the_whole_build(
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new build takes it at once
     finally:
         os.close(lock)
+    assert (work / "example.lock").read_text() == ""  # no PID of a build that is gone
     log = (work / "example" / "build.log").read_text()
     assert "recipe: a fresh build folder" in log and "/cmake -S " in log, log
     assert list(place.glob("dist/*")) == [] and list(place.glob("dist/.*")) == []

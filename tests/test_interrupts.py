@@ -152,10 +152,14 @@ def test_an_interrupt_after_the_final_rename_says_the_kit_is_in_place(tmp_path: 
                        staging=staging, tag=TAG)
 
     def interrupt_once_in_place() -> None:
+        deadline = time.monotonic() + 60
         while not (dist / TAG).is_dir():
+            if time.monotonic() > deadline:
+                return  # never put in place: the assertions below say so
             time.sleep(0.001)
         os.kill(os.getpid(), signal.SIGINT)
 
+    interrupt: KeyboardInterrupt | None = None
     interrupter = threading.Thread(target=interrupt_once_in_place)
     interrupter.start()
     try:
@@ -165,6 +169,7 @@ def test_an_interrupt_after_the_final_rename_says_the_kit_is_in_place(tmp_path: 
             interrupter.join()
     except KeyboardInterrupt as caught:
         interrupt = caught
+    assert interrupt is not None, "the kit was never put in place"
     assert workspace.exists(), "the interrupt came after the work folder was removed"
     assert interrupt.__notes__ == [
         f"the kit was already in place, complete: {dist / TAG}"]

@@ -41,12 +41,14 @@ DRAIN: Final = 1.0  # seconds to read what ended processes left in the pipe
 CHUNK: Final = 1 << 16
 PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
 INTERRUPTS: Final = (signal.SIGINT, signal.SIGTERM)
+PROC: Final = Path("/proc")
 
 
 def start(command: Sequence[str], *, env: Mapping[str, str] | None = None,
           cwd: Path | None = None) -> subprocess.Popen[bytes]:
     """`command` as the leader of a new session, stdin from /dev/null, stdout and stderr
-    together in one pipe (read it with OutputLines), killed when this thread ends (Linux)."""
+    together in one pipe (read it with OutputLines); on Linux, when started from the main
+    thread, it is killed if this process is killed outright."""
     with deferred_signals():  # an interrupt here would leave a child no one knows about
         return subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=None if env is None else dict(env),
@@ -72,7 +74,7 @@ def end_session(process: subprocess.Popen[bytes], grace: float = GRACE) -> None:
 def session_members(session: int) -> list[int]:
     """The processes of a session that have not ended (zombies left out), from /proc."""
     members = []
-    for entry in os.scandir("/proc"):
+    for entry in os.scandir(PROC):
         if not entry.name.isdigit():
             continue
         try:
@@ -88,7 +90,10 @@ def session_members(session: int) -> list[int]:
 
 def _signal_all(process: subprocess.Popen[bytes], session: int, signum: int) -> bool:
     """`signum` to every process of the session; False when there was none."""
-    process.poll()
+    if process.poll() is None and not PROC.is_dir():  # no /proc (not Linux): the leader's
+        with suppress(ProcessLookupError):  # process group, which is most of the session
+            os.killpg(session, signum)
+        return True
     members = session_members(session)
     for pid in members:
         with suppress(ProcessLookupError):
@@ -99,8 +104,8 @@ def _signal_all(process: subprocess.Popen[bytes], session: int, signum: int) -> 
 def _gone(process: subprocess.Popen[bytes], session: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while True:
-        process.poll()  # reaps the leader as soon as it ends
-        if not session_members(session):
+        ended = process.poll() is not None  # reaps the leader as soon as it ends
+        if (not session_members(session)) if PROC.is_dir() else ended:
             return True
         if time.monotonic() >= deadline:
             return False

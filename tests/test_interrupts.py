@@ -22,6 +22,7 @@ from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.builders import LocalBuilder, run_logged
+from ninfer_kits.pipeline.probe import probe
 from ninfer_kits.pipeline.stages import BuildRequest, BuildState, publish_to_dist
 from test_publish_support import KIT, TAG, compile_program, make_kit
 
@@ -174,3 +175,28 @@ def test_an_interrupt_after_the_final_rename_says_the_kit_is_in_place(tmp_path: 
     assert interrupt.__notes__ == [
         f"the kit was already in place, complete: {dist / TAG}"]
     assert kitdir.read_kit_dir(dist / TAG).kit == KIT
+
+
+def test_an_interrupted_probe_does_not_wait_for_what_left_its_group(tmp_path: Path) -> None:
+    """Ctrl-C while a probe runs: its group is killed, and a process that left the group and
+    holds its output pipe open does not keep the build from ending."""
+    pid_file = tmp_path / "pid"
+    script = f"setsid sleep 300 & echo $! > {pid_file}; sleep 300"
+
+    def interrupt() -> None:
+        wait_for(pid_file)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt)
+    interrupter.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            probe(["sh", "-c", script])
+        took = time.monotonic() - started
+    finally:
+        interrupter.join()
+        escaped = int(wait_for(pid_file))
+        os.kill(escaped, signal.SIGKILL)  # this test's own
+    assert took < 10, took

@@ -367,7 +367,7 @@ def run_build(request: BuildRequest, reporter: Reporter) -> BuildState:
                 placed = state.kit_dir
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-    except KeyboardInterrupt as interrupt:  # while the work folder was let go
+    except KeyboardInterrupt as interrupt:  # after the last stage, as the work folder is let go
         if placed is not None:
             interrupt.add_note(in_place(placed.path))
         raise

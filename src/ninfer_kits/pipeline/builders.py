@@ -245,8 +245,8 @@ def run_logged(command: list[str], *, env: dict[str, str], log: Path, reporter: 
                     take(line)
                 code = process.wait()
             finally:  # also interrupted: no process of the build outlives it, and nothing
-                children.end_session(process)  # writes into the work folder once it is let go
-                with children.deferred_signals():
+                with children.deferred_signals():  # writes into the work folder once it is
+                    children.end_session(process)  # let go; what they wrote is in the log
                     for line in output.rest():
                         take(line)
     if code != 0:

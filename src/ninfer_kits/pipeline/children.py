@@ -33,7 +33,9 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final, TypeAlias
+
+from ninfer_kits.errors import Terminated
 
 GRACE: Final = 5.0  # seconds between SIGTERM and SIGKILL
 KILL_WAIT: Final = 10.0  # seconds for SIGKILLed processes to be gone (a slow disk's writes)
@@ -42,17 +44,43 @@ CHUNK: Final = 1 << 16
 PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
 INTERRUPTS: Final = (signal.SIGINT, signal.SIGTERM)
 PROC: Final = Path("/proc")
+HAND_ON_WAIT: Final = 60.0  # seconds for a child ninfer-kits to clean up after an interrupt
+
+Stream: TypeAlias = int | IO[Any] | None  # what Popen takes for stdin, stdout, stderr
 
 
 def start(command: Sequence[str], *, env: Mapping[str, str] | None = None,
-          cwd: Path | None = None) -> subprocess.Popen[bytes]:
-    """`command` as the leader of a new session, stdin from /dev/null, stdout and stderr
-    together in one pipe (read it with OutputLines); on Linux, when started from the main
-    thread, it is killed if this process is killed outright."""
+          cwd: Path | None = None, stdin: Stream = subprocess.DEVNULL,
+          stdout: Stream = subprocess.PIPE, stderr: Stream = subprocess.STDOUT,
+          umask: int = -1) -> subprocess.Popen[bytes]:
+    """`command` as the leader of a new session; by default stdin from /dev/null, stdout and
+    stderr together in one pipe (read it with OutputLines); on Linux, when started from the
+    main thread, it is killed if this process is killed outright."""
     with deferred_signals():  # an interrupt here would leave a child no one knows about
-        return subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=None if env is None else dict(env),
-                                cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent())
+        return subprocess.Popen(list(command), stdin=stdin, stdout=stdout, stderr=stderr,
+                                env=None if env is None else dict(env), cwd=cwd, umask=umask,
+                                start_new_session=True, preexec_fn=_die_with_parent())
+
+
+def wait_handing_on(process: subprocess.Popen[bytes], wait: float = HAND_ON_WAIT) -> int:
+    """Wait for `process`, a child that cleans up on Ctrl-C and SIGTERM itself (a `ninfer-kits
+    build`), and return its status. An interrupt meanwhile is handed on to it as the signal it
+    came as (SIGINT; SIGTERM for errors.Terminated), and it gets `wait` seconds to clean up
+    and end before the interrupt goes on; whatever is left of its session then is ended
+    (end_session), as it is when it ends by itself."""
+    try:
+        return process.wait()
+    except KeyboardInterrupt as interrupt:
+        with deferred_signals():  # a second signal waits: the child's cleanup comes first
+            if process.poll() is None:
+                signum = signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT
+                with suppress(ProcessLookupError):
+                    os.kill(process.pid, signum)
+                with suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=wait)
+        raise
+    finally:
+        end_session(process)
 
 
 def end_session(process: subprocess.Popen[bytes], grace: float = GRACE) -> None:

@@ -6,6 +6,7 @@ build, interrupted, is in test_build.py."""
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import signal
@@ -23,8 +24,10 @@ from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.builders import LocalBuilder, run_logged
 from ninfer_kits.pipeline.probe import probe
+from ninfer_kits.pipeline.source import resolve_revision
 from ninfer_kits.pipeline.stages import BuildRequest, BuildState, publish_to_dist
 from test_publish_support import KIT, TAG, compile_program, make_kit
+from test_source import make_upstream
 
 from tools import ROOT
 
@@ -200,3 +203,49 @@ def test_an_interrupted_probe_does_not_wait_for_what_left_its_group(tmp_path: Pa
         escaped = int(wait_for(pid_file))
         os.kill(escaped, signal.SIGKILL)  # this test's own
     assert took < 10, took
+
+
+# A git remote helper (git runs git-remote-<scheme> for a `<scheme>://` URL) that never answers,
+# with a child of its own, as a slow network fetch or an ssh under git would be.
+SLOW_HELPER = """#!/bin/sh
+sleep 300 &
+echo "$$ $!" > {pids}
+wait
+"""
+
+
+def test_an_interrupted_fetch_ends_git_and_every_helper(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while git fetches through a remote helper: git, the helper and what the helper
+    started are all gone before the interrupt goes on, and the mirror's lock is free."""
+    helpers, pid_file = tmp_path / "bin", tmp_path / "pids"
+    helpers.mkdir()
+    helper = helpers / "git-remote-slow"
+    helper.write_text(SLOW_HELPER.format(pids=pid_file))
+    helper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{helpers}{os.pathsep}{os.environ['PATH']}")
+
+    def interrupt() -> None:
+        wait_for(pid_file)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt)
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            resolve_revision(make_upstream("slow://nowhere"), cache_dir=tmp_path / "cache")
+    finally:
+        interrupter.join()
+        pids = [int(pid) for pid in wait_for(pid_file).split()]
+        left = [pid for pid in pids if alive(pid)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)  # this test's own
+    assert left == []
+    for lock in (tmp_path / "cache" / "git").glob("*.lock"):
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    assert list((tmp_path / "cache" / "git").glob("*.lock"))

@@ -8,6 +8,7 @@ instead (tools.missing), because .ci/run starts an engine.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import signal
@@ -23,8 +24,10 @@ from typing import Any
 import pytest
 
 from ninfer_kits import buildinfo
+from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
-from ninfer_kits.pipeline.docker_builder import LABEL, ImageRecipe
+from ninfer_kits.pipeline import children
+from ninfer_kits.pipeline.docker_builder import LABEL, DockerBuilder, ImageRecipe
 
 from docker_fixtures import (
     BASE_IMAGE,
@@ -444,6 +447,50 @@ def test_sigterm_to_the_build_alone_removes_its_container(
     run = Run(done=subprocess.CompletedProcess(command, process.returncode, stdout, stderr),
               dist=place / "dist")
     assert_failed_cleanly(run, 143, "ninfer-kits: terminated (SIGTERM)")
+
+
+def test_an_interrupt_removes_the_smoke_test_running_beside(engine: Any, tmp_path: Path,
+                                                            no_leaks: None) -> None:
+    """Ctrl-C or SIGTERM in the main thread while the smoke test's container runs in the
+    build's background thread (as it does while the kit is packed): the container is removed
+    at once, and the build ends without waiting for it. The loader is replaced by a minute's
+    sleep (after `:`, which takes the loader's trace variables), a smoke test slow enough to
+    tell."""
+    kit = load_matrix(ROOT / "matrix.toml").kit("example")
+    root = tmp_path / "root"
+    (root / "kit" / "bin").mkdir(parents=True)
+    (root / "kit" / "bin" / "ninfer").write_bytes(b"")
+    token = uuid.uuid4().hex
+    builder = DockerBuilder(client=engine)
+
+    def running() -> Any:
+        for container in engine.containers.list(filters={"label": f"{LABEL}=build"}):
+            if token in " ".join(container.attrs["Config"]["Cmd"] or ()):
+                return container
+        return None
+
+    container, took = None, 0.0
+    try:
+        with pytest.raises(KeyboardInterrupt), children.background() as background:
+            smoke = background.submit(builder.smoke_test, kit, [root], f": ; sleep 60; : {token}",
+                                      tmp_path / "build.log",
+                                      Reporter(io.StringIO(), mode="plain"))
+            deadline = time.monotonic() + 300  # the runtime image may be built first
+            while (container := running()) is None:
+                assert not smoke.done(), smoke.result()  # why it ended without a container
+                assert time.monotonic() < deadline, "the smoke test never started"
+                time.sleep(0.2)
+            started = time.monotonic()
+            raise KeyboardInterrupt
+        took = time.monotonic() - started
+        gone = engine.containers.list(all=True, filters={"id": container.id}) == []
+    finally:
+        if container is not None:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)  # this test's own, left by a failure
+    assert gone
+    assert took < 20, took
+    assert smoke.done() and isinstance(smoke.exception(), KeyboardInterrupt)
 
 
 def _kill_build_container_once_compiling(engine: Any, timeout: float) -> bool:

@@ -15,6 +15,12 @@ When ninfer-kits is killed outright (SIGKILL: nothing of it runs any more), Linu
 signal (prctl PR_SET_PDEATHSIG) sends SIGKILL to the session's leader; the processes under it
 then end at their next write to the output pipe that nobody reads any more (SIGPIPE), the
 compile that runs at that moment at the latest when it is done.
+
+The same holds for git (pipeline.source: its remote helpers, ssh, the `git archive` pipe); a
+child that cleans up on a signal itself (a `ninfer-kits build` under `repro`) is handed the
+interrupt and waited for (`wait_handing_on`); and work in the build's background thread (the
+smoke test's container) registers how to stop it (`stoppable`), which `background` does on an
+interrupt before it waits for that thread.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, Final, TypeAlias
@@ -138,6 +145,48 @@ def _gone(process: subprocess.Popen[bytes], session: int, seconds: float) -> boo
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
+
+
+_STOPPERS: dict[object, Callable[[], None]] = {}
+_STOPPERS_LOCK = threading.Lock()
+
+
+@contextmanager
+def background(name: str = "background") -> Iterator[ThreadPoolExecutor]:
+    """One thread for work that overlaps the main thread's (the smoke test). On Ctrl-C or
+    SIGTERM in the main thread, what runs there in a `stoppable` block is stopped before the
+    thread is waited for, so that the build ends without waiting for it."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) as executor:
+        try:
+            yield executor
+        except KeyboardInterrupt:
+            with deferred_signals():
+                with _STOPPERS_LOCK:
+                    stoppers = list(_STOPPERS.values())
+                for stop in stoppers:
+                    with suppress(Exception):  # what could not be stopped is waited for
+                        stop()
+            raise
+
+
+@contextmanager
+def stoppable(stop: Callable[[], None]) -> Iterator[threading.Event]:
+    """While the block runs (in a `background` thread), `stop` is what ends it early when the
+    main thread is interrupted; the event it yields is set once `stop` was called."""
+    stopped = threading.Event()
+
+    def stop_it() -> None:
+        stopped.set()
+        stop()
+
+    key = object()
+    with _STOPPERS_LOCK:
+        _STOPPERS[key] = stop_it
+    try:
+        yield stopped
+    finally:
+        with _STOPPERS_LOCK:
+            del _STOPPERS[key]
 
 
 @contextmanager

@@ -33,6 +33,7 @@ from typing import Any, ParamSpec, TypeVar
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, NinferKitsError
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit, Toolchain
+from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.builders import (
     LOG_TAIL,
     NINJA_STATUS,
@@ -298,12 +299,15 @@ class DockerBuilder:
         script = "; ".join(f'echo "{SECTION}{place}"; '
                            + trace_script(interpreter, f"{place}/kit/bin") for place in places)
         with build_container(self.client, image=tag, command=["sh", "-c", script],
-                             env={}, volumes={}, network="none") as container:
+                             env={}, volumes={}, network="none") as container, \
+                children.stoppable(lambda: _remove(container)) as stopped:
             # Each whole kit: a portable one finds its libraries in kit/lib through $ORIGIN.
             kits = zip(places, kit_roots, strict=True)
             container.put_archive("/", _tar_of({f"{place[1:]}/kit": root for place, root in kits}))
             container.start()
             container.wait()
+            if stopped.is_set():  # the build was interrupted and removed it: no verdict
+                raise KeyboardInterrupt
             output = container.logs().decode("utf-8", "replace")
         sections = dict(section.partition("\n")[::2]
                         for section in output.split(SECTION)[1:])
@@ -467,7 +471,21 @@ def build_container(client: Any, *, image: str, command: list[str], env: dict[st
             print(f"kept container {container.short_id} ({KEEP_ENV} is set)")
         elif container is not None:
             with deferred_signals():
-                container.remove(force=True, v=True)
+                _remove(container)
+
+
+def _remove(container: Any) -> None:
+    """Remove a container, running or not, with its anonymous volumes; one removed already,
+    or being removed (an interrupted build's smoke test, from the main thread), is left to it."""
+    import docker.errors
+
+    try:
+        container.remove(force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as error:
+        if error.status_code != 409 or "already in progress" not in str(error):
+            raise
 
 
 def ensure_tree_volume(client: Any, ccache_volume: str, kit: str, image_id: str) -> str:

@@ -15,7 +15,7 @@ import platform
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,7 @@ from ninfer_kits.inspector.inspection import Inspection, inspect_path
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
+from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.builders import (
     RECIPE,
     Builder,
@@ -357,7 +358,7 @@ def run_build(request: BuildRequest, reporter: Reporter) -> BuildState:
     placed: KitDir | None = None
     try:
         with held_workspace(request.work_dir, request.kit.id) as workspace, \
-                ThreadPoolExecutor(max_workers=1, thread_name_prefix="background") as background:
+                children.background() as background:  # stopped early on an interrupt
             state = BuildState(request=request, workspace=workspace, started=started,
                                staging=staging, background=background)
             try:

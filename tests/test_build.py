@@ -24,6 +24,8 @@ from ninfer_kits.errors import (
     EXIT_CHECK_FAILED,
     EXIT_CODES,
     EXIT_ENVIRONMENT,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
     BadInput,
     CheckFailed,
     EnvironmentFailure,
@@ -507,6 +509,71 @@ def test_install_replaces_another_revision_only_when_asked(
     placed = kitdir.install(staging, dist, TAG, "example", replace_revision=True)
     assert placed.info.revision == revision and placed.verified
     assert sorted(p.name for p in dist.iterdir()) == [TAG]
+
+
+def processes_of(marker: Path) -> list[str]:
+    """The running processes (zombies aside) whose command line names `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+            state = (entry / "stat").read_bytes().rpartition(b")")[2].split()[0] if cmdline \
+                else b"Z"
+        except OSError:  # ended meanwhile
+            continue
+        if str(marker).encode() in cmdline and state not in (b"Z", b"X"):
+            found.append(f"{entry.name}: {cmdline.replace(bytes(1), b' ').decode()[:300]}")
+    return found
+
+
+@pytest.mark.parametrize(("signum", "code", "said"), [
+    (signal.SIGTERM, EXIT_TERMINATED, "ninfer-kits: terminated (SIGTERM)"),
+    (signal.SIGINT, EXIT_INTERRUPTED, "ninfer-kits: interrupted"),
+], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_ninfer_kits_alone_ends_the_whole_build(
+        example_repo: tuple[Path, str], tmp_path: Path, signum: int, code: int,
+        said: str) -> None:
+    """SIGTERM (a cancelled CI job, `timeout`) or SIGINT sent to the ninfer-kits process alone,
+    not to its process group, once CMake runs: when it has exited, no process of the build is
+    left, the work folder's lock is free, build.log holds the output so far, dist/ is empty."""
+    tool("ninja")
+    needs_libcurl_headers()
+    place = tmp_path / "x"
+    place.mkdir()
+    build_process = subprocess.Popen(
+        build_command(place, "example", "--source", str(example_repo[0]), "--jobs", "1"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        start_new_session=True)
+    work = place / "cache" / "work"
+    try:
+        assert build_process.stderr is not None
+        for line in build_process.stderr:
+            if line.startswith("==> compile"):
+                break
+        deadline = time.monotonic() + 120
+        while not any("/cmake -S " in process for process in processes_of(work)):
+            assert build_process.poll() is None, build_process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "CMake never started"
+            time.sleep(0.05)
+        os.kill(build_process.pid, signum)
+        _, stderr = build_process.communicate(timeout=60)
+        left = processes_of(work)
+    finally:
+        if build_process.poll() is None:
+            os.killpg(build_process.pid, signal.SIGKILL)
+            build_process.wait()
+    assert build_process.returncode == code, stderr[-3000:]
+    assert stderr.rstrip().endswith(said), stderr[-3000:]
+    assert left == []
+    lock = os.open(work / "example.lock", os.O_RDWR)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new build takes it at once
+    finally:
+        os.close(lock)
+    assert (work / "example.lock").read_text() == ""  # no PID of a build that is gone
+    log = (work / "example" / "build.log").read_text()
+    assert "recipe: a fresh build folder" in log and "/cmake -S " in log, log
+    assert list(place.glob("dist/*")) == [] and list(place.glob("dist/.*")) == []
 
 
 # --------------------------------------------------------------------------- provenance

@@ -8,8 +8,10 @@ instead (tools.missing), because .ci/run starts an engine.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -23,8 +25,16 @@ from typing import Any
 import pytest
 
 from ninfer_kits import buildinfo
+from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
-from ninfer_kits.pipeline.docker_builder import LABEL, RUN_ENV, RUN_LABEL, ImageRecipe
+from ninfer_kits.pipeline import children
+from ninfer_kits.pipeline.docker_builder import (
+    LABEL,
+    RUN_ENV,
+    RUN_LABEL,
+    DockerBuilder,
+    ImageRecipe,
+)
 
 from docker_fixtures import (
     BASE_IMAGE,
@@ -426,6 +436,88 @@ def test_container_killed_mid_compile(engine: Any, example_repo: tuple[Path, str
               dist=place / "dist")
     assert killed
     assert_failed_cleanly(run, 1, "compiling example in", "exit status 137")
+
+
+def test_sigterm_to_the_build_alone_removes_its_container(
+        engine: Any, example_repo: tuple[Path, str], tmp_path: Path, no_leaks: None) -> None:
+    """SIGTERM (a cancelled CI job, `timeout`) sent to the ninfer-kits process alone while it
+    compiles: the build container is removed as on Ctrl-C, and the status is 143."""
+    volume = f"ninfer-kits-test-ccache-{uuid.uuid4().hex[:12]}"  # names this build's container
+    place = tmp_path / "terminated"
+    place.mkdir()
+    command = [sys.executable, "-m", "ninfer_kits", "build", "example", "--builder", "docker",
+               "--matrix", str(ROOT / "matrix.toml"), "--dist", str(place / "dist"),
+               "--cache-dir", str(place / "cache"), "--source", str(example_repo[0]),
+               "--ccache-volume", volume]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not any(b"[1/" in container.logs()
+                      for container in engine.containers.list(filters={"volume": volume})):
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the compile never started"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=120)
+        left = engine.containers.list(all=True, filters={"volume": volume})
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        for container in engine.containers.list(all=True, filters={"volume": volume}):
+            container.remove(force=True)  # this test's own, left by a failure
+        for made in engine.volumes.list(filters={"name": volume}):  # and its kept tree
+            with contextlib.suppress(Exception):
+                made.remove(force=True)
+    assert left == []
+    run = Run(done=subprocess.CompletedProcess(command, process.returncode, stdout, stderr),
+              dist=place / "dist")
+    assert_failed_cleanly(run, 143, "ninfer-kits: terminated (SIGTERM)")
+
+
+def test_an_interrupt_removes_the_smoke_test_running_beside(engine: Any, tmp_path: Path,
+                                                            no_leaks: None) -> None:
+    """Ctrl-C or SIGTERM in the main thread while the smoke test's container runs in the
+    build's background thread (as it does while the kit is packed): the container is removed
+    at once, and the build ends without waiting for it. The loader is replaced by a minute's
+    sleep (after `:`, which takes the loader's trace variables), a smoke test slow enough to
+    tell."""
+    kit = load_matrix(ROOT / "matrix.toml").kit("example")
+    root = tmp_path / "root"
+    (root / "kit" / "bin").mkdir(parents=True)
+    (root / "kit" / "bin" / "ninfer").write_bytes(b"")
+    token = uuid.uuid4().hex
+    builder = DockerBuilder(client=engine)
+
+    def running() -> Any:
+        for container in engine.containers.list(filters={"label": f"{LABEL}=build"}):
+            if token in " ".join(container.attrs["Config"]["Cmd"] or ()):
+                return container
+        return None
+
+    container, took = None, 0.0
+    try:
+        with pytest.raises(KeyboardInterrupt), children.background() as background:
+            smoke = background.submit(builder.smoke_test, kit, [root], f": ; sleep 60; : {token}",
+                                      tmp_path / "build.log",
+                                      Reporter(io.StringIO(), mode="plain"))
+            deadline = time.monotonic() + 300  # the runtime image may be built first
+            while (container := running()) is None:
+                assert not smoke.done(), smoke.result()  # why it ended without a container
+                assert time.monotonic() < deadline, "the smoke test never started"
+                time.sleep(0.2)
+            started = time.monotonic()
+            raise KeyboardInterrupt
+        took = time.monotonic() - started
+        gone = engine.containers.list(all=True, filters={"id": container.id}) == []
+    finally:
+        if container is not None:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)  # this test's own, left by a failure
+    assert gone
+    assert took < 20, took
+    assert smoke.done() and isinstance(smoke.exception(), KeyboardInterrupt)
 
 
 def _kill_build_container_once_compiling(engine: Any, run_id: str, timeout: float) -> bool:

@@ -2,21 +2,27 @@
 depth, job count, TZ, LANG, umask, HOME, user name, the time of day) is
 byte-identical, both flavours; `--against` compares one fresh build with a kit folder; and an
 upstream that embeds something of its build environment (HOME, through a CMake cache default)
-is reported as not reproducible, naming the member, the section and both values."""
+is reported as not reproducible, naming the member, the section and both values; SIGTERM to
+repro alone ends its build the way the build ends on SIGTERM."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tools import ROOT
+from test_build import processes_of
+
+from tools import ROOT, needs_libcurl_headers, tool
 
 pytestmark = pytest.mark.slow
 
@@ -86,3 +92,54 @@ def test_a_build_that_embeds_home_is_named(example_repo: tuple[Path, str],
     shown = json.dumps(causes)
     assert str(tmp_path / "w" / "a-home") in shown and str(tmp_path / "w" / "b-home") in shown
     assert any(cause["kind"] in ("embedded-path", "string") for cause in causes), causes
+
+
+def test_sigterm_to_repro_alone_ends_its_build_cleanly(example_repo: tuple[Path, str],
+                                                       tmp_path: Path) -> None:
+    """SIGTERM (a cancelled CI job, `timeout`) sent to the repro process alone while its first
+    build runs CMake: repro hands it on to the build and waits, so the build's own cleanup runs
+    (its children ended, build.log written, its lock emptied and freed), no process of it is
+    left, and repro exits 143 as a build would."""
+    tool("ninja")
+    needs_libcurl_headers()
+    work = tmp_path / "w"
+    command = [sys.executable, "-m", "ninfer_kits", "repro", "example", "--matrix",
+               str(ROOT / "matrix.toml"), "--source", str(example_repo[0]), "--work", str(work)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=tmp_path, start_new_session=True)
+    first = work / "a" / "cache" / "work"
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if line.startswith("==> compile"):
+                break
+        deadline = time.monotonic() + 180
+        while not any("/cmake -S " in found for found in processes_of(first)):
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "CMake never started"
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+        left = processes_of(work)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        for found in processes_of(work):  # this test's own, left by a failure
+            os.kill(int(found.partition(":")[0]), signal.SIGKILL)
+    assert process.returncode == 143, stderr[-3000:]
+    assert stderr.rstrip().endswith("ninfer-kits: terminated (SIGTERM)"), stderr[-3000:]
+    assert stderr.count("ninfer-kits: terminated (SIGTERM)") == 2, stderr[-3000:]  # build's too
+    assert left == []
+    locks = sorted(work.rglob("*.lock"))
+    assert first / "example.lock" in locks
+    for lock in locks:
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: a new build takes it at once
+        finally:
+            os.close(fd)
+    assert (first / "example.lock").read_text() == ""  # emptied by the build's own cleanup
+    log = (first / "example" / "build.log").read_text()
+    assert "/cmake -S " in log, log
+    assert not (work / "b").exists()  # the second build never started

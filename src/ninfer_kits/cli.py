@@ -8,18 +8,28 @@ import os
 import sys
 
 from ninfer_kits import __version__
-from ninfer_kits.errors import EXIT_INTERRUPTED, NinferKitsError, exit_code_for, exit_codes_help
+from ninfer_kits.errors import (
+    EXIT_INTERRUPTED,
+    NinferKitsError,
+    Terminated,
+    exit_code_for,
+    exit_codes_help,
+)
 from ninfer_kits.records import TYPE_CHECKING
 
 if TYPE_CHECKING:  # typing is not loaded to run a command (records.py says why)
     import argparse
+    import signal as _signal
     from collections.abc import Sequence
+    from types import FrameType
     from typing import Protocol
 
     class Subcommand(Protocol):
         def configure_parser(self, parser: argparse.ArgumentParser) -> None: ...
 
         def execute(self, args: argparse.Namespace) -> int: ...
+else:  # what `signal` wraps, loaded before any module: `signal` itself costs a quick command
+    import _signal  # about a millisecond (its enums)
 
 # Each subcommand is a module with configure_parser() and execute(); imported only when chosen,
 # so that a quick `inspect` does not pay for the imports of `build` or `publish`.
@@ -168,6 +178,8 @@ def _columns() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # run as the program: SIGTERM (a cancelled CI job, `timeout`) as Ctrl-C
+        _signal.signal(_signal.SIGTERM, _terminate)
     try:
         return _main(argv)
     finally:
@@ -187,14 +199,22 @@ def _main(argv: Sequence[str] | None) -> int:
     except NinferKitsError as error:
         _report(error, args.debug)
         return error.exit_code
-    except KeyboardInterrupt:
-        print("ninfer-kits: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (Terminated): the same cleanup
+        what = "terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
+        # A note says what was already done: "the kit is in place: dist/<tag>" after the rename.
+        notes = "".join(f"; {note}" for note in getattr(interrupt, "__notes__", ()))
+        print(f"ninfer-kits: {what}{notes}", file=sys.stderr)
+        code: int = getattr(interrupt, "exit_code", EXIT_INTERRUPTED)
+        return code
     except BrokenPipeError:
         return 0
     except OSError as error:  # one that no code turned into a message: by what it is about
         _report(error, args.debug)
         return exit_code_for(error)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
 
 
 def _report(error: BaseException, debug: bool) -> None:

@@ -4,7 +4,8 @@ Exit codes (README.md and `ninfer-kits --help` show the same table, from EXIT_CO
 0 done; 1 a check failed: a kit (or something built on the way to one) is wrong; 2 the user's
 input is wrong: an argument, the matrix, a file given to us; 3 the environment or a service
 failed: a tool missing, too old or hanging, no Docker engine or an engine error, the network,
-a full disk, a kit work folder held by another build; 130 interrupted.
+a full disk, a kit work folder held by another build; 130 interrupted (Ctrl-C, SIGINT); 143
+terminated (SIGTERM: a cancelled CI job, `timeout`), which every command handles as Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ EXIT_CHECK_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process that SIGTERM ended
 
 # (code, meaning), in the order `--help` and README.md list them.
 EXIT_CODES: tuple[tuple[int, str], ...] = (
@@ -31,6 +33,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
                        "answering, no Docker engine or an engine error, the network, a full "
                        "disk, a work folder held by another build"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+    (EXIT_TERMINATED, "terminated (SIGTERM: a cancelled CI job, `timeout`), handled as Ctrl-C"),
 )
 
 
@@ -56,6 +59,13 @@ def exit_codes_help() -> str:
     rows = (textwrap.fill(meaning, width=78, initial_indent=f"  {code:<4} ",
                           subsequent_indent=" " * 7) for code, meaning in EXIT_CODES)
     return "exit status:\n" + "\n".join(rows)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (a cancelled CI job, `timeout`): a KeyboardInterrupt, so that every
+    cleanup Ctrl-C runs runs for it too; only the exit status and the message differ."""
+
+    exit_code = EXIT_TERMINATED
 
 
 class NinferKitsError(Exception):

@@ -13,7 +13,7 @@ from ninfer_kits.inspector.floor import render_table
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit, Matrix, add_matrix_argument, load_matrix
 from ninfer_kits.pipeline.builders import BUILDERS, BuilderOptions, make_builder
-from ninfer_kits.pipeline.stages import BuildRequest, BuildState, run_build
+from ninfer_kits.pipeline.stages import BuildRequest, BuildState, kit_in_place, run_build
 
 
 def default_cache_dir() -> Path:
@@ -87,7 +87,9 @@ def execute(args: argparse.Namespace) -> int:
         error = _with_alternatives(error, matrix, kit)
         reporter.error(str(error))
         raise error from None
-    report(state, reporter)
+    assert state.kit_dir is not None
+    with kit_in_place(state.kit_dir.path):  # Ctrl-C now says the kit is there
+        report(state, reporter)
     return 0
 
 

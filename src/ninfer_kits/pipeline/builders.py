@@ -12,7 +12,6 @@ import importlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from ninfer_kits import resources
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import CudaVersion, Kit, did_you_mean
+from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.hostdeps import ensure_build_dependencies
 from ninfer_kits.pipeline.probe import probe
 from ninfer_kits.pipeline.recipe_report import RecipeReport, read_recipe_report
@@ -221,21 +221,34 @@ def _nvcc_version(nvcc: str) -> CudaVersion:
 def run_logged(command: list[str], *, env: dict[str, str], log: Path, reporter: Reporter,
                label: str) -> None:
     """Run a command with its output in `log`, Ninja's [n/m] as progress, and the log's tail
-    in the error when it fails."""
+    in the error when it fails. The command runs in a session of its own that ends with this
+    call, also when it is interrupted (Ctrl-C, SIGTERM): every process in it is ended and the
+    output it wrote until then is in the log before the interrupt goes on (pipeline.children)."""
     progress = reporter.progress(label)
     tail: deque[str] = deque(maxlen=LOG_TAIL)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w", encoding="utf-8") as sink:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   env=env, text=True, errors="replace", bufsize=1)
-        assert process.stdout is not None
-        for line in process.stdout:
+
+        def take(line: str) -> None:
             sink.write(line)
             tail.append(line.rstrip("\n"))
             status = NINJA_STATUS.match(line)
             if status:
                 progress.update(int(status.group(1)), int(status.group(2)))
-        code = process.wait()
+
+        process = children.start(command, env=env)
+        assert process.stdout is not None
+        with process.stdout:
+            output = children.OutputLines(process.stdout)
+            try:
+                for line in output:
+                    take(line)
+                code = process.wait()
+            finally:  # also interrupted: no process of the build outlives it, and nothing
+                with children.deferred_signals():  # writes into the work folder once it is
+                    children.end_session(process)  # let go; what they wrote is in the log
+                    for line in output.rest():
+                        take(line)
     if code != 0:
         raise CompileFailed(label, code, tuple(tail), log)
     progress.update(detail="done")

@@ -35,6 +35,7 @@ from typing import Any, ParamSpec, TypeVar
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, NinferKitsError
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit, Toolchain
+from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.builders import (
     LOG_TAIL,
     NINJA_STATUS,
@@ -45,6 +46,7 @@ from ninfer_kits.pipeline.builders import (
     PreparedToolchain,
     recipe_arguments,
 )
+from ninfer_kits.pipeline.children import deferred_signals
 from ninfer_kits.pipeline.image_export import exported_image
 from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.smoke import read_trace, trace_script
@@ -323,12 +325,15 @@ class DockerBuilder:
         script = "; ".join(f'echo "{SECTION}{place}"; '
                            + trace_script(interpreter, f"{place}/kit/bin") for place in places)
         with build_container(self.client, image=tag, command=["sh", "-c", script],
-                             env={}, volumes={}, network="none") as container:
+                             env={}, volumes={}, network="none") as container, \
+                children.stoppable(lambda: _remove(container)) as stopped:
             # Each whole kit: a portable one finds its libraries in kit/lib through $ORIGIN.
             kits = zip(places, kit_roots, strict=True)
             container.put_archive("/", _tar_of({f"{place[1:]}/kit": root for place, root in kits}))
             container.start()
             container.wait()
+            if stopped.is_set():  # the build was interrupted and removed it: no verdict
+                raise KeyboardInterrupt
             output = container.logs().decode("utf-8", "replace")
         sections = dict(section.partition("\n")[::2]
                         for section in output.split(SECTION)[1:])
@@ -519,18 +524,36 @@ def ensure_volume(client: Any, name: str) -> str:
 @contextmanager
 def build_container(client: Any, *, image: str, command: list[str], env: dict[str, str],
                     volumes: dict[str, dict[str, str]], network: str) -> Iterator[Any]:
-    """A created (not started) container, always removed afterwards unless asked to keep it."""
-    container = client.containers.create(
-        image, command=command, environment=env, volumes=volumes, network_mode=network,
-        working_dir=WORK, labels=container_labels("build"), detach=True,
-    )
+    """A created (not started) container, always removed afterwards (also when the build is
+    interrupted: Ctrl-C or SIGTERM) unless asked to keep it."""
+    container = None
     try:
+        with deferred_signals():  # an interrupt while it is made waits: it is removed then
+            container = client.containers.create(
+                image, command=command, environment=env, volumes=volumes, network_mode=network,
+                working_dir=WORK, labels=container_labels("build"), detach=True,
+            )
         yield container
-    finally:
-        if os.environ.get(KEEP_ENV):
+    finally:  # also on Ctrl-C and SIGTERM; a second one waits until the container is gone
+        if container is not None and os.environ.get(KEEP_ENV):
             print(f"kept container {container.short_id} ({KEEP_ENV} is set)")
-        else:
-            container.remove(force=True, v=True)
+        elif container is not None:
+            with deferred_signals():
+                _remove(container)
+
+
+def _remove(container: Any) -> None:
+    """Remove a container, running or not, with its anonymous volumes; one removed already,
+    or being removed (an interrupted build's smoke test, from the main thread), is left to it."""
+    import docker.errors
+
+    try:
+        container.remove(force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as error:
+        if error.status_code != 409 or "already in progress" not in str(error):
+            raise
 
 
 def ensure_tree_volume(client: Any, ccache_volume: str, kit: str, image_id: str) -> str:

@@ -19,6 +19,7 @@ from typing import Final
 from ninfer_kits.errors import EnvironmentFailure
 
 PROBE_TIMEOUT: Final = 30.0  # seconds
+KILL_WAIT: Final = 2.0  # seconds for a killed probe's pipes to close
 
 
 class ProbeTimeout(EnvironmentFailure):
@@ -46,4 +47,12 @@ def probe(command: Sequence[str], *, timeout: float = PROBE_TIMEOUT, cwd: Path |
 def _kill_group(process: subprocess.Popen[str]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    process.communicate()  # reap it and close the pipes
+    # Reap it and close the pipes, but not for long: a process stuck in the kernel (a hung
+    # driver's) dies late, and one that left the group may hold the pipes open, and a Ctrl-C
+    # or SIGTERM must still end the build.
+    try:
+        process.communicate(timeout=KILL_WAIT)
+    except subprocess.TimeoutExpired:
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()

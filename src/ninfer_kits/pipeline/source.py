@@ -28,11 +28,12 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import Final
+from typing import IO, Final
 from urllib.parse import unquote
 
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, NinferKitsError
 from ninfer_kits.matrix import RevisionFacts, Upstream, did_you_mean, relative_path_problem
+from ninfer_kits.pipeline import children
 
 Log = Callable[[str], None]
 
@@ -183,14 +184,31 @@ def _environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def _run(args: Sequence[str], *, stdin: str = "",
          env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """git to its end, in a session of its own that ends with it (pipeline.children): on Ctrl-C
+    or SIGTERM, what it started (a remote helper, ssh, an upload-pack) ends before the build
+    goes on to let go of the mirror's lock."""
+    process = _start(_command(*args), stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
-        return subprocess.run(
-            _command(*args), input=stdin, capture_output=True, text=True, errors="replace",
-            env=_environment(env), check=False,
-        )
+        stdout, stderr = process.communicate(stdin.encode())
+    finally:
+        children.end_session(process)
+    return subprocess.CompletedProcess(process.args, process.returncode, _text(stdout),
+                                       _text(stderr))
+
+
+def _start(command: list[str], *, stdin: int, stderr: int | IO[bytes],
+           env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    try:
+        return children.start(command, env=_environment(env), stdin=stdin,
+                              stdout=subprocess.PIPE, stderr=stderr)
     except FileNotFoundError:
         raise EnvironmentFailure("git is not installed (or not on PATH); sources need it"
                                  ) from None
+
+
+def _text(output: bytes) -> str:
+    """As a text-mode pipe reads it: undecodable bytes replaced, \r\n and \r as \n."""
+    return output.decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _output(args: Sequence[str], failure: str, *, stdin: str = "") -> str:
@@ -632,10 +650,7 @@ def _untar(args: Sequence[str], into: Path, treeish: str) -> None:
     """Stream `git archive` into a safe extraction; git's error wins over tarfile's."""
     problem: tarfile.TarError | None = None
     with tempfile.TemporaryFile() as errors:
-        process = subprocess.Popen(
-            _command(*args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
-            env=_environment(),
-        )
+        process = _start(_command(*args), stdin=subprocess.DEVNULL, stderr=errors)
         assert process.stdout is not None
         try:
             with tarfile.open(fileobj=process.stdout, mode="r|") as archive:
@@ -644,7 +659,10 @@ def _untar(args: Sequence[str], into: Path, treeish: str) -> None:
             problem = error
         finally:
             process.stdout.close()
-            code = process.wait()
+            try:
+                code = process.wait()
+            finally:  # interrupted too: git and what it started end before the export does
+                children.end_session(process)
         errors.seek(0)
         stderr = errors.read().decode(errors="replace")
     if isinstance(problem, (_UnsafeMember, _FILTER_ERROR)):

@@ -14,8 +14,9 @@ import os
 import platform
 import shutil
 import time
-from collections.abc import Callable
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
@@ -28,6 +29,7 @@ from ninfer_kits.inspector.inspection import Inspection, inspect_path
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
+from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.builders import (
     RECIPE,
     Builder,
@@ -312,11 +314,32 @@ def publish_to_dist(state: BuildState, reporter: Reporter) -> BuildState:
     revision only with --replace); another kit's folder under the same tag is refused, and a
     failed rename puts the older one back."""
     staging = need(state.staging, "staging")
-    placed = kitdir.install(staging, state.request.dist_dir, state.tag, state.request.kit.id,
-                            replace_revision=state.request.replace)
-    if not state.request.keep_work:
-        shutil.rmtree(state.workspace, ignore_errors=True)
+    final = state.request.dist_dir / state.tag
+    try:
+        placed = kitdir.install(staging, state.request.dist_dir, state.tag,
+                                state.request.kit.id, replace_revision=state.request.replace)
+        if not state.request.keep_work:
+            shutil.rmtree(state.workspace, ignore_errors=True)
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM once the rename was done:
+        if final.is_dir() and not staging.exists():  # the kit is whole, and it says so
+            interrupt.add_note(in_place(final))
+        raise
     return dataclasses.replace(state, kit_dir=placed)
+
+
+def in_place(kit_folder: Path) -> str:
+    """What an interrupt after the final rename says (the CLI adds it to "interrupted")."""
+    return f"the kit was already in place, complete: {kit_folder}"
+
+
+@contextmanager
+def kit_in_place(kit_folder: Path) -> Iterator[None]:
+    """An interrupt in the block comes after the kit was put in place: it says where."""
+    try:
+        yield
+    except KeyboardInterrupt as interrupt:
+        interrupt.add_note(in_place(kit_folder))
+        raise
 
 
 # The main job, in order. Each stage's docstring says what it adds.
@@ -340,16 +363,23 @@ def run_build(request: BuildRequest, reporter: Reporter) -> BuildState:
     started = time.monotonic()
     # Named before any stage runs, so that whatever fails, the cleanup knows what to remove.
     staging = request.dist_dir / f".staging-{request.kit.id}-{os.getpid()}"
-    with held_workspace(request.work_dir, request.kit.id) as workspace, \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="background") as background:
-        state = BuildState(request=request, workspace=workspace, started=started,
-                           staging=staging, background=background)
-        try:
-            for name, stage in STAGES:
-                with reporter.step(name):
-                    state = stage(state, reporter)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+    placed: KitDir | None = None
+    try:
+        with held_workspace(request.work_dir, request.kit.id) as workspace, \
+                children.background() as background:  # stopped early on an interrupt
+            state = BuildState(request=request, workspace=workspace, started=started,
+                               staging=staging, background=background)
+            try:
+                for name, stage in STAGES:
+                    with reporter.step(name):
+                        state = stage(state, reporter)
+                placed = state.kit_dir
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    except KeyboardInterrupt as interrupt:  # after the last stage, as the work folder is let go
+        if placed is not None:
+            interrupt.add_note(in_place(placed.path))
+        raise
     return state
 
 

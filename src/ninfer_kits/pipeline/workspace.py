@@ -4,7 +4,9 @@ Two builds of the same kit with the same work folder would empty and fill one bu
 once, and fail with messages that point nowhere near the cause. A build holds an exclusive
 flock on <work-dir>/<kit>.lock for as long as it runs, with its PID in the file; a second build
 of that kit finds the lock taken and stops at once (WorkFolderBusy, exit status 3), naming the
-process that holds it. The kernel drops the lock when the holder exits, however it exits.
+process that holds it. The kernel drops the lock when the holder exits, however it exits; a
+build that ends (also interrupted: its children are ended first, pipeline.children) empties the
+file before it lets go, so a PID found in a free lock file names a build that was killed outright.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import fcntl
 import os
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ninfer_kits.errors import EnvironmentFailure
@@ -33,6 +35,7 @@ def held_workspace(work_dir: Path, kit: str) -> Iterator[Path]:
     work_dir.mkdir(parents=True, exist_ok=True)
     workspace = work_dir / kit
     fd = os.open(lock_path(work_dir, kit), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    held = False
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -41,6 +44,7 @@ def held_workspace(work_dir: Path, kit: str) -> Iterator[Path]:
                 f"kit {kit}: the work folder {workspace} is in use by another build "
                 f"({_holder(fd)}); wait for it to finish, or give this build another "
                 f"--work-dir") from None
+        held = True
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         if workspace.exists():
@@ -48,6 +52,9 @@ def held_workspace(work_dir: Path, kit: str) -> Iterator[Path]:
         workspace.mkdir()
         yield workspace
     finally:
+        if held:  # our PID goes first: one left in the file names a build killed outright
+            with suppress(OSError):
+                os.ftruncate(fd, 0)
         os.close(fd)  # releases the lock; the file stays, as the git mirrors' locks do
 
 

@@ -30,6 +30,7 @@ from ninfer_kits.errors import (
     CheckFailed,
     EnvironmentFailure,
 )
+from ninfer_kits.pipeline import children
 
 
 @dataclass(frozen=True)
@@ -84,16 +85,19 @@ def build_under(conditions: Conditions, kit: str, common: Sequence[str],
                "--cache-dir", str(folder / "cache"), *conditions.extra]
     log(f"build {conditions.describe()}")
     env = {**os.environ, **conditions.env}
-    done = subprocess.run(command, cwd=folder, env=env, check=False,
-                          preexec_fn=lambda: _set_umask(conditions.umask),
-                          stdout=sys.stderr, stderr=sys.stderr)
-    if done.returncode != 0:
+    # In a session of its own, so that a terminal's Ctrl-C reaches repro alone, which hands it
+    # (or a SIGTERM) on to the build and waits for it: the build's own cleanup runs (its
+    # children, its build.log, its lock, its container), and nothing of it outlives repro.
+    process = children.start(command, cwd=folder, env=env, stdout=sys.stderr,
+                             stderr=subprocess.STDOUT, umask=conditions.umask)
+    code = children.wait_handing_on(process)
+    if code != 0:
         # The build's own status, as README's table has it: bad input stays 2, the environment
         # (no engine, the network) stays 3; a failed build or check is 1.
         failure = {EXIT_BAD_INPUT: BadInput, EXIT_ENVIRONMENT: EnvironmentFailure}.get(
-            done.returncode, CheckFailed)
+            code, CheckFailed)
         raise failure(f"repro: the {conditions.name} build of {kit} failed (exit "
-                      f"{done.returncode}); its output is above")
+                      f"{code}); its output is above")
     dist = folder / "dist"
     folders = [path for path in dist.iterdir() if path.is_dir() and not path.name.startswith(".")]
     return Built(conditions, kitdir.read_kit_dir(folders[0]))
@@ -101,7 +105,3 @@ def build_under(conditions: Conditions, kit: str, common: Sequence[str],
 
 def built_revision(built: Built) -> str:
     return buildinfo.read(built.kit.buildinfo_path).revision
-
-
-def _set_umask(mask: int) -> None:
-    os.umask(mask)

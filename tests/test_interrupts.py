@@ -1,0 +1,251 @@
+"""How a build ends when it is interrupted (Ctrl-C, SIGTERM). Its long children
+(pipeline.children) run in a session of their own that ends with the build, with everything they
+started, and their output is read to the last line; an interrupt after the final rename says the
+kit is in place. Real processes (sh, sleep, Python), real signals, a real kit folder. The whole
+build, interrupted, is in test_build.py."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ninfer_kits import kitdir
+from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import load_matrix
+from ninfer_kits.pipeline import children
+from ninfer_kits.pipeline.builders import LocalBuilder, run_logged
+from ninfer_kits.pipeline.probe import probe
+from ninfer_kits.pipeline.source import resolve_revision
+from ninfer_kits.pipeline.stages import BuildRequest, BuildState, publish_to_dist
+from test_publish_support import KIT, TAG, compile_program, make_kit
+from test_source import make_upstream
+
+from tools import ROOT
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its parent."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(b")")[2].split()[0] not in (b"Z", b"X")
+
+
+def wait_for(path: Path, seconds: float = 20) -> str:
+    deadline = time.monotonic() + seconds
+    while not (path.is_file() and path.read_text().endswith("\n")):
+        assert time.monotonic() < deadline, f"{path} never came"
+        time.sleep(0.02)
+    return path.read_text()
+
+
+# A tree as a build's: a job in a process group of its own (as Ninja starts each one, so that a
+# terminal's Ctrl-C does not reach it), and one that ignores SIGTERM (SIGKILL must end it).
+TREE = f"""
+{sys.executable} -c 'import os; os.setpgid(0, 0); os.execvp("sleep", ["sleep", "300"])' &
+echo "job $!"
+(trap '' TERM; exec sleep 301) & echo "stubborn $!"
+printf 'last line\\r\\nunfinished'
+sleep 302
+"""
+
+
+def test_ending_the_session_ends_every_process_in_it() -> None:
+    process = children.start(["sh", "-c", TREE])
+    assert process.stdout is not None
+    with process.stdout:
+        output = children.OutputLines(process.stdout)
+        lines = iter(output)
+        try:
+            pids = {name: int(pid) for name, pid in (next(lines).split() for _ in range(2))}
+            deadline = time.monotonic() + 20
+            while os.getpgid(pids["job"]) != pids["job"]:  # the job has made its group
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        except BaseException:
+            children.end_session(process, grace=0)
+            raise
+        assert os.getpgid(pids["job"]) == pids["job"] != process.pid  # a group of its own
+        assert os.getsid(pids["job"]) == process.pid  # in the session all the same
+        assert set(children.session_members(process.pid)) >= {process.pid, *pids.values()}
+        started = time.monotonic()
+        children.end_session(process, grace=0.5)
+        took = time.monotonic() - started
+        # What the session wrote before it ended is still read: \r\n as \n, and the last line
+        # that it never finished.
+        assert list(output.rest()) == ["last line\n", "unfinished"]
+    assert process.returncode == -signal.SIGTERM
+    assert children.session_members(process.pid) == []
+    assert not any(alive(pid) for pid in pids.values())
+    assert 0.5 <= took < 5, took  # the stubborn one waited out the grace, then got SIGKILL
+
+
+def test_an_interrupt_while_reading_ends_the_session_and_keeps_the_log(tmp_path: Path) -> None:
+    """Ctrl-C in the middle of run_logged: every process of the command's session is gone and
+    the log holds what it wrote, before the interrupt goes on."""
+    pid_file, log = tmp_path / "pid", tmp_path / "build.log"
+    script = f"echo '[1/2] first'; sleep 300 & echo $! > {pid_file}; echo waiting; wait"
+
+    def interrupt() -> None:
+        wait_for(pid_file)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt)
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_logged(["sh", "-c", script], env=dict(os.environ), log=log,
+                       reporter=Reporter(io.StringIO(), mode="plain"), label="compiling x")
+    finally:
+        interrupter.join()
+    assert not alive(int(pid_file.read_text()))
+    assert log.read_text() == "[1/2] first\nwaiting\n"
+
+
+def test_a_second_signal_waits_until_the_cleanup_is_done() -> None:
+    done = []
+    with pytest.raises(KeyboardInterrupt), children.deferred_signals():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)
+        done.append("cleanup")
+    assert done == ["cleanup"]
+
+
+def test_the_session_leader_dies_with_ninfer_kits(tmp_path: Path) -> None:
+    """SIGKILL leaves ninfer-kits no say: the kernel's parent-death signal ends its child."""
+    code = ("import sys, time; from ninfer_kits.pipeline import children; "
+            "p = children.start(['sleep', '300']); print(p.pid, flush=True); time.sleep(300)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    assert alive(child)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while alive(child):
+        assert time.monotonic() < deadline, "the child outlived its parent"
+        time.sleep(0.02)
+
+
+def test_an_interrupt_after_the_final_rename_says_the_kit_is_in_place(tmp_path: Path) -> None:
+    """Ctrl-C while the work folder is removed, after the kit folder was renamed into dist/:
+    the interrupt goes on, saying where the complete kit is."""
+    dist = tmp_path / "dist"
+    staging = dist / f".staging-{KIT}"
+    make_kit(dist, compile_program(tmp_path)).path.rename(staging)
+    workspace = tmp_path / "work" / KIT
+    for folder in range(100):  # long enough to remove that the interrupt lands in it
+        (workspace / str(folder)).mkdir(parents=True)
+        for name in range(100):
+            (workspace / str(folder) / str(name)).touch()
+    request = BuildRequest(kit=load_matrix(ROOT / "matrix.toml").kit(KIT),
+                           builder=LocalBuilder(), project=ROOT, dist_dir=dist,
+                           cache_dir=tmp_path / "cache", work_dir=workspace.parent)
+    state = BuildState(request=request, workspace=workspace, started=time.monotonic(),
+                       staging=staging, tag=TAG)
+
+    def interrupt_once_in_place() -> None:
+        deadline = time.monotonic() + 60
+        while not (dist / TAG).is_dir():
+            if time.monotonic() > deadline:
+                return  # never put in place: the assertions below say so
+            time.sleep(0.001)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupt: KeyboardInterrupt | None = None
+    interrupter = threading.Thread(target=interrupt_once_in_place)
+    interrupter.start()
+    try:
+        try:
+            publish_to_dist(state, Reporter(io.StringIO(), mode="plain"))
+        finally:
+            interrupter.join()
+    except KeyboardInterrupt as caught:
+        interrupt = caught
+    assert interrupt is not None, "the kit was never put in place"
+    assert workspace.exists(), "the interrupt came after the work folder was removed"
+    assert interrupt.__notes__ == [
+        f"the kit was already in place, complete: {dist / TAG}"]
+    assert kitdir.read_kit_dir(dist / TAG).kit == KIT
+
+
+def test_an_interrupted_probe_does_not_wait_for_what_left_its_group(tmp_path: Path) -> None:
+    """Ctrl-C while a probe runs: its group is killed, and a process that left the group and
+    holds its output pipe open does not keep the build from ending."""
+    pid_file = tmp_path / "pid"
+    script = f"setsid sleep 300 & echo $! > {pid_file}; sleep 300"
+
+    def interrupt() -> None:
+        wait_for(pid_file)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt)
+    interrupter.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            probe(["sh", "-c", script])
+        took = time.monotonic() - started
+    finally:
+        interrupter.join()
+        escaped = int(wait_for(pid_file))
+        os.kill(escaped, signal.SIGKILL)  # this test's own
+    assert took < 10, took
+
+
+# A git remote helper (git runs git-remote-<scheme> for a `<scheme>://` URL) that never answers,
+# with a child of its own, as a slow network fetch or an ssh under git would be.
+SLOW_HELPER = """#!/bin/sh
+sleep 300 &
+echo "$$ $!" > {pids}
+wait
+"""
+
+
+def test_an_interrupted_fetch_ends_git_and_every_helper(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while git fetches through a remote helper: git, the helper and what the helper
+    started are all gone before the interrupt goes on, and the mirror's lock is free."""
+    helpers, pid_file = tmp_path / "bin", tmp_path / "pids"
+    helpers.mkdir()
+    helper = helpers / "git-remote-slow"
+    helper.write_text(SLOW_HELPER.format(pids=pid_file))
+    helper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{helpers}{os.pathsep}{os.environ['PATH']}")
+
+    def interrupt() -> None:
+        wait_for(pid_file)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt)
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            resolve_revision(make_upstream("slow://nowhere"), cache_dir=tmp_path / "cache")
+    finally:
+        interrupter.join()
+        pids = [int(pid) for pid in wait_for(pid_file).split()]
+        left = [pid for pid in pids if alive(pid)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)  # this test's own
+    assert left == []
+    for lock in (tmp_path / "cache" / "git").glob("*.lock"):
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    assert list((tmp_path / "cache" / "git").glob("*.lock"))

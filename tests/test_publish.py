@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from test_publish_support import (
     TAG,
     Captured,
     cli,
+    cli_started,
     compile_program,
     info_for,
     load,
@@ -582,13 +582,23 @@ def test_a_second_publish_of_a_tag_stops_naming_the_first_or_waits(
         assert busy.returncode == 3
         assert f"another publish of {TAG} is running (PID {os.getpid()}" in busy.stderr
         assert not (tmp_path / "out").exists()
-        threading.Timer(0.5, os.close, (fd,)).start()
-        waited = cli(*args, "--wait", "30")
+        # The lock is let go once the second publish says it waits, not after a set time: on
+        # a loaded machine its start alone may take longer than any timer.
+        waiting = cli_started(*args, "--wait", "30")
+        assert waiting.stderr is not None
+        said = []
+        for line in waiting.stderr:
+            said.append(line)
+            if f"waiting for another publish of {TAG} (PID {os.getpid()})" in line:
+                break
+        else:
+            raise AssertionError("".join(said))
+        os.close(fd)
+        rest = waiting.communicate(timeout=120)[1]
     finally:
         with pytest.raises(OSError):
             os.close(fd)
-    assert waited.returncode == 0, waited.stderr
-    assert f"waiting for another publish of {TAG} (PID {os.getpid()})" in waited.stderr
+    assert waiting.returncode == 0, "".join(said) + (rest or "")
 
 
 def test_the_lock_is_one_holder_at_a_time_in_process(tmp_path: Path) -> None:

@@ -210,17 +210,29 @@ def b2_store(api: Any, key_id: str, key: str, reporter: Reporter, *,
                    Secret(key, "B2_APPLICATION_KEY"), retry=retry, reporter=reporter, api=fresh)
 
 
-def cli(*args: str | Path, env: dict[str, str] | None = None,
-        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """`ninfer-kits ARGS` in a fresh process."""
+def _cli_environment(env: dict[str, str] | None) -> dict[str, str]:
     environ = {key: value for key, value in os.environ.items()
                if key not in ("GITHUB_TOKEN", "GH_TOKEN", "B2_APPLICATION_KEY_ID",
                               "B2_APPLICATION_KEY", "NINFER_B2_ENV", "GITHUB_ACTIONS",
                               "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")}
     environ["NINFER_KITS_RETRY_SCALE"] = "0.001"
     environ.update(env or {})
+    return environ
+
+
+def cli(*args: str | Path, env: dict[str, str] | None = None,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`ninfer-kits ARGS` in a fresh process."""
     return subprocess.run([sys.executable, "-m", "ninfer_kits", *map(str, args)],
-                          capture_output=True, text=True, env=environ, cwd=cwd, timeout=120)
+                          capture_output=True, text=True, env=_cli_environment(env), cwd=cwd,
+                          timeout=120)
+
+
+def cli_started(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`ninfer-kits ARGS` started in a fresh process, its stderr a pipe read as it comes."""
+    return subprocess.Popen([sys.executable, "-m", "ninfer_kits", *map(str, args)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=_cli_environment(env))
 
 
 def with_info(kit: kitdir.KitDir, **changes: Any) -> BuildInfo:

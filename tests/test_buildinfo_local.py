@@ -15,7 +15,7 @@ from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pipeline.builders import BuilderOptions, Compiled, make_builder
 from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.source import SourceTree
-from ninfer_kits.pipeline.stages import BuildRequest, BuildState, PipelineCheckout, make_buildinfo
+from ninfer_kits.pipeline.stages import BuildRequest, BuildState, make_buildinfo
 from test_recipe_report import report
 
 from tools import ROOT, tool
@@ -42,11 +42,11 @@ def _state(tmp_path: Path, builder: str) -> BuildState:
                           revision="0" * 40, commit_time=1735689600),
         compiled=Compiled(bin_dir=kit_root / "bin", report=read_recipe_report(tmp_path / "out"),
                           log=tmp_path / "build.log"),
-        kit_root=kit_root, inspection=inspect_path(kit_root / "bin"))
+        kit_root=kit_root, inspection=inspect_path(kit_root / "bin"), recipe_sha256="2" * 64)
 
 
 def test_a_local_build_names_the_host_not_a_docker_toolchain(tmp_path: Path) -> None:
-    info = make_buildinfo(_state(tmp_path, "local"), PipelineCheckout("1" * 40, ""))
+    info = make_buildinfo(_state(tmp_path, "local"))
     assert (info.builder, info.toolchain) == ("local", "host")
     assert info.base_image == "none (built on the host)" and info.base_image_digest == "none"
     text = buildinfo.render(info)
@@ -56,6 +56,6 @@ def test_a_local_build_names_the_host_not_a_docker_toolchain(tmp_path: Path) -> 
 
 def test_an_older_local_buildinfo_naming_the_matrix_toolchain_still_reads(
         tmp_path: Path) -> None:
-    info = make_buildinfo(_state(tmp_path, "local"), PipelineCheckout("1" * 40, ""))
+    info = make_buildinfo(_state(tmp_path, "local"))
     older = buildinfo.render(dataclasses.replace(info, toolchain="trixie-cuda130"))
     assert buildinfo.parse(older).toolchain == "trixie-cuda130"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tools import ROOT
+from tools import ROOT, git  # git with the tests' own identity: a fresh machine has none
 
 pytestmark = pytest.mark.slow
 
@@ -28,10 +28,6 @@ def repro(*args: str, cwd: Path, kit: str = "example",
     env = {name: value for name, value in os.environ.items() if name != "NINFER_KITS_MATRIX"}
     return subprocess.run([sys.executable, "-m", "ninfer_kits", "repro", kit, *given, *args],
                           capture_output=True, text=True, check=False, cwd=cwd, env=env)
-
-
-def git(*args: str, cwd: Path) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
 
 
 def test_the_example_kit_is_reproducible(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 from ninfer_kits import tarsafe
 from ninfer_kits.tarsafe import UnsafeMember
 
-from tools import ROOT
+from tools import ROOT, missing
 
 Extract = Callable[..., None]
 PATHS = [pytest.param(tarsafe.extract_all_checked, id="checked")]
@@ -163,3 +163,33 @@ def test_nothing_else_passes_filter_to_tarfile() -> None:
              for path in sorted((ROOT / folder).rglob("*.py"))
              if path.name != "tarsafe.py" and call.search(path.read_text(encoding="utf-8"))]
     assert found == []
+
+
+def test_the_docker_builder_copies_its_output_out_of_a_container(tmp_path: Path) -> None:
+    """_copy_out on a real container: what Debian 12's own Python crashed on after a whole
+    compile (`extractall(..., filter="data")`, a TypeError on 3.11.2)."""
+    try:
+        import docker
+    except ImportError:
+        missing("the docker SDK (pip install docker)")
+    from ninfer_kits.pipeline.docker_builder import _copy_out
+
+    from docker_fixtures import MINBASE_IMAGE, ensure_base_image, ensure_engine
+
+    ensure_engine()
+    ensure_base_image(MINBASE_IMAGE, include="")
+    raw = _tar(_member("out", tarfile.DIRTYPE, mode=0o755),
+               _member("out/kit", tarfile.DIRTYPE, mode=0o755),
+               _member("out/kit/app", mode=0o4775, data=b"\x7fELF"),
+               _member("out/kit/libx.so.1", tarfile.SYMTYPE, link="app"))
+    client = docker.from_env()
+    container = client.containers.create(MINBASE_IMAGE, command=["/nonexistent"])
+    try:
+        assert container.put_archive("/", raw)
+        _copy_out(container, "/out", tmp_path / "copied")
+    finally:
+        container.remove(force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copied"]
+    app = tmp_path / "copied/kit/app"
+    assert app.read_bytes() == b"\x7fELF" and stat.S_IMODE(app.stat().st_mode) == 0o755
+    assert (tmp_path / "copied/kit/libx.so.1").readlink() == Path("app")

@@ -10,8 +10,12 @@ nox.options.reuse_existing_virtualenvs = True
 
 # requires-python is ">=3.11": the tests run on each of these (a missing interpreter is skipped
 # with a message locally and fails the run under CI, where .ci/run makes them all available).
+# nox takes the Python it runs on for the session of that version, else one it finds (PATH,
+# pyenv). .ci/run runs nox on the machine's own python3 and hides pyenv's of the same version,
+# so that on Debian 12 the 3.11 session runs on /usr/bin/python3.11 (3.11.2, which has no
+# tarfile extraction filters: ninfer_kits.tarsafe stands in), as a user of a fresh machine has.
 # The end-to-end files compile the example engine for minutes and drive the CLI in
-# subprocesses, which no Python feature changes: they run on the oldest, everything else on
+# subprocesses: they run on the oldest (there, the distribution's Python), everything else on
 # all of them.
 PYTHONS = ["3.11", "3.12", "3.13"]
 PYTHON = PYTHONS[0]
@@ -87,8 +91,10 @@ def pyz(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def kit(session: nox.Session) -> None:
-    """Build one matrix entry into dist/: `nox -s kit -- KIT [ninfer-kits build options]`."""
+    """Build one matrix entry into dist/: `nox -s kit -- KIT [ninfer-kits build options]`.
+    With the `[local]` extra, as README's quick start installs it: the local builder's CMake
+    (3.28+) comes from it where the machine's is older."""
     if not session.posargs:
         session.error("name a kit, e.g. `nox -s kit -- example` (`ninfer-kits matrix` lists them)")
-    session.install(".")
+    session.install(".[local]")
     session.run("ninfer-kits", "build", *session.posargs)

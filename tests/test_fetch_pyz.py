@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from ninfer_kits import zipapp
+from ninfer_kits.cli import SUBCOMMANDS
+from ninfer_kits.errors import EXIT_ENVIRONMENT
 from test_fetch import ASSET, KIT, TAG, make_kit, publish_folder, write_ledger
 
 from tools import ROOT, missing
@@ -95,10 +98,42 @@ def test_runs_without_site_packages_and_imports_no_build_or_publish_part(
     assert [name for name in imported if NEVER_AT_START.match(name)] == []
 
 
-def test_build_and_publish_are_named_not_crashed(box: Path) -> None:
-    done = run_pyz(box / "ninfer-kits.pyz", "build", "example", cwd=box)
-    assert done.returncode == 1 and "needs the full installation" in done.stderr
-    assert "Traceback" not in done.stderr
+@pytest.mark.parametrize("command", [("build", "example"), ("publish", "example"),
+                                     ("watch",), ("--debug", "watch", "--help"),
+                                     ("repro", "example")])
+def test_what_needs_the_full_installation_says_so(box: Path, command: tuple[str, ...]) -> None:
+    """One line, exit 3 (the environment), no traceback: `watch` died on a missing `requests`."""
+    done = run_pyz(box / "ninfer-kits.pyz", *command, cwd=box)
+    assert (done.returncode, done.stdout) == (EXIT_ENVIRONMENT, ""), done.stderr
+    name = next(word for word in command if not word.startswith("-"))
+    assert done.stderr.splitlines() == [
+        f"ninfer-kits.pyz runs {', '.join(zipapp.COMMANDS)}; `{name}` needs the full "
+        f"installation ({zipapp.FULL_INSTALL})"]
+
+
+@pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
+def test_every_command_runs_or_says_it_needs_the_full_installation(
+        box: Path, command: str) -> None:
+    done = run_pyz(box / "ninfer-kits.pyz", command, "--help", cwd=box)
+    assert "Traceback" not in done.stderr, done.stderr
+    if command in zipapp.NEEDS_FULL:
+        assert done.returncode == EXIT_ENVIRONMENT and "full installation" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"usage: ninfer-kits {command}")
+
+
+def test_a_module_it_lacks_is_named_not_a_traceback(box: Path) -> None:
+    """Whatever a command meets that the zipapp does not carry (here an import made to fail,
+    as `import requests` fails in it) ends in one line and exit 3."""
+    script = ("import runpy, sys; sys.modules['json'] = None; "
+              f"sys.argv = ['ninfer-kits.pyz', 'inspect', '--json', 'dist/{TAG}/{ASSET}']; "
+              "runpy.run_path('ninfer-kits.pyz', run_name='__main__')")
+    done = run_pyz(Path("-c"), script, cwd=box)
+    assert done.returncode == EXIT_ENVIRONMENT, done.stderr
+    assert done.stderr.splitlines() == [
+        f"ninfer-kits.pyz: `inspect` needs the full installation here "
+        f"({zipapp.FULL_INSTALL}): the zipapp carries no json"]
 
 
 def test_a_cache_folder_that_cannot_be_written_falls_back(tmp_path: Path, box: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 from ninfer_kits import resources
 from ninfer_kits.errors import BadInput
 from ninfer_kits.pipeline import builders
+from ninfer_kits.tarsafe import extract_all
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(p.name for p in (ROOT / "dockerfiles").glob("*.Dockerfile"))
@@ -98,7 +99,7 @@ def wheel(sdist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     setuptools of this environment, no build isolation)."""
     work = tmp_path_factory.mktemp("wheel")
     with tarfile.open(sdist) as archive:
-        archive.extractall(work / "unpacked", filter="data")
+        extract_all(archive, work / "unpacked", policy="data")
     (tree,) = (work / "unpacked").iterdir()
     ok(run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
            "--no-index", "--wheel-dir", work / "out", tree, cwd=work))

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from ninfer_kits import buildinfo, kitdir
+from ninfer_kits.tarsafe import extract_all
 from roots import proc_in
 
 from docker_fixtures import bare_root, ensure_engine, image_root
@@ -176,7 +177,7 @@ class Outcome:
 def _unpacked(tarball: Path, dest: Path) -> Path:
     dest.mkdir(parents=True)
     with tarfile.open(tarball) as archive:
-        archive.extractall(dest, filter="tar")
+        extract_all(archive, dest, policy="tar")
     return dest
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from test_build import processes_of
 
-from tools import ROOT, needs_libcurl_headers, tool
+from tools import ROOT, git, needs_libcurl_headers, tool  # git: the tests' own identity
 
 pytestmark = pytest.mark.slow
 
@@ -34,10 +34,6 @@ def repro(*args: str, cwd: Path, kit: str = "example",
     env = {name: value for name, value in os.environ.items() if name != "NINFER_KITS_MATRIX"}
     return subprocess.run([sys.executable, "-m", "ninfer_kits", "repro", kit, *given, *args],
                           capture_output=True, text=True, check=False, cwd=cwd, env=env)
-
-
-def git(*args: str, cwd: Path) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
 
 
 def test_the_example_kit_is_reproducible(tmp_path: Path) -> None:

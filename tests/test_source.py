@@ -8,7 +8,6 @@ import itertools
 import os
 import shutil
 import subprocess
-import tarfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -31,7 +30,6 @@ from ninfer_kits.pipeline.source import (
     FetchRefused,
     FetchUnreachable,
     SourceTree,
-    _check_member,
     fetch_source,
     redact_url,
     resolve_revision,
@@ -727,27 +725,3 @@ card = "any sm_86 GPU"
 tag = "example-v{version}-linux-{arch_id}"
 asset = "ninfer-example-kit-v{version}-{arch_id}.tar.gz"
 """
-
-
-
-@pytest.mark.parametrize(("name", "kind", "link", "safe"), [
-    ("src/a.c", tarfile.REGTYPE, "", True),
-    ("src", tarfile.DIRTYPE, "", True),
-    ("src/link", tarfile.SYMTYPE, "../README.md", True),
-    ("../a.c", tarfile.REGTYPE, "", False),
-    ("/etc/a.c", tarfile.REGTYPE, "", False),
-    ("src/link", tarfile.SYMTYPE, "../../README.md", False),
-    ("link", tarfile.SYMTYPE, "/etc/passwd", False),
-    ("dev", tarfile.CHRTYPE, "", False),
-    ("hard", tarfile.LNKTYPE, "src/a.c", False),
-])
-def test_member_checks_for_pythons_without_filters(
-    name: str, kind: bytes, link: str, safe: bool
-) -> None:
-    member = tarfile.TarInfo(name)
-    member.type, member.linkname = kind, link
-    if safe:
-        _check_member(member)
-    else:
-        with pytest.raises(tarfile.TarError):
-            _check_member(member)

@@ -44,6 +44,11 @@ SKIP_SUFFIXES = (".pyc", ".pyo")
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib")
 # Commands the zipapp runs; the others need the full installation.
 COMMANDS = ("fetch", "kit-url", "verify", "inspect", "floor", "matrix")
+# Commands that cannot run from it: they import what it does not carry (docker, requests,
+# PyGithub, b2sdk, the compiled deflate). Each says so on one line, exit 3 (the environment),
+# as does any command that meets a module the zipapp lacks (`verify --image`: docker).
+NEEDS_FULL = ("build", "publish", "watch", "repro")
+FULL_INSTALL = "pip install 'ninfer-kits[publish]'"
 
 MAIN = '''\
 """ninfer-kits.pyz: unpack once into a cache folder, then run the ninfer-kits command line."""
@@ -53,6 +58,9 @@ import sys
 BUILD = "{build}"
 VERSION = "{version}"
 COMMANDS = {commands!r}
+NEEDS_FULL = {needs_full!r}
+FULL_INSTALL = {full_install!r}
+EXIT_ENVIRONMENT = 3  # ninfer_kits.errors: what this machine lacks
 
 if sys.version_info < (3, 11):
     sys.exit("ninfer-kits.pyz needs Python 3.11 or newer; this is " + sys.version.split()[0])
@@ -114,12 +122,21 @@ def _unpacked():
 def _run():
     sys.path.insert(0, _unpacked())
     command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
-    if command in ("build", "publish"):
-        sys.exit("ninfer-kits.pyz runs " + ", ".join(COMMANDS) + "; `" + command
-                 + "` needs the full installation (pip install 'ninfer-kits[publish]')")
+    if command in NEEDS_FULL:
+        print("ninfer-kits.pyz runs " + ", ".join(COMMANDS) + "; `" + command
+              + "` needs the full installation (" + FULL_INSTALL + ")", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     from ninfer_kits.cli import main
 
-    return main()
+    try:
+        return main()
+    except ModuleNotFoundError as error:
+        missing = (error.name or "").partition(".")[0]
+        if missing in ("", "ninfer_kits", "elftools"):  # what it carries: a bug, shown as one
+            raise
+        print("ninfer-kits.pyz: `" + str(command) + "` needs the full installation here ("
+              + FULL_INSTALL + "): the zipapp carries no " + missing, file=sys.stderr)
+        return EXIT_ENVIRONMENT
 
 
 if __name__ == "__main__":
@@ -186,7 +203,8 @@ def build(output: Path, matrix: Path | None) -> tuple[Path, str]:
     for name, data in members:
         digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     build_id = f"{__version__}-{digest.hexdigest()[:16]}"
-    main = MAIN.format(build=build_id, version=__version__, commands=COMMANDS)
+    main = MAIN.format(build=build_id, version=__version__, commands=COMMANDS,
+                       needs_full=NEEDS_FULL, full_install=FULL_INSTALL)
     plain = io.BytesIO()
     with zipfile.ZipFile(plain, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
         for name, data in [("__main__.py", main.encode()), *members]:

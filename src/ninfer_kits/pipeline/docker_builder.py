@@ -51,6 +51,7 @@ from ninfer_kits.pipeline.image_export import exported_image
 from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.smoke import read_trace, trace_script
 from ninfer_kits.pipeline.source import EXPORT_MTIME
+from ninfer_kits.tarsafe import extract_all
 
 LABEL = "org.ninfer-kits.role"
 BASE_LABEL = "org.ninfer-kits.base-image"  # the base image's name, as the matrix gives it
@@ -621,7 +622,7 @@ def _tail(log: Path) -> Iterator[str]:
 
 
 def _copy_out(container: Any, path: str, dest: Path) -> None:
-    """get_archive gives a tar of the folder; unpack it with tarfile's data filter."""
+    """get_archive gives a tar of the folder; unpack it with the "data" policy (tarsafe)."""
     stream, _ = container.get_archive(path)
     with tempfile.TemporaryFile() as spool:
         for chunk in stream:
@@ -629,7 +630,7 @@ def _copy_out(container: Any, path: str, dest: Path) -> None:
         spool.seek(0)
         with tarfile.open(fileobj=spool) as archive:
             staging = dest.parent / f".{dest.name}.copy"
-            archive.extractall(staging, filter="data")
+            extract_all(archive, staging, policy="data")
     (staging / Path(path).name).rename(dest)
     staging.rmdir()
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ninfer_kits.errors import BadInput
+from ninfer_kits.tarsafe import UnsafeMember, extract
 
 Wanted = Callable[[str], bool]  # a member's path, without the leading "/"
 
@@ -46,10 +47,10 @@ def exported_image(client: Any, image: str, wanted: Wanted, *,
                 for member in archive:
                     if _kind_kept(member) and wanted(member.name.lstrip("/")):
                         # A member under a symlink that leaves the folder is refused by the
-                        # filter: its path as the image sees it is still reached through the
-                        # link, which RootFS follows inside the root.
-                        with contextlib.suppress(tarfile.FilterError):
-                            archive.extract(member, folder, filter="tar")
+                        # "tar" policy: its path as the image sees it is still reached through
+                        # the link, which RootFS follows inside the root.
+                        with contextlib.suppress(UnsafeMember):
+                            extract(archive, member, folder, policy="tar")
         yield folder
     finally:
         container.remove(force=True)

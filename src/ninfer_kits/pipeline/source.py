@@ -27,13 +27,14 @@ import tarfile
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import IO, Final
 from urllib.parse import unquote
 
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, NinferKitsError
 from ninfer_kits.matrix import RevisionFacts, Upstream, did_you_mean, relative_path_problem
 from ninfer_kits.pipeline import children
+from ninfer_kits.tarsafe import UnsafeMember, extract_all
 
 Log = Callable[[str], None]
 
@@ -98,14 +99,6 @@ class FetchRefused(FetchFailed, BadInput):
 
 class FetchUnreachable(FetchFailed, EnvironmentFailure):
     """The network or the server failed: no route, no name resolution, TLS, a 5xx answer."""
-
-
-class _UnsafeMember(tarfile.TarError):
-    """An archive entry that would land outside the export folder, or is not a plain file."""
-
-
-# Pythons before 3.10.12 / 3.11.4 have no extraction filters; _check_member stands in there.
-_FILTER_ERROR: Final[type[Exception]] = getattr(tarfile, "FilterError", _UnsafeMember)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -654,7 +647,8 @@ def _untar(args: Sequence[str], into: Path, treeish: str) -> None:
         assert process.stdout is not None
         try:
             with tarfile.open(fileobj=process.stdout, mode="r|") as archive:
-                _extract_members(archive, into)
+                # Refuses absolute names, `..`, links leaving the tree, devices.
+                extract_all(archive, into, policy="data")
         except tarfile.TarError as error:
             problem = error
         finally:
@@ -665,36 +659,12 @@ def _untar(args: Sequence[str], into: Path, treeish: str) -> None:
                 children.end_session(process)
         errors.seek(0)
         stderr = errors.read().decode(errors="replace")
-    if isinstance(problem, (_UnsafeMember, _FILTER_ERROR)):
+    if isinstance(problem, UnsafeMember):
         raise BadInput(f"the source tree at {treeish} has an unsafe entry: {problem}")
     if code != 0:
         raise CheckFailed(f"git archive {treeish} failed: {_tail(stderr)}")
     if problem is not None:
         raise CheckFailed(f"cannot read the archive of {treeish}: {problem}")
-
-
-def _extract_members(archive: tarfile.TarFile, into: Path) -> None:
-    if hasattr(tarfile, "data_filter"):
-        # Refuses absolute names, `..`, links leaving the tree, devices; drops setuid bits.
-        archive.extractall(into, filter="data")
-        return
-    for member in archive:  # pragma: no cover - only on Pythons without extraction filters
-        _check_member(member)
-        archive.extract(member, into)
-
-
-def _check_member(member: tarfile.TarInfo) -> None:
-    """What the "data" filter refuses, for Pythons that lack it: git archive writes only
-    files, folders and symbolic links, and none of them may point outside the tree."""
-    name = PurePosixPath(member.name)
-    if name.is_absolute() or ".." in name.parts:
-        raise _UnsafeMember(f"{member.name!r} would be written outside the export")
-    if not (member.isfile() or member.isdir() or member.issym()):
-        raise _UnsafeMember(f"{member.name!r} is not a file, folder or symbolic link")
-    if member.issym():
-        target = os.path.normpath(name.parent / member.linkname)
-        if PurePosixPath(member.linkname).is_absolute() or target.split("/")[0] == "..":
-            raise _UnsafeMember(f"{member.name!r} links outside the export ({member.linkname})")
 
 
 def _read_version(upstream: Upstream, tree: Path, sha: str) -> str | None:

@@ -1,0 +1,150 @@
+"""Unpacking a tar archive safely, alike on every Python that requires-python admits.
+
+tarfile's extraction filters came with Python 3.11.4 (and 3.12); Debian 12's own Python is
+3.11.2, where `filter=` is a TypeError. `extract_all` and `extract` use tarfile's filter where
+there is one, and otherwise the same checks made here (`checked`), so that an archive is
+written, or refused, the same way on both:
+
+- "tar": leading slashes are stripped; a member whose path would land outside the destination
+  (through `..`, or through a symbolic link already written), and a hard link to a file outside
+  it, are refused (tarfile's own "tar" filter lets such a hard link through before 3.12.11 and
+  3.13.4); setuid, setgid, sticky and group/other write bits are dropped;
+- "data": all of that, and refused besides: absolute links, links that lead outside the
+  destination, devices and FIFOs. Files are readable and writable by their owner, executable
+  by others only where by the owner; everything belongs to whoever extracts.
+
+A refusal is `UnsafeMember` (a tarfile.TarError) on every Python; what was written before the
+refused member stays written.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final, Literal
+
+Policy = Literal["data", "tar"]
+
+# Python 3.11.4+ and 3.12+: tarfile refuses by itself (tarfile.data_filter, tar_filter).
+NATIVE_FILTERS: Final[bool] = hasattr(tarfile, "data_filter")
+# What the checked path passes tarfile where it has filters (the tests run it there): the
+# checks are done already, and 3.14's default ("data") must not stand in for "tar".
+_CHECKED: Final[dict[str, Any]] = {"filter": "fully_trusted"} if NATIVE_FILTERS else {}
+
+
+class UnsafeMember(tarfile.TarError):
+    """A member the policy refuses: outside the destination, a bad link, a device."""
+
+
+def extract_all(archive: tarfile.TarFile, dest: Path, *, policy: Policy = "data") -> None:
+    """Every member of `archive` under `dest`, refused or adjusted as `policy` says."""
+    if not NATIVE_FILTERS:  # pragma: no cover - Pythons before 3.11.4 (the tests call it)
+        extract_all_checked(archive, dest, policy=policy)
+        return
+    try:
+        archive.extractall(dest, filter=_FILTERS[policy])
+    except tarfile.FilterError as error:
+        raise UnsafeMember(str(error)) from error
+
+
+def extract(archive: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, *,
+            policy: Policy = "data") -> None:
+    """One member of `archive` under `dest`, refused or adjusted as `policy` says."""
+    if not NATIVE_FILTERS:  # pragma: no cover - Pythons before 3.11.4 (the tests call it)
+        extract_checked(archive, member, dest, policy=policy)
+        return
+    try:
+        archive.extract(member, dest, filter=_FILTERS[policy])
+    except tarfile.FilterError as error:
+        raise UnsafeMember(str(error)) from error
+
+
+def extract_all_checked(archive: tarfile.TarFile, dest: Path, *,
+                        policy: Policy = "data") -> None:
+    """`extract_all` with the checks made here: what runs where tarfile has no filters.
+    Each member is checked just before it is written (a link written before counts)."""
+
+    def members() -> Iterator[tarfile.TarInfo]:
+        for member in archive:
+            yield checked(member, dest, policy)
+
+    archive.extractall(dest, members=members(), **_CHECKED)
+
+
+def extract_checked(archive: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, *,
+                    policy: Policy = "data") -> None:
+    """`extract` with the checks made here: what runs where tarfile has no filters."""
+    archive.extract(checked(member, dest, policy), dest, **_CHECKED)
+
+
+def checked(member: tarfile.TarInfo, dest: Path, policy: Policy) -> tarfile.TarInfo:
+    """A copy of `member` as `policy` lets it be written under `dest` (tarfile's
+    _get_filtered_attrs, for Pythons without it); UnsafeMember when it refuses it."""
+    root = os.path.realpath(dest)
+    name = member.name.lstrip("/" + os.sep)
+    if not name and member.name:
+        name = "."
+    if os.path.isabs(name):
+        raise UnsafeMember(f"member {member.name!r} has an absolute path")
+    landing = os.path.realpath(os.path.join(root, name))
+    if not _inside(landing, root):
+        raise UnsafeMember(f"{member.name!r} would be extracted to {landing!r}, which is "
+                           f"outside the destination")
+    if policy == "data" and not (member.isreg() or member.islnk() or member.isdir()
+                                 or member.issym()):
+        raise UnsafeMember(f"{member.name!r} is a special file")
+    if member.islnk() or (policy == "data" and member.issym()):
+        _check_link(member, name, root)
+    result = copy.copy(member)
+    result.name = name
+    mode = member.mode & 0o755
+    if policy == "data":
+        if member.isreg() or member.islnk():
+            if not mode & 0o100:
+                mode &= ~0o111
+            mode |= 0o600
+        elif member.isdir():
+            mode = 0o777 & ~_umask()  # what the "data" filter leaves a folder: no mode
+        result.uid, result.gid = os.geteuid(), os.getegid()
+        result.uname = result.gname = ""
+    result.mode = mode
+    return result
+
+
+def _check_link(member: tarfile.TarInfo, name: str, root: str) -> None:
+    if os.path.isabs(member.linkname):
+        raise UnsafeMember(f"{member.name!r} is a link to an absolute path")
+    base = os.path.dirname(name) if member.issym() else ""
+    target = os.path.realpath(os.path.join(root, base, member.linkname))
+    if not _inside(target, root):
+        raise UnsafeMember(f"{member.name!r} would link to {target!r}, which is outside "
+                           f"the destination")
+
+
+def _tar_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    """tarfile's "tar" filter, and no hard link to a file outside `dest`."""
+    if member.islnk():
+        _check_link(member, member.name, os.path.realpath(dest))
+    return tarfile.tar_filter(member, dest)
+
+
+_FILTERS: Final[dict[Policy, Any]] = {"data": "data", "tar": _tar_filter}
+
+
+def _inside(path: str, root: str) -> bool:
+    return os.path.commonpath([path, root]) == root
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it (os.umask would, for every thread)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022

@@ -244,7 +244,7 @@ def test_a_maintainers_matrix_anywhere(installed: Path, tmp_path: Path) -> None:
                 "--cache-dir", tmp_path / "cache", cwd=elsewhere,
                 env=clean_env(NVCC=str(tmp_path / "no-nvcc"), CI="1"))
     assert built.returncode == 2, built.stderr
-    assert f"recipe {bundled / 'build' / 'recipe.py'}\n" in built.stderr
+    assert f"recipe {bundled / 'build' / 'recipe.py'} (sha256 " in built.stderr
     assert f"nvcc {tmp_path / 'no-nvcc'} (from NVCC/CUDACXX) is not an executable" in (
         built.stderr)
     assert "Traceback" not in built.stderr

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from github_server import GitHubServer
+from ninfer_kits import remote
 from ninfer_kits.matrix import GitHubTarget
 from test_publish_support import CANARY, cli, compile_program, make_kit, matrix_file
 
@@ -27,3 +30,16 @@ def test_debug_tracebacks_are_redacted(tmp_path: Path) -> None:
     assert "Traceback" in done.stderr and "upstream said: token ***" in done.stderr
     assert CANARY not in done.stdout + done.stderr
     assert "hunter2secret" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("https://user:tok3n-abc@github.com/o/r", "https://***@github.com/o/r"),
+    ("clone https://tok3n-abcdef@github.com/o/r failed",
+     "clone https://***@github.com/o/r failed"),
+    ("sftp://user:pass-word@host/x", "sftp://***@host/x"),
+    # A user name alone is not a secret where no token passes as one: the message stays useful.
+    ("DOCKER_HOST=ssh://builder@127.0.0.1 needs paramiko",
+     "DOCKER_HOST=ssh://builder@127.0.0.1 needs paramiko"),
+])
+def test_url_credentials_are_hidden_and_a_plain_ssh_user_is_kept(text: str, shown: str) -> None:
+    assert remote.redact(text) == shown

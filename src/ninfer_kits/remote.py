@@ -21,7 +21,10 @@ from collections.abc import Mapping
 REDACTED = "***"
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
-_URL_CREDENTIALS = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
+_URL_CREDENTIALS = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s]+)@")
+# Where a user name alone may be a token (`https://TOKEN@github.com/…` is how git is handed
+# one); elsewhere (`ssh://builder@host`) a name without a password is only a name.
+_TOKEN_AS_USER = ("http://", "https://")
 _lock = threading.Lock()
 _secrets: set[str] = set()
 
@@ -41,7 +44,14 @@ def redact(text: str) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
-    return _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", text)
+    return _URL_CREDENTIALS.sub(_hide_credentials, text)
+
+
+def _hide_credentials(match: re.Match[str]) -> str:
+    scheme, userinfo = match.group(1), match.group(2)
+    if ":" in userinfo or scheme.lower() in _TOKEN_AS_USER:
+        return f"{scheme}{REDACTED}@"
+    return match.group(0)
 
 
 def cleartext_token_problem(url: str) -> str | None:

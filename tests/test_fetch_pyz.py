@@ -95,6 +95,18 @@ def test_runs_without_site_packages_and_imports_no_build_or_publish_part(
     assert [name for name in imported if NEVER_AT_START.match(name)] == []
 
 
+def test_matrix_lists_the_matrix_it_carries(box: Path) -> None:
+    """No matrix.toml in the folder, none named: `matrix` reads the zipapp's own copy, as
+    fetch and kit-url do (it said "matrix file not found: matrix.toml")."""
+    assert not (box / "matrix.toml").exists()
+    done = run_pyz(box / "ninfer-kits.pyz", "matrix", cwd=box)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+    assert "feaf4dd0983f" in rows["ninfer-sm120a"] and KIT in rows
+    named = run_pyz(box / "ninfer-kits.pyz", "matrix", "--matrix", "nowhere.toml", cwd=box)
+    assert named.returncode == 2 and "matrix file not found: nowhere.toml" in named.stderr
+
+
 def test_build_and_publish_are_named_not_crashed(box: Path) -> None:
     done = run_pyz(box / "ninfer-kits.pyz", "build", "example", cwd=box)
     assert done.returncode == 1 and "needs the full installation" in done.stderr

@@ -41,10 +41,11 @@ def open_kit(path: Path) -> Iterator[KitOnDisk]:
             return
         if (path / "SHA256SUMS").is_file() and len(tarballs) in (1, 2):
             # every file and hash of the dist/<tag>/ contract (a second tarball must be the
-            # kit's portable sibling); the plain kit is the one verified
+            # kit's portable sibling); the plain kit is the one verified. SHA256SUMS lists the
+            # tarballs and BUILDINFO.txt.
             finished = read_kit_dir(path)
             with _unpacked(finished.tarball) as root:
-                yield _read(str(path), root, f"SHA256SUMS ok ({len(finished.files)} files)")
+                yield _read(str(path), root, f"SHA256SUMS ok ({len(finished.tarballs) + 1} files)")
             return
         raise BadInput(f"{path}: neither a kit folder (kit/bin/) nor a finished kit folder "
                        f"(one .tar.gz and SHA256SUMS)")

@@ -58,8 +58,6 @@ NOT_RUN: tuple[tuple[str, str], ...] = (
     (r"ninfer-kits build ninfer-3090-sm86 --builder docker.*",
      "a production kit: its toolchain image comes from a registry, its upstream from GitHub"),
     (r"DOCKER_HOST=ssh://.*", "a remote Docker engine over SSH"),
-    (r"ninfer-kits repro example.*",
-     "two cold builds and a third (~5 min on 2 cores): tests/test_repro.py runs these commands"),
     (r"ninfer-kits diff A B .*", "a synopsis (A, B: two kits); tests/test_repro_diff.py"),
     (r"GITHUB_TOKEN=… .*ninfer-kits publish example.*", "publishes to B2 and GitHub"),
     (r"ninfer-kits publish .*--github-api https://ghe\.example\.com.*",

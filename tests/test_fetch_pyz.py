@@ -136,6 +136,18 @@ def test_a_module_it_lacks_is_named_not_a_traceback(box: Path) -> None:
         f"({zipapp.FULL_INSTALL}): the zipapp carries no json"]
 
 
+def test_matrix_lists_the_matrix_it_carries(box: Path) -> None:
+    """No matrix.toml in the folder, none named: `matrix` reads the zipapp's own copy, as
+    fetch and kit-url do (it said "matrix file not found: matrix.toml")."""
+    assert not (box / "matrix.toml").exists()
+    done = run_pyz(box / "ninfer-kits.pyz", "matrix", cwd=box)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+    assert "feaf4dd0983f" in rows["ninfer-sm120a"] and KIT in rows
+    named = run_pyz(box / "ninfer-kits.pyz", "matrix", "--matrix", "nowhere.toml", cwd=box)
+    assert named.returncode == 2 and "matrix file not found: nowhere.toml" in named.stderr
+
+
 def test_a_cache_folder_that_cannot_be_written_falls_back(tmp_path: Path, box: Path) -> None:
     env = {"PATH": os.environ["PATH"], "HOME": "/nonexistent", "XDG_CACHE_HOME": "/proc/x",
            "TMPDIR": str(tmp_path)}

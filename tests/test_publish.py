@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -127,6 +128,37 @@ def test_dry_run_writes_the_exact_release_and_touches_nothing_remote(
     again = cli("publish", kit.path, "--matrix", matrix, "--dry-run", "--cache-dir",
                 tmp_path / "cache", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
+
+
+WITHOUT_PUBLISH_EXTRA = ("import sys; sys.modules.update(github=None, b2sdk=None)"
+                         "; from ninfer_kits.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+def test_a_dry_run_needs_no_publish_extra_and_a_real_one_names_it(
+        tmp_path: Path, kit: kitdir.KitDir) -> None:
+    """Without PyGithub and b2sdk, as `pip install .` leaves it (None in sys.modules: an
+    import of them fails as for a module not installed): the dry run, which reaches no store,
+    still writes the release; a real publish to GitHub is one message naming the extra, exit 3,
+    no traceback."""
+    matrix = matrix_file(tmp_path, github=GitHubTarget(repository="ninfer-kits/ninfer-kits",
+                                                       api="https://api.github.com"),
+                         b2=B2Target(bucket="ninfer-kits", prefix="kits/"))
+    command = [sys.executable, "-c", WITHOUT_PUBLISH_EXTRA, "publish", str(kit.path),
+               "--matrix", str(matrix), "--cache-dir", str(tmp_path / "cache")]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    dry = subprocess.run([*command, "--dry-run"], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, check=False, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert f"{TAG} would go to b2, github" in dry.stdout
+    body = (tmp_path / "dry-run" / TAG / NOTES_FILE).read_text()
+    assert f"https://github.com/ninfer-kits/ninfer-kits/releases/download/{TAG}/{ASSET}" in body
+    real = subprocess.run([*command, "--to", "github"], capture_output=True, text=True,
+                          env={**env, "GITHUB_TOKEN": "t0ken"}, cwd=tmp_path, check=False,
+                          timeout=120)
+    assert real.returncode == 3, real.stderr
+    assert ("`ninfer-kits publish` needs PyGithub, which is not installed here: install the "
+            "'publish' extra: pip install 'ninfer-kits[publish]'") in real.stderr
+    assert "Traceback" not in real.stderr and "t0ken" not in real.stderr
 
 
 def test_a_portable_sibling_is_published_after_the_tarball_and_recorded(

@@ -211,6 +211,40 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as error:  # one that no code turned into a message: by what it is about
         _report(error, args.debug)
         return exit_code_for(error)
+    except ModuleNotFoundError as error:  # a third-party module of an extra not installed
+        missing = missing_module(error, args.command)
+        if missing is None:
+            raise
+        _report(missing, args.debug)
+        return missing.exit_code
+
+
+# The third-party modules a subcommand may import that the plain install lacks: (the
+# distribution to name, the extra that installs it).
+EXTRA_MODULES: dict[str, tuple[str, str]] = {
+    "github": ("PyGithub", "publish"), "b2sdk": ("b2sdk", "publish"),
+    "requests": ("requests", "publish"),
+}
+
+
+def missing_module(error: ModuleNotFoundError, command: str) -> NinferKitsError | None:
+    """One message for a third-party module that is not installed: the extra that brings it
+    (exit 3, the environment), or a reinstall for a dependency of every install. None for a
+    module of ninfer-kits itself, which is a bug to show as such."""
+    from ninfer_kits.errors import EnvironmentFailure
+
+    top = (error.name or "").partition(".")[0]
+    if not top or top == "ninfer_kits":
+        return None
+    if top in EXTRA_MODULES:
+        distribution, extra = EXTRA_MODULES[top]
+        return EnvironmentFailure(
+            f"`ninfer-kits {command}` needs {distribution}, which is not installed here: "
+            f"install the {extra!r} extra: pip install 'ninfer-kits[{extra}]' (from a "
+            f"checkout: pip install '.[{extra}]')")
+    return EnvironmentFailure(
+        f"`ninfer-kits {command}` needs the Python module {top!r}, which is not installed "
+        f"here: reinstall ninfer-kits with its dependencies (from a checkout: pip install .)")
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:

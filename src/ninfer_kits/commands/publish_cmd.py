@@ -22,7 +22,7 @@ from ninfer_kits.publish import credentials, plan
 from ninfer_kits.publish.retry import RetryPolicy
 from ninfer_kits.publish.stages import Outcome, PublishRequest, run_publish
 from ninfer_kits.publish.store import Store
-from ninfer_kits.publish.stores import STORE_NAMES
+from ninfer_kits.publish.stores import STORE_NAMES, download_base
 from ninfer_kits.publish.stores.local import LocalStore
 
 DEFAULT_OUT = Path("published")
@@ -170,8 +170,6 @@ def _dry_notes_base(names: tuple[str, ...], matrix: Matrix, github: GitHubTarget
                     out: Path, tag: str) -> str:
     """The download folder the real release's notes would show."""
     if "github" in names and github is not None:
-        from ninfer_kits.publish.stores.github import download_base
-
         return download_base(github, tag)
     if "b2" in names and matrix.publish.b2 is not None:
         target = matrix.publish.b2

@@ -79,16 +79,26 @@ _T = TypeVar("_T")
 
 
 def default_matrix_path(environ: Mapping[str, str] | None = None) -> Path:
-    """$NINFER_KITS_MATRIX when set, else matrix.toml in the current directory."""
+    """$NINFER_KITS_MATRIX when set, else matrix.toml in the current directory, else (in
+    ninfer-kits.pyz, which carries one) the zipapp's own copy."""
     value = (os.environ if environ is None else environ).get(MATRIX_ENV, "")
-    return Path(value) if value else DEFAULT_MATRIX
+    if value:
+        return Path(value)
+    if not DEFAULT_MATRIX.is_file():
+        from ninfer_kits import resources
+
+        carried = resources.BUNDLED / DEFAULT_MATRIX.name
+        if carried.is_file():
+            return carried
+    return DEFAULT_MATRIX
 
 
 def add_matrix_argument(parser: argparse.ArgumentParser) -> None:
     """The `--matrix PATH` option every command that reads the matrix takes."""
     parser.add_argument(
         "--matrix", metavar="PATH", type=Path, default=None,
-        help=f"the matrix file (default: ${MATRIX_ENV}, else ./{DEFAULT_MATRIX})",
+        help=f"the matrix file (default: ${MATRIX_ENV}, else ./{DEFAULT_MATRIX}, else the "
+             f"one ninfer-kits.pyz carries)",
     )
 
 

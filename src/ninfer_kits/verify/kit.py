@@ -53,7 +53,7 @@ def open_kit(path: Path, *, checked: str | None = None) -> Iterator[KitOnDisk]:
             # second tarball must be the kit's portable sibling); the plain kit is verified
             finished = read_kit_dir(path)
             with _unpacked(finished.tarball) as root:
-                yield _read(str(path), root, f"SHA256SUMS ok ({len(finished.files)} files)")
+                yield _read(str(path), root, f"SHA256SUMS ok ({len(finished.tarballs) + 1} files)")
             return
         raise BadInput(f"{path}: neither a kit folder (kit/bin/) nor a finished kit folder "
                        f"(a .tar.gz beside SHA256SUMS and BUILDINFO.txt)")

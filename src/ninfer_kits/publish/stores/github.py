@@ -22,7 +22,6 @@ import contextlib
 import hashlib
 import io
 import time
-import urllib.parse
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -50,6 +49,7 @@ from ninfer_kits.publish.store import (
     StoreRecord,
     VerifyFailed,
 )
+from ninfer_kits.publish.stores import download_base
 
 T = TypeVar("T")
 
@@ -61,20 +61,6 @@ UPLOADED = "uploaded"
 
 class ReleaseConflict(CheckFailed):
     """The store holds something under this release's names that is not this kit."""
-
-
-def web_url(api: str) -> str:
-    """The web root for an API base URL: api.github.com → github.com, HOST/api/v3 → HOST."""
-    parts = urllib.parse.urlsplit(api)
-    host = "github.com" if parts.netloc == "api.github.com" else parts.netloc
-    path = parts.path.rstrip("/").removesuffix("/api/v3")
-    return urllib.parse.urlunsplit((parts.scheme, host, path, "", ""))
-
-
-def download_base(target: GitHubTarget, tag: str) -> str:
-    """Where a published release's assets are downloaded from."""
-    quoted = urllib.parse.quote(tag, safe="")
-    return f"{web_url(target.api)}/{target.repository}/releases/download/{quoted}"
 
 
 class GitHubStore:

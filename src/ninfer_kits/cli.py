@@ -7,6 +7,7 @@ import importlib
 import os
 import sys
 
+import ninfer_kits
 from ninfer_kits import __version__
 from ninfer_kits.errors import (
     EXIT_INTERRUPTED,
@@ -213,7 +214,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return exit_code_for(error)
     except ModuleNotFoundError as error:  # a third-party module of an extra not installed
         missing = missing_module(error, args.command)
-        if missing is None:
+        if missing is None or ninfer_kits.FROM_ZIPAPP:
             raise
         _report(missing, args.debug)
         return missing.exit_code

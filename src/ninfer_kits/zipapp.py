@@ -126,8 +126,10 @@ def _run():
         print("ninfer-kits.pyz runs " + ", ".join(COMMANDS) + "; `" + command
               + "` needs the full installation (" + FULL_INSTALL + ")", file=sys.stderr)
         return EXIT_ENVIRONMENT
+    import ninfer_kits
     from ninfer_kits.cli import main
 
+    ninfer_kits.FROM_ZIPAPP = True
     try:
         return main()
     except ModuleNotFoundError as error:

@@ -49,6 +49,19 @@ def wait_for(path: Path, seconds: float = 20) -> str:
     return path.read_text()
 
 
+def ctrl_c_once(pid_file: Path) -> threading.Thread:
+    """A thread that sends this process Ctrl-C (SIGINT) once `pid_file` says the child runs."""
+
+    def interrupt() -> None:
+        wait_for(pid_file)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt)
+    interrupter.start()
+    return interrupter
+
+
 # A tree as a build's: a job in a process group of its own (as Ninja starts each one, so that a
 # terminal's Ctrl-C does not reach it), and one that ignores SIGTERM (SIGKILL must end it).
 TREE = f"""
@@ -96,13 +109,7 @@ def test_an_interrupt_while_reading_ends_the_session_and_keeps_the_log(tmp_path:
     pid_file, log = tmp_path / "pid", tmp_path / "build.log"
     script = f"echo '[1/2] first'; sleep 300 & echo $! > {pid_file}; echo waiting; wait"
 
-    def interrupt() -> None:
-        wait_for(pid_file)
-        time.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    interrupter = threading.Thread(target=interrupt)
-    interrupter.start()
+    interrupter = ctrl_c_once(pid_file)
     try:
         with pytest.raises(KeyboardInterrupt):
             run_logged(["sh", "-c", script], env=dict(os.environ), log=log,
@@ -186,13 +193,7 @@ def test_an_interrupted_probe_does_not_wait_for_what_left_its_group(tmp_path: Pa
     pid_file = tmp_path / "pid"
     script = f"setsid sleep 300 & echo $! > {pid_file}; sleep 300"
 
-    def interrupt() -> None:
-        wait_for(pid_file)
-        time.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    interrupter = threading.Thread(target=interrupt)
-    interrupter.start()
+    interrupter = ctrl_c_once(pid_file)
     started = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -225,13 +226,7 @@ def test_an_interrupted_fetch_ends_git_and_every_helper(tmp_path: Path,
     helper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{helpers}{os.pathsep}{os.environ['PATH']}")
 
-    def interrupt() -> None:
-        wait_for(pid_file)
-        time.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    interrupter = threading.Thread(target=interrupt)
-    interrupter.start()
+    interrupter = ctrl_c_once(pid_file)
     try:
         with pytest.raises(KeyboardInterrupt):
             resolve_revision(make_upstream("slow://nowhere"), cache_dir=tmp_path / "cache")

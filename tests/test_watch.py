@@ -205,6 +205,22 @@ def test_one_upstream_moved_makes_exactly_its_kits_stale(
     assert code == 0 and values["stale"] == "0"
 
 
+def test_a_release_built_on_a_host_is_not_stale_for_its_toolchain(
+        root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kit built with the local builder records `toolchain: host`, no matrix toolchain: it is
+    not "toolchain changed: host → tc" on every run (the local build would never end it)."""
+    publish(root, "beta-sm89", HEAD_B, day=3, toolchain="host")
+    code, _out, _, values = watch(root, server, capsys, monkeypatch)
+    assert code == 0
+    reasons = {e["kit"]: e["reason"] for e in json.loads(values["matrix"])["include"]}
+    assert "beta-sm89" not in reasons, reasons
+    publish(root, "beta-sm89", HEAD_B, day=4, toolchain="old-tc")  # a matrix toolchain still is
+    code, _out, _, values = watch(root, server, capsys, monkeypatch)
+    reasons = {e["kit"]: e["reason"] for e in json.loads(values["matrix"])["include"]}
+    assert reasons["beta-sm89"].startswith("toolchain changed: old-tc → tc"), reasons
+
+
 def test_new_pin_missing_release_toolchain_and_a_dispatched_revision(
         root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,9 @@
 A kit is stale when the ledger (releases/*.toml) has no release of it ("missing release"), when
 none of its releases was built from the revision matrix.toml pins ("new pin") or, unpinned, from
 its branch's head ("new head"), or when the newest release built from that revision was built
-with another toolchain than the matrix names now ("toolchain changed"). Any release of the
+with another toolchain than the matrix names now ("toolchain changed"; a kit built with the
+local builder records the host, no matrix toolchain, and is not judged on it: the scheduled
+workflow builds with the docker builder). Any release of the
 revision counts, not only the kit's newest: after a dispatch built an older revision, the head,
 released before, is not built again (its tag is taken, and publish would refuse the new build).
 """
@@ -14,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ninfer_kits.buildinfo import HOST_TOOLCHAIN
 from ninfer_kits.matrix import Kit
 from ninfer_kits.publish import ledger
 from ninfer_kits.publish.ledger import LedgerEntry
@@ -71,7 +74,7 @@ def plan(kits: Sequence[Kit], heads: Mapping[str, str],
                    "new pin" if upstream.revision else f"new head of {upstream.branch}")
             reason = f"{why}: {wanted[:12]}, released {newest.revision[:12]} " \
                      f"({newest.tag})"
-        elif released.toolchain != kit.toolchain.id:
+        elif released.toolchain not in (kit.toolchain.id, HOST_TOOLCHAIN):
             reason = (f"toolchain changed: {released.toolchain} → {kit.toolchain.id} "
                       f"({released.tag})")
         else:

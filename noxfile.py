@@ -21,7 +21,7 @@ PYTHONS = ["3.11", "3.12", "3.13"]
 PYTHON = PYTHONS[0]
 END_TO_END = ("tests/test_docker.py", "tests/test_build.py", "tests/test_example_engine.py",
               "tests/test_portable.py", "tests/test_rebuild_e2e.py", "tests/test_repro.py",
-              "tests/test_readme.py")
+              "tests/test_readme.py", "tests/test_ccache_dir.py", "tests/test_rebuild_act.py")
 
 # The dev tools, pinned: a new release of either must not fail CI on unchanged code.
 RUFF = "ruff==0.17.6"

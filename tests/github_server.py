@@ -14,8 +14,16 @@ OpenAPI description (`@octokit/openapi`) and public reports describe them:
 - `Link` pagination, `ETag`/`If-None-Match` (a 304 is not counted), rate-limit headers on every
   API answer and `GET /rate_limit`, `GET /user`, `GET /repos/{o}/{r}/commits/{ref}` (with
   `Accept: application/vnd.github.sha`, the bare SHA);
+- issues (`ninfer-kits alert`): list (`state`, `labels`, `per_page`/`page` with `Link`), get,
+  create (with labels, made when missing, as for a user who can push), update (title, body,
+  state, state_reason, labels), comments list and create, labels list and create;
+  `issue_view`/`issue_views` show them to a test;
 - `faults`: a deterministic schedule of failures (status codes, dropped connections, secondary
   rate limits, 429, delays, a change applied and then a failure answered);
+- git over smart HTTP (`add_git_remote`): `git http-backend` as CGI behind the API's port at
+  `{web_url}/{owner}/{repo}.git` for a repository registered with a bare repository's path;
+  reads of a public repository need no credentials, a push needs a token that may write, as
+  Basic auth `x-access-token:<token>` (what actions/checkout's `http.extraheader` sends);
 - `events`: every request, state change and fault, in order; `observe()` calls a function with
   a snapshot after every state change, so a test can check an invariant at every moment.
 
@@ -42,10 +50,12 @@ import hashlib
 import hmac
 import http.server
 import json
+import os
 import re
 import secrets
 import socket
 import struct
+import subprocess
 import threading
 import time
 import traceback
@@ -53,12 +63,15 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
 API = "/api/v3"
 UPLOADS = "/api/uploads"
 STORAGE = "/api/storage/releases"
 REPO = r"/repos/(?P<o>[^/]+)/(?P<r>[^/]+)"
+GIT_PATH = re.compile(r"/(?P<o>[^/]+)/(?P<r>[^/]+?)\.git(?P<rest>/info/refs|/git-upload-pack"
+                      r"|/git-receive-pack|/HEAD|/objects/.+)")
 DOCS = "https://docs.github.com/rest"
 GIB = 1024**3
 MAX_ASSET_SIZE = 2 * GIB  # "Each file included in a release must be under 2 GiB."
@@ -126,6 +139,19 @@ class AssetView:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass(frozen=True)
+class IssueView:
+    """An issue as a test sees it (`GitHubServer.issue_views`): comments are their bodies."""
+
+    number: int
+    title: str
+    body: str | None
+    state: str
+    state_reason: str | None
+    labels: tuple[str, ...]
+    comments: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -278,6 +304,10 @@ class _Token:
     limit: int = 5000
     used: int = 0
     reset: int = 0
+    # "installation": a GitHub App installation token (ghs_…, what Actions' GITHUB_TOKEN is);
+    # `repositories`: the full names it was granted (None: every repository of the server)
+    kind: Literal["user", "installation"] = "user"
+    repositories: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -333,6 +363,40 @@ class _Repo:
     @property
     def full_name(self) -> str:
         return f"{self.owner}/{self.name}"
+
+
+@dataclass
+class _Comment:
+    id: int
+    body: str
+    user: _Token | None
+    created_at: str = field(default_factory=_now)
+    updated_at: str = field(default_factory=_now)
+
+
+@dataclass
+class _Issue:
+    id: int
+    number: int
+    title: str
+    body: str | None
+    user: _Token | None
+    labels: list[str]
+    state: str = "open"
+    state_reason: str | None = None
+    comments: list[_Comment] = field(default_factory=list)
+    created_at: str = field(default_factory=_now)
+    updated_at: str = field(default_factory=_now)
+    closed_at: str | None = None
+    closed_by: _Token | None = None
+
+
+@dataclass
+class _Issues:
+    """A repository's issues (numbered from 1) and labels (name → (id, color, description))."""
+
+    issues: dict[int, _Issue] = field(default_factory=dict)
+    labels: dict[str, tuple[int, str, str | None]] = field(default_factory=dict)
 
 
 class _Drop(Exception):
@@ -439,7 +503,9 @@ class GitHubServer:
         self._repos: dict[str, _Repo] = {}
         self._tokens: dict[str, _Token] = {}
         self._anonymous: dict[str, _Token] = {}
+        self._git_remotes: dict[str, Path] = {}  # "owner/name" (lower case) → bare repository
         self._ids = {"repo": 700000, "user": 1000, "release": 200000000, "asset": 300000000}
+        self._issues: dict[str, _Issues] = {}  # repo (lowercase) → its issues and labels
         self._secret = secrets.token_bytes(16)
         self._servers: list[http.server.ThreadingHTTPServer] = []
         self._threads: list[threading.Thread] = []
@@ -546,14 +612,23 @@ class GitHubServer:
 
     def add_token(self, token: str, *, scopes: tuple[str, ...] | None = ("repo",),
                   permissions: Mapping[str, str] | None = None, can_write: bool | None = None,
-                  login: str = "ninfer-bot", limit: int = 5000) -> None:
-        """A personal access token. Classic (the default): `scopes`, sent back in
+                  login: str = "ninfer-bot", limit: int = 5000,
+                  repositories: tuple[str, ...] | None = None) -> None:
+        """A personal access token, or (a token starting `ghs_`) a GitHub App installation
+        token as Actions' GITHUB_TOKEN is: `permissions` as the workflow grants them (e.g.
+        {"contents": "write"}; default none but metadata), `repositories` those it may use
+        (default: all), login `github-actions[bot]`; see `_installation` below.
+        A personal access token: Classic (the default): `scopes`, sent back in
         `X-OAuth-Scopes`; writing needs `repo` (or `public_repo` for a public repository).
         Fine-grained: `permissions` (e.g. {"contents": "write"}), no scopes header; writing needs
         contents=write. `can_write` overrides both. A token that may not write gets what GitHub
         answers: 404 for a classic token, 403 "Resource not accessible by personal access
         token" for a fine-grained one. Either way it writes only to a `writable` repository."""
         with self._lock:
+            if token.startswith("ghs_"):
+                self._tokens[token] = _installation(token, permissions, repositories,
+                                                    self._next("user"), limit)
+                return
             if any(t.login == login for t in self._tokens.values()):
                 user_id = next(t.user_id for t in self._tokens.values() if t.login == login)
             else:
@@ -583,6 +658,14 @@ class GitHubServer:
     def set_branch(self, full_name: str, branch: str, sha: str) -> None:
         with self._lock:
             self._repo(full_name).branches[branch] = sha
+
+    def add_git_remote(self, full_name: str, bare: Path) -> str:
+        """Serve the bare git repository `bare` as the git remote of `full_name` (added with
+        add_repo) over smart HTTP; its clone URL."""
+        with self._lock:
+            self._repo(full_name)
+            self._git_remotes[full_name.lower()] = Path(bare)
+        return f"{self.web_url}/{full_name}.git"
 
     def add_release(self, full_name: str, tag: str, *, draft: bool = False,
                     prerelease: bool = False, name: str | None = None, body: str | None = "",
@@ -693,7 +776,8 @@ class GitHubServer:
             "starred_url": f"{api}/starred{{/owner}}{{/repo}}",
             "subscriptions_url": f"{api}/subscriptions", "organizations_url": f"{api}/orgs",
             "repos_url": f"{api}/repos", "events_url": f"{api}/events{{/privacy}}",
-            "received_events_url": f"{api}/received_events", "type": "User",
+            "received_events_url": f"{api}/received_events",
+            "type": "Bot" if tok is not None and tok.kind == "installation" else "User",
             "user_view_type": "public", "site_admin": False,
         }
 
@@ -752,7 +836,7 @@ class GitHubServer:
             "updated_at": "2024-01-01T00:00:00Z", "pushed_at": "2024-01-01T00:00:00Z",
         }
         if tok is not None:
-            push = repo.writable
+            push = repo.writable and tok.kind == "user"  # an installation's: always false
             out["permissions"] = {"admin": False, "maintain": False, "push": push, "triage": push,
                                   "pull": True}
         return out
@@ -760,28 +844,35 @@ class GitHubServer:
     # -- internals: access -------------------------------------------------------------------
 
     def _may_read(self, tok: _Token | None, repo: _Repo) -> bool:
+        if tok is not None and not _granted(tok, repo):
+            return False
         if not repo.private:
             return True
         if tok is None:
             return False
         return tok.permissions is not None or "repo" in (tok.scopes or ())
 
-    def _may_write(self, tok: _Token | None, repo: _Repo) -> bool:
-        if tok is None or not repo.writable:
+    def _may_write(self, tok: _Token | None, repo: _Repo, permission: str = "contents") -> bool:
+        """May `tok` write `permission` (a fine-grained or installation permission: contents,
+        issues) of `repo`; a classic token's `repo` scope covers every one."""
+        if tok is None or not repo.writable or not _granted(tok, repo):
             return False
         if tok.can_write is not None:
             return tok.can_write
         if tok.permissions is not None:
-            return tok.permissions.get("contents") == "write"
+            return tok.permissions.get(permission) == "write"
         scopes = tok.scopes or ()
         return "repo" in scopes or ("public_repo" in scopes and not repo.private)
 
-    def _refuse_write(self, tok: _Token | None) -> _Response:
+    def _refuse_write(self, tok: _Token | None, permission: str = "contents") -> _Response:
         if tok is None:
             return _error(401, "Requires authentication")
+        accepted = {"X-Accepted-GitHub-Permissions": f"{permission}=write"}
+        if tok.kind == "installation":
+            return _error(403, "Resource not accessible by integration", headers=accepted)
         if tok.permissions is not None:
             return _error(403, "Resource not accessible by personal access token",
-                          headers={"X-Accepted-GitHub-Permissions": "contents=write"})
+                          headers=accepted)
         return _error(404, "Not Found", headers={"X-Accepted-OAuth-Scopes": "repo"})
 
     def _visible(self, tok: _Token | None, repo: _Repo, rel: _Release) -> bool:
@@ -830,6 +921,8 @@ class GitHubServer:
                 fault = None
         req.fault = fault
         resp = self._pre_route(req, role, fault)
+        if resp is None and role == "web" and GIT_PATH.fullmatch(path):
+            resp = self._git(req)
         if resp is None:
             resp = self._route(req, role) if role in handler.roles else _error(404, "Not Found")
         if fault is not None and fault.action == "apply_then_status":
@@ -1003,10 +1096,29 @@ class GitHubServer:
     def _get_user(self, req: _Request) -> _Response:
         if req.token is None:
             return _error(401, "Requires authentication")
+        if req.token.kind == "installation":
+            return _error(403, "Resource not accessible by integration")
         return _json(200, self._user_json(req.token) | {"name": None, "email": None})
 
     def _get_repo(self, req: _Request, repo: _Repo) -> _Response:
         return _json(200, self._repo_json(repo, req.token))
+
+    # -- installation tokens (GitHub App; Actions' GITHUB_TOKEN) ------------------------------
+
+    ROUTES += (("GET", r"/installation/repositories", "_installation_repos"),)
+
+    def _installation_repos(self, req: _Request) -> _Response:
+        """The repositories an installation token may use; any other credential is refused as
+        GitHub refuses it (semantic-release/github's verify tells the two apart by this)."""
+        if req.token is None:
+            return _error(401, "Requires authentication")
+        if req.token.kind != "installation":
+            return _error(403, "You must authenticate with an installation access token in "
+                          "order to list repositories for an installation.")
+        repos = [r for _, r in sorted(self._repos.items()) if _granted(req.token, r)]
+        items, headers = _page(req, [self._repo_json(r, req.token) for r in repos])
+        return _json(200, {"total_count": len(repos), "repository_selection": "selected",
+                           "repositories": items}, headers=headers)
 
     def _get_commit(self, req: _Request, repo: _Repo, ref: str) -> _Response:
         sha = repo.branches.get(ref) or repo.tags.get(ref)
@@ -1320,6 +1432,75 @@ class GitHubServer:
         drop = fault.after_bytes if fault is not None and fault.action == "drop" else None
         return _Response(status, body, headers, drop_after=drop)
 
+    # -- git over smart HTTP ------------------------------------------------------------------
+
+    def _git(self, req: _Request) -> _Response:
+        """`git http-backend` (CGI) for /{owner}/{repo}.git/...: fetches of a public repository
+        as anyone, pushes with Basic `x-access-token:<token>` of a token that may write."""
+        match = GIT_PATH.fullmatch(req.path)
+        assert match is not None
+        full_name = f"{match['o']}/{match['r']}".lower()
+        with self._lock:
+            bare = self._git_remotes.get(full_name)
+            repo = self._repos.get(full_name)
+        unauthorized = _Response(401, b"Authentication failed\n", {
+            "Content-Type": "text/plain", "WWW-Authenticate": 'Basic realm="GitHub"'})
+        if bare is None or repo is None:
+            req.read_body()
+            return _Response(404, b"Repository not found.\n", {"Content-Type": "text/plain"})
+        tok: _Token | None = None
+        value = req.header("Authorization") or ""
+        scheme, _, credential = value.partition(" ")
+        if value:
+            try:
+                user, _, secret = base64.b64decode(credential).decode().partition(":")
+            except ValueError:
+                user, secret = "", ""
+            tok = self._tokens.get(secret) if scheme.lower() == "basic" else None
+            if tok is None or user != "x-access-token":
+                req.read_body()
+                return unauthorized
+        push = (match["rest"] == "/git-receive-pack"
+                or req.query.get("service") == "git-receive-pack")
+        if (push and not self._may_write(tok, repo)) or not self._may_read(tok, repo):
+            req.read_body()
+            if tok is not None:
+                return _Response(403, b"Permission denied.\n", {"Content-Type": "text/plain"})
+            return unauthorized
+        body = req.read_body() if req.method == "POST" else b""
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_HTTP_EXPORT_ALL": "1",
+               "GIT_PROJECT_ROOT": str(bare.parent), "REQUEST_METHOD": req.method,
+               "PATH_INFO": f"/{bare.name}{match['rest']}",
+               "QUERY_STRING": urllib.parse.urlsplit(req.handler.path).query,
+               "CONTENT_TYPE": req.header("Content-Type") or "",
+               "CONTENT_LENGTH": str(len(body)), "REMOTE_USER": tok.login if tok else "",
+               "REMOTE_ADDR": "127.0.0.1", "GIT_CONFIG_NOSYSTEM": "1",
+               "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.receivepack",
+               "GIT_CONFIG_VALUE_0": "true"}
+        if req.header("Content-Encoding"):
+            env["HTTP_CONTENT_ENCODING"] = req.header("Content-Encoding") or ""
+        if req.header("Git-Protocol"):
+            env["GIT_PROTOCOL"] = req.header("Git-Protocol") or ""
+        done = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True,
+                              timeout=120, check=False)
+        head, _, payload = done.stdout.partition(b"\r\n\r\n")
+        if not _:
+            head, _, payload = done.stdout.partition(b"\n\n")
+        status, headers = 200, {}
+        for line in head.decode("latin-1").splitlines():
+            key, _, val = line.partition(":")
+            if key.lower() == "status":
+                status = int(val.split()[0])
+            elif key:
+                headers[key.strip()] = val.strip()
+        if done.returncode != 0 and not done.stdout:
+            self.errors.append(f"git http-backend {req.path}: {done.stderr.decode()[-2000:]}")
+            return _Response(500, b"", {})
+        if push and req.method == "POST":
+            self._log("change", "git.push", method="POST", path=req.path,
+                      detail={"repo": repo.full_name})
+        return _Response(status, payload, headers)
+
     def _repos_by_id(self, repo_id: int) -> _Repo:
         for repo in self._repos.values():
             if repo.id == repo_id:
@@ -1327,8 +1508,237 @@ class GitHubServer:
         raise KeyError(repo_id)
 
 
+    # -- issues (ninfer-kits alert) ----------------------------------------------------------
+    # GitHub's issues API as `ninfer-kits alert` uses it, with the `issue`, `issue-comment` and
+    # `label` schemas of @octokit/openapi (tests/data/openapi/github-issues.json). Writing an
+    # issue needs a classic token's repo scope (public_repo for a public repository) or a
+    # fine-grained token's issues=write (contents=write is not enough); `can_write` overrides.
+
+    ROUTES = (*ROUTES,
+        ("GET", REPO + r"/issues", "_list_issues"),
+        ("POST", REPO + r"/issues", "_create_issue"),
+        ("GET", REPO + r"/issues/(?P<number>\d+)", "_get_issue"),
+        ("PATCH", REPO + r"/issues/(?P<number>\d+)", "_patch_issue"),
+        ("GET", REPO + r"/issues/(?P<number>\d+)/comments", "_list_comments"),
+        ("POST", REPO + r"/issues/(?P<number>\d+)/comments", "_create_comment"),
+        ("GET", REPO + r"/labels", "_list_labels"),
+        ("POST", REPO + r"/labels", "_create_label"),
+    )
+    STATE_REASONS = frozenset({"completed", "not_planned", "reopened", "duplicate"})
+
+    def add_issue(self, full_name: str, title: str, body: str | None = "", *,
+                  labels: tuple[str, ...] = (), state: str = "open",
+                  comments: tuple[str, ...] = ()) -> int:
+        """An issue made directly (no HTTP), with its labels and comments; its number."""
+        with self._lock:
+            store = self._issue_store(full_name)
+            for name in labels:
+                self._label(store, name)
+            issue = _Issue(self._next_issue_id(), len(store.issues) + 1, title, body, None,
+                           list(labels), state, "completed" if state == "closed" else None)
+            issue.comments = [_Comment(self._next_issue_id(), text, None) for text in comments]
+            store.issues[issue.number] = issue
+            return issue.number
+
+    def issue_views(self, full_name: str) -> list[IssueView]:
+        """Every issue of the repository, by number."""
+        with self._lock:
+            store = self._issue_store(full_name)
+            return [IssueView(i.number, i.title, i.body, i.state, i.state_reason,
+                              tuple(i.labels), tuple(c.body for c in i.comments))
+                    for _, i in sorted(store.issues.items())]
+
+    def _issue_store(self, full_name: str) -> _Issues:
+        return self._issues.setdefault(full_name.lower(), _Issues())
+
+    def _next_issue_id(self) -> int:
+        self._ids.setdefault("issue", 1500000000)
+        return self._next("issue")
+
+    def _label(self, store: _Issues, name: str, color: str = "ededed",
+               description: str | None = None) -> tuple[int, str, str | None]:
+        if name not in store.labels:
+            store.labels[name] = (self._next_issue_id(), color, description)
+        return store.labels[name]
+
+    def _label_json(self, repo: _Repo, name: str, label: tuple[int, str, str | None]
+                    ) -> dict[str, Any]:
+        return {"id": label[0], "node_id": _node_id("LA", label[0]),
+                "url": f"{self.base_url}/repos/{repo.full_name}/labels/"
+                       f"{urllib.parse.quote(name, safe='')}",
+                "name": name, "color": label[1], "description": label[2], "default": False}
+
+    def _issue_json(self, repo: _Repo, issue: _Issue) -> dict[str, Any]:
+        api = f"{self.base_url}/repos/{repo.full_name}"
+        url = f"{api}/issues/{issue.number}"
+        store = self._issue_store(repo.full_name)
+        user = self._user_json(issue.user)
+        return {
+            "id": issue.id, "node_id": _node_id("I", issue.id), "url": url,
+            "repository_url": api, "labels_url": f"{url}/labels{{/name}}",
+            "comments_url": f"{url}/comments", "events_url": f"{url}/events",
+            "html_url": f"{self.web_url}/{repo.full_name}/issues/{issue.number}",
+            "number": issue.number, "state": issue.state, "state_reason": issue.state_reason,
+            "title": issue.title, "body": issue.body, "user": user,
+            "labels": [self._label_json(repo, name, self._label(store, name))
+                       for name in issue.labels],
+            "assignee": None, "assignees": [], "milestone": None, "locked": False,
+            "active_lock_reason": None, "comments": len(issue.comments),
+            "closed_at": issue.closed_at, "created_at": issue.created_at,
+            "updated_at": issue.updated_at,
+            "closed_by": None if issue.closed_by is None else self._user_json(issue.closed_by),
+            "author_association": "OWNER" if issue.user is None else "CONTRIBUTOR",
+            "timeline_url": f"{url}/timeline",
+        }
+
+    def _comment_json(self, repo: _Repo, issue: _Issue, comment: _Comment) -> dict[str, Any]:
+        api = f"{self.base_url}/repos/{repo.full_name}"
+        return {
+            "id": comment.id, "node_id": _node_id("IC", comment.id),
+            "url": f"{api}/issues/comments/{comment.id}", "body": comment.body,
+            "html_url": (f"{self.web_url}/{repo.full_name}/issues/{issue.number}"
+                         f"#issuecomment-{comment.id}"),
+            "user": self._user_json(comment.user), "created_at": comment.created_at,
+            "updated_at": comment.updated_at, "issue_url": f"{api}/issues/{issue.number}",
+            "author_association": "OWNER" if comment.user is None else "CONTRIBUTOR",
+        }
+
+    def _list_issues(self, req: _Request, repo: _Repo) -> _Response:
+        state = req.query.get("state", "open")
+        if state not in ("open", "closed", "all"):
+            return _invalid("Issue", "invalid", "state")
+        wanted = [name.strip() for name in req.query.get("labels", "").split(",") if name.strip()]
+        store = self._issue_store(repo.full_name)
+        found = [i for i in sorted(store.issues.values(), key=lambda i: i.number, reverse=True)
+                 if state in ("all", i.state) and all(name in i.labels for name in wanted)]
+        items, link = _page(req, found)
+        return _json(200, [self._issue_json(repo, i) for i in items], schema="issue[]",
+                     headers=link)
+
+    def _issue(self, repo: _Repo, number: str) -> _Issue | None:
+        return self._issue_store(repo.full_name).issues.get(int(number))
+
+    def _get_issue(self, req: _Request, repo: _Repo, number: str) -> _Response:
+        issue = self._issue(repo, number)
+        if issue is None:
+            return _error(404, "Not Found")
+        return _json(200, self._issue_json(repo, issue), schema="issue")
+
+    def _create_issue(self, req: _Request, repo: _Repo) -> _Response:
+        data = req.data
+        if not self._may_write(req.token, repo, "issues"):
+            return self._refuse_write(req.token, "issues")
+        if not isinstance(data, dict):
+            return _error(400, "Problems parsing JSON")
+        title = data.get("title")
+        if not isinstance(title, str | int) or not str(title).strip():
+            return _invalid("Issue", "missing_field", "title")
+        labels = data.get("labels") or []
+        if not isinstance(labels, list) or not all(isinstance(n, str) for n in labels):
+            return _invalid("Issue", "invalid", "labels")
+        store = self._issue_store(repo.full_name)
+        for name in labels:  # a label that does not exist is made (for a user who can push)
+            self._label(store, name)
+        issue = _Issue(self._next_issue_id(), len(store.issues) + 1, str(title),
+                       data.get("body"), req.token, list(dict.fromkeys(labels)))
+        store.issues[issue.number] = issue
+        body = self._issue_json(repo, issue)
+        return _json(201, body, schema="issue", headers={"Location": body["url"]})
+
+    def _patch_issue(self, req: _Request, repo: _Repo, number: str) -> _Response:
+        data = req.data
+        issue = self._issue(repo, number)
+        if not self._may_write(req.token, repo, "issues"):
+            return self._refuse_write(req.token, "issues")
+        if issue is None:
+            return _error(404, "Not Found")
+        if not isinstance(data, dict):
+            return _error(400, "Problems parsing JSON")
+        state = data.get("state", issue.state)
+        reason = data.get("state_reason")
+        if state not in ("open", "closed"):
+            return _invalid("Issue", "invalid", "state")
+        if reason is not None and reason not in self.STATE_REASONS:
+            return _invalid("Issue", "invalid", "state_reason")
+        for key in ("title", "body"):
+            if key in data:
+                setattr(issue, key, data[key])
+        if "labels" in data and isinstance(data["labels"], list):
+            store = self._issue_store(repo.full_name)
+            issue.labels = [self._label(store, n) and n for n in dict.fromkeys(data["labels"])]
+        if state == "closed" and issue.state == "open":
+            issue.state, issue.closed_at, issue.closed_by = "closed", _now(), req.token
+            issue.state_reason = reason or "completed"
+        elif state == "open" and issue.state == "closed":
+            issue.state, issue.closed_at, issue.closed_by = "open", None, None
+            issue.state_reason = "reopened"
+        elif reason is not None and state == "closed":
+            issue.state_reason = reason
+        issue.updated_at = _now()
+        return _json(200, self._issue_json(repo, issue), schema="issue")
+
+    def _list_comments(self, req: _Request, repo: _Repo, number: str) -> _Response:
+        issue = self._issue(repo, number)
+        if issue is None:
+            return _error(404, "Not Found")
+        items, link = _page(req, issue.comments)
+        return _json(200, [self._comment_json(repo, issue, c) for c in items],
+                     schema="issue-comment[]", headers=link)
+
+    def _create_comment(self, req: _Request, repo: _Repo, number: str) -> _Response:
+        data = req.data
+        issue = self._issue(repo, number)
+        if not self._may_write(req.token, repo, "issues"):
+            return self._refuse_write(req.token, "issues")
+        if issue is None:
+            return _error(404, "Not Found")
+        if not isinstance(data, dict) or not isinstance(data.get("body"), str) \
+                or not data["body"]:
+            return _invalid("IssueComment", "missing_field", "body")
+        comment = _Comment(self._next_issue_id(), data["body"], req.token)
+        issue.comments.append(comment)
+        issue.updated_at = _now()
+        body = self._comment_json(repo, issue, comment)
+        return _json(201, body, schema="issue-comment", headers={"Location": body["url"]})
+
+    def _list_labels(self, req: _Request, repo: _Repo) -> _Response:
+        store = self._issue_store(repo.full_name)
+        items, link = _page(req, sorted(store.labels.items()))
+        return _json(200, [self._label_json(repo, name, label) for name, label in items],
+                     schema="label[]", headers=link)
+
+    def _create_label(self, req: _Request, repo: _Repo) -> _Response:
+        data = req.data
+        if not self._may_write(req.token, repo, "issues"):
+            return self._refuse_write(req.token, "issues")
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str) \
+                or not data["name"]:
+            return _invalid("Label", "missing_field", "name")
+        store = self._issue_store(repo.full_name)
+        if data["name"] in store.labels:
+            return _invalid("Label", "already_exists", "name")
+        label = self._label(store, data["name"], str(data.get("color") or "ededed"),
+                            data.get("description"))
+        return _json(201, self._label_json(repo, data["name"], label), schema="label")
+
+
 # ---------------------------------------------------------------------------------------------
 # Answers
+
+
+def _installation(token: str, permissions: Mapping[str, str] | None,
+                  repositories: tuple[str, ...] | None, user_id: int, limit: int) -> _Token:
+    """A GitHub App installation token: no scopes header, `permissions` as granted (writing
+    releases needs contents=write, else 403 "Resource not accessible by integration")."""
+    granted = {"metadata": "read"} | dict(permissions or {})
+    return _Token(token, "github-actions[bot]", user_id, None, granted, None, limit,
+                  reset=int(time.time()) + HOUR, kind="installation",
+                  repositories=tuple(name.lower() for name in repositories)
+                  if repositories is not None else None)
+
+
+def _granted(tok: _Token, repo: _Repo) -> bool:
+    return tok.repositories is None or repo.full_name.lower() in tok.repositories
 
 
 def _json(status: int, obj: Any, *, schema: str | None = None,

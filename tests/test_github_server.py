@@ -798,3 +798,74 @@ def test_every_release_json_carries_its_schema(server: GitHubServer, gh: Any,
     listed = api(server, "GET", f"/repos/{REPO}/releases/{rel.id}/assets").json()
     (error,) = validator("release-asset").iter_errors(listed[-1])
     assert list(error.path) == ["state"] and error.instance == "starter"
+
+
+# -- git over smart HTTP (add_git_remote) ------------------------------------------------------
+
+
+def _git(*args: str, cwd: Path, header: str | None = None) -> Any:
+    import subprocess
+
+    config = ["-c", f"http.extraheader={header}"] if header else []
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com",
+                           "-c", "credential.helper=", *config, *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(cwd),
+                               "GIT_TERMINAL_PROMPT": "0"})
+
+
+def _basic(token: str, user: str = "x-access-token") -> str:
+    import base64
+
+    return "AUTHORIZATION: basic " + base64.b64encode(f"{user}:{token}".encode()).decode()
+
+
+def test_git_remote_clones_anonymously_and_pushes_only_with_a_token_that_may_write(
+        tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    _git("init", "-q", "--bare", "-b", "main", str(bare), cwd=tmp_path)
+    with GitHubServer() as server:
+        server.add_repo("kits/ledger")
+        server.add_token("ghp_writer")
+        server.add_token("ghp_reader", can_write=False)
+        url = server.add_git_remote("kits/ledger", bare)
+        assert url == f"{server.web_url}/kits/ledger.git"
+        work = tmp_path / "work"
+        assert _git("clone", "-q", url, str(work), cwd=tmp_path).returncode == 0
+        (work / "a.toml").write_text("x = 1\n")
+        _git("add", "a.toml", cwd=work)
+        _git("commit", "-qm", "a", cwd=work)
+        anonymous = _git("push", "origin", "HEAD:main", cwd=work)
+        assert anonymous.returncode != 0 and "could not read Username" in anonymous.stderr
+        reader = _git("push", "origin", "HEAD:main", cwd=work, header=_basic("ghp_reader"))
+        assert reader.returncode != 0 and "403" in reader.stderr
+        wrong_user = _git("push", "origin", "HEAD:main", cwd=work,
+                          header=_basic("ghp_writer", "someone"))
+        assert wrong_user.returncode != 0
+        pushed = _git("push", "origin", "HEAD:main", cwd=work, header=_basic("ghp_writer"))
+        assert pushed.returncode == 0, pushed.stderr
+        assert _git("log", "--format=%s", "main", cwd=bare).stdout.split() == ["a"]
+        # A second clone, anonymous, sees the push; a racing push that is not a fast-forward
+        # is refused, as GitHub refuses it.
+        other = tmp_path / "other"
+        assert _git("clone", "-q", url, str(other), cwd=tmp_path).returncode == 0
+        assert (other / "a.toml").read_text() == "x = 1\n"
+        (work / "b.toml").write_text("y = 2\n")
+        _git("add", "b.toml", cwd=work)
+        _git("commit", "-qm", "b", cwd=work)
+        assert _git("push", "origin", "HEAD:main", cwd=work,
+                    header=_basic("ghp_writer")).returncode == 0
+        (other / "c.toml").write_text("z = 3\n")
+        _git("add", "c.toml", cwd=other)
+        _git("commit", "-qm", "c", cwd=other)
+        raced = _git("push", "origin", "HEAD:main", cwd=other, header=_basic("ghp_writer"))
+        assert raced.returncode != 0 and "rejected" in raced.stderr
+        assert [e.name for e in server.events if e.name == "git.push"] == ["git.push"] * 2
+        server.add_repo("kits/private", private=True)
+        hidden = tmp_path / "private.git"
+        _git("init", "-q", "--bare", "-b", "main", str(hidden), cwd=tmp_path)
+        private = server.add_git_remote("kits/private", hidden)
+        assert _git("ls-remote", private, cwd=tmp_path).returncode != 0
+        assert _git("ls-remote", private, cwd=tmp_path,
+                    header=_basic("ghp_writer")).returncode == 0
+    assert not server.errors

@@ -310,6 +310,31 @@ def test_the_command_line_entry(lacking: dict[str, str]) -> None:
     assert (clean.returncode, clean.stderr) == (0, "")
 
 
+def _toolchain_image() -> str:
+    """The test toolchain image trixie-cuda130: the one tests/test_docker.py made, else made here
+    as `ninfer-kits build --builder docker` makes it (a CI job of a newer Python, on a machine of
+    its own, runs no tests/test_docker.py)."""
+    try:
+        import docker as sdk
+    except ImportError:
+        missing("the docker SDK (pip install docker)")
+        raise AssertionError from None
+    from ninfer_kits.matrix.load import load_matrix
+    from ninfer_kits.pipeline.docker_builder import ImageRecipe, ensure_image
+
+    from docker_fixtures import ensure_base_image, ensure_engine
+
+    host = ensure_engine()
+    ensure_base_image()
+    client = sdk.DockerClient(base_url=host) if host else sdk.from_env()
+    try:
+        recipe = ImageRecipe.toolchain_image(
+            load_matrix(ROOT / "matrix.toml").toolchain("trixie-cuda130"))
+        return ensure_image(client, recipe, Reporter(io.StringIO(), mode="plain")).tag
+    finally:
+        client.close()
+
+
 def test_a_fresh_debian_gets_them_from_apt(tmp_path: Path) -> None:
     """For real, on a Debian trixie root (the test toolchain image, which tests/test_docker.py
     builds): with two packages removed, `python -m ninfer_kits.pipeline.hostdeps` as root
@@ -318,18 +343,13 @@ def test_a_fresh_debian_gets_them_from_apt(tmp_path: Path) -> None:
     if docker is None:
         missing("docker (the Docker CLI)")
     assert docker is not None
-    listed = subprocess.run([docker, "images", "--format", "{{.Repository}}:{{.Tag}}",
-                             "ninfer-kits/toolchain-trixie-cuda130"],
-                            capture_output=True, text=True, check=False, timeout=60)
-    images = listed.stdout.split()
-    if listed.returncode != 0 or not images:
-        missing("the image ninfer-kits/toolchain-trixie-cuda130 (tests/test_docker.py builds it)")
+    image = _toolchain_image()
     script = ("apt-get remove -y -qq ninja-build libswscale-dev >/dev/null 2>&1 && "
               "python3 -m ninfer_kits.pipeline.hostdeps && "
               "echo SECOND >&2 && python3 -m ninfer_kits.pipeline.hostdeps")
     done = subprocess.run(
         [docker, "run", "--rm", "--network", "host", "-v", f"{ROOT / 'src'}:/ninfer-kits:ro",
-         "-e", "PYTHONPATH=/ninfer-kits", "-e", "PYTHONDONTWRITEBYTECODE=1", images[0],
+         "-e", "PYTHONPATH=/ninfer-kits", "-e", "PYTHONDONTWRITEBYTECODE=1", image,
          "sh", "-c", script],
         capture_output=True, text=True, check=False, timeout=540)
     assert done.returncode == 0, done.stdout + done.stderr

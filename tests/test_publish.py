@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from ninfer_kits import kitdir
-from ninfer_kits.errors import BadInput, CheckFailed, ConfigError
+from ninfer_kits.errors import BadInput, ConfigError
 from ninfer_kits.matrix import B2Target, GitHubTarget, load_matrix
 from ninfer_kits.publish import credentials, ledger, notes
 from ninfer_kits.publish.plan import AssetTooLarge
 from ninfer_kits.publish.retry import RetryPolicy, ServiceFailed, Transient, server_wait
-from ninfer_kits.publish.stages import PublishBusy, held_lock
+from ninfer_kits.publish.stages import PublishBusy, PublishConflict, held_lock
 from ninfer_kits.publish.stores.local import NOTES_FILE, LocalStore
 from test_publish_support import (
     ASSET,
@@ -98,8 +98,11 @@ def test_the_local_store_refuses_other_content_unless_replace(
     out = tmp_path / "published"
     publish(kit.path, matrix, [LocalStore(out)], tmp_path, captured.reporter)
     other = make_kit(tmp_path / "dist2", program, payload=b"another build")
-    with pytest.raises(CheckFailed, match=r"nothing was changed:\n.*the release is published "
-                       r"and differs from the kit \(other content in " + re.escape(ASSET)):
+    # the same tag with other tarball bytes: a conflict naming kit, tag and both sha256s
+    with pytest.raises(PublishConflict, match=(
+            rf"kit example: tag {TAG} is published already with other kit bytes; nothing was "
+            rf"changed.*\n.*{re.escape(ASSET)} is sha256 {kit.sha256} there, {other.sha256} in "
+            rf"this build")):
         publish(other.path, matrix, [LocalStore(out)], tmp_path, captured.reporter)
     assert (out / TAG / ASSET).read_bytes() == kit.tarball.read_bytes()
     done = publish(other.path, matrix, [LocalStore(out)], tmp_path, captured.reporter,
@@ -661,8 +664,8 @@ def test_on_github_actions_steps_fold_and_outputs_name_the_ledger(
         assert f"::group::{step}\n" in done.stderr
     assert outputs.read_text().splitlines() == [
         f"tag={TAG}", "changed=true", f"ledger={tmp_path / 'releases' / (TAG + '.toml')}",
-        "ledger_mode=pull-request"]
-    assert f"### publish `{TAG}`" in summary.read_text()
+        "ledger_mode=pull-request", "outcome=published"]
+    assert f"### publish `{TAG}`: published" in summary.read_text()
     assert f"| {ASSET} | {kit.size:,} | `{kit.sha256}` |" in summary.read_text()
 
 

@@ -20,7 +20,7 @@ from ninfer_kits.errors import BadInput
 from ninfer_kits.matrix import B2Target, GitHubTarget
 from ninfer_kits.publish import ledger
 from ninfer_kits.publish.retry import ServiceFailed
-from ninfer_kits.publish.stages import PublishRefused
+from ninfer_kits.publish.stages import PublishConflict
 from test_publish_github import asset_bytes
 from test_publish_support import (
     ASSET,
@@ -201,8 +201,8 @@ def test_other_content_is_refused_and_replace_hides_sha256sums_first(
         sim: tuple[Any, str, str], kit: kitdir.KitDir, program: Path, tmp_path: Path) -> None:
     run(sim, kit, tmp_path)
     other = make_kit(tmp_path / "other", program, payload=b"another build")
-    with pytest.raises(PublishRefused, match=r"B2 bucket ninfer-kits under kits/: the release "
-                       r"is published and differs from the kit"):
+    with pytest.raises(PublishConflict, match=r"B2 bucket ninfer-kits under kits/: "
+                       rf"{ASSET} is sha256 {kit.sha256} there, {other.sha256} in this build"):
         run(sim, other, tmp_path)
     bucket = sim[0].get_bucket_by_name("ninfer-kits")
     seen: list[tuple[str, bool]] = []

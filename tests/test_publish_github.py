@@ -24,7 +24,7 @@ from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.matrix import GitHubTarget
 from ninfer_kits.publish import ledger
 from ninfer_kits.publish.retry import RetryPolicy, ServiceFailed
-from ninfer_kits.publish.stages import PublishRefused
+from ninfer_kits.publish.stages import PublishConflict, PublishRefused
 from test_publish_support import (
     ASSET,
     CANARY,
@@ -277,9 +277,10 @@ def test_a_published_release_is_never_changed_silently(server: GitHubServer,
     server.add_release("o/r", TAG, name="made by the test",
                        assets={name: asset_bytes(other, name) for name in NAMES})
     mark = len(server.events)
-    with pytest.raises(PublishRefused, match=r"the release is published and differs from the "
-                       r"kit \(other content in .*\); a published release is never changed "
-                       r"silently: give --replace"):
+    with pytest.raises(PublishConflict, match=(
+            rf"tag {TAG} is published already with other kit bytes; nothing was changed.*"
+            rf"--replace to replace it on purpose.*\n.*is sha256 {other.sha256} there, "
+            rf"{kit.sha256} in this build")):
         run(server, kit, tmp_path)
     assert changes(server, mark) == []
     captured = Captured()

@@ -45,6 +45,7 @@ from github_server import GitHubServer
 from ninfer_kits import buildinfo, kitdir
 from ninfer_kits.publish import ledger
 from ninfer_kits.publish.ledger import LedgerEntry
+from rebuild_matrix import rebuild_matrix
 
 from tools import ROOT, git, needs_libcurl_headers, nvcc, sha256_of, tool
 
@@ -56,48 +57,6 @@ KITS = {"alpha-sm86": "alpha", "beta-sm86": "beta"}
 BRANCHES = {"alpha": "main", "beta": "release/v1"}
 HEAD_PATH = r"/repos/([^/]+/[^/]+)/commits/"  # the branch-head requests watch sends
 
-# Modelled on matrix.toml's `example` upstream and kit, one kit per upstream, and its [publish]
-# table (no [publish.b2]: GitHub only). The tags name the revision, so a new head is a new tag.
-UPSTREAM = """
-[upstreams.{name}]
-repository = "up/{name}"
-url = "{url}"
-branch = "{branch}"
-version_file = "VERSION"
-archs = ["sm_86"]
-min_cuda = "13.0"
-licenses = ["LICENSE", "NOTICE", "third_party/*/LICENSE*"]
-cmake_options = {{ CMAKE_BUILD_TYPE = "Release" }}
-targets = {{ "ninfer" = "apps/ninfer", "ninfer-serve" = "apps/ninfer-serve" }}
-
-[kits.{name}-sm86]
-upstream = "{name}"
-arch = "sm_86"
-toolchain = "trixie-cuda130"
-card = "any sm_86 GPU (example engine {name})"
-tag = "{name}-v{{version_core}}-linux-{{arch_id}}-{{rev8}}"
-asset = "ninfer-{name}-kit-{{rev12}}-{{arch_id}}.tar.gz"
-"""
-
-MATRIX_REST = """
-[toolchains.trixie-cuda130]
-dockerfile = "dockerfiles/toolchain-wheels-debian.Dockerfile"
-base_image = "ninfer-kits/debian-trixie-base:local"
-cuda = "13.0.88"
-build_args = {{ CUDA_WHEELS = "13.0" }}
-runtime_dockerfile = "dockerfiles/runtime-wheels-debian.Dockerfile"
-runtime_base_image = "ninfer-kits/debian-trixie-minbase:local"
-runtime_build_args = {{ CUDA_WHEELS = "13.0" }}
-runtime_packages = ["libavformat61", "libavcodec61", "libavutil59", "libswscale8"]
-
-[publish]
-ledger = "commit"
-runner = ["self-hosted", "linux", "x64", "ninfer-build"]
-
-[publish.github]
-repository = "{repository}"
-api = "{api}"
-"""
 
 # What the runner's environment must not bring in: each step sets its own.
 FOREIGN = ("GITHUB_TOKEN", "GH_TOKEN", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY", "GITHUB_ACTIONS",
@@ -288,10 +247,8 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
 
         checkout = base / "checkout"
         checkout.mkdir()
-        text = "schema = 1\n" + "".join(
-            UPSTREAM.format(name=name, url=(upstreams / name).as_uri(), branch=BRANCHES[name])
-            for name in ("alpha", "beta"))
-        text += MATRIX_REST.format(repository=RELEASES_REPO, api=server.base_url)
+        text = rebuild_matrix({name: ((upstreams / name).as_uri(), BRANCHES[name])
+                               for name in ("alpha", "beta")}, RELEASES_REPO, server.base_url)
         (checkout / "matrix.toml").write_text(text, encoding="utf-8")
         (checkout / ".gitignore").write_text(".watch-state/\n", encoding="utf-8")
         git("init", "-q", "-b", "main", cwd=checkout)
@@ -353,8 +310,6 @@ def test_the_first_run_builds_and_publishes_every_kit_missing_from_the_ledger(
     assert run.watch.returncode == 0, run.watch.stderr
     assert run.outputs["stale"] == "2" and sorted(run.stale) == sorted(KITS)
     assert all(e["reason"].startswith("missing release") for e in run.include)
-    assert all(e["runner"] == ["self-hosted", "linux", "x64", "ninfer-build"]
-               for e in run.include)
     assert run.heads == (("up/alpha", 200), ("up/beta", 200))
     assert len(run.jobs) == 2
     for job in run.jobs:

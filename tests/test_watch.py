@@ -20,6 +20,8 @@ import pytest
 
 from github_server import GitHubServer
 from ninfer_kits import cli
+from ninfer_kits.kitinputs import kit_inputs
+from ninfer_kits.matrix import load_matrix
 from ninfer_kits.publish import ledger
 
 HEAD_A = "a" * 40
@@ -103,8 +105,11 @@ KITS = {"alpha-sm86": ("up/alpha", "sm_86"), "beta-sm86": ("up/beta", "sm_86"),
 
 
 def publish(root: Path, kit: str, revision: str, day: int = 1,
-            toolchain: str = "tc") -> Path:
+            toolchain: str = "tc", inputs: bool = False) -> Path:
+    """A ledger entry of `kit` built from `revision`; with `inputs`, recording the inputs the
+    matrix in `root` gives it now (as a build and publish write them)."""
     repository, arch = KITS[kit]
+    made = kit_inputs(load_matrix(root / "matrix.toml").kit(kit), revision) if inputs else None
     tag = f"{kit}-{revision[:8]}"
     asset = f"{kit}-{revision[:12]}.tar.gz"
     entry = ledger.LedgerEntry(
@@ -115,7 +120,8 @@ def publish(root: Path, kit: str, revision: str, day: int = 1,
         stores=(ledger.LedgerStore(name="local", location=str(root / "out")),),
         assets=(ledger.LedgerAsset(name=asset, size=1, sha256="0" * 64, sha1="0" * 40,
                                    urls=(("local", "file:///x"),)),),
-        floor=())
+        floor=(), inputs=made.digest if made else None,
+        input_parts=made.short_parts() if made else ())
     path = ledger.path_for(root / "releases", tag)
     ledger.write(path, entry)
     return path
@@ -146,6 +152,7 @@ def watch(root: Path, server: GitHubServer | str, capsys: pytest.CaptureFixture[
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     monkeypatch.delenv("GH_TOKEN", raising=False)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.setenv("NINFER_KITS_RETRY_SCALE", "0.001")  # the real backoff, in milliseconds
     if token:
         monkeypatch.setenv("GH_TOKEN", token)
     output = root / "github_output"
@@ -195,7 +202,7 @@ def test_one_upstream_moved_makes_exactly_its_kits_stale(
     assert stale_kits(values) == ["beta-sm86", "beta-sm89"]
     include = json.loads(values["matrix"])["include"]
     assert {entry["revision"] for entry in include} == {moved}
-    assert include[0]["runner"] == ["ubuntu-latest"]  # no [publish] runner: the default
+    assert "runner" not in include[0]  # the workflow chooses it (NINFER_KITS_BUILD_RUNNER)
     assert "new head of release/v1" in include[0]["reason"]
     assert commit_requests(server) == [200, 200, 304, 200]
     # Built and published: nothing stale any more.
@@ -337,18 +344,14 @@ def test_a_broken_state_file_is_named(root: Path, server: GitHubServer,
     assert code == 2 and "state.json" in err and "delete it" in err
 
 
-def test_the_runner_labels_come_from_matrix_toml_and_are_checked(
+def test_a_runner_in_matrix_toml_is_refused_naming_the_variable(
         root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     base = (root / "matrix.toml").read_text()
     (root / "matrix.toml").write_text(base + '\n[publish]\nrunner = ["self-hosted", "gpu"]\n')
-    server.set_branch("up/alpha", "main", "d" * 40)
-    code, _, err, values = watch(root, server, capsys, monkeypatch)
-    assert code == 0, err
-    assert json.loads(values["matrix"])["include"][0]["runner"] == ["self-hosted", "gpu"]
-    (root / "matrix.toml").write_text(base + '\n[publish]\nrunner = ["bad label"]\n')
     code, _, err, _ = watch(root, server, capsys, monkeypatch)
-    assert code == 2 and "key 'runner'" in err and "'bad label'" in err
+    assert code == 2 and "key 'runner'" in err and "NINFER_KITS_BUILD_RUNNER" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def _unused_port() -> int:
@@ -369,7 +372,7 @@ def test_a_network_or_service_failure_exits_3_as_readmes_table_says(
                                    monkeypatch)
     assert code == 3, err
     assert "upstream alpha: up/alpha branch 'main': http://127.0.0.1:" in err
-    assert "did not answer: ConnectionError" in err and "Traceback" not in err
+    assert "did not answer after 4 tries: ConnectionError" in err and "Traceback" not in err
     assert values["stale"] == "0" and "2 upstreams could not be read" in out
     # GitHub failing (a 502 that does not pass) is the service's: 3 as well.
     server.faults.status(502, method="GET", path="/commits/", times=100)
@@ -469,3 +472,170 @@ def test_a_retry_after_date_is_waited_until(root: Path, capsys: pytest.CaptureFi
     assert code == 0, err
     assert _LimitedOnce.answered == [429, 200] and values["stale"] == "0"
     assert 0.5 < time.monotonic() - started < 9
+
+
+# --------------------------------------------------------------------------- inputs (issue 20)
+
+TC2 = """
+[toolchains.tc2]
+dockerfile = "docker/tc2.Dockerfile"
+base_image = "debian:trixie"
+cuda = "13.0.88"
+build_args = { CUDA_WHEELS = "13.0" }
+runtime_dockerfile = "docker/tc2.Dockerfile"
+runtime_base_image = "debian:trixie-slim"
+runtime_packages = ["libavformat61"]
+"""
+
+
+def _edit(root: Path, old: str, new: str) -> None:
+    path = root / "matrix.toml"
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.fixture
+def built(root: Path) -> Path:
+    """Every kit released from the matrix as it is, inputs recorded; gamma on its own
+    toolchain, whose Dockerfile COPYs a file from beside it."""
+    (root / "docker").mkdir()
+    (root / "docker" / "tc2.Dockerfile").write_text(
+        "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nCOPY host-ca.crt setup.sh /tmp/\n")
+    (root / "docker" / "setup.sh").write_text("echo one\n")
+    text = (root / "matrix.toml").read_text() + TC2
+    text = text.replace('gamma-{arch_id}-{rev8}"', 'gamma-{arch_id}-{rev8}"', 1)
+    head, _, kit = text.rpartition("[kits.gamma-sm86]")
+    (root / "matrix.toml").write_text(
+        head + "[kits.gamma-sm86]" + kit.replace('toolchain = "tc"', 'toolchain = "tc2"'))
+    for kit_id, head_sha in (("alpha-sm86", HEAD_A), ("beta-sm86", HEAD_B),
+                             ("beta-sm89", HEAD_B), ("gamma-sm86", PIN_C)):
+        publish(root, kit_id, head_sha, day=2, toolchain="tc2" if kit_id == "gamma-sm86"
+                else "tc", inputs=True)
+    return root
+
+
+def _reasons(values: dict[str, str]) -> dict[str, str]:
+    return {e["kit"]: e["reason"] for e in json.loads(values["matrix"])["include"]}
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    (lambda r: _edit(r, 'cuda = "13.0.88"', 'cuda = "13.0.99"'),
+     {"gamma-sm86": "inputs changed: toolchain tc2"}),
+    (lambda r: _edit(r, 'base_image = "nvidia/cuda:13.1.2-devel-ubuntu24.04"',
+                     'base_image = "nvidia/cuda:13.1.3-devel-ubuntu24.04"'),
+     {kit: "inputs changed: toolchain tc" for kit in ("alpha-sm86", "beta-sm86", "beta-sm89")}),
+    (lambda r: (r / "docker" / "tc2.Dockerfile").write_text("FROM debian\n"),
+     {"gamma-sm86": "inputs changed: toolchain tc2, runtime tc2"}),
+    (lambda r: (r / "docker" / "setup.sh").write_text("echo two\n"),
+     {"gamma-sm86": "inputs changed: toolchain tc2, runtime tc2"}),
+    (lambda r: _edit(r, 'runtime_packages = ["libavformat61"]',
+                     'runtime_packages = ["libavformat62"]'),
+     {"gamma-sm86": "inputs changed: runtime tc2"}),
+    (lambda r: _edit(r, 'targets = { "ninfer" = "apps/ninfer" }\n\n[upstreams.beta]',
+                     'targets = { "ninfer" = "apps/ninfer" }\ncmake_options = { X = "1" }\n\n'
+                     '[upstreams.beta]'),
+     {"alpha-sm86": "inputs changed: cmake_options"}),
+    (lambda r: _edit(r, 'card = "RTX 4090"\ntag = "beta-{arch_id}-{rev8}"',
+                     'card = "RTX 4090"\ncmake_options = { Y = "2" }\n'
+                     'tag = "beta-{arch_id}-{rev8}"'),
+     {"beta-sm89": "inputs changed: cmake_options"}),
+    (lambda r: _edit(r, 'branch = "release/v1"\narchs = ["sm_86", "sm_89"]\nmin_cuda = "13.0"\n'
+                     'licenses = ["LICENSE"]', 'branch = "release/v1"\narchs = ["sm_86", "sm_89"]'
+                     '\nmin_cuda = "13.0"\nlicenses = ["LICENSE", "NOTICE"]'),
+     {kit: "inputs changed: licenses" for kit in ("beta-sm86", "beta-sm89")}),
+    (lambda r: (r / "docker" / "host-ca.crt").write_text("this machine's CAs"), {}),
+    (lambda r: None, {}),
+])
+def test_an_edit_in_place_makes_exactly_the_affected_kits_stale(
+        built: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, edit: object, expected: dict[str, str]) -> None:
+    """The heads and pins do not move: only what makes a kit changed, in matrix.toml or in
+    a file its toolchain's Dockerfile COPYs; the reason names the parts."""
+    edit(built)  # type: ignore[operator]
+    code, _out, err, values = watch(built, server, capsys, monkeypatch)
+    assert code == 0, err
+    reasons = _reasons(values)
+    assert set(reasons) == set(expected), reasons
+    for kit, why in expected.items():
+        assert reasons[kit] == f"{why} ({kit}-{dict(KITS_HEADS)[kit][:8]})"
+    assert values["stale"] == str(len(expected))
+
+
+KITS_HEADS = (("alpha-sm86", HEAD_A), ("beta-sm86", HEAD_B), ("beta-sm89", HEAD_B),
+              ("gamma-sm86", PIN_C))
+
+
+def test_releases_without_inputs_are_not_rebuilt_for_them(
+        root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ledger written before inputs were recorded: upgrading rebuilds nothing, whatever
+    the matrix says now; a host build is not judged on the toolchain's images, only on the
+    rest."""
+    _edit(root, 'cuda = "13.1.2"', 'cuda = "13.1.3"')
+    _edit(root, 'licenses = ["LICENSE"]', 'licenses = ["COPYING"]')
+    code, _, err, values = watch(root, server, capsys, monkeypatch)
+    assert code == 0 and values["stale"] == "0", err
+    publish(root, "alpha-sm86", HEAD_A, day=3, toolchain="host", inputs=True)
+    _edit(root, 'cuda = "13.1.3"', 'cuda = "13.1.4"')
+    code, _, err, values = watch(root, server, capsys, monkeypatch)
+    assert code == 0 and values["stale"] == "0", err
+    _edit(root, 'licenses = ["COPYING"]', 'licenses = ["COPYING", "NOTICE"]')
+    code, _, err, values = watch(root, server, capsys, monkeypatch)
+    assert _reasons(values) == {"alpha-sm86": f"inputs changed: licenses (alpha-sm86-"
+                                              f"{HEAD_A[:8]})"}
+
+
+def test_dispatch_all_force_and_a_revision_for_one_kit_only(
+        built: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    code, _, err, values = watch(built, server, capsys, monkeypatch, "all")
+    assert code == 0 and values["stale"] == "0", err
+    code, _, err, values = watch(built, server, capsys, monkeypatch, "all", "--force")
+    assert code == 0, err
+    include = json.loads(values["matrix"])["include"]
+    assert [e["kit"] for e in include] == [kit for kit, _ in KITS_HEADS]
+    assert {e["reason"] for e in include} == {"forced by dispatch"}
+    gamma = include[-1]
+    assert (gamma["toolchain"], gamma["revision"]) == ("tc2", PIN_C)
+    inputs = kit_inputs(load_matrix(built / "matrix.toml").kit("gamma-sm86"), PIN_C)
+    assert gamma["cache_key"] == f"ccache-gamma-sm86-tc2-{inputs.parts['toolchain'][:16]}"
+    keys = {e["cache_key"] for e in include}
+    assert len(keys) == 4  # per kit AND toolchain: two kits of one toolchain share none
+    code, _, err, values = watch(built, server, capsys, monkeypatch, "beta-sm89", "--force",
+                                 "--revision", "f" * 12)
+    assert code == 0 and _reasons(values) == {"beta-sm89": "forced by dispatch"}, err
+    assert json.loads(values["matrix"])["include"][0]["revision"] == "f" * 12
+    for kits in ((), ("all",), ("beta-sm86", "beta-sm89")):
+        code, _out, err, _ = watch(built, server, capsys, monkeypatch, *kits,
+                                  "--revision", "f" * 40)
+        assert code == 2 and "--revision" in err and "exactly one KIT" in err, err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_one_transient_failure_is_retried_a_lasting_one_exits_3(
+        root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    server.faults.status(502, method="GET", path="/commits/")
+    server.faults.drop(method="GET", path="/commits/", nth=2)
+    server.faults.status(503, method="GET", path="/commits/", nth=3)
+    code, _, err, values = watch(root, server, capsys, monkeypatch)
+    assert code == 0 and values["stale"] == "0", err
+    assert commit_requests(server)[-2:] == [200, 200]
+    server.set_branch("up/alpha", "main", "d" * 40)
+    server.faults.status(502, method="GET", path="up/alpha/commits/", times=100)
+    code, out, err, values = watch(root, server, capsys, monkeypatch)
+    assert code == 3
+    assert "upstream alpha: up/alpha branch 'main': the API answered 502" in err
+    assert stale_kits(values) == [] and "1 upstreams could not be read" in out
+    assert len(server.requests("GET", r"up/alpha/commits/")) >= 4
+
+
+@pytest.mark.parametrize("text", ["[]", "3", '"x"', "null"])
+def test_a_state_file_of_the_wrong_shape_is_named(
+        root: Path, server: GitHubServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    (root / "state.json").write_text(text)
+    code, _, err, _ = watch(root, server, capsys, monkeypatch)
+    assert code == 2 and "state.json" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err

@@ -120,16 +120,29 @@ def test_the_rebuild_workflow_wires_watch_build_and_publish() -> None:
     workflow = _load(WORKFLOWS / "rebuild.yml")
     triggers = workflow.get("on") or workflow[True]  # YAML 1.1 reads `on` as true
     assert triggers["schedule"][0]["cron"]
-    assert set(triggers["workflow_dispatch"]["inputs"]) == {"kit", "revision", "dry_run"}
+    assert set(triggers["workflow_dispatch"]["inputs"]) == {"kit", "revision", "force", "dry_run"}
+    assert workflow["concurrency"]["cancel-in-progress"] is False
     jobs = workflow["jobs"]
-    assert jobs["build"]["strategy"]["matrix"] == "${{ fromJSON(needs.watch.outputs.matrix) }}"
-    assert jobs["build"]["runs-on"] == "${{ matrix.runner }}"
-    assert jobs["publish"]["concurrency"]["group"] == "publish-${{ matrix.kit }}"
+    assert list(jobs) == ["watch", "build", "publish", "summary"]
+    for name in ("build", "publish"):
+        assert jobs[name]["strategy"]["matrix"] == "${{ fromJSON(needs.watch.outputs.matrix) }}"
+        assert jobs[name]["strategy"]["fail-fast"] is False
+    # GitHub-hosted unless the repository opts in; every job has a timeout.
+    assert jobs["build"]["runs-on"] == "${{ vars.NINFER_KITS_BUILD_RUNNER || 'ubuntu-latest' }}"
+    assert all("timeout-minutes" in job for job in jobs.values())
+    # Each publish leg reads its own build's result: never the combined result of every leg.
+    assert "needs.build.result" not in (WORKFLOWS / "rebuild.yml").read_text()
+    assert "!cancelled()" in jobs["publish"]["if"]
     watch_run = next(s["run"] for s in jobs["watch"]["steps"] if s.get("id") == "watch")
-    assert "ninfer-kits watch" in watch_run and "--state" in watch_run
+    assert "ninfer-kits watch" in watch_run and "--state" in watch_run and "--force" in watch_run
     text = (WORKFLOWS / "rebuild.yml").read_text()
     assert "actions/cache/restore@" in text and "actions/cache/save@" in text
-    assert "GITHUB_STEP_SUMMARY" in text and "--builder docker" in text
+    assert "--builder docker" in text and "--ccache-dir" in text and "--ccache-volume" not in text
+    assert "ninfer-kits summary" in text and "ninfer-kits alert" in text
+    # Secrets only in the publish step's environment.
+    for step in jobs["publish"]["steps"]:
+        if "secrets." in repr(step):
+            assert step.get("id") == "publish", step
 
 
 def test_ci_runs_every_python_that_requires_python_allows() -> None:
@@ -144,3 +157,88 @@ def test_the_scripts_pass_shellcheck() -> None:
     result = subprocess.run([shellcheck, *map(str, scripts)], capture_output=True, text=True,
                             check=False, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_job_has_a_timeout(path: Path) -> None:
+    """GitHub's default is 6 hours (a hung build holds a runner that long, and a self-hosted one
+    for days): every job says how long it may take."""
+    for name, job in _load(path)["jobs"].items():
+        minutes = job.get("timeout-minutes")
+        assert isinstance(minutes, int) and 0 < minutes <= 240, \
+            f"{path.name}: job {name} has no timeout-minutes (or one over 4 hours): {minutes!r}"
+
+
+class _Context(dict[str, Any]):
+    """`github.event.x` of an expression: attribute access over nested dicts."""
+
+    def __getattr__(self, name: str) -> Any:
+        value = self.get(name)
+        return _Context(value) if isinstance(value, dict) else value
+
+
+def _evaluate(value: str, github: dict[str, Any]) -> Any:
+    """A value as GitHub reads it: one `${{ }}` alone is that expression's value; otherwise each
+    one in the text is replaced by its value, as text."""
+    whole = re.fullmatch(r"\$\{\{(.*)\}\}", value.strip())
+    if whole:
+        return _expression(whole.group(1), github)
+    return re.sub(r"\$\{\{(.*?)\}\}", lambda m: str(_expression(m.group(1), github)), value)
+
+
+def _expression(inner: str, github: dict[str, Any]) -> Any:
+    """The small part of GitHub's expression language ci.yml's concurrency uses: contexts,
+    'strings', ==, !=, &&, || (which return an operand, as Python's and/or do) and format()."""
+    assert re.fullmatch(r"[\w.' {}()/,=!&|-]+", inner), f"outside the subset: {inner}"
+    python = inner.replace("&&", " and ").replace("||", " or ")
+    python = re.sub(r"\bformat\(", "_format(", python)
+    names = {"github": _Context(github),
+             "_format": lambda template, *args: template.format(*args)}
+    return eval(python, {"__builtins__": {}}, names)  # our own file, in a checked subset
+
+
+def _event(name: str, ref: str, run_id: int) -> dict[str, Any]:
+    return {"event_name": name, "ref": ref, "run_id": run_id, "workflow": "ci",
+            "event": {"repository": {"default_branch": "main"},
+                      **({"pull_request": {"number": 7}} if name == "pull_request" else {})}}
+
+
+def test_ci_runs_once_per_change_and_cancels_only_off_the_default_branch() -> None:
+    workflow = _load(WORKFLOWS / "ci.yml")
+    triggers = workflow.get("on") or workflow[True]  # YAML 1.1 reads `on` as true
+    # A branch push is tested through its pull request only: push runs the default branch.
+    assert set(triggers) == {"push", "pull_request"}
+    assert triggers["push"] == {"branches": ["main"]}
+    assert not triggers["pull_request"] or "branches" not in triggers["pull_request"]
+    group, cancel = workflow["concurrency"]["group"], workflow["concurrency"]["cancel-in-progress"]
+
+    def runs(name: str, ref: str) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+        first, second = _event(name, ref, 101), _event(name, ref, 102)
+        return ((_evaluate(group, first), _evaluate(cancel, first)),
+                (_evaluate(group, second), _evaluate(cancel, second)))
+
+    # Two pushes to the default branch: two groups, nothing cancelled, each commit a result.
+    (group1, cancel1), (group2, cancel2) = runs("push", "refs/heads/main")
+    assert group1 != group2 and cancel1 is False and cancel2 is False
+    # Two pushes to one pull request: one group, the newer run cancels the older.
+    (group1, cancel1), (group2, _) = runs("pull_request", "refs/pull/7/merge")
+    assert group1 == group2 and cancel1 is True
+    assert _evaluate(group, _event("pull_request", "refs/pull/8/merge", 103)) != group1
+    # Any other branch (were it ever pushed to) is superseded too.
+    (group1, cancel1), (group2, _) = runs("push", "refs/heads/topic")
+    assert group1 == group2 and cancel1 is True
+
+
+def test_ci_prepares_the_runner_and_runs_the_tests_as_root() -> None:
+    """On ubuntu-latest the tests need root and what .ci/run installs (nvcc, debootstrap, the
+    apt packages): each test job runs .ci/run under sudo, with PATH kept for setup-python's
+    Python; .ci/run takes the nox sessions to run."""
+    jobs = _load(WORKFLOWS / "ci.yml")["jobs"]
+    for name in ("tests", "fuzz"):
+        runs = [step["run"] for step in jobs[name]["steps"] if "run" in step]
+        assert any(re.search(r'^sudo env "PATH=\$PATH" \.ci/run ', run) for run in runs), name
+    tests_run = next(step for step in jobs["tests"]["steps"] if ".ci/run" in step.get("run", ""))
+    assert tests_run["env"]["PYTHON"] == "${{ matrix.python }}"
+    assert '"tests-$PYTHON"' in tests_run["run"]
+    script = (tools.ROOT / ".ci" / "run").read_text()
+    assert 'nox -s "${sessions[@]}"' in script and "scripts/install-cuda-wheels.sh" in script

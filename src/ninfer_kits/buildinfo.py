@@ -41,19 +41,23 @@ SCALARS = (
     "format", "kit", "card", "upstream", "upstream_url", "tracked_ref", "revision", "version",
     "arch", "cuda_version", "host_compiler", "cmake_version", "cmake_options", "builder",
     "toolchain", "base_image", "base_image_digest", "source_date_epoch", "pipeline_version",
-    "pipeline_revision", "recipe", "python_version", "zlib_version", "glibc_floor", "sonames",
-    "runpath", "sass", "ptx", "relocatable_device_code", "flavour", "portable_asset",
+    "pipeline_revision", "recipe", "inputs", "python_version", "zlib_version", "glibc_floor",
+    "sonames", "runpath", "sass", "ptx", "relocatable_device_code", "flavour", "portable_asset",
 )
 # Scalars added after format 1 was first written: a file without one reads as this value.
 # `pipeline_revision` is the other way round: kits before `recipe` have it, newer ones have
 # `run.pipeline_revision` instead (the checkout's commit is not an input of the kit's bytes).
 OPTIONAL = {"relocatable_device_code": "none", "python_version": "unknown",
             "zlib_version": "unknown", "flavour": "plain", "portable_asset": "none",
-            "pipeline_revision": "", "recipe": "unknown"}
+            "pipeline_revision": "", "recipe": "unknown", "inputs": "unknown"}
 # Optional scalars left out of the file at their default value.
 UNWRITTEN_DEFAULTS = {"flavour": "plain", "portable_asset": "none", "pipeline_revision": "",
-                      "recipe": "unknown"}
+                      "recipe": "unknown", "inputs": "unknown"}
 RECIPE_VALUE = re.compile(r"[0-9a-f]{64}")
+# `inputs: sha256:<hex> part=<16 hex> part=<16 hex> ...`: ninfer_kits.kitinputs' digest of
+# everything that makes the kit, then the start of each part's sha256 (what `watch` names).
+INPUTS_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+INPUT_PART = re.compile(r"([a-z_]+)=([0-9a-f]{16})")
 # The only keys that may appear more than once, and the field each one fills.
 REPEATED = {"symbol_floor": "symbol_floors", "floor": "floor", "sha256": "binaries",
             "license": "licenses", "bundled": "bundled"}
@@ -109,6 +113,10 @@ class BuildInfo:
     # The sha256 of build/recipe.py, which turns the source into the binaries; "unknown" in kits
     # built before it was recorded.
     recipe: str = "unknown"
+    # ninfer_kits.kitinputs: `sha256:<hex>` of everything that makes the kit, and the first 16
+    # hex digits of each part's sha256 (one line, `inputs`); "unknown" and () in older kits.
+    inputs: str = "unknown"
+    input_parts: tuple[tuple[str, str], ...] = ()
     python_version: str = "unknown"  # the Python that packed the tarball
     # What compressed the tarball (its gzip bytes depend on it), e.g. "libdeflate 1.26 (deflate
     # 0.9.0), level 6, 1 MiB gzip members"; kits packed with zlib hold zlib's version. The key
@@ -174,6 +182,8 @@ def _entries(info: BuildInfo, *, with_run: bool) -> Iterator[tuple[str | None, s
     _check_recipe(info.recipe, "BUILDINFO.txt")
     for key in SCALARS:
         value = str(getattr(info, key))
+        if key == "inputs":
+            value = inputs_value(info.inputs, info.input_parts)
         # Written only when they say something: a plain kit's BUILDINFO.txt then stays readable
         # by the ninfer-kits (and ninfer-kits.pyz) of releases that did not know them.
         if key in UNWRITTEN_DEFAULTS and value == UNWRITTEN_DEFAULTS[key]:
@@ -198,6 +208,28 @@ def _entries(info: BuildInfo, *, with_run: bool) -> Iterator[tuple[str | None, s
         yield None, RUN_MARKER
         for key, value in info.run:
             yield f"{RUN_PREFIX}{key}", value
+
+
+def inputs_value(digest: str, parts: tuple[tuple[str, str], ...]) -> str:
+    """The value of the `inputs` line; BadInput for a digest or part that would not read back."""
+    value = " ".join([digest, *(f"{name}={part}" for name, part in parts)])
+    if split_inputs(value, "BUILDINFO.txt") != (digest, parts):
+        raise BadInput(f"BUILDINFO.txt key 'inputs': {value[:80]!r} is not 'sha256:<hex> "
+                       f"part=<16 hex> ...' (or 'unknown')")
+    return value
+
+
+def split_inputs(value: str, source: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(digest, parts) of an `inputs` value; "unknown" is ("unknown", ())."""
+    if value == OPTIONAL["inputs"]:
+        return value, ()
+    digest, *words = value.split(" ")
+    parts = tuple(match.groups() for match in map(INPUT_PART.fullmatch, words) if match)
+    if (INPUTS_DIGEST.fullmatch(digest) is None or len(parts) != len(words)
+            or len({name for name, _ in parts}) != len(parts)):
+        raise BadInput(f"{source}: inputs {value[:80]!r} is neither 'sha256:<hex> part=<16 hex> "
+                       f"...' (ninfer_kits.kitinputs) nor 'unknown'")
+    return digest, tuple((name, part) for name, part in parts)
 
 
 def bundled_line(row: Bundled) -> str:
@@ -324,6 +356,7 @@ def _build(scalars: dict[str, str], repeated: dict[str, list[str]],
     values["run"] = tuple(run)
     _check_flavour(scalars["flavour"], scalars["portable_asset"], source)
     _check_recipe(scalars["recipe"], source)
+    values["inputs"], values["input_parts"] = split_inputs(scalars["inputs"], source)
     return BuildInfo(**values)  # type: ignore[arg-type]
 
 

@@ -46,6 +46,8 @@ SUBCOMMANDS: dict[str, str] = {
     "watch": "ninfer_kits.watch.command",
     "diff": "ninfer_kits.commands.diff_cmd",
     "repro": "ninfer_kits.commands.repro_cmd",
+    "alert": "ninfer_kits.commands.alert_cmd",
+    "summary": "ninfer_kits.commands.summary_cmd",
 }
 
 SUMMARIES: dict[str, str] = {
@@ -61,6 +63,10 @@ SUMMARIES: dict[str, str] = {
     "diff": "compare two kits (tarballs, kit folders, folders, files) and say why they differ",
     "repro": "build a kit twice under different conditions (or once, --against a published "
              "kit) and compare the bytes",
+    "alert": "open (or update) one GitHub issue for a kit whose rebuild fails; close it when "
+             "it is fixed",
+    "summary": "the rebuild run's summary (built, published, reproduced, skipped, failed) from "
+               "each kit's result file",
 }
 
 

@@ -33,6 +33,11 @@ def _command_data(message: str) -> str:
     return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _property(value: str) -> str:
+    """A value as a workflow command's property: `:` and `,` end one, so they are escaped too."""
+    return _command_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
 class Reporter:
     def __init__(self, stream: TextIO | None = None, mode: str | None = None) -> None:
         self.stream = stream or sys.stderr
@@ -50,11 +55,13 @@ class Reporter:
         else:
             print(f"warning: {message}", file=self.stream, flush=True)
 
-    def error(self, message: str) -> None:
-        """An annotation on GitHub Actions; elsewhere the CLI's own error line is enough."""
+    def error(self, message: str, *, title: str | None = None) -> None:
+        """An annotation on GitHub Actions (with a title, when given); elsewhere the CLI's own
+        error line is enough."""
         if self.mode == "github":
             first = message.splitlines()[0] if message else ""
-            print(f"::error::{_command_data(first)}", file=self.stream, flush=True)
+            head = f"::error title={_property(title)}::" if title else "::error::"
+            print(f"{head}{_command_data(first)}", file=self.stream, flush=True)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:

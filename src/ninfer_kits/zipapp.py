@@ -47,7 +47,7 @@ COMMANDS = ("fetch", "kit-url", "verify", "inspect", "floor", "matrix")
 # Commands that cannot run from it: they import what it does not carry (docker, requests,
 # PyGithub, b2sdk, the compiled deflate). Each says so on one line, exit 3 (the environment),
 # as does any command that meets a module the zipapp lacks (`verify --image`: docker).
-NEEDS_FULL = ("build", "publish", "watch", "repro")
+NEEDS_FULL = ("build", "publish", "watch", "repro", "alert")
 FULL_INSTALL = "pip install 'ninfer-kits[publish]'"
 
 MAIN = '''\

@@ -51,6 +51,16 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="docker builder: the compiler cache volume (default: "
                              "ninfer-kits-ccache-<toolchain>; 'none' compiles without one, "
                              "and without a kept build tree)")
+    parser.add_argument("--ccache-dir", type=Path, metavar="DIR", default=None,
+                        help="docker builder: a host folder holding the compiler cache (what "
+                             "actions/cache saves and restores): loaded into a cache volume of "
+                             "this build's own through the engine's API (a remote DOCKER_HOST "
+                             "works), and written back into DIR after the build, failed or not, "
+                             "trimmed to --ccache-max-size; missing or empty DIR = cold cache. "
+                             "Prints `ccache: H hits, M misses (R%% hit rate)`")
+    parser.add_argument("--ccache-max-size", metavar="SIZE", default="2G",
+                        help="with --ccache-dir: ccache's max_size, what DIR keeps at most "
+                             "(default: 2G)")
     parser.add_argument("--no-portable", action="store_true",
                         help="build the plain kit only, even where the matrix sets portable = "
                              "true (the portable repair reads dpkg or wheel records, which a "
@@ -73,7 +83,8 @@ def execute(args: argparse.Namespace) -> int:
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
     request = BuildRequest(
         kit=kit, builder=make_builder(args.builder, BuilderOptions(
-            ccache_volume=args.ccache_volume, fresh_tree=args.fresh_tree)),
+            ccache_volume=args.ccache_volume, fresh_tree=args.fresh_tree,
+            ccache_dir=args.ccache_dir, ccache_max_size=args.ccache_max_size)),
         project=matrix.path.absolute().parent,
         dist_dir=args.dist.absolute(),
         cache_dir=cache_dir, work_dir=(args.work_dir or cache_dir / "work").absolute(),

@@ -18,9 +18,17 @@ from ninfer_kits.matrix import (
     github_api_problem,
     load_matrix,
 )
-from ninfer_kits.publish import credentials, plan
+from ninfer_kits.publish import credentials, ledger, plan
 from ninfer_kits.publish.retry import RetryPolicy
-from ninfer_kits.publish.stages import Outcome, PublishRequest, run_publish
+from ninfer_kits.publish.stages import (
+    CONFLICT,
+    PUBLISHED,
+    REPRODUCED,
+    Outcome,
+    PublishConflict,
+    PublishRequest,
+    run_publish,
+)
 from ninfer_kits.publish.store import Store
 from ninfer_kits.publish.stores import STORE_NAMES, download_base
 from ninfer_kits.publish.stores.local import LocalStore
@@ -58,6 +66,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "matrix.toml)")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="holds the per-tag publish lock (default: ~/.cache/ninfer-kits)")
+    parser.add_argument("--github-output", action="store_true",
+                        help="write tag, outcome, changed, ledger and ledger_mode to "
+                             "$GITHUB_OUTPUT (done on GitHub Actions anyway; this makes a "
+                             "missing $GITHUB_OUTPUT an error)")
     parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                         help="wait this long for another publish of the same tag on this "
                              "machine (default: stop at once, naming it)")
@@ -85,6 +97,8 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
     matrix = load_matrix(args.matrix)
     if args.wait < 0:
         raise BadInput(f"--wait must be 0 or more seconds, got {args.wait}")
+    if getattr(args, "github_output", False) and not environ.get("GITHUB_OUTPUT"):
+        raise BadInput("--github-output: $GITHUB_OUTPUT is not set")
     folder = plan.find_kit_dir(args.kit, args.dist, matrix)
     names = _store_names(args.to, matrix)
     github = _github_target(matrix, args.github_api, "github" in names)
@@ -102,9 +116,35 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
         ledger_dir=None if args.dry_run else (
             args.ledger_dir or matrix.path.absolute().parent / "releases"),
         replace=args.replace or args.dry_run, wait=args.wait, notes_base=notes_base)
-    outcome = run_publish(request, reporter)
-    report(outcome, reporter, dry_run=args.dry_run, would=names, ledger_mode=matrix.publish.ledger)
+    try:
+        outcome = run_publish(request, reporter)
+    except PublishConflict as conflict:
+        _github_output({"tag": conflict.tag, "changed": "false", "ledger": "",
+                        "ledger_mode": matrix.publish.ledger, "outcome": CONFLICT})
+        raise
+    would = _would_be(outcome, args.ledger_dir or matrix.path.absolute().parent / "releases") \
+        if args.dry_run else None
+    report(outcome, reporter, dry_run=args.dry_run, would=names, ledger_mode=matrix.publish.ledger,
+           would_be=would)
     return 0
+
+
+def _would_be(outcome: Outcome, ledger_dir: Path) -> str:
+    """A dry run reads no store: what the real run would be, as the ledger knows the tag (a
+    recorded release with the same tarballs: reproduced; with others: conflict)."""
+    path = ledger.path_for(ledger_dir, outcome.kit.tag)
+    if not path.is_file():
+        return PUBLISHED
+    try:
+        recorded = {asset.name: asset.sha256 for asset in ledger.read(path).assets}
+    except NinferKitsError:
+        return PUBLISHED
+    kit = outcome.kit
+    ours = {kit.asset: kit.sha256} | ({kit.portable.asset: kit.portable.sha256}
+                                      if kit.portable is not None else {})
+    if all(recorded.get(name) == sha256 for name, sha256 in ours.items()):
+        return REPRODUCED
+    return CONFLICT
 
 
 def _store_names(chosen: list[str] | None, matrix: Matrix) -> tuple[str, ...]:
@@ -178,13 +218,21 @@ def _dry_notes_base(names: tuple[str, ...], matrix: Matrix, github: GitHubTarget
 
 
 def report(outcome: Outcome, reporter: Reporter, *, dry_run: bool, would: tuple[str, ...],
-           ledger_mode: str) -> None:
+           ledger_mode: str, would_be: str | None = None) -> None:
     tag = outcome.release.tag
     lines = []
     if dry_run:
         lines.append(f"dry run: nothing was published; {tag} would go to "
                      f"{', '.join(would)}; the exact release (assets, and RELEASE.md with its "
                      f"notes) is in {outcome.records[0].location}")
+        lines.append(f"  outcome as the ledger knows {tag}: would be {would_be}"
+                     + {REPRODUCED: " (published already with these tarballs)",
+                        CONFLICT: " (published already with other tarballs: refused)"}.get(
+                            would_be or "", ""))
+    elif outcome.result == REPRODUCED and outcome.kept:
+        lines.append(f"reproduced {tag} (kit {outcome.kit.kit}): published already with this "
+                     f"build's tarballs byte for byte; its assets are unchanged"
+                     + ("; the ledger entry was written" if outcome.ledger_changed else ""))
     elif outcome.changed:
         lines.append(f"published {tag} (kit {outcome.kit.kit})")
     else:
@@ -204,17 +252,19 @@ def report(outcome: Outcome, reporter: Reporter, *, dry_run: bool, would: tuple[
     rows = "\n".join(f"| {asset.name} | {asset.size:,} | `{asset.sha256}` |"
                      for asset in outcome.release.assets)
     where = "\n".join(f"- {record.store}: {record.location}" for record in outcome.records)
-    reporter.summary(f"### publish `{tag}`\n\n{where}\n\n| asset | size | sha256 |\n"
+    said = "dry run" if dry_run else outcome.result
+    reporter.summary(f"### publish `{tag}`: {said}\n\n{where}\n\n| asset | size | sha256 |\n"
                      f"|---|---|---|\n{rows}\n")
-    _github_output(tag, outcome, ledger_mode)
+    _github_output({"tag": tag, "changed": str(outcome.changed).lower(),
+                    "ledger": str(outcome.ledger or ""), "ledger_mode": ledger_mode,
+                    "outcome": would_be or outcome.result})
 
 
-def _github_output(tag: str, outcome: Outcome, ledger_mode: str) -> None:
-    """On GitHub Actions: step outputs for the workflow that lands the ledger."""
+def _github_output(values: Mapping[str, str]) -> None:
+    """On GitHub Actions: step outputs for the workflow that lands the ledger (`outcome`:
+    published, reproduced or conflict)."""
     path = os.environ.get("GITHUB_OUTPUT")
     if not path:
         return
-    values = {"tag": tag, "changed": str(outcome.changed).lower(),
-              "ledger": str(outcome.ledger or ""), "ledger_mode": ledger_mode}
     with open(path, "a", encoding="utf-8") as output:
         output.writelines(f"{key}={value}\n" for key, value in values.items())

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ninfer_kits import atomic
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.fetch.download import (
     Aborted,
@@ -163,13 +164,13 @@ class Fetcher:
             result = self._tarball(located, dest, sha256, sha1)
         digests, reused, extraction, resumed_from, reconnects = result
         written = [located.asset]
-        _write_atomic(dest / SHA256SUMS, sums_data)
+        atomic.write_bytes(dest / SHA256SUMS, sums_data)
         written.append(SHA256SUMS)
         if sha1_text is not None:
-            _write_atomic(dest / SHA1SUMS, sha1_text)
+            atomic.write_bytes(dest / SHA1SUMS, sha1_text)
             written.append(SHA1SUMS)
         for name, data in extras.items():
-            _write_atomic(dest / name, data)
+            atomic.write_bytes(dest / name, data)
             written.append(name)
         parts = [f"{SHA256SUMS} ok"]
         if sha1 is not None:
@@ -406,18 +407,6 @@ def _remove_empty(folders: list[Path]) -> None:
 def _remove(*paths: Path) -> None:
     for path in paths:
         path.unlink(missing_ok=True)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def describe(fetched: Fetched) -> list[str]:

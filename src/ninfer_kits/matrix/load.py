@@ -22,7 +22,6 @@ from ninfer_kits.errors import BadInput, ConfigError, Where
 from ninfer_kits.matrix.collisions import check_collisions
 from ninfer_kits.matrix.model import (
     DEFAULT_GITHUB_API,
-    DEFAULT_RUNNER,
     EXTRA_RUNTIME_PACKAGES,
     LEDGER_MODES,
     PLACEHOLDERS,
@@ -526,23 +525,21 @@ def _check_duplicates(section: Table, kits: Mapping[str, Kit]) -> None:
 
 _B2_BUCKET = re.compile(r"[A-Za-z0-9-]{6,63}")
 _B2_NAME_BYTES: Final = 1024  # B2's limit on a file name, in UTF-8 bytes
-_RUNNER_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 def _read_publish(table: Table) -> Publish:
     """[publish]: optional [publish.github] and [publish.b2], and the ledger mode."""
-    table.check_keys((), ("github", "b2", "ledger", "runner"))
+    if "runner" in table.data:  # rebuild.yml's build runner is the repository's to choose
+        raise table.error("runner", "the build runner is no longer set here: rebuild.yml builds "
+                                    "on ubuntu-latest unless the repository variable "
+                                    "NINFER_KITS_BUILD_RUNNER names a runner label")
+    table.check_keys((), ("github", "b2", "ledger"))
     github = _read_github(table.table("github")) if "github" in table.data else None
     b2 = _read_b2(table.table("b2")) if "b2" in table.data else None
     ledger = table.optional_text("ledger") or "commit"
     if ledger not in LEDGER_MODES:
         raise table.error("ledger", unknown_name("ledger mode", ledger, LEDGER_MODES))
-    runner = table.texts("runner") if "runner" in table.data else DEFAULT_RUNNER
-    bad = next((label for label in runner if not _RUNNER_LABEL.fullmatch(label)), None)
-    if not runner or bad is not None:
-        raise table.error("runner", f"invalid runner label {quote(bad or '')} (letters, digits "
-                                    "and . _ -; at least one label)")
-    return Publish(github=github, b2=b2, ledger=ledger, runner=runner)
+    return Publish(github=github, b2=b2, ledger=ledger)
 
 
 def _read_github(table: Table) -> GitHubTarget:

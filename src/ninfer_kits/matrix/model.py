@@ -259,7 +259,6 @@ class Kit:
 
 DEFAULT_GITHUB_API: Final = "https://api.github.com"
 LEDGER_MODES: Final = ("commit", "pull-request")
-DEFAULT_RUNNER: Final = ("ubuntu-latest",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -283,12 +282,11 @@ class B2Target:
 class Publish:
     """[publish]: where `ninfer-kits publish` puts a finished kit (no remote: a local folder),
     and how the workflows land the ledger file releases/<tag>.toml (`commit` it to the branch,
-    or open a `pull-request`), and the runner labels the rebuild workflow builds kits on."""
+    or open a `pull-request`)."""
 
     github: GitHubTarget | None = None
     b2: B2Target | None = None
     ledger: str = "commit"
-    runner: tuple[str, ...] = DEFAULT_RUNNER  # the build job's `runs-on` labels (rebuild.yml)
 
     @property
     def remotes(self) -> tuple[str, ...]:

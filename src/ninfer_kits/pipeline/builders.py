@@ -78,6 +78,8 @@ class BuilderOptions:
     """What the command line says about the builder, whichever it is."""
 
     ccache_volume: str | None = None  # docker builder only
+    ccache_dir: Path | None = None  # docker builder: a host folder loaded into, saved from, ccache
+    ccache_max_size: str = "2G"  # docker builder with ccache_dir: ccache's max_size
     fresh_tree: bool = False  # docker builder: not the kit's kept build tree, a new one
 
 
@@ -132,6 +134,8 @@ class LocalBuilder:
     def from_options(cls, options: BuilderOptions) -> LocalBuilder:
         if options.ccache_volume is not None:
             raise BadInput("--ccache-volume is for the docker builder (--builder docker)")
+        if options.ccache_dir is not None:
+            raise BadInput("--ccache-dir is for the docker builder (--builder docker)")
         return cls()
 
     def preflight(self, kit: Kit, reporter: Reporter) -> PreparedToolchain:

@@ -77,6 +77,10 @@ WHEELS_ARG = "CUDA_WHEELS"  # the build argument of the images that get CUDA fro
 # does not hash, so entries compiled from files of another time (before every export got
 # EXPORT_MTIME) must never be hit.
 CCACHE_NAMESPACE = f"ninfer-kits-export-mtime-{EXPORT_MTIME}"
+CCACHE_AT = "/ccache"  # where the compiler cache's volume is mounted in the build container
+DEFAULT_CCACHE_MAX_SIZE = "2G"  # --ccache-dir: what the Actions cache keeps at most per key
+CCACHE_SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]i?B?")  # ccache's max_size, as ccache reads it
+CCACHE_ROLE = "ccache"  # the role of the containers that load, trim and save a --ccache-dir
 START_ENGINE_HINT = ("start one (as root: scripts/start-docker-engine.sh, or `dockerd &`), or "
                      "point DOCKER_HOST at a remote engine (tcp://HOST:2375, ssh://user@HOST)")
 
@@ -214,15 +218,27 @@ class DockerBuilder:
     name = "docker"
 
     def __init__(self, client: Any | None = None, ccache_volume: str | None = None,
-                 fresh_tree: bool = False) -> None:
+                 fresh_tree: bool = False, ccache_dir: Path | None = None,
+                 ccache_max_size: str = DEFAULT_CCACHE_MAX_SIZE) -> None:
+        if ccache_dir is not None and ccache_volume is not None:
+            raise BadInput("--ccache-dir and --ccache-volume both say where the compiler cache "
+                           "lives: give one of them")
+        if ccache_dir is not None and ccache_dir.exists() and not ccache_dir.is_dir():
+            raise BadInput(f"--ccache-dir {ccache_dir} is not a folder")
+        if not CCACHE_SIZE.fullmatch(ccache_max_size):
+            raise BadInput(f"--ccache-max-size {ccache_max_size!r} is no size ccache reads: "
+                           f"a number with K, M, G or T (Ki, Mi, Gi, Ti), such as 2G")
         self._client = client
         self._ccache_volume = ccache_volume
+        self._ccache_dir = ccache_dir.absolute() if ccache_dir is not None else None
+        self._ccache_max_size = ccache_max_size
         self._fresh_tree = fresh_tree
         self._toolchains: dict[str, PreparedToolchain] = {}
 
     @classmethod
     def from_options(cls, options: BuilderOptions) -> DockerBuilder:
-        return cls(ccache_volume=options.ccache_volume, fresh_tree=options.fresh_tree)
+        return cls(ccache_volume=options.ccache_volume, fresh_tree=options.fresh_tree,
+                   ccache_dir=options.ccache_dir, ccache_max_size=options.ccache_max_size)
 
     @property
     def client(self) -> Any:
@@ -254,19 +270,36 @@ class DockerBuilder:
         toolchain image), so a rebuild configures in a blink and compiles only what changed;
         the recipe proves the kept tree fits (its configure key) or empties it."""
         toolchain = self.preflight(request.kit, reporter)
+        if self._ccache_dir is not None:
+            with ccache_from_dir(self.client, toolchain.image, self._ccache_dir,
+                                 self._ccache_max_size, reporter) as volume:
+                return self._compile(request, reporter, toolchain, volume, tree=None,
+                                     said=f"a volume of this run, loaded from and saved to "
+                                          f"--ccache-dir (max_size {self._ccache_max_size})")
         volume = self._ccache_volume or f"ninfer-kits-ccache-{request.kit.toolchain.id}"
         cached = volume != "none"
         tree = None if self._fresh_tree or not cached else \
             ensure_tree_volume(self.client, volume, request.kit.id, toolchain.image_id)
+        if cached:
+            ensure_volume(self.client, volume)
+        return self._compile(request, reporter, toolchain, volume if cached else None, tree,
+                             said=volume if cached else "none (--ccache-volume none)")
+
+    def _compile(self, request: CompileRequest, reporter: Reporter,
+                 toolchain: PreparedToolchain, volume: str | None, tree: str | None,
+                 said: str) -> Compiled:
+        cached = volume is not None
         command = ["python3", RECIPE_AT, *(["--ccache"] if cached else []),
                    "--source-from", INCOMING,
                    *recipe_arguments(request, Path(SOURCE), Path(CMAKE), Path(OUT))]
-        env = {"SOURCE_DATE_EPOCH": str(request.source_date_epoch), "CCACHE_DIR": "/ccache",
+        env = {"SOURCE_DATE_EPOCH": str(request.source_date_epoch), "CCACHE_DIR": CCACHE_AT,
                "CCACHE_BASEDIR": WORK, "CCACHE_NOHASHDIR": "1", "HOME": "/tmp",
                "CCACHE_NAMESPACE": CCACHE_NAMESPACE}
+        if self._ccache_dir is not None:
+            env["CCACHE_MAXSIZE"] = self._ccache_max_size
         volumes = {}
-        if cached:
-            volumes[ensure_volume(self.client, volume)] = {"bind": "/ccache", "mode": "rw"}
+        if volume is not None:
+            volumes[volume] = {"bind": CCACHE_AT, "mode": "rw"}
         if tree:
             volumes[tree] = {"bind": WORK, "mode": "rw"}
         out = request.workspace / "out"
@@ -284,7 +317,7 @@ class DockerBuilder:
                                     tail, request.log)
             _copy_out(container, OUT, out)
         run = (("image", f"{toolchain.image}@{toolchain.image_id}"),
-               ("ccache", volume if cached else "none (--ccache-volume none)"),
+               ("ccache", said),
                ("build_tree", tree or "none (a fresh one in the container)"))
         return Compiled(bin_dir=out / "kit" / "bin", report=read_recipe_report(out),
                         log=request.log, run_entries=run)
@@ -524,7 +557,8 @@ def ensure_volume(client: Any, name: str) -> str:
 
 @contextmanager
 def build_container(client: Any, *, image: str, command: list[str], env: dict[str, str],
-                    volumes: dict[str, dict[str, str]], network: str) -> Iterator[Any]:
+                    volumes: dict[str, dict[str, str]], network: str,
+                    role: str = "build") -> Iterator[Any]:
     """A created (not started) container, always removed afterwards (also when the build is
     interrupted: Ctrl-C or SIGTERM) unless asked to keep it."""
     container = None
@@ -532,7 +566,7 @@ def build_container(client: Any, *, image: str, command: list[str], env: dict[st
         with deferred_signals():  # an interrupt while it is made waits: it is removed then
             container = client.containers.create(
                 image, command=command, environment=env, volumes=volumes, network_mode=network,
-                working_dir=WORK, labels=container_labels("build"), detach=True,
+                working_dir=WORK, labels=container_labels(role), detach=True,
             )
         yield container
     finally:  # also on Ctrl-C and SIGTERM; a second one waits until the container is gone
@@ -574,6 +608,200 @@ def ensure_tree_volume(client: Any, ccache_volume: str, kit: str, image_id: str)
         client.volumes.create(name=name, labels={LABEL: "build-tree", KIT_LABEL: kit,
                                                  IMAGE_ID_LABEL: image_id})
     return name
+
+
+@dataclass(frozen=True)
+class CcacheCounts:
+    """One build's compiles as ccache counted them (its stats were zeroed when it was loaded)."""
+
+    hits: int
+    misses: int
+
+    @classmethod
+    def parse(cls, printed: str) -> CcacheCounts:
+        """From `ccache --print-stats` (one `key<TAB>value` a line)."""
+        counters: dict[str, int] = {}
+        for line in printed.splitlines():
+            key, _, value = line.partition("\t")
+            if value.strip().isdigit():
+                counters[key.strip()] = int(value)
+        return cls(hits=counters.get("direct_cache_hit", 0)
+                   + counters.get("preprocessed_cache_hit", 0),
+                   misses=counters.get("cache_miss", 0))
+
+    @property
+    def line(self) -> str:
+        total = self.hits + self.misses
+        rate = 100 * self.hits / total if total else 0.0
+        return f"ccache: {self.hits} hits, {self.misses} misses ({rate:.1f}% hit rate)"
+
+
+@contextmanager
+def ccache_from_dir(client: Any, image: str, folder: Path, max_size: str,
+                    reporter: Reporter) -> Iterator[str]:
+    """A compiler cache volume of this run's own (labelled with the run, removed afterwards),
+    loaded with the content of the host folder `folder` (missing or empty: a cold cache) and
+    its stats zeroed. After the block, whether the build succeeded or failed, the cache is
+    trimmed to `max_size`, this build's hits and misses are reported (and appended to
+    $GITHUB_STEP_SUMMARY), and it replaces `folder`'s content. Only the engine's API moves the
+    files (put_archive, get_archive, in containers of `image`): no host path is ever bound, so a
+    remote DOCKER_HOST works and the runner owns every file it gets back."""
+    import docker.errors
+
+    volume = f"ninfer-kits-ccache-run-{uuid.uuid4().hex[:16]}"
+    with deferred_signals():
+        client.volumes.create(name=volume, labels={
+            LABEL: CCACHE_ROLE, RUN_LABEL: container_labels(CCACHE_ROLE)[RUN_LABEL]})
+    try:
+        files = _load_ccache(client, image, volume, folder, max_size)
+        state = "empty" if folder.exists() else "not there"
+        reporter.info(f"ccache: {files} files loaded from {folder}" if files else
+                      f"ccache: starting cold ({folder} is {state})")
+        try:
+            yield volume
+        except Exception:  # the build failed: what it compiled is still worth keeping
+            try:
+                _report_ccache(_save_ccache(client, image, volume, folder, max_size), reporter)
+            except Exception as error:  # the build's own failure is the one to tell
+                reporter.warning(f"the compiler cache could not be saved into {folder}: "
+                                 f"{_first_line(error)}")
+            raise
+        _report_ccache(_save_ccache(client, image, volume, folder, max_size), reporter)
+    finally:
+        if os.environ.get(KEEP_ENV):  # its containers are kept, and hold it
+            print(f"kept volume {volume} ({KEEP_ENV} is set)")
+        else:
+            with deferred_signals(), suppress(docker.errors.NotFound):
+                client.volumes.get(volume).remove(force=True)
+
+
+def _report_ccache(counts: CcacheCounts, reporter: Reporter) -> None:
+    reporter.info(counts.line)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as sink:
+            sink.write(counts.line + "\n")
+
+
+def _load_ccache(client: Any, image: str, volume: str, folder: Path, max_size: str) -> int:
+    """`folder`'s files into the volume, their stats zeroed; returns how many were loaded."""
+    with tempfile.TemporaryFile() as spool:
+        count = _cache_tar(folder, spool)
+        spool.seek(0)
+        _in_cache_container(client, image, volume, max_size, "ccache --zero-stats >/dev/null",
+                            before=lambda container: container.put_archive(CCACHE_AT, spool))
+    return count
+
+
+def _cache_tar(folder: Path, sink: Any) -> int:
+    """The regular files and folders under `folder` as a tar (root's, 0644/0755) into `sink`.
+    Links and special files are left out, and so is a ccache.conf: the build's settings come
+    from its environment, and a config file ccache cannot read would fail every compile."""
+    count = 0
+    with tarfile.open(fileobj=sink, mode="w") as archive:
+        if not folder.is_dir():
+            return 0
+        for root, dirs, files in os.walk(folder):
+            here = Path(root)
+            for name in sorted(dirs):
+                if not (here / name).is_symlink():
+                    archive.addfile(_cache_member(here / name, folder, tarfile.DIRTYPE, 0))
+            dirs[:] = sorted(name for name in dirs if not (here / name).is_symlink())
+            for name in sorted(files):
+                path = here / name
+                if (here == folder and name == "ccache.conf") or path.is_symlink() \
+                        or not path.is_file():
+                    continue
+                try:
+                    with path.open("rb") as source:
+                        size = os.fstat(source.fileno()).st_size
+                        archive.addfile(_cache_member(path, folder, tarfile.REGTYPE, size),
+                                        source)
+                except OSError:  # unreadable (or gone): the cache does without it
+                    continue
+                count += 1
+    return count
+
+
+def _cache_member(path: Path, folder: Path, kind: bytes, size: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(path.relative_to(folder).as_posix())
+    info.type, info.size = kind, size
+    info.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
+    return _root_owned(info)
+
+
+def _save_ccache(client: Any, image: str, volume: str, folder: Path,
+                 max_size: str) -> CcacheCounts:
+    """Trim the volume's cache to `max_size`, read this build's stats, and replace `folder`
+    with the cache: written beside it, then swapped in (the invoking user's, 0644/0755)."""
+    printed = _in_cache_container(
+        client, image, volume, max_size, "ccache --cleanup >/dev/null && ccache --print-stats",
+        after=lambda container: _export_cache(container, folder))
+    return CcacheCounts.parse(printed)
+
+
+def _export_cache(container: Any, folder: Path) -> None:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    staging = folder.with_name(f".{folder.name}.new-{token}")
+    old = folder.with_name(f".{folder.name}.old-{token}")
+    try:
+        stream, _ = container.get_archive(CCACHE_AT)
+        with tempfile.TemporaryFile() as spool:
+            for chunk in stream:
+                spool.write(chunk)
+            spool.seek(0)
+            with tarfile.open(fileobj=spool) as archive:
+                extract_all(archive, staging, policy="data")
+        fresh = staging / Path(CCACHE_AT).name
+        _make_runners(fresh)
+        if folder.is_dir() and not folder.is_symlink():
+            folder.rename(old)
+        elif folder.exists() or folder.is_symlink():
+            folder.unlink()
+        fresh.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _make_runners(root: Path) -> None:
+    """Every file and folder under `root` the invoking user's, files 0644 and folders 0755, so
+    that a runner which is not root can replace or delete them; anything else is dropped."""
+    uid, gid = os.getuid(), os.getgid()
+    for here, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = Path(here) / name
+            if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                path.unlink()
+                continue
+            os.chown(path, uid, gid)
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    os.chown(root, uid, gid)
+    root.chmod(0o755)
+
+
+def _in_cache_container(client: Any, image: str, volume: str, max_size: str, script: str,
+                        before: Callable[[Any], object] | None = None,
+                        after: Callable[[Any], object] | None = None) -> str:
+    """Run `script` (sh) in a container of `image` with the cache volume mounted; its output.
+    `before` and `after` get the container before it starts and after it exited well."""
+    env = {"CCACHE_DIR": CCACHE_AT, "CCACHE_MAXSIZE": max_size, "HOME": "/tmp"}
+    with build_container(client, image=image, command=["sh", "-c", script], env=env,
+                         volumes={volume: {"bind": CCACHE_AT, "mode": "rw"}}, network="none",
+                         role=CCACHE_ROLE) as container:
+        if before is not None:
+            before(container)
+        container.start()
+        status = container.wait().get("StatusCode", 1)
+        output = container.logs().decode("utf-8", "replace")
+        if status != 0:
+            tail = "\n".join(f"  | {line}" for line in output.strip().splitlines()[-LOG_TAIL:])
+            raise EnvironmentFailure(f"ccache in {image} failed (exit status {status}) running "
+                                     f"`{script}`:\n{tail}")
+        if after is not None:
+            after(container)
+        return str(output)
 
 
 def _tar_of(entries: dict[str, Path]) -> bytes:

@@ -27,6 +27,7 @@ from ninfer_kits.errors import CheckFailed, EnvironmentFailure
 from ninfer_kits.inspector.floor import describe_device_code, render_table
 from ninfer_kits.inspector.inspection import Inspection, inspect_path
 from ninfer_kits.kitdir import KitDir
+from ninfer_kits.kitinputs import kit_inputs
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
 from ninfer_kits.pipeline import children
@@ -444,6 +445,7 @@ def make_buildinfo(state: BuildState) -> BuildInfo:
                                     need(state.inspection, "inspection"))
     kit, report, floor = request.kit, compiled.report, inspection.floor
     glibc = floor.floor("GLIBC")
+    inputs = kit_inputs(kit, source.revision, recipe=state.recipe_sha256)
     return BuildInfo(
         kit=kit.id, card=kit.card, upstream=kit.upstream.repository, upstream_url=source.url,
         tracked_ref=source.ref, revision=source.revision, version=source.version or "",
@@ -455,6 +457,7 @@ def make_buildinfo(state: BuildState) -> BuildInfo:
         base_image_digest=toolchain.base_image_digest or "none",
         source_date_epoch=source.commit_time, pipeline_version=__version__,
         recipe=need(state.recipe_sha256 or None, "recipe_sha256"),
+        inputs=inputs.digest, input_parts=inputs.short_parts(),
         python_version=platform.python_version(),
         zlib_version=compressor(),  # the key's old name: older ninfer-kits still read the file
         glibc_floor=glibc.version if glibc else "none",

@@ -66,6 +66,11 @@ class LedgerEntry:
     portable_asset: str | None = None
     portable_sha256: str | None = None
     portable_size: int | None = None
+    # ninfer_kits.kitinputs' digest of everything that made the kit (`sha256:<hex>`, from
+    # BUILDINFO's `inputs`) and the first 16 hex digits of each part's sha256, which `watch`
+    # compares with today's; None and () in files written before, or for a kit without them
+    inputs: str | None = None
+    input_parts: tuple[tuple[str, str], ...] = ()
 
     def url(self, name: str | None = None, store: str | None = None) -> str:
         """The download URL of asset `name` (default: the tarball) from `store` (default: the
@@ -109,8 +114,12 @@ def render(entry: LedgerEntry) -> str:
         f"format = {entry.format}",
         *(f"{name} = {_string(getattr(entry, name))}" for name in _SCALARS),
         *_portable_lines(entry),
+        *([f"inputs = {_string(entry.inputs)}"] if entry.inputs is not None else []),
         f"published_at = {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
     ]
+    if entry.input_parts:
+        lines += ["", "[input_parts]"]
+        lines += [f"{_key(name)} = {_string(part)}" for name, part in entry.input_parts]
     for store in entry.stores:
         lines += ["", f"[stores.{_key(store.name)}]", f"location = {_string(store.location)}"]
         lines += [f"{_key(key)} = {_string(value)}" for key, value in store.details]
@@ -186,9 +195,35 @@ def parse(text: str, source: str = "ledger") -> LedgerEntry:
     floor = tuple((_text(row, "requirement", source), _text(row, "why", source))
                   for row in _tables(data, "floor", source, required=False))
     portable = _portable(data, assets, values["asset"], source)
+    inputs, input_parts = _inputs(data, source)
     return LedgerEntry(format=FORMAT, **values, published_at=when, stores=stores,
                        assets=assets, floor=floor, portable_asset=portable[0],
-                       portable_sha256=portable[1], portable_size=portable[2])
+                       portable_sha256=portable[1], portable_size=portable[2],
+                       inputs=inputs, input_parts=input_parts)
+
+
+_INPUTS = re.compile(r"sha256:[0-9a-f]{64}")
+_INPUT_PART = re.compile(r"[0-9a-f]{16}")
+
+
+def _inputs(data: Mapping[str, Any],
+            source: str) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """(inputs, input_parts): both optional (files written before them have neither); parts
+    only beside the digest they break down."""
+    if "inputs" not in data:
+        if "input_parts" in data:
+            raise BadInput(f"{source}: [input_parts] without inputs")
+        return None, ()
+    digest = _text(data, "inputs", source)
+    if _INPUTS.fullmatch(digest) is None:
+        raise BadInput(f"{source}: inputs is not 'sha256:<64 hex digits>'")
+    table = data.get("input_parts", {})
+    if not isinstance(table, dict):
+        raise BadInput(f"{source}: input_parts must be a table")
+    for name in table:
+        if _INPUT_PART.fullmatch(_text(table, name, source)) is None:
+            raise BadInput(f"{source}: input_parts.{name} is not 16 hex digits")
+    return digest, tuple(table.items())
 
 
 _PORTABLE = ("portable_asset", "portable_sha256", "portable_size")

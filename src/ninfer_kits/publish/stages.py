@@ -14,10 +14,12 @@ GitHub Actions); nothing is uploaded before every check that can fail has passed
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import fcntl
 import os
 import re
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,6 +30,7 @@ from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Matrix
+from ninfer_kits.pipeline.pack import hash_file
 from ninfer_kits.publish import ledger, plan
 from ninfer_kits.publish.store import Found, Presence, Release, Store, StoreRecord
 from ninfer_kits.publish.stores import NOTES_PREFERENCE
@@ -37,6 +40,15 @@ LOCK_POLL = 0.1
 
 class PublishBusy(EnvironmentFailure):
     """Another publish of the same tag runs on this machine."""
+
+
+class PublishConflict(CheckFailed):
+    """The tag is published already with other kit tarball bytes than this build's: the same
+    tag would name two kits. Nothing is changed (without --replace)."""
+
+    def __init__(self, message: str, tag: str) -> None:
+        super().__init__(message)
+        self.tag = tag
 
 
 class PublishRefused(CheckFailed):
@@ -66,10 +78,22 @@ class Outcome:
     changed_stores: tuple[str, ...]  # stores this run changed (uploaded to, published)
     ledger: Path | None
     ledger_changed: bool
+    reproduced: bool = False  # a store held this tag published with the kit's very tarballs
+    kept: tuple[str, ...] = ()  # the assets (BUILDINFO.txt…) the release keeps its own copy
+    # (or its lack) of
 
     @property
     def changed(self) -> bool:
         return bool(self.changed_stores) or self.ledger_changed
+
+    @property
+    def result(self) -> str:
+        """`published` (this run made or completed a release), or `reproduced` (the release
+        was there, published, with this build's tarballs byte for byte; no store changed)."""
+        return REPRODUCED if self.reproduced and not self.changed_stores else PUBLISHED
+
+
+PUBLISHED, REPRODUCED, CONFLICT = "published", "reproduced", "conflict"
 
 
 GITHUB_DOWNLOAD = re.compile(r"^https://github\.com/(?P<repo>[^/]+/[^/]+)/releases/download/")
@@ -86,7 +110,8 @@ def run_publish(request: PublishRequest, reporter: Reporter) -> Outcome:
     limits = [(store.describe(), store.max_asset_size) for store in request.stores]
     with reporter.step("kit"):
         kit = plan.read_kit(request.kit_dir, request.matrix, limits)
-    with held_lock(request.lock_dir, kit.tag, request.wait, reporter):
+    with held_lock(request.lock_dir, kit.tag, request.wait, reporter), \
+            tempfile.TemporaryDirectory(prefix=".reproduced-", dir=request.lock_dir) as scratch:
         with reporter.step("preflight"):
             for store in request.stores:
                 store.preflight()
@@ -97,11 +122,24 @@ def run_publish(request: PublishRequest, reporter: Reporter) -> Outcome:
             release = plan.make_release(kit, base, tools, _fetch_hint(base))
             reporter.info(f"release {release.tag}: {', '.join(a.name for a in release.assets)}")
         with reporter.step("inspect"):
-            found = tuple(store.inspect(release) for store in request.stores)
-            for store, held in zip(request.stores, found, strict=True):
-                for note in held.notes:
-                    reporter.info(note)
-                reporter.info(f"{store.describe()}: {_state(held)}")
+            found = _inspect(request.stores, release, reporter)
+            reproduced, kept = False, tuple[str, ...]()
+            if not request.replace:
+                refuse_other_kit(request.stores, found, kit)
+                source = _reproducing(request.stores, found, kit)
+                if source is not None:
+                    reproduced, ours = True, release
+                    release = _held_release(source, found[request.stores.index(source)],
+                                            release, scratch, reporter)
+                    kept = tuple(asset.name for asset in ours.assets
+                                 if asset not in release.assets)
+                    if kept:  # the source holds exactly `release` now; the others, anew
+                        found = tuple(
+                            dataclasses.replace(held, assets={a.name: Presence.SAME
+                                                              for a in release.assets},
+                                                held_sha256={}, notes=())
+                            if store is source else _inspect((store,), release, reporter)[0]
+                            for store, held in zip(request.stores, found, strict=True))
             refuse_conflicts(request.stores, found, request.replace)
         records, uploaded, changed = [], [], []
         for store, held in zip(request.stores, found, strict=True):
@@ -116,9 +154,81 @@ def run_publish(request: PublishRequest, reporter: Reporter) -> Outcome:
             with reporter.step("ledger"):
                 ledger_path = ledger.path_for(request.ledger_dir, kit.tag)
                 ledger_changed = write_ledger(ledger_path, kit, release, records, reporter)
+        if kept and not changed:
+            reporter.info(f"reproduced: {kit.tag} is published already with this build's "
+                          f"{' and '.join(_tarballs(kit))} byte for byte; its assets are "
+                          f"unchanged")
     return Outcome(kit=kit, release=release, records=tuple(records), uploaded=tuple(uploaded),
                    changed_stores=tuple(changed), ledger=ledger_path,
-                   ledger_changed=ledger_changed)
+                   ledger_changed=ledger_changed, reproduced=reproduced, kept=kept)
+
+
+def _inspect(stores: Sequence[Store], release: Release, reporter: Reporter) -> tuple[Found, ...]:
+    found = tuple(store.inspect(release) for store in stores)
+    for store, held in zip(stores, found, strict=True):
+        for note in held.notes:
+            reporter.info(note)
+        reporter.info(f"{store.describe()}: {_state(held)}")
+    return found
+
+
+def _tarballs(kit: KitDir) -> tuple[str, ...]:
+    """The kit's tarballs (every flavour the release carries): what makes a release this kit.
+    The other assets (BUILDINFO.txt with its run.* lines, the sums that list it, the pyz) may
+    differ between two builds of the same kit."""
+    return (kit.asset, *((kit.portable.asset,) if kit.portable is not None else ()))
+
+
+def refuse_other_kit(stores: Sequence[Store], found: Sequence[Found], kit: KitDir) -> None:
+    """A tag published with other tarball bytes is another kit under the same name: refused
+    (exit 1), naming the kit, the tag and both sha256s, before anything changes."""
+    problems = []
+    for store, held in zip(stores, found, strict=True):
+        if not held.published:
+            continue
+        for name in _tarballs(kit):
+            if held.assets[name] is Presence.DIFFERENT:
+                ours = kit.sha256 if name == kit.asset else (
+                    kit.portable.sha256 if kit.portable is not None else "?")
+                theirs = held.held_sha256.get(name, "unknown")
+                problems.append(f"{store.describe()}: {name} is sha256 {theirs} there, "
+                                f"{ours} in this build")
+    if problems:
+        raise PublishConflict(
+            f"kit {kit.kit}: tag {kit.tag} is published already with other kit bytes; nothing "
+            f"was changed (the same tag must not name two kits: give the kit a new tag, or "
+            f"--replace to replace it on purpose):\n  " + "\n  ".join(problems), kit.tag)
+
+
+def _reproducing(stores: Sequence[Store], found: Sequence[Found], kit: KitDir) -> Store | None:
+    """The first store that holds the tag published with this build's tarballs, or None."""
+    for store, held in zip(stores, found, strict=True):
+        if held.published and all(held.assets[name] is Presence.SAME for name in _tarballs(kit)):
+            return store
+    return None
+
+
+def _held_release(store: Store, held: Found, release: Release, scratch: str,
+                  reporter: Reporter) -> Release:
+    """The release as `store` publishes it: this build's tarballs, and the store's own copy of
+    every other asset that differs (BUILDINFO.txt of the build that made it, and the sums that
+    list it). What the store holds stays; another store gets the same files; the ledger
+    records them."""
+    assets = []
+    for asset in release.assets:
+        if held.assets[asset.name] is Presence.SAME:
+            assets.append(asset)
+        elif held.assets[asset.name] is Presence.DIFFERENT:
+            dest = Path(scratch) / asset.name
+            store.download(asset.name, dest)
+            hashed = hash_file(dest)
+            reporter.info(f"{store.name}: keeps its own {asset.name} (sha256 "
+                          f"{hashed.sha256[:16]}…; this build's differs)")
+            assets.append(dataclasses.replace(asset, path=dest, size=hashed.size,
+                                              sha256=hashed.sha256, sha1=hashed.sha1))
+        else:  # absent there (an older release without the pyz): recorded as it is
+            reporter.info(f"{store.name}: the published release has no {asset.name}; left so")
+    return dataclasses.replace(release, assets=tuple(assets))
 
 
 def _notes_store(stores: Sequence[Store]) -> Store:
@@ -211,7 +321,9 @@ def ledger_entry(kit: KitDir, release: Release, records: Sequence[StoreRecord],
             name=asset.name, size=asset.size, sha256=asset.sha256, sha1=asset.sha1,
             urls=tuple((record.store, record.urls[asset.name]) for record in records
                        if asset.name in record.urls)) for asset in release.assets),
-        floor=info.floor)
+        floor=info.floor,
+        # what made the kit (BUILDINFO's `inputs`), for watch; a kit without it records none
+        inputs=None if info.inputs == "unknown" else info.inputs, input_parts=info.input_parts)
 
 
 def write_ledger(path: Path, kit: KitDir, release: Release, records: Sequence[StoreRecord],

@@ -61,6 +61,8 @@ class Found:
     assets: Mapping[str, Presence]
     immutable: bool = False  # published and unchangeable (GitHub's immutable releases)
     notes: tuple[str, ...] = ()  # what the store noticed (a second draft, leftovers it will clear)
+    # the sha256 of an asset there with other content, where the store knows it
+    held_sha256: Mapping[str, str] = field(default_factory=dict)
 
     def names(self, presence: Presence) -> tuple[str, ...]:
         return tuple(name for name, state in self.assets.items() if state is presence)
@@ -121,6 +123,11 @@ class Store(Protocol):
     def verify(self, asset: Asset) -> None:
         """Check the uploaded asset's size and hash as the store reports them (or by reading
         it back); VerifyFailed when they differ."""
+        ...
+
+    def download(self, name: str, dest: Path) -> None:
+        """Copy asset `name` of the release `inspect` found into the file `dest` (a rebuild
+        that reproduced the release records the release's own files, not its own)."""
         ...
 
     def finish(self, release: Release) -> StoreRecord:

@@ -13,12 +13,12 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ninfer_kits import remote
 from ninfer_kits.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, BadInput
+from ninfer_kits.kitinputs import cache_key
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, add_matrix_argument, load_matrix
 from ninfer_kits.matrix.names import HEX_REVISION
@@ -32,11 +32,13 @@ from ninfer_kits.watch.heads import (
 from ninfer_kits.watch.plan import Stale, kit_releases, plan
 
 API_ENV = "NINFER_KITS_GITHUB_API"
+ALL = "all"  # KIT: every kit (as no KIT), what a dispatch's choice list offers
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_matrix_argument(parser)
-    parser.add_argument("kits", nargs="*", metavar="KIT", help="watch only these kits")
+    parser.add_argument("kits", nargs="*", metavar="KIT",
+                        help="watch only these kits (`all`, or none: every kit)")
     parser.add_argument("--api", metavar="URL", default=None,
                         help=f"GitHub's REST API (default: ${API_ENV}, else "
                              f"{DEFAULT_GITHUB_API})")
@@ -46,7 +48,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ledger-dir", type=Path, metavar="DIR", default=None,
                         help="the ledger (default: releases/ beside the matrix file)")
     parser.add_argument("--revision", default=None,
-                        help="build the chosen kits at this revision (a dispatch), not the head")
+                        help="build the kit at this revision (a dispatch), not the head; only "
+                             "with exactly one KIT (a revision is one upstream's)")
+    parser.add_argument("--force", action="store_true",
+                        help="the chosen kits are stale whatever the ledger says (a dispatch)")
     parser.add_argument("--max-wait", type=float, default=DEFAULT_MAX_WAIT, metavar="SECONDS",
                         help="the longest a rate limit (Retry-After) is waited out, per upstream")
     parser.add_argument("--github-output", action="store_true",
@@ -56,7 +61,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     reporter = Reporter()
     matrix = load_matrix(args.matrix)
-    kits = matrix.select(args.kits)
+    names = [name for name in args.kits if name != ALL]
+    if args.revision is not None and (len(names) != 1 or len(args.kits) != 1):
+        raise BadInput(f"--revision {args.revision[:60]!r} needs exactly one KIT (a revision is "
+                       f"one upstream's), not {', '.join(args.kits) or 'all kits'}")
+    kits = matrix.select(names)
     if args.revision is not None and HEX_REVISION.fullmatch(args.revision) is None:
         raise BadInput(f"--revision {args.revision!r}: not a revision (7 to 40 hex digits)")
     ledger_dir = args.ledger_dir or matrix.path.parent / "releases"
@@ -100,7 +109,7 @@ def execute(args: argparse.Namespace) -> int:
                       f"{result.sha[:12]}, {how}")
     state.save()
 
-    stale = plan(kits, heads, releases, args.revision)
+    stale = plan(kits, heads, releases, args.revision, force=args.force)
     for item in stale:
         print(f"stale  {item.kit.id}: {item.reason}")
     print(f"{len(stale)} of {len(kits)} kits stale" +
@@ -108,7 +117,7 @@ def execute(args: argparse.Namespace) -> int:
     for failure in failures:
         print(f"ninfer-kits: error: {failure}", file=sys.stderr)
         reporter.error(failure)
-    document = github_matrix(stale, matrix.publish.runner)
+    document = github_matrix(stale)
     if args.github_output:
         _github_output(document, len(stale))
     reporter.summary(_summary(stale, failures))
@@ -117,15 +126,16 @@ def execute(args: argparse.Namespace) -> int:
     return EXIT_CHECK_FAILED if failures else 0
 
 
-def github_matrix(stale: list[Stale], runner: Sequence[str]) -> dict[str, Any]:
-    """`strategy.matrix` of the build job: one entry per stale kit, with the runner's labels."""
-    return {"include": [_entry(item.kit, item, runner) for item in stale]}
+def github_matrix(stale: list[Stale]) -> dict[str, Any]:
+    """`strategy.matrix` of the build job: one entry per stale kit."""
+    return {"include": [_entry(item.kit, item) for item in stale]}
 
 
-def _entry(kit: Kit, item: Stale, runner: Sequence[str]) -> dict[str, Any]:
+def _entry(kit: Kit, item: Stale) -> dict[str, Any]:
     return {"kit": kit.id, "upstream": kit.upstream.id, "arch": kit.arch,
             "toolchain": kit.toolchain.id, "revision": item.revision, "reason": item.reason,
-            "runner": list(runner)}
+            "cache_key": cache_key(kit, item.inputs),
+            "inputs": item.inputs.digest}
 
 
 def _github_output(document: dict[str, Any], count: int) -> None:

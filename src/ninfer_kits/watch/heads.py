@@ -5,8 +5,10 @@ the bare SHA. The answer's ETag is kept in the state file (JSON, written atomica
 SHA; the next run sends it as If-None-Match, and an unchanged branch answers 304, which GitHub
 does not count against the rate limit. A 403 or 429 with Retry-After, or with
 X-RateLimit-Remaining 0, is waited out when the wait fits in `max_wait` seconds, else it is this
-upstream's error. A renamed repository answers 301: followed, and reported so that matrix.toml
-can be updated. The token is sent, never printed.
+upstream's error. A dropped connection, a timeout or a 5xx is tried again with backoff
+(publish.retry's), a few times, before the upstream counts as failed. A renamed repository
+answers 301: followed, and reported so that matrix.toml can be updated. The token is sent,
+never printed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import requests
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.pipeline.pack import write_file
+from ninfer_kits.publish.retry import RetryPolicy
 from ninfer_kits.remote import server_wait
 
 STATE_FORMAT = 1
@@ -32,6 +35,7 @@ SHA_MEDIA_TYPE = "application/vnd.github.sha"
 TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN")
 DEFAULT_MAX_WAIT = 60.0  # seconds one upstream may wait for a rate limit, in all
 ATTEMPTS = 4
+TRANSIENT_STATUS = frozenset({500, 502, 503, 504})  # tried again: GitHub's own passing failures
 _SHA = re.compile(r"[0-9a-f]{40}")
 _REPO_URL = re.compile(r"/repos/([^/]+/[^/]+)/")
 
@@ -71,7 +75,8 @@ class StateFile:
             raise BadInput(f"{path}: cannot read the watch state file: {error} (delete it to "
                            "start afresh)") from None
         heads = data.get("heads") if isinstance(data, dict) else None
-        if data.get("format") != STATE_FORMAT or not isinstance(heads, dict):
+        if (not isinstance(data, dict) or data.get("format") != STATE_FORMAT
+                or not isinstance(heads, dict)):
             raise BadInput(f"{path}: not a watch state file of format {STATE_FORMAT} (delete it "
                            "to start afresh)")
         self.heads = {url: {k: v for k, v in entry.items() if isinstance(v, str)}
@@ -96,6 +101,7 @@ class HeadClient:
         self.max_wait = max_wait
         self.timeout = timeout
         self.sleep = sleep
+        self.retry = RetryPolicy.from_environment()  # the backoff (and tests' scale) of publish
         self.session = requests.Session()
         self.session.headers["User-Agent"] = "ninfer-kits-watch"
         self.session.headers["X-GitHub-Api-Version"] = "2022-11-28"
@@ -130,15 +136,28 @@ class HeadClient:
         raise self._explain(response, repository, branch)
 
     def _get(self, url: str, headers: dict[str, str], what: str) -> requests.Response:
+        """The answer to one GET. A dropped connection, a timeout or a 5xx is tried again after
+        publish.retry's backoff (ATTEMPTS tries in all, about 7 s of waiting), then it is the
+        service's failure (HeadError with `service`; a 5xx's answer comes back for _explain);
+        a rate limit is waited out within max_wait."""
         waited = 0.0
         for attempt in range(ATTEMPTS):
+            last = attempt + 1 == ATTEMPTS
             try:
                 response = self.session.get(url, headers=headers, timeout=self.timeout)
             except requests.RequestException as error:
-                if attempt + 1 == ATTEMPTS:
-                    raise HeadError(f"{what}: {self.api} did not answer: "
+                if last:
+                    raise HeadError(f"{what}: {self.api} did not answer after {ATTEMPTS} tries: "
                                     f"{type(error).__name__}", service=True) from None
-                self.sleep(min(2.0 ** attempt, 10.0))
+                self._backoff(attempt + 1)
+                continue
+            if response.status_code in TRANSIENT_STATUS and not last:
+                asked = server_wait(response.headers, time.time())
+                if asked is not None and waited + asked <= self.max_wait:
+                    self.sleep(asked)
+                    waited += asked
+                else:
+                    self._backoff(attempt + 1)
                 continue
             wait = _limit_wait(response)
             if wait is None:
@@ -150,6 +169,9 @@ class HeadClient:
             self.sleep(wait)
             waited += wait
         raise AssertionError("unreachable")
+
+    def _backoff(self, attempt: int) -> None:
+        self.sleep(self.retry.backoff(attempt) * self.retry.scale)
 
     def _explain(self, response: requests.Response, repository: str,
                  branch: str) -> HeadError:

@@ -5,7 +5,10 @@ none of its releases was built from the revision matrix.toml pins ("new pin") or
 its branch's head ("new head"), or when the newest release built from that revision was built
 with another toolchain than the matrix names now ("toolchain changed"; a kit built with the
 local builder records the host, no matrix toolchain, and is not judged on it: the scheduled
-workflow builds with the docker builder). Any release of the
+workflow builds with the docker builder), or from other inputs than the matrix and ninfer-kits
+give it today ("inputs changed: toolchain tc, cmake_options": ninfer_kits.kitinputs; a release
+recorded before inputs were is not judged on them, so an upgrade rebuilds nothing; a host build
+is not judged on the toolchain's images). A dispatch may `force` the chosen kits. Any release of the
 revision counts, not only the kit's newest: after a dispatch built an older revision, the head,
 released before, is not built again (its tag is taken, and publish would refuse the new build).
 """
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ninfer_kits.buildinfo import HOST_TOOLCHAIN
+from ninfer_kits.kitinputs import IMAGE_PARTS, KitInputs, changed_parts, kit_inputs
 from ninfer_kits.matrix import Kit
 from ninfer_kits.publish import ledger
 from ninfer_kits.publish.ledger import LedgerEntry
@@ -27,6 +31,7 @@ class Stale:
     kit: Kit
     revision: str  # what to build: a full SHA (a head), or the pin as matrix.toml writes it
     reason: str
+    inputs: KitInputs  # what the kit is made of today (cache_key takes the toolchain's part)
 
 
 def kit_releases(ledger_dir: Path) -> dict[str, list[LedgerEntry]]:
@@ -54,10 +59,11 @@ def _same(revision: str, wanted: str) -> bool:
 
 def plan(kits: Sequence[Kit], heads: Mapping[str, str],
          releases: Mapping[str, Sequence[LedgerEntry]],
-         revision: str | None = None) -> list[Stale]:
+         revision: str | None = None, *, force: bool = False) -> list[Stale]:
     """The stale kits among `kits`, in order. `heads`: upstream id → branch head (absent for an
     upstream whose head is unknown: pinned, local or failed); `revision` overrides both (a
-    dispatch that asks for one); `releases`: each kit's releases, newest first (kit_releases)."""
+    dispatch that asks for one); `releases`: each kit's releases, newest first (kit_releases);
+    `force`: every kit whose revision is known is stale (a dispatch that asks for it)."""
     stale: list[Stale] = []
     for kit in kits:
         upstream = kit.upstream
@@ -66,7 +72,11 @@ def plan(kits: Sequence[Kit], heads: Mapping[str, str],
             continue
         history = releases.get(kit.id, ())
         released = next((entry for entry in history if _same(entry.revision, wanted)), None)
-        if not history:
+        inputs = kit_inputs(kit, released.revision if released else wanted)
+        changed = _changed_inputs(kit, released, inputs) if released else ()
+        if force:
+            reason = "forced by dispatch"
+        elif not history:
             reason = "missing release: the ledger has none of this kit"
         elif released is None:
             newest = history[0]
@@ -77,7 +87,24 @@ def plan(kits: Sequence[Kit], heads: Mapping[str, str],
         elif released.toolchain not in (kit.toolchain.id, HOST_TOOLCHAIN):
             reason = (f"toolchain changed: {released.toolchain} → {kit.toolchain.id} "
                       f"({released.tag})")
+        elif changed:
+            reason = f"inputs changed: {', '.join(changed)} ({released.tag})"
         else:
             continue
-        stale.append(Stale(kit, wanted, reason))
+        stale.append(Stale(kit, wanted, reason, inputs))
     return stale
+
+
+def _changed_inputs(kit: Kit, released: LedgerEntry, now: KitInputs) -> tuple[str, ...]:
+    """What differs between the inputs `released` was built from and today's, as a reason
+    names them; () when they are the same or the release recorded none."""
+    if released.inputs is None or released.inputs == now.digest:
+        return ()
+    # A host build used no image of the matrix: its toolchain's parts say nothing of it.
+    host = released.toolchain == HOST_TOOLCHAIN
+    if not released.input_parts:
+        return () if host else ("(which parts the ledger does not record)",)
+    names = changed_parts(dict(released.input_parts), now,
+                          ignore=IMAGE_PARTS if host else frozenset())
+    return tuple(f"{name} {kit.toolchain.id}" if name in IMAGE_PARTS else name
+                 for name in names)

@@ -5,7 +5,11 @@ package @octokit/openapi, into github-releases.json beside this file. The tests 
     npm pack @octokit/openapi            # writes octokit-openapi-<version>.tgz
     tar xzf octokit-openapi-*.tgz        # package/generated/api.github.com.json
     python tests/data/openapi/extract.py package/package.json package/generated/api.github.com.json
+    python tests/data/openapi/extract.py package/package.json \
+        package/generated/api.github.com.json issues
 
+The second writes github-issues.json: the `issue`, `issue-comment` and `label` schemas (and the
+error bodies) that the issues routes answer with (`ninfer-kits alert`).
 The schemas are copied unchanged (OpenAPI 3.0: `nullable`, `$ref` to #/components/schemas/...);
 the tests convert them to JSON Schema when they load them."""
 
@@ -20,6 +24,10 @@ from typing import Any
 ROOTS = ("release", "release-asset", "basic-error", "validation-error")
 PREFIX = "#/components/schemas/"
 OUT = Path(__file__).with_name("github-releases.json")
+# name → (roots, the file written)
+SETS = {"releases": (ROOTS, OUT),
+        "issues": (("issue", "issue-comment", "label", "basic-error", "validation-error"),
+                   Path(__file__).with_name("github-issues.json"))}
 
 
 def refs(node: Any) -> set[str]:
@@ -44,7 +52,8 @@ def closure(schemas: dict[str, Any], roots: tuple[str, ...]) -> dict[str, Any]:
     return dict(sorted(kept.items()))
 
 
-def main(package_json: str, description: str) -> None:
+def main(package_json: str, description: str, which: str = "releases") -> None:
+    roots, out_path = SETS[which]
     package = json.loads(Path(package_json).read_text())
     raw = Path(description).read_bytes()
     spec = json.loads(raw)
@@ -54,12 +63,12 @@ def main(package_json: str, description: str) -> None:
             "file": "generated/api.github.com.json",
             "sha256": hashlib.sha256(raw).hexdigest(),
             "openapi": spec["openapi"],
-            "roots": list(ROOTS),
+            "roots": list(roots),
             "how": "tests/data/openapi/extract.py (see its docstring)",
         },
-        "components": {"schemas": closure(spec["components"]["schemas"], ROOTS)},
+        "components": {"schemas": closure(spec["components"]["schemas"], roots)},
     }
-    OUT.write_text(json.dumps(out, indent=1, sort_keys=False) + "\n")
+    out_path.write_text(json.dumps(out, indent=1, sort_keys=False) + "\n")
 
 
 if __name__ == "__main__":

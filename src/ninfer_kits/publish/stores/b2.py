@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from b2sdk.v2 import B2Api, InMemoryAccountInfo
@@ -152,8 +153,16 @@ class B2Store:
         unfinished = [item.file_name for item in self._unfinished()]
         notes = tuple(f"B2: an unfinished large file {name} (an interrupted upload) will be "
                       f"cancelled" for name in unfinished)
+        held = {name: (getattr(self._listed(name), "file_info", None) or {}).get(SHA256_INFO)
+                for name, state in presence.items() if state is Presence.DIFFERENT}
         return Found(published=presence.get(SHA256SUMS, Presence.ABSENT) is not Presence.ABSENT,
-                     assets=presence, notes=notes)
+                     assets=presence, notes=notes,
+                     held_sha256={name: str(sha256) for name, sha256 in held.items() if sha256})
+
+    def download(self, name: str, dest: Path) -> None:
+        key = self.key_of(name)
+        self._call(f"downloading {key}", lambda: self.bucket.download_file_by_name(key).save_to(
+            str(dest)))
 
     def _unfinished(self, name: str | None = None) -> list[Any]:
         prefix = self.key_of(name) if name else f"{self.target.prefix}{self._tag}/"

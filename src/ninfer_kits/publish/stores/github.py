@@ -1,6 +1,8 @@
 """GitHub Releases through PyGithub: a draft release, filled and verified, published last.
 
-- Preflight: the repository exists and the token may push to it (what it lacks is named).
+- Preflight: the repository exists and the token may push to it (what it lacks is named). An
+  installation token (Actions' GITHUB_TOKEN) reads as push: false; it is recognised by
+  `GET /installation/repositories` answering, and a create without a tag checks the write.
 - The release is found by listing (a draft is invisible by tag); none → a draft is created.
   A create that a retry answers with 422 `already_exists` was our own earlier success: the
   draft is found by listing again.
@@ -23,6 +25,7 @@ import hashlib
 import io
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import requests
@@ -73,17 +76,14 @@ class GitHubStore:
         self._token = token
         self._retry = retry
         self._reporter = reporter
-        # GitHub asks integrations to space out writes; the retry scale shrinks it in tests.
-        self._gh = Github(base_url=target.api, auth=Auth.Token(token.value), retry=None,
-                          timeout=max(1, round(timeout)), per_page=100,
-                          seconds_between_requests=0.25 * retry.scale,
-                          seconds_between_writes=1.0 * retry.scale)
+        self._gh = client(target.api, token, retry, timeout)
         self._repo: Repository | None = None
         self._release: GitRelease | None = None
         self._tag = ""
         self._spec: Release | None = None  # the release being made (inspect names it)
         self._assets: dict[str, GitReleaseAsset] = {}  # name → the asset on the release
         self._uploaded: dict[str, GitReleaseAsset] = {}
+        self._held_sha256: dict[str, str] = {}  # name → sha256 of the asset there, if other
 
     def describe(self) -> str:
         return f"GitHub {self.target.repository} ({self.target.api})"
@@ -100,16 +100,7 @@ class GitHubStore:
             raise self._failure(what, error) from None
 
     def _failure(self, what: str, error: GithubException) -> Exception:
-        message = _message(error)
-        if isinstance(error, BadCredentialsException) or error.status == 401:
-            return BadInput(f"GitHub: {what}: the token from {self._token.source} was refused "
-                            f"({message}): set a valid token")
-        if 400 <= error.status < 500 and error.status not in (404, 408):
-            # 422 Validation Failed (its reasons in errors[]), 403 without a rate limit (those
-            # were retried), 400, 409, 410: GitHub refuses the request itself, not for now
-            return Refused(f"GitHub: {what}: refused (HTTP {error.status}): {message}; "
-                           f"{Refused.AGAIN}")
-        return ServiceFailed(f"GitHub: {what}: HTTP {error.status}: {message}")
+        return failure(what, error, self._token)
 
     @property
     def repo(self) -> Repository:
@@ -133,7 +124,11 @@ class GitHubStore:
         permissions = repo.permissions
         can_push = permissions is not None and (permissions.push or permissions.maintain
                                                 or permissions.admin)
-        if not can_push:
+        if not can_push and self._installation():
+            self._reporter.info(f"GitHub: the token from {self._token.source} is a GitHub App "
+                                f"installation token (as Actions' GITHUB_TOKEN is): GitHub "
+                                f"does not say what it may write; the write check says")
+        elif not can_push:
             raise BadInput(
                 f"GitHub: the token from {self._token.source} can read {name} but cannot write "
                 f"it: it lacks push access (releases need Contents: read and write on a "
@@ -148,6 +143,23 @@ class GitHubStore:
             raise BadInput(f"GitHub: {name} is archived (read-only): nothing can be published")
         self._probe_write(repo)
         self._repo = repo
+
+    def _installation(self) -> bool:
+        """Is the token a GitHub App installation token? For one, GitHub answers `permissions`
+        with push false (or none) whatever it was granted; only an installation may list
+        `/installation/repositories` (a user's token gets 403 or 401 there), which is how
+        semantic-release/github's verify tells them apart."""
+        url = f"{self.target.api}/installation/repositories"
+        try:
+            self._retry.call("GitHub: asking whether the token is an installation's",
+                             lambda: self._gh.requester.requestJsonAndCheck(
+                                 "GET", url, parameters={"per_page": 1}),
+                             transient, self._reporter)
+        except GithubException as error:
+            if error.status in (401, 403, 404):
+                return False
+            raise self._failure("asking whether the token is an installation's", error) from None
+        return True
 
     def _probe_write(self, repo: Repository) -> None:
         """Can this token create releases? A create without a tag changes nothing: GitHub
@@ -172,7 +184,8 @@ class GitHubStore:
                 raise BadInput(f"GitHub: the token from {self._token.source} cannot write "
                                f"{repo.full_name}: {lacks} (releases need Contents: read and "
                                f"write on a fine-grained token, the repo scope on a classic "
-                               f"one)") from None
+                               f"one, `permissions: contents: write` for Actions' "
+                               f"GITHUB_TOKEN)") from None
             raise self._failure(f"checking that the token can write {repo.full_name}",
                                 error) from None
         raise ServiceFailed(f"GitHub: {repo.full_name} accepted a release without a tag; "
@@ -213,6 +226,7 @@ class GitHubStore:
 
     def inspect(self, release: Release) -> Found:
         self._tag, self._spec = release.tag, release
+        self._held_sha256 = {}
         self._release = self._find_release()
         self._assets = self._list_assets()
         presence = {asset.name: self._presence(self._assets.get(asset.name), asset)
@@ -222,18 +236,33 @@ class GitHubStore:
                       f"{self._assets[name].state}); it will be deleted" for name in starters)
         published = self._release is not None and not self._release.draft
         immutable = published and bool(_attribute(self._release, "immutable"))
-        return Found(published=published, assets=presence, immutable=immutable, notes=notes)
+        held = {name: self._held_sha256.get(name, "") for name, state in presence.items()
+                if state is Presence.DIFFERENT}
+        return Found(published=published, assets=presence, immutable=immutable, notes=notes,
+                     held_sha256={name: sha256 for name, sha256 in held.items() if sha256})
 
     def _presence(self, remote: GitReleaseAsset | None, asset: Asset) -> Presence:
         if remote is None or remote.state != UPLOADED:
             return Presence.ABSENT
-        if remote.size != asset.size:
-            return Presence.DIFFERENT
         digest = _attribute(remote, "digest")
-        if digest:
-            return Presence.SAME if digest == f"sha256:{asset.sha256}" else Presence.DIFFERENT
-        return Presence.SAME if self._download_sha256(remote) == asset.sha256 \
-            else Presence.DIFFERENT
+        # the digest GitHub computed (sha256:<hex>); without one, the bytes read back (retried),
+        # also when the size differs: a conflict names both sha256s
+        sha256 = digest.removeprefix("sha256:") if digest else self._download_sha256(remote)
+        if sha256 == asset.sha256:
+            return Presence.SAME
+        self._held_sha256[asset.name] = sha256
+        return Presence.DIFFERENT
+
+    def download(self, name: str, dest: Path) -> None:
+        remote = self._assets[name]
+
+        def download() -> None:
+            _, _, chunks = remote.download_asset(chunk_size=DOWNLOAD_CHUNK)
+            with dest.open("wb") as out:
+                for chunk in chunks:
+                    out.write(chunk)
+
+        self._call(f"downloading {name} of {self._tag}", download)
 
     def _download_sha256(self, remote: GitReleaseAsset) -> str:
         def download() -> str:
@@ -387,6 +416,30 @@ def _upload(release: GitRelease, asset: Asset, progress: Progress) -> GitRelease
                                                 content_type=asset.content_type)
     finally:
         body.close()
+
+
+def client(api: str, token: Secret, retry: RetryPolicy, timeout: float = 60.0) -> Github:
+    """PyGithub for `api` with `token`: its own retries off (`retry` decides, around each
+    call), GitHub's spacing of requests and writes (the retry scale shrinks it in tests)."""
+    return Github(base_url=api, auth=Auth.Token(token.value), retry=None,
+                  timeout=max(1, round(timeout)), per_page=100,
+                  seconds_between_requests=0.25 * retry.scale,
+                  seconds_between_writes=1.0 * retry.scale)
+
+
+def failure(what: str, error: GithubException, token: Secret) -> Exception:
+    """The error to raise for a GitHub call that failed for good (not transient, or retried
+    too often): a refused token is bad input, a 4xx a refusal, anything else the service's."""
+    message = _message(error)
+    if isinstance(error, BadCredentialsException) or error.status == 401:
+        return BadInput(f"GitHub: {what}: the token from {token.source} was refused "
+                        f"({message}): set a valid token")
+    if 400 <= error.status < 500 and error.status not in (404, 408):
+        # 422 Validation Failed (its reasons in errors[]), 403 without a rate limit (those
+        # were retried), 400, 409, 410: GitHub refuses the request itself, not for now
+        return Refused(f"GitHub: {what}: refused (HTTP {error.status}): {message}; "
+                       f"{Refused.AGAIN}")
+    return ServiceFailed(f"GitHub: {what}: HTTP {error.status}: {message}")
 
 
 def _loaded(obj: T) -> T:

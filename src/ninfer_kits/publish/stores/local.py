@@ -54,9 +54,14 @@ class LocalStore:
         self._tag = release.tag
         published = self._published.is_dir()
         where = self._published if published else self._draft
-        return Found(published=published,
-                     assets={asset.name: _presence(where / asset.name, asset)
-                             for asset in release.assets})
+        assets = {asset.name: _presence(where / asset.name, asset) for asset in release.assets}
+        return Found(published=published, assets=assets,
+                     held_sha256={name: hash_file(where / name).sha256
+                                  for name, state in assets.items()
+                                  if state is Presence.DIFFERENT})
+
+    def download(self, name: str, dest: Path) -> None:
+        shutil.copyfile(self._published / name, dest)
 
     def unpublish(self) -> None:
         if self._published.is_dir():

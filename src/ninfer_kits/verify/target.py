@@ -151,7 +151,9 @@ def hwcaps_subdirs(cpuinfo: str, glibc: tuple[int, ...]) -> tuple[str, ...]:
     if glibc and glibc <= (2, 36):
         intel = fields.get("vendor_id") == "GenuineIntel"
         platform = platform_of(cpuinfo)
-        parts = ["tls", *([platform] if platform != "x86_64" else []),
+        # The platform counts even when it is the kernel's plain "x86_64" (any non-Intel CPU):
+        # the loader then tries tls/x86_64/x86_64, and tls/x86_64 twice.
+        parts = ["tls", platform,
                  *(["avx512_1"] if intel and flags >= AVX512_1_FLAGS and "avx512er" not in flags
                    else []), "x86_64"]
         for mask in range((1 << len(parts)) - 1, 0, -1):

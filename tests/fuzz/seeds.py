@@ -9,7 +9,7 @@ write. `python tests/fuzz/seeds.py READER FOLDER` writes one reader's seeds into
 - tar: a kit tree packed by pipeline.pack.pack_tree (gzip), the same tar plain and as xz and
   bzip2, and a pax-format tar with a hardlink and a long name.
 - ldcache: /etc/ld.so.cache, and its first entries in the old and the compat layouts.
-- buildinfo, sha256sums, ledger: buildinfo.render, pipeline.pack.write_sha256sums and
+- buildinfo, sha256sums, ledger: buildinfo.render, checksums.write_sha256sums and
   publish.ledger.write, plus the ledger files of releases/.
 """
 
@@ -319,7 +319,7 @@ def buildinfo_seeds() -> dict[str, bytes]:
 
 
 def sha256sums_seeds() -> dict[str, bytes]:
-    from ninfer_kits.pipeline.pack import write_sha256sums
+    from ninfer_kits.checksums import write_sha256sums
 
     with tempfile.TemporaryDirectory(prefix="ninfer-fuzz-sums-") as folder:
         path = Path(folder) / "SHA256SUMS"

@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from ninfer_kits.atomic import write_file
 from ninfer_kits.errors import BadInput
-from ninfer_kits.pipeline.pack import write_file
 
 FORMAT = 1
 SUFFIX = ".toml"

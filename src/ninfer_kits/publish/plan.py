@@ -12,11 +12,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ninfer_kits import buildinfo, kitdir
+from ninfer_kits.atomic import hash_file
 from ninfer_kits.buildinfo import BuildInfo
 from ninfer_kits.errors import BadInput, NinferKitsError
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.matrix import Matrix, RevisionFacts
-from ninfer_kits.pipeline.pack import hash_file
 from ninfer_kits.publish import notes
 from ninfer_kits.publish.store import SHA256SUMS, Asset, Release
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import buildinfo, kitdir
+from ninfer_kits import buildinfo, kitdir, ledger
 from ninfer_kits.buildinfo import BuildInfo
 from ninfer_kits.checksums import SHA1, parse_sums, render_sums
 from ninfer_kits.errors import BadInput, CheckFailed
@@ -36,7 +36,6 @@ from ninfer_kits.fetch.fetch import Fetcher
 from ninfer_kits.fetch.http import Client, HttpFailure, NotFound
 from ninfer_kits.log import Reporter
 from ninfer_kits.pipeline.pack import pack_tree
-from ninfer_kits.publish import ledger
 
 from tools import ROOT, tool
 

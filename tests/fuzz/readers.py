@@ -191,7 +191,7 @@ READERS: dict[str, Reader] = {reader.name: reader for reader in (
            tokens=(b"  ", b" *", b"\n", b"0123456789abcdef" * 4)),
     Reader("linetable", "repro.linetable.file_entries", read_linetable, max_len=8 << 10,
            tokens=(b"\x02\x00", b"\x04\x00", b"\x05\x00", b"\xff\xff\xff\xff", b".cu\0")),
-    Reader("ledger", "publish.ledger.read through fetch.ledger.read_entry", read_ledger,
+    Reader("ledger", "ledger.read through fetch.ledger.read_entry", read_ledger,
            max_len=16 << 10,
            tokens=(b"format = 1\n", b"[stores.github]\n", b"[[assets]]\n", b"[assets.urls]\n",
                    b"[[floor]]\n", b"published_at = 2026-01-02T03:04:05Z\n",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import zipapp
+from ninfer_kits import pyz as zipapp
 from ninfer_kits.cli import SUBCOMMANDS
 from ninfer_kits.errors import EXIT_ENVIRONMENT
 from test_fetch import ASSET, KIT, TAG, make_kit, publish_folder, write_ledger

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ninfer_kits import buildinfo, kitdir
+from ninfer_kits.atomic import hash_file
 from ninfer_kits.errors import (
     EXIT_BAD_INPUT,
     EXIT_CHECK_FAILED,
@@ -43,7 +44,7 @@ from ninfer_kits.pipeline.builders import (
     make_builder,
     required_cuda,
 )
-from ninfer_kits.pipeline.pack import compressor, hash_file
+from ninfer_kits.pipeline.pack import compressor
 from ninfer_kits.pipeline.stages import (
     check_archs,
     check_search_paths,

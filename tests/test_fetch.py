@@ -26,16 +26,16 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import buildinfo, kitdir
+from ninfer_kits import buildinfo, kitdir, ledger
 from ninfer_kits.buildinfo import BuildInfo
+from ninfer_kits.checksums import SHA1, parse_sums, render_sums
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.fetch import locate
 from ninfer_kits.fetch.download import Aborted, Feed, GrowingFile
-from ninfer_kits.fetch.fetch import Fetcher, parse_sums
+from ninfer_kits.fetch.fetch import Fetcher
 from ninfer_kits.fetch.http import Client, HttpFailure, NotFound
 from ninfer_kits.log import Reporter
 from ninfer_kits.pipeline.pack import pack_tree
-from ninfer_kits.publish import ledger
 
 from tools import ROOT, tool
 
@@ -118,8 +118,8 @@ def publish_folder(kit: Path, dist: Path, tag: str = TAG, asset: str = ASSET,
     sums = {name: file.sha256 for name, file in packed.items()}
     sums["BUILDINFO.txt"] = hashlib.sha256(text).hexdigest()
     (folder / "SHA256SUMS").write_text("".join(f"{sums[n]}  {n}\n" for n in sorted(sums)))
-    (folder / "SHA1SUMS").write_text(kitdir.render_sha1sums(
-        {name: file.sha1 for name, file in packed.items()}))
+    (folder / "SHA1SUMS").write_text(render_sums(
+        {name: file.sha1 for name, file in packed.items()}, SHA1))
     (folder / "build.log").write_text("built\n")
     return folder
 

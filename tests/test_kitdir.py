@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from ninfer_kits import buildinfo, kitdir
+from ninfer_kits.atomic import hash_file
+from ninfer_kits.checksums import SHA1, render_sums
 from ninfer_kits.errors import EXIT_CHECK_FAILED
 from ninfer_kits.kitdir import KitDirInvalid
-from ninfer_kits.pipeline.pack import hash_file
 from ninfer_kits.verify.kit import open_kit
 from test_publish_support import ASSET, PORTABLE, TAG, compile_program, make_kit
 
@@ -48,7 +49,7 @@ def test_portable_name() -> None:
     for wrong in ("k.tgz", ".tar.gz", "k.tar"):
         with pytest.raises(ValueError, match="not a kit tarball's name"):
             kitdir.portable_name(wrong)
-    assert kitdir.render_sha1sums({"b": "2" * 40, "a": "1" * 40}) == \
+    assert render_sums({"b": "2" * 40, "a": "1" * 40}, SHA1) == \
         f"{'1' * 40}  a\n{'2' * 40}  b\n"
 
 

@@ -21,21 +21,16 @@ from pathlib import Path
 import pytest
 
 from ninfer_kits import buildinfo
+from ninfer_kits.atomic import DiskFull, HashingSink, PackedFile, hash_file, write_file
+from ninfer_kits.checksums import read_sha256sums, write_sha256sums
 from ninfer_kits.errors import EXIT_ENVIRONMENT, BadInput, NinferKitsError
 from ninfer_kits.inspector.archive import KitArchive
 from ninfer_kits.pipeline.pack import (
     BLOCK_SIZE,
     BUNDLED_LIBDEFLATE,
-    DiskFull,
-    PackedFile,
     ParallelGzip,
-    _HashingSink,
     compressor,
-    hash_file,
     pack_tree,
-    read_sha256sums,
-    write_file,
-    write_sha256sums,
 )
 from test_buildinfo import sample
 
@@ -126,7 +121,7 @@ def test_blocks_are_cut_at_fixed_offsets_whatever_the_writes(tmp_path: Path) -> 
     outputs = []
     for sizes in ([len(data)], [1, 511, BLOCK_SIZE - 512, 7, 3 * BLOCK_SIZE], [65536] * 200):
         fd = os.open(tmp_path / f"out{len(outputs)}", os.O_WRONLY | os.O_CREAT, 0o644)
-        sink = _HashingSink(fd)
+        sink = HashingSink(fd)
         with ThreadPoolExecutor(2) as pool:
             stream = ParallelGzip(sink, pool, 2, 6, len(data), None)
             offset = 0

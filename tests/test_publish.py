@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import kitdir
+from ninfer_kits import kitdir, ledger
 from ninfer_kits.errors import BadInput, ConfigError
 from ninfer_kits.matrix import B2Target, GitHubTarget, load_matrix
-from ninfer_kits.publish import credentials, ledger, notes
+from ninfer_kits.publish import credentials, notes
 from ninfer_kits.publish.plan import AssetTooLarge
 from ninfer_kits.publish.retry import RetryPolicy, ServiceFailed, Transient, server_wait
 from ninfer_kits.publish.stages import PublishBusy, PublishConflict, held_lock

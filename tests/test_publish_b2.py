@@ -15,10 +15,9 @@ from b2sdk.v2 import RawSimulator
 from b2sdk.v2.exception import ServiceError
 
 from github_server import GitHubServer
-from ninfer_kits import kitdir
+from ninfer_kits import kitdir, ledger
 from ninfer_kits.errors import BadInput
 from ninfer_kits.matrix import B2Target, GitHubTarget
-from ninfer_kits.publish import ledger
 from ninfer_kits.publish.retry import ServiceFailed
 from ninfer_kits.publish.stages import PublishConflict
 from test_publish_github import asset_bytes

@@ -19,10 +19,9 @@ import pytest
 from github.GitReleaseAsset import GitReleaseAsset
 
 from github_server import Event, GitHubServer, Snapshot
-from ninfer_kits import kitdir
+from ninfer_kits import kitdir, ledger
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.matrix import GitHubTarget
-from ninfer_kits.publish import ledger
 from ninfer_kits.publish.retry import RetryPolicy, ServiceFailed
 from ninfer_kits.publish.stages import PublishConflict, PublishRefused
 from test_publish_support import (

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from ninfer_kits import buildinfo, kitdir
+from ninfer_kits.atomic import write_file
 from ninfer_kits.buildinfo import BuildInfo
+from ninfer_kits.checksums import write_sha1sums, write_sha256sums
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import B2Target, GitHubTarget, Matrix, load_matrix
-from ninfer_kits.pipeline.pack import pack_tree, write_file, write_sha256sums
+from ninfer_kits.pipeline.pack import pack_tree
 from ninfer_kits.publish.credentials import Secret
 from ninfer_kits.publish.retry import RetryPolicy
 from ninfer_kits.publish.stages import Outcome, PublishRequest, run_publish
@@ -100,7 +102,7 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     written = write_file(staging / kitdir.BUILDINFO, buildinfo.render(info).encode())
     (staging / kitdir.BUILD_LOG).write_text("[1/1] Linking ninfer\n")
     write_sha256sums(staging / kitdir.SHA256SUMS, {**sha256s, kitdir.BUILDINFO: written.sha256})
-    write_file(staging / kitdir.SHA1SUMS, kitdir.render_sha1sums(sha1s).encode())
+    write_sha1sums(staging / kitdir.SHA1SUMS, sha1s)
     dist.mkdir(parents=True, exist_ok=True)
     placed = kitdir.install(staging, dist, tag, info.kit)
     shutil.rmtree(work, ignore_errors=True)

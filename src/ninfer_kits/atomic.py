@@ -1,21 +1,120 @@
-"""Files that appear complete or not at all: written beside their final name, then renamed."""
+"""Files that appear complete or not at all, and the hashes of files.
+
+Every output of the project lands the same way: written under a temporary name beside its
+final one, fsynced, renamed into place, and the folder fsynced so that the rename itself is
+durable; a failure removes the temporary and leaves the old file (or none). The hashes release
+hosts ask for (sha256, and SHA-1 for B2 and SHA1SUMS) are taken from the bytes as they are
+written, or streamed from a file someone else wrote.
+"""
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
-import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+from ninfer_kits.errors import EnvironmentFailure
 
-def write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename, so a
-    reader never sees a partial file and a crash leaves the old one (or none)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+FILE_MODE = 0o644
+READ_SIZE = 1 << 20
+
+
+class DiskFull(EnvironmentFailure):
+    """The disk filled up while we wrote an output; the partial file has been removed."""
+
+
+@dataclass(frozen=True)
+class PackedFile:
+    """A file as published: where it is, its size, and the hashes release hosts ask for."""
+
+    path: Path
+    size: int
+    sha256: str
+    sha1: str
+
+
+class HashingSink:
+    """Writes to a file descriptor and hashes exactly the bytes that reached it."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.size = 0
+        self.sha256 = hashlib.sha256()
+        self.sha1 = hashlib.sha1()  # B2 asks for SHA-1 on upload; not a security use
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (a filling disk does exactly that)
+            written = os.write(self.fd, view)
+            view = view[written:]
+        self.sha256.update(data)
+        self.sha1.update(data)
+        self.size += len(data)
+
+    def packed(self, path: Path) -> PackedFile:
+        return PackedFile(path, self.size, self.sha256.hexdigest(), self.sha1.hexdigest())
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in `folder` durable, not only the file's bytes."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def replacing(dest: Path, mode: int = FILE_MODE) -> Iterator[Path]:
+    """A temporary path beside `dest` for the body to write by any means (a copy, a stream);
+    fsynced, given `mode` and renamed onto `dest` only if the body succeeds."""
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, mode)  # the umask must not decide what we publish
+        os.replace(tmp, dest)
+        fsync_dir(dest.parent)
+    except BaseException as error:
+        tmp.unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFull(f"no space left on device while writing {dest}") from error
         raise
+
+
+@contextmanager
+def output(dest: Path, mode: int = FILE_MODE) -> Iterator[HashingSink]:
+    """A hashing sink on a temporary beside `dest`, renamed into place only if the body
+    succeeds (`replacing`)."""
+    with replacing(dest, mode) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+        try:
+            yield HashingSink(fd)
+        finally:
+            os.close(fd)
+
+
+def write_file(dest: Path, data: bytes, mode: int = FILE_MODE) -> PackedFile:
+    """Write `data` to `dest` atomically; its hashes come from the same pass."""
+    with output(dest, mode) as sink:
+        sink.write(data)
+    return sink.packed(dest)
+
+
+def hash_file(path: Path) -> PackedFile:
+    """Size and hashes of a file someone else wrote (BUILDINFO.txt, for instance), streamed."""
+    sha256, sha1, size = hashlib.sha256(), hashlib.sha1(), 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(READ_SIZE):
+            sha256.update(chunk)
+            sha1.update(chunk)
+            size += len(chunk)
+    return PackedFile(path, size, sha256.hexdigest(), sha1.hexdigest())

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import shutil
 import stat
 from collections.abc import Iterator, Mapping
@@ -45,9 +44,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ninfer_kits import buildinfo
+from ninfer_kits.atomic import fsync_dir, hash_file
 from ninfer_kits.buildinfo import PORTABLE_SUFFIX, BuildInfo
+from ninfer_kits.checksums import SHA1, SHA256, parse_sums, read_sha256sums, render_sums
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
-from ninfer_kits.pipeline.pack import hash_file, read_sha256sums
 
 BUILDINFO = "BUILDINFO.txt"
 SHA256SUMS = "SHA256SUMS"
@@ -60,7 +60,6 @@ NOTES = "RELEASE.md"  # the local store's release notes
 PYZ = "ninfer-kits.pyz"  # the tools a release carries
 UNPACKED = "kit"  # the tarball unpacked beside it (fetch's DEST; `tar xzf` of the notes)
 RELEASE_EXTRAS = (NOTES, PYZ, UNPACKED)  # what a release may hold beside the kit's own files
-SHA1SUMS_LINE = re.compile(r"(?P<hash>[0-9a-f]{40})  (?P<name>[^\n]+)\n")
 
 
 def portable_name(asset: str) -> str:
@@ -69,12 +68,6 @@ def portable_name(asset: str) -> str:
     if not asset.endswith(TARBALL_SUFFIX) or asset == TARBALL_SUFFIX:
         raise ValueError(f"{asset!r} is not a kit tarball's name (<stem>{TARBALL_SUFFIX})")
     return asset.removesuffix(TARBALL_SUFFIX) + PORTABLE_SUFFIX
-
-
-def render_sha1sums(sha1s: Mapping[str, str]) -> str:
-    """SHA1SUMS (tarball name → SHA-1 hex) as `sha1sum -c` reads it: one line per tarball,
-    sorted by name, as `read_kit_dir` expects."""
-    return "".join(f"{sha1s[name]}  {name}\n" for name in sorted(sha1s))
 
 
 class KitDirInvalid(CheckFailed):
@@ -268,15 +261,18 @@ def _check_flavours(path: Path, info: BuildInfo, portable: str | None) -> None:
 
 
 def _read_sha1sums(path: Path, tarballs: tuple[str, ...]) -> dict[str, str]:
-    """Tarball name → SHA-1, once SHA1SUMS is exactly one line per tarball, sorted by name."""
+    """Tarball name → SHA-1, once SHA1SUMS is exactly one line per tarball, sorted by name
+    (as `build` writes it)."""
     text = path.read_text(encoding="utf-8", errors="replace")
-    matches = [SHA1SUMS_LINE.fullmatch(line) for line in text.splitlines(keepends=True)]
-    found = [match["name"] if match else None for match in matches]
-    if found != sorted(tarballs):
+    try:
+        sha1s = parse_sums(text, SHA1, str(path))
+    except CheckFailed:
+        sha1s = {}  # said below, with the shape it should have
+    if sorted(sha1s) != sorted(tarballs) or render_sums(sha1s, SHA1) != text:
         shape = ", ".join(f"'<sha1>  {name}'" for name in sorted(tarballs))
         lines = f"{len(tarballs)} lines" if len(tarballs) > 1 else "one line"
         raise KitDirInvalid(f"{path}: expected {lines} {shape}, got {text[:200]!r}")
-    return {match["name"]: match["hash"] for match in matches if match is not None}
+    return sha1s
 
 
 def _verified(kit: KitDir) -> KitDir:
@@ -310,12 +306,12 @@ def check_beside(tarball: Path) -> str | None:
     folder = tarball.parent
     if not (folder / SHA256SUMS).is_file():
         return None
-    sums = _sums_file(folder / SHA256SUMS)
+    sums = _sums_file(folder / SHA256SUMS, SHA256)
     if tarball.name not in sums:
         raise KitDirInvalid(f"{tarball}: the {SHA256SUMS} beside it does not list "
                             f"{tarball.name} (it lists {', '.join(sorted(sums)) or 'nothing'}): "
                             f"it is not this tarball's checksum file")
-    sha1s = _sha1_lines(folder / SHA1SUMS) if (folder / SHA1SUMS).is_file() else {}
+    sha1s = _sums_file(folder / SHA1SUMS, SHA1) if (folder / SHA1SUMS).is_file() else {}
     hashed = hash_file(tarball)
     _compare(folder, tarball.name, sums[tarball.name], hashed.sha256, SHA256SUMS)
     checked = [f"{SHA256SUMS} beside it ok"]
@@ -330,8 +326,8 @@ def check_listed(folder: Path) -> str:
     a fetch's DEST holds one of a release's two tarballs), and SHA1SUMS's where there is one:
     the words for what was checked. KitDirInvalid when a hash differs (naming the file), or
     when SHA256SUMS lists no file that is here."""
-    sums = _sums_file(folder / SHA256SUMS)
-    sha1s = _sha1_lines(folder / SHA1SUMS) if (folder / SHA1SUMS).is_file() else {}
+    sums = _sums_file(folder / SHA256SUMS, SHA256)
+    sha1s = _sums_file(folder / SHA1SUMS, SHA1) if (folder / SHA1SUMS).is_file() else {}
     here = sorted(name for name in sums if "/" not in name and name not in (".", "..")
                   and (folder / name).is_file())
     if not here:
@@ -345,28 +341,13 @@ def check_listed(folder: Path) -> str:
     return f"{SHA256SUMS} ok ({', '.join(here)})"
 
 
-def _sums_file(path: Path) -> dict[str, str]:
+def _sums_file(path: Path, width: int) -> dict[str, str]:
+    """Name → hex digest of the SHA256SUMS or SHA1SUMS file `path` (digits: `width`)."""
     try:
-        return read_sha256sums(path)
-    except BadInput as error:
-        raise KitDirInvalid(str(error)) from None
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
     except OSError as error:
         raise KitDirInvalid(f"{path}: cannot read it ({error.strerror or error})") from None
-
-
-def _sha1_lines(path: Path) -> dict[str, str]:
-    """Name → SHA-1 of a SHA1SUMS file, every line `<sha1>  <name>`."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as error:
-        raise KitDirInvalid(f"{path}: cannot read it ({error.strerror or error})") from None
-    found = {}
-    for number, line in enumerate(text.splitlines(keepends=True), start=1):
-        match = SHA1SUMS_LINE.fullmatch(line if line.endswith("\n") else line + "\n")
-        if match is None:
-            raise KitDirInvalid(f"{path}:{number}: not a `<sha1>  <name>` line: {line[:80]!r}")
-        found[match["name"]] = match["hash"]
-    return found
+    return parse_sums(text, width, str(path), KitDirInvalid)
 
 
 def _compare(folder: Path, name: str, listed: str, actual: str, sums: str) -> None:
@@ -454,7 +435,7 @@ def install(staging: Path, dist_dir: Path, tag: str, kit: str, *,
                 raise EnvironmentFailure(f"cannot move the finished kit {staging} to {final} "
                                          f"({error.strerror or error}); {kept}") from error
             raise
-        _fsync_dir(dist_dir)
+        fsync_dir(dist_dir)
         shutil.rmtree(retired, ignore_errors=True)
     return replace(placed, path=final, portable=placed.portable and replace(
         placed.portable, folder=final))
@@ -468,13 +449,5 @@ def _locked(folder: Path) -> Iterator[None]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
     finally:
         os.close(fd)

@@ -123,7 +123,7 @@ def read_buildinfo(data: bytes, scratch: Path) -> object:
 
 
 def read_sha256sums(data: bytes, scratch: Path) -> object:
-    from ninfer_kits.pipeline.pack import read_sha256sums
+    from ninfer_kits.checksums import read_sha256sums
 
     return read_sha256sums(scratch_file(scratch, "SHA256SUMS", data))
 
@@ -187,11 +187,11 @@ READERS: dict[str, Reader] = {reader.name: reader for reader in (
     Reader("buildinfo", "buildinfo.read", read_buildinfo, max_len=16 << 10,
            tokens=(*(key.encode() + b": " for key in BUILDINFO_KEYS), b" | ",
                    b"# --- this run", b"-portable.tar.gz", b" (dpkg)", b" (wheel)")),
-    Reader("sha256sums", "pipeline.pack.read_sha256sums", read_sha256sums, max_len=8 << 10,
+    Reader("sha256sums", "checksums.read_sha256sums", read_sha256sums, max_len=8 << 10,
            tokens=(b"  ", b" *", b"\n", b"0123456789abcdef" * 4)),
     Reader("linetable", "repro.linetable.file_entries", read_linetable, max_len=8 << 10,
            tokens=(b"\x02\x00", b"\x04\x00", b"\x05\x00", b"\xff\xff\xff\xff", b".cu\0")),
-    Reader("ledger", "publish.ledger.read through fetch.ledger.read_entry", read_ledger,
+    Reader("ledger", "ledger.read through fetch.ledger.read_entry", read_ledger,
            max_len=16 << 10,
            tokens=(b"format = 1\n", b"[stores.github]\n", b"[[assets]]\n", b"[assets.urls]\n",
                    b"[[floor]]\n", b"published_at = 2026-01-02T03:04:05Z\n",

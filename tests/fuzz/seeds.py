@@ -9,8 +9,8 @@ write. `python tests/fuzz/seeds.py READER FOLDER` writes one reader's seeds into
 - tar: a kit tree packed by pipeline.pack.pack_tree (gzip), the same tar plain and as xz and
   bzip2, and a pax-format tar with a hardlink and a long name.
 - ldcache: /etc/ld.so.cache, and its first entries in the old and the compat layouts.
-- buildinfo, sha256sums, ledger: buildinfo.render, pipeline.pack.write_sha256sums and
-  publish.ledger.write, plus the ledger files of releases/.
+- buildinfo, sha256sums, ledger: buildinfo.render, checksums.write_sha256sums and
+  ledger.write, plus the ledger files of releases/.
 """
 
 from __future__ import annotations
@@ -319,7 +319,7 @@ def buildinfo_seeds() -> dict[str, bytes]:
 
 
 def sha256sums_seeds() -> dict[str, bytes]:
-    from ninfer_kits.pipeline.pack import write_sha256sums
+    from ninfer_kits.checksums import write_sha256sums
 
     with tempfile.TemporaryDirectory(prefix="ninfer-fuzz-sums-") as folder:
         path = Path(folder) / "SHA256SUMS"
@@ -333,7 +333,7 @@ def sha256sums_seeds() -> dict[str, bytes]:
 
 
 def _ledger_entries() -> list[object]:
-    from ninfer_kits.publish import ledger
+    from ninfer_kits import ledger
 
     asset = "example-sm86-cu13.tar.gz"
     entry = ledger.LedgerEntry(
@@ -362,7 +362,7 @@ def _ledger_entries() -> list[object]:
 
 
 def ledger_seeds() -> dict[str, bytes]:
-    from ninfer_kits.publish import ledger
+    from ninfer_kits import ledger
 
     seeds = {}
     with tempfile.TemporaryDirectory(prefix="ninfer-fuzz-ledger-") as folder:

@@ -77,7 +77,7 @@ def write_result(folder: Path, result: Result) -> Path:
                        f"{error.strerror or error}") from None
     path = result_path(folder, result.kit)
     data = (json.dumps(asdict(result), indent=1) + "\n").encode()
-    atomic.write_bytes(path, data)
+    atomic.write_file(path, data)
     return path
 
 

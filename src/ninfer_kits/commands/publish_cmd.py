@@ -9,6 +9,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ninfer_kits import ledger
 from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import (
@@ -18,7 +19,7 @@ from ninfer_kits.matrix import (
     github_api_problem,
     load_matrix,
 )
-from ninfer_kits.publish import credentials, ledger, plan
+from ninfer_kits.publish import credentials, plan
 from ninfer_kits.publish.retry import RetryPolicy
 from ninfer_kits.publish.stages import (
     CONFLICT,

@@ -25,6 +25,7 @@ from http.client import HTTPException
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from ninfer_kits import atomic
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
 from ninfer_kits.fetch.http import Client, HttpFailure, network_failure, shown
 
@@ -156,9 +157,7 @@ def prepare_part(dest: Path, asset: str, sha256: str) -> int:
         meant = ""
     if meant != sha256 or not part.is_file() or part.is_symlink():
         part.unlink(missing_ok=True)
-        tmp = marker.with_name(marker.name + ".tmp")
-        tmp.write_text(sha256 + "\n", encoding="ascii")
-        os.replace(tmp, marker)
+        atomic.write_file(marker, f"{sha256}\n".encode("ascii"))
         return 0
     return part.stat().st_size
 

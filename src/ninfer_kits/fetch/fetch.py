@@ -24,7 +24,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ninfer_kits import atomic
+from ninfer_kits.checksums import SHA1, SHA256, parse_sums
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.fetch.download import (
     Aborted,
@@ -61,7 +61,6 @@ from ninfer_kits.fetch.locate import (
 from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive, terminate_as_exit
 from ninfer_kits.log import Reporter
 
-SUMS_LINE = re.compile(r"(?P<hash>[0-9a-fA-F]{%d}) [ *](?P<name>[^\n]+)")
 KIT = "kit"
 STAGING_PREFIX = ".ninfer-kits-fetch-"
 # Bytes a download of no recorded size may still bring once the archive was read to its end
@@ -81,20 +80,6 @@ class Fetched:
     reconnects: int
     seconds: float
     extraction: Extraction
-
-
-def parse_sums(text: str, width: int, shown_as: str) -> dict[str, str]:
-    """`<hex>  <name>` lines (sha256sum/sha1sum output) → name → lowercase hex."""
-    pattern = re.compile(SUMS_LINE.pattern % width)
-    sums: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        match = pattern.fullmatch(line)
-        if match is None:
-            raise CheckFailed(f"{shown_as}:{number}: not a checksum line: {line[:80]!r}")
-        sums[match["name"]] = match["hash"].lower()
-    return sums
 
 
 class Fetcher:
@@ -123,7 +108,7 @@ class Fetcher:
             raise CheckFailed(f"{located.where}: {SHA256SUMS} is not there ({shown(file.url)}): "
                               f"the kit cannot be checked") from None
         text = data.decode("utf-8", "replace")
-        return parse_sums(text, 64, f"{located.where}: {SHA256SUMS}"), data
+        return parse_sums(text, SHA256, f"{located.where}: {SHA256SUMS}"), data
 
     # --- the job ------------------------------------------------------------------------------
 
@@ -163,15 +148,11 @@ class Fetcher:
         with terminate_as_exit():
             result = self._tarball(located, dest, sha256, sha1)
         digests, reused, extraction, resumed_from, reconnects = result
-        written = [located.asset]
-        atomic.write_bytes(dest / SHA256SUMS, sums_data)
-        written.append(SHA256SUMS)
+        atomic.write_file(dest / SHA256SUMS, sums_data)
         if sha1_text is not None:
-            atomic.write_bytes(dest / SHA1SUMS, sha1_text)
-            written.append(SHA1SUMS)
+            atomic.write_file(dest / SHA1SUMS, sha1_text)
         for name, data in extras.items():
-            atomic.write_bytes(dest / name, data)
-            written.append(name)
+            atomic.write_file(dest / name, data)
         parts = [f"{SHA256SUMS} ok"]
         if sha1 is not None:
             parts.append(f"{SHA1SUMS} ok" if sha1_text is not None else
@@ -191,7 +172,7 @@ class Fetcher:
             data = self._small(file)
         except NotFound:
             return recorded, None
-        listed = parse_sums(data.decode("utf-8", "replace"), 40,
+        listed = parse_sums(data.decode("utf-8", "replace"), SHA1,
                             f"{located.where}: {SHA1SUMS}").get(located.asset)
         if listed is None:
             return recorded, None
@@ -352,15 +333,10 @@ def _existing(final: Path, sha256: str, sha1: str | None) -> Digests | None:
         return None
     if not stat.S_ISREG(status.st_mode):
         raise BadInput(f"{final} exists and is not a regular file: move it away")
-    digest, digest1 = hashlib.sha256(), hashlib.sha1()
-    with final.open("rb") as stream:
-        while block := stream.read(1 << 20):
-            digest.update(block)
-            if sha1 is not None:
-                digest1.update(block)
-    if digest.hexdigest() != sha256 or (sha1 is not None and digest1.hexdigest() != sha1):
+    hashed = atomic.hash_file(final)
+    if hashed.sha256 != sha256 or (sha1 is not None and hashed.sha1 != sha1):
         return None
-    return Digests(status.st_size, sha256, sha1)
+    return Digests(hashed.size, sha256, sha1)
 
 
 def _check_replaceable(kit: Path) -> None:

@@ -1,8 +1,8 @@
 """The ledger, releases/<tag>.toml, as fetch and kit-url read it.
 
-The format has one reader, `ninfer_kits.publish.ledger` (standard library only; releases/
-README.md documents the keys), which this wraps with what fetching asks: a tag's entry, a kit's
-entries oldest first, each asset's URL by store, the GitHub repository it was published to.
+The format has one reader, `ninfer_kits.ledger` (standard library only; releases/README.md
+documents the keys), which this wraps with what fetching asks: a tag's entry, a kit's entries
+oldest first, each asset's URL by store, the GitHub repository it was published to.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits.publish import ledger as published
-from ninfer_kits.publish.ledger import LedgerAsset
+from ninfer_kits import ledger
+from ninfer_kits.ledger import LedgerAsset, LedgerEntry
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class Recorded:
     """One ledger file, read and checked."""
 
     path: Path
-    entry: published.LedgerEntry
+    entry: LedgerEntry
 
     @property
     def tag(self) -> str:
@@ -66,25 +66,15 @@ def read_entry(folder: Path | None, tag: str) -> Recorded | None:
     """releases/<tag>.toml, or None when there is none."""
     if folder is None or "/" in tag or tag.startswith("."):
         return None
-    path = published.path_for(folder, tag)
+    path = ledger.path_for(folder, tag)
     if not path.is_file():
         return None
-    return _checked(path)
+    return Recorded(path, ledger.read_listed(path))
 
 
 def entries_of(folder: Path | None, kit: str) -> list[Recorded]:
     """Every release of `kit` in the ledger, oldest first (by when it was published)."""
-    if folder is None or not folder.is_dir():
+    if folder is None:
         return []
-    found = [_checked(path) for path in sorted(folder.glob(f"*{published.SUFFIX}"))]
-    return sorted((record for record in found if record.kit == kit),
-                  key=lambda record: (record.entry.published_at, record.tag))
-
-
-def _checked(path: Path) -> Recorded:
-    from ninfer_kits.errors import BadInput
-
-    entry = published.read(path)
-    if published.path_for(path.parent, entry.tag) != path:
-        raise BadInput(f"{path}: its tag {entry.tag!r} is not its file name")
-    return Recorded(path, entry)
+    return [Recorded(ledger.path_for(folder, entry.tag), entry)
+            for entry in ledger.read_all(folder) if entry.kit == kit]

@@ -1,4 +1,4 @@
-"""The pack stage: deterministic kit tarballs, their hashes, and SHA256SUMS.
+"""The pack stage: deterministic kit tarballs.
 
 A kit tarball must be the same bytes whoever builds it and whenever: entries sorted by path,
 one fixed mtime, owner 0/0 with empty names, normalized modes, no pax times, and gzip headers
@@ -8,28 +8,25 @@ libdeflate (the `deflate` wheel, pinned; it releases the GIL while it compresses
 written in order, are one valid .tar.gz (gzip -d, tar xz, Python's gzip module and
 tarfile.open read a series of members as one stream; tarfile's stream mode "r|gz" stops after
 the first), and the output depends neither on the number of threads nor on the host's zlib.
-Hashes are taken from the bytes as they are written, and every file lands atomically
-(temporary name, fsync, rename), so a reader never sees half a kit.
+The tarball lands through `ninfer_kits.atomic` (hashed as it is written, renamed into place
+whole), so a reader never sees half a kit.
 """
 
 from __future__ import annotations
 
-import errno
-import hashlib
 import os
 import posixpath
-import re
 import stat
 import struct
 import tarfile
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
+from ninfer_kits.atomic import FILE_MODE, READ_SIZE, HashingSink, PackedFile, output
 from ninfer_kits.errors import BadInput, EnvironmentFailure
 from ninfer_kits.pipeline.parallel import usable_cores
 
@@ -41,34 +38,17 @@ LEVELS = range(0, 13)  # libdeflate's: 0 stores, 1 to 12 compress
 # The libdeflate each pinned `deflate` wheel bundles (the module does not say; its CHANGELOG and
 # the libdeflate.h of its sdist do).
 BUNDLED_LIBDEFLATE = {"0.9.0": "1.26"}
-READ_SIZE = 1 << 20
 TAR_BLOCK = tarfile.BLOCKSIZE
 TAR_RECORD = tarfile.RECORDSIZE
 GZIP_OS_UNIX = 3  # what `gzip -n` writes; fixed so the header never depends on the builder
 DIR_MODE = 0o755
 EXEC_MODE = 0o755
-FILE_MODE = 0o644
 LINK_MODE = 0o777
-SHA256SUMS_LINE = re.compile(r"^(?P<hash>[0-9a-fA-F]{64}) [ *](?P<name>.+)$")
 # Tar names are encoded the same way on every machine, whatever its locale says.
 TAR_ENCODING = "utf-8"
 TAR_ERRORS = "surrogateescape"
 
 Progress = Callable[[int, int], None]
-
-
-class DiskFull(EnvironmentFailure):
-    """The disk filled up while we wrote an output; the partial file has been removed."""
-
-
-@dataclass(frozen=True)
-class PackedFile:
-    """A file as published: where it is, its size, and the hashes release hosts ask for."""
-
-    path: Path
-    size: int
-    sha256: str
-    sha1: str
 
 
 @dataclass(frozen=True)
@@ -81,88 +61,6 @@ class Entry:
     size: int = 0
     mode: int = FILE_MODE
     target: str = ""
-
-
-# ---------------------------------------------------------------------------- atomic output
-
-
-class _HashingSink:
-    """Writes to a file descriptor and hashes exactly the bytes that reached it."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.size = 0
-        self.sha256 = hashlib.sha256()
-        self.sha1 = hashlib.sha1()  # B2 asks for SHA-1 on upload; not a security use
-
-    def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:  # os.write may write less than asked (a filling disk does exactly that)
-            written = os.write(self.fd, view)
-            view = view[written:]
-        self.sha256.update(data)
-        self.sha1.update(data)
-        self.size += len(data)
-
-    def packed(self, path: Path) -> PackedFile:
-        return PackedFile(path, self.size, self.sha256.hexdigest(), self.sha1.hexdigest())
-
-
-def _temporary(dest: Path) -> Path:
-    return dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename itself durable, not only the file's bytes."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _disk_full(error: OSError) -> bool:
-    return error.errno in (errno.ENOSPC, errno.EDQUOT)
-
-
-@contextmanager
-def _atomic(dest: Path) -> Iterator[_HashingSink]:
-    """A sink on a temporary beside `dest`, renamed into place only if the body succeeds."""
-    tmp = _temporary(dest)
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-        try:
-            os.fchmod(fd, FILE_MODE)  # the umask must not decide what we publish
-            sink = _HashingSink(fd)
-            yield sink
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, dest)
-        _fsync_dir(dest.parent)
-    except BaseException as error:
-        tmp.unlink(missing_ok=True)
-        if isinstance(error, OSError) and _disk_full(error):
-            raise DiskFull(f"no space left on device while writing {dest}") from error
-        raise
-
-
-def write_file(dest: Path, data: bytes) -> PackedFile:
-    """Write `data` to `dest` atomically; its hashes come from the same pass."""
-    with _atomic(dest) as sink:
-        sink.write(data)
-    return sink.packed(dest)
-
-
-def hash_file(path: Path) -> PackedFile:
-    """Size and hashes of a file someone else wrote (BUILDINFO.txt, for instance)."""
-    sha256, sha1, size = hashlib.sha256(), hashlib.sha1(), 0
-    with path.open("rb") as handle:
-        while chunk := handle.read(READ_SIZE):
-            sha256.update(chunk)
-            sha1.update(chunk)
-            size += len(chunk)
-    return PackedFile(path, size, sha256.hexdigest(), sha1.hexdigest())
 
 
 # ---------------------------------------------------------------------------- the tree
@@ -265,8 +163,8 @@ def _gzip_header(level: int) -> bytes:
 
 
 def _deflate_version() -> str:
-    """The `deflate` wheel's version; imported here, not above, because kitdir (and so the
-    stdlib-only ninfer-kits.pyz) imports this module without ever packing."""
+    """The `deflate` wheel's version; imported here, not above, so that a missing compiled
+    compressor is said in one clear message (the stdlib-only ninfer-kits.pyz lacks it)."""
     try:
         import deflate
     except ImportError as error:
@@ -302,7 +200,7 @@ class ParallelGzip:
     output is a function of the input bytes and the level only.
     """
 
-    def __init__(self, sink: _HashingSink, pool: ThreadPoolExecutor, threads: int, level: int,
+    def __init__(self, sink: HashingSink, pool: ThreadPoolExecutor, threads: int, level: int,
                  total: int, progress: Progress | None) -> None:
         self.sink, self.pool, self.level = sink, pool, level
         self.total, self.progress = total, progress
@@ -380,7 +278,7 @@ def pack_tree(root: Path, dest: Path, *, mtime: int, threads: int | None = None,
     _deflate_version()  # a missing compressor is said before anything is written
     entries = list_entries(root, _archive_name(root))
     total = tar_size(entries)
-    with _atomic(dest) as sink, ThreadPoolExecutor(threads, "pack") as pool:
+    with output(dest) as sink, ThreadPoolExecutor(threads, "pack") as pool:
         stream = ParallelGzip(sink, pool, threads, level, total, progress)
         try:
             _write_tar(stream, entries, mtime)
@@ -389,38 +287,3 @@ def pack_tree(root: Path, dest: Path, *, mtime: int, threads: int | None = None,
             stream.abandon()
             raise
     return sink.packed(dest)
-
-
-# ---------------------------------------------------------------------------- SHA256SUMS
-
-
-def _sums_line(name: str, digest: str) -> str:
-    # sha256sum escapes these with a leading backslash; asset names never need them.
-    if not name or any(char in name for char in "\n\r\\"):
-        raise BadInput(f"asset name {name!r} cannot be listed in SHA256SUMS")
-    if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
-        raise BadInput(f"{name}: {digest!r} is not a sha256 hex digest")
-    return f"{digest.lower()}  {name}\n"
-
-
-def write_sha256sums(dest: Path, files: Mapping[str, str]) -> PackedFile:
-    """Write SHA256SUMS (asset name → sha256 hex) as `sha256sum -c` reads it, sorted by name."""
-    text = "".join(_sums_line(name, files[name]) for name in sorted(files))
-    return write_file(dest, text.encode("utf-8"))
-
-
-def read_sha256sums(path: Path) -> dict[str, str]:
-    """Parse a SHA256SUMS file into asset name → lowercase sha256 hex."""
-    sums: dict[str, str] = {}
-    lines = path.read_text(encoding="utf-8", errors="surrogateescape").split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the final newline ends the last line; it does not start another
-    for number, line in enumerate(lines, start=1):
-        match = SHA256SUMS_LINE.match(line)
-        if match is None:
-            raise BadInput(f"{path}:{number}: not a `<sha256>  <name>` line: {line[:80]!r}")
-        name = match["name"]
-        if name in sums:
-            raise BadInput(f"{path}:{number}: {name!r} is listed twice")
-        sums[name] = match["hash"].lower()
-    return sums

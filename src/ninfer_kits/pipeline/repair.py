@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ninfer_kits.atomic import hash_file
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.inspector.elf import is_elf, read_elf
-from ninfer_kits.pipeline.pack import hash_file
 from ninfer_kits.pipeline.parallel import in_parallel
 from ninfer_kits.pipeline.portable_policy import Policy
 from ninfer_kits.pipeline.provenance import (

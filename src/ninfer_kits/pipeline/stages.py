@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from ninfer_kits import __version__, kitdir, resources
+from ninfer_kits.atomic import PackedFile, hash_file, write_file
 from ninfer_kits.buildinfo import BuildInfo, render, toolchain_field
+from ninfer_kits.checksums import write_sha1sums, write_sha256sums
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
 from ninfer_kits.inspector.floor import describe_device_code, render_table
 from ninfer_kits.inspector.inspection import Inspection, inspect_path
@@ -38,14 +40,7 @@ from ninfer_kits.pipeline.builders import (
     CompileRequest,
     PreparedToolchain,
 )
-from ninfer_kits.pipeline.pack import (
-    PackedFile,
-    compressor,
-    hash_file,
-    pack_tree,
-    write_file,
-    write_sha256sums,
-)
+from ninfer_kits.pipeline.pack import compressor, pack_tree
 from ninfer_kits.pipeline.portable_policy import load_policy
 from ninfer_kits.pipeline.probe import ProbeTimeout, probe
 from ninfer_kits.pipeline.repair import (
@@ -305,8 +300,8 @@ def checksums(state: BuildState, reporter: Reporter) -> BuildState:
                      {**{name: packed.sha256 for name, packed in tarballs.items()},
                       kitdir.BUILDINFO: buildinfo.sha256})
     # B2 and older download clients verify by SHA-1; it comes from the same pass as the sha256.
-    write_file(staging / kitdir.SHA1SUMS,
-               "".join(f"{tarballs[name].sha1}  {name}\n" for name in sorted(tarballs)).encode())
+    write_sha1sums(staging / kitdir.SHA1SUMS,
+                   {name: packed.sha1 for name, packed in tarballs.items()})
     return dataclasses.replace(state, buildinfo=published)
 
 

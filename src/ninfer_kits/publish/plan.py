@@ -12,11 +12,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ninfer_kits import buildinfo, kitdir
+from ninfer_kits.atomic import hash_file
 from ninfer_kits.buildinfo import BuildInfo
 from ninfer_kits.errors import BadInput, NinferKitsError
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.matrix import Matrix, RevisionFacts
-from ninfer_kits.pipeline.pack import hash_file
 from ninfer_kits.publish import notes
 from ninfer_kits.publish.store import SHA256SUMS, Asset, Release
 
@@ -142,15 +142,12 @@ def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
                    assets=assets_of(kit, tools))
 
 
-PYZ = "ninfer-kits.pyz"
-
-
 def pyz_asset(folder: Path) -> Asset:
     """ninfer-kits.pyz, built without a matrix or ledger so that its bytes depend only on this
     ninfer-kits (a re-run of publish makes the same file; another version is a conflict)."""
-    from ninfer_kits import zipapp
+    from ninfer_kits import pyz
 
-    path, _build = zipapp.build(folder / PYZ, None)
+    path, _build = pyz.build(folder / kitdir.PYZ, None)
     hashed = hash_file(path)
-    return Asset(name=PYZ, path=path, size=hashed.size, sha256=hashed.sha256, sha1=hashed.sha1,
-                 content_type="application/octet-stream")
+    return Asset(name=kitdir.PYZ, path=path, size=hashed.size, sha256=hashed.sha256,
+                 sha1=hashed.sha1, content_type="application/octet-stream")

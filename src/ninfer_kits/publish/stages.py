@@ -26,12 +26,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ninfer_kits import ledger
+from ninfer_kits.atomic import hash_file
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Matrix
-from ninfer_kits.pipeline.pack import hash_file
-from ninfer_kits.publish import ledger, plan
+from ninfer_kits.publish import plan
 from ninfer_kits.publish.store import Found, Presence, Release, Store, StoreRecord
 from ninfer_kits.publish.stores import NOTES_PREFERENCE
 

@@ -25,8 +25,8 @@ from urllib.parse import quote
 
 import requests
 
+from ninfer_kits.atomic import write_file
 from ninfer_kits.errors import BadInput
-from ninfer_kits.pipeline.pack import write_file
 from ninfer_kits.publish.retry import RetryPolicy
 from ninfer_kits.remote import server_wait
 

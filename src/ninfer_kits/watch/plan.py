@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ninfer_kits import ledger
 from ninfer_kits.buildinfo import HOST_TOOLCHAIN
 from ninfer_kits.kitinputs import IMAGE_PARTS, KitInputs, changed_parts, kit_inputs
+from ninfer_kits.ledger import LedgerEntry
 from ninfer_kits.matrix import Kit
-from ninfer_kits.publish import ledger
-from ninfer_kits.publish.ledger import LedgerEntry
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,8 @@ def kit_releases(ledger_dir: Path) -> dict[str, list[LedgerEntry]]:
     """Each kit's published releases, newest first (by when published, then tag, as fetch
     orders them); BadInput names a file that does not parse."""
     found: dict[str, list[LedgerEntry]] = {}
-    if not ledger_dir.is_dir():
-        return found
-    for path in sorted(ledger_dir.glob(f"*{ledger.SUFFIX}")):
-        entry = ledger.read(path)
+    for entry in reversed(ledger.read_all(ledger_dir)):
         found.setdefault(entry.kit, []).append(entry)
-    for entries in found.values():
-        entries.sort(key=lambda entry: (entry.published_at, entry.tag), reverse=True)
     return found
 
 

@@ -12,8 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
+from ninfer_kits.atomic import fsync_dir, hash_file, replacing
 from ninfer_kits.errors import BadInput, EnvironmentFailure
-from ninfer_kits.pipeline.pack import hash_file
 from ninfer_kits.publish.store import Asset, Found, Presence, Release, StoreRecord, VerifyFailed
 
 NOTES_FILE = "RELEASE.md"
@@ -70,14 +70,10 @@ class LocalStore:
 
     def put(self, asset: Asset, *, replace: bool) -> None:
         self._draft.mkdir(parents=True, exist_ok=True)
-        partial = self._draft / f".{asset.name}.partial"
         try:
-            shutil.copyfile(asset.path, partial)
-            with partial.open("rb") as handle:
-                os.fsync(handle.fileno())
-            partial.replace(self._draft / asset.name)
+            with replacing(self._draft / asset.name) as partial:
+                shutil.copyfile(asset.path, partial)
         except OSError as error:
-            partial.unlink(missing_ok=True)
             raise EnvironmentFailure(f"cannot copy {asset.name} to {self._draft}: "
                                      f"{error.strerror or error}") from error
 
@@ -91,7 +87,7 @@ class LocalStore:
             notes = f"# {release.title}\n\n{release.notes}"
             (self._draft / NOTES_FILE).write_text(notes, encoding="utf-8")
             self._draft.rename(self._published)
-            _fsync_dir(self.folder)
+            fsync_dir(self.folder)
         return StoreRecord(
             store=self.name, location=str(self._published),
             urls={asset.name: (self._published / asset.name).as_uri()
@@ -105,11 +101,3 @@ def _presence(path: Path, asset: Asset) -> Presence:
         return Presence.DIFFERENT
     packed = hash_file(path)
     return Presence.SAME if packed.sha256 == asset.sha256 else Presence.DIFFERENT
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

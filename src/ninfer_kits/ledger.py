@@ -2,7 +2,8 @@
 
 `publish` writes it only once every store holds the complete release, so a ledger file always
 names a release that can be downloaded and checked. `fetch`, `kit-url` and the scheduled
-rebuild read it through `read()`; releases/README.md documents every key. The format is
+rebuild read it through `read()` (so it stands on the ground floor, beside every job, with
+nothing but the standard library); releases/README.md documents every key. The format is
 stable: a new key may be added, none is renamed or removed without raising `format`.
 """
 
@@ -17,8 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from ninfer_kits.atomic import write_file
 from ninfer_kits.errors import BadInput
-from ninfer_kits.pipeline.pack import write_file
 
 FORMAT = 1
 SUFFIX = ".toml"
@@ -91,6 +92,23 @@ class LedgerEntry:
 
 def path_for(ledger_dir: Path, tag: str) -> Path:
     return ledger_dir / f"{tag}{SUFFIX}"
+
+
+def read_listed(path: Path) -> LedgerEntry:
+    """`read`, for a file of a ledger folder: its tag must also be its file name."""
+    entry = read(path)
+    if path_for(path.parent, entry.tag) != path:
+        raise BadInput(f"{path}: its tag {entry.tag!r} is not its file name")
+    return entry
+
+
+def read_all(ledger_dir: Path) -> list[LedgerEntry]:
+    """Every release the ledger folder records, oldest first (by when published, then tag);
+    none when there is no folder. BadInput names a file that does not read."""
+    if not ledger_dir.is_dir():
+        return []
+    entries = [read_listed(path) for path in sorted(ledger_dir.glob(f"*{SUFFIX}"))]
+    return sorted(entries, key=lambda entry: (entry.published_at, entry.tag))
 
 
 # --------------------------------------------------------------------------- writing

@@ -1,0 +1,219 @@
+"""What `ninfer-kits.pyz` holds, and its build: fetch, verify and inspect with nothing but
+python3 (≥ 3.11). Publish builds it to carry it in a release; `python -m ninfer_kits.zipapp`
+(and `nox -s pyz`) builds it from the command line.
+
+A stdlib zipapp (`zipapp`, with `#!/usr/bin/env python3`) holding:
+
+- the `ninfer_kits` package (every module: the build, publish and docker parts are imported only
+  by their own subcommands, which the zipapp does not offer) and its data files;
+- its pure-Python runtime dependencies: pyelftools (checked: no compiled extension goes in);
+  fetch needs nothing beyond the standard library (urllib), so neither requests nor PyGithub;
+- the matrix and the ledger as of the build (`_bundled/matrix.toml`, `_bundled/releases/`,
+  with the shipped Dockerfiles the matrix names), so that `fetch KIT` and `kit-url KIT` know
+  the repository, the B2 bucket and the published releases on a box that has no checkout.
+
+At its first start it unpacks itself into a cache folder named by its content hash
+($NINFER_KITS_PYZ_CACHE, else $XDG_CACHE_HOME/ninfer-kits/pyz, else ~/.cache/ninfer-kits/pyz;
+a private folder in /tmp when neither can be written), as shiv does: the package reads its data
+files and runs its GPU probe as files, not from inside a zip. Later starts find it there.
+
+The archive is the same bytes for the same inputs: members sorted, one fixed time, fixed modes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import zipapp
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from ninfer_kits import __version__, atomic, resources
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+INTERPRETER = "/usr/bin/env python3"
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+DEPENDENCIES = ("elftools",)  # import names of the pure-Python runtime dependencies
+SKIP_SUFFIXES = (".pyc", ".pyo")
+COMPILED_SUFFIXES = (".so", ".pyd", ".dylib")
+# Commands the zipapp runs; the others need the full installation.
+COMMANDS = ("fetch", "kit-url", "verify", "inspect", "floor", "matrix")
+# Commands that cannot run from it: they import what it does not carry (docker, requests,
+# PyGithub, b2sdk, the compiled deflate). Each says so on one line, exit 3 (the environment),
+# as does any command that meets a module the zipapp lacks (`verify --image`: docker).
+NEEDS_FULL = ("build", "publish", "watch", "repro", "alert")
+FULL_INSTALL = "pip install 'ninfer-kits[publish]'"
+
+MAIN = '''\
+"""ninfer-kits.pyz: unpack once into a cache folder, then run the ninfer-kits command line."""
+import os
+import sys
+
+BUILD = "{build}"
+VERSION = "{version}"
+COMMANDS = {commands!r}
+NEEDS_FULL = {needs_full!r}
+FULL_INSTALL = {full_install!r}
+EXIT_ENVIRONMENT = 3  # ninfer_kits.errors: what this machine lacks
+
+if sys.version_info < (3, 11):
+    sys.exit("ninfer-kits.pyz needs Python 3.11 or newer; this is " + sys.version.split()[0])
+
+
+def _cache_roots():
+    given = os.environ.get("NINFER_KITS_PYZ_CACHE")
+    if given:
+        yield given
+        return
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    yield os.path.join(xdg, "ninfer-kits", "pyz")
+    import tempfile
+    yield os.path.join(tempfile.gettempdir(), "ninfer-kits-pyz-%d" % os.getuid())
+
+
+def _private(folder):
+    info = os.lstat(folder)
+    import stat
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+def _unpacked():
+    import shutil
+    import tempfile
+    import zipfile
+
+    archive = os.path.dirname(os.path.abspath(__file__))
+    problems = []
+    for root in _cache_roots():
+        target = os.path.join(root, BUILD)
+        try:
+            os.makedirs(root, mode=0o700, exist_ok=True)
+            if not _private(root):
+                raise OSError("not a private folder of this user")
+            if os.path.isfile(os.path.join(target, ".complete")):
+                return target
+            staging = tempfile.mkdtemp(prefix=".unpack-", dir=root)
+            try:
+                with zipfile.ZipFile(archive) as zipped:
+                    for name in zipped.namelist():
+                        if name.startswith("ninfer_kits/") or name.startswith("elftools/"):
+                            zipped.extract(name, staging)
+                open(os.path.join(staging, ".complete"), "w").close()
+                try:
+                    os.rename(staging, target)
+                except OSError:
+                    if not os.path.isfile(os.path.join(target, ".complete")):
+                        raise
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+            return target
+        except OSError as error:
+            problems.append("%s: %s" % (root, error))
+    sys.exit("ninfer-kits.pyz: cannot unpack itself (" + "; ".join(problems)
+             + "); set NINFER_KITS_PYZ_CACHE to a folder it can write")
+
+
+def _run():
+    sys.path.insert(0, _unpacked())
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    if command in NEEDS_FULL:
+        print("ninfer-kits.pyz runs " + ", ".join(COMMANDS) + "; `" + command
+              + "` needs the full installation (" + FULL_INSTALL + ")", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    import ninfer_kits
+    from ninfer_kits.cli import main
+
+    ninfer_kits.FROM_ZIPAPP = True
+    try:
+        return main()
+    except ModuleNotFoundError as error:
+        missing = (error.name or "").partition(".")[0]
+        if missing in ("", "ninfer_kits", "elftools"):  # what it carries: a bug, shown as one
+            raise
+        print("ninfer-kits.pyz: `" + str(command) + "` needs the full installation here ("
+              + FULL_INSTALL + "): the zipapp carries no " + missing, file=sys.stderr)
+        return EXIT_ENVIRONMENT
+
+
+if __name__ == "__main__":
+    sys.exit(_run())
+'''
+
+
+def _package_files() -> Iterator[tuple[str, bytes]]:
+    """(name in the archive, bytes) of the package: modules and data, not caches or _bundled."""
+    for path in sorted(PACKAGE_DIR.rglob("*")):
+        relative = path.relative_to(PACKAGE_DIR)
+        if (not path.is_file() or "__pycache__" in relative.parts
+                or relative.parts[0] == resources.BUNDLED.name
+                or path.suffix in SKIP_SUFFIXES):
+            continue
+        yield f"ninfer_kits/{relative.as_posix()}", path.read_bytes()
+
+
+def _dependency_files(name: str) -> Iterator[tuple[str, bytes]]:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit(f"ninfer-kits.pyz: the dependency {name} is not installed here "
+                         f"(pip install -e .)")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        if not path.is_file() or "__pycache__" in relative.parts or path.suffix in SKIP_SUFFIXES:
+            continue
+        if path.name.endswith(COMPILED_SUFFIXES) or ".cpython-" in path.name:
+            raise SystemExit(f"ninfer-kits.pyz: {path} is a compiled extension; the zipapp "
+                             f"carries pure Python only")
+        yield f"{name}/{relative.as_posix()}", path.read_bytes()
+
+
+def _bundled_files(matrix: Path | None) -> Iterator[tuple[str, bytes]]:
+    """The matrix, the ledger beside it, and the Dockerfiles it names (shipped ones)."""
+    base = f"ninfer_kits/{resources.BUNDLED.name}"
+    dockerfiles = resources.dockerfiles_dir()
+    for path in sorted(dockerfiles.glob(f"*{resources.DOCKERFILE_SUFFIX}")):
+        yield f"{base}/{resources.DOCKERFILES_NAME}/{path.name}", path.read_bytes()
+    if matrix is None:
+        return
+    yield f"{base}/matrix.toml", matrix.read_bytes()
+    releases = matrix.parent / "releases"
+    for path in sorted(releases.glob("*.toml")) if releases.is_dir() else ():
+        yield f"{base}/releases/{path.name}", path.read_bytes()
+    readme = releases / "README.md"
+    if readme.is_file():
+        yield f"{base}/releases/README.md", readme.read_bytes()
+
+
+def contents(matrix: Path | None) -> list[tuple[str, bytes]]:
+    """Every member but __main__.py, sorted by name."""
+    members = [*_package_files(), *_bundled_files(matrix)]
+    for name in DEPENDENCIES:
+        members.extend(_dependency_files(name))
+    return sorted(members)
+
+
+def build(output: Path, matrix: Path | None) -> tuple[Path, str]:
+    """Write the zipapp; (its path, its build id)."""
+    members = contents(matrix)
+    digest = hashlib.sha256()
+    for name, data in members:
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    build_id = f"{__version__}-{digest.hexdigest()[:16]}"
+    main = MAIN.format(build=build_id, version=__version__, commands=COMMANDS,
+                       needs_full=NEEDS_FULL, full_install=FULL_INSTALL)
+    plain = io.BytesIO()
+    with zipfile.ZipFile(plain, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for name, data in [("__main__.py", main.encode()), *members]:
+            info = zipfile.ZipInfo(name, ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            info.create_system = 3  # Unix, whatever builds it
+            archive.writestr(info, data, compresslevel=9)
+    plain.seek(0)
+    packed = io.BytesIO()
+    zipapp.create_archive(plain, packed, interpreter=INTERPRETER)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_file(output, packed.getvalue(), mode=0o755)
+    return output, build_id

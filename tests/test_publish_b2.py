@@ -19,8 +19,8 @@ from ninfer_kits import kitdir
 from ninfer_kits.errors import BadInput
 from ninfer_kits.matrix import B2Target, GitHubTarget
 from ninfer_kits.publish import ledger
-from ninfer_kits.publish.retry import ServiceFailed
 from ninfer_kits.publish.stages import PublishConflict
+from ninfer_kits.retry import ServiceFailed
 from test_publish_github import asset_bytes
 from test_publish_support import (
     ASSET,

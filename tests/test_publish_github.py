@@ -23,8 +23,8 @@ from ninfer_kits import kitdir
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.matrix import GitHubTarget
 from ninfer_kits.publish import ledger
-from ninfer_kits.publish.retry import RetryPolicy, ServiceFailed
 from ninfer_kits.publish.stages import PublishConflict, PublishRefused
+from ninfer_kits.retry import RetryPolicy, ServiceFailed
 from test_publish_support import (
     ASSET,
     CANARY,

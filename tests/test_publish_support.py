@@ -19,10 +19,10 @@ from ninfer_kits.buildinfo import BuildInfo
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import B2Target, GitHubTarget, Matrix, load_matrix
 from ninfer_kits.pipeline.pack import pack_tree, write_file, write_sha256sums
-from ninfer_kits.publish.credentials import Secret
-from ninfer_kits.publish.retry import RetryPolicy
 from ninfer_kits.publish.stages import Outcome, PublishRequest, run_publish
 from ninfer_kits.publish.store import Store
+from ninfer_kits.remote import Secret
+from ninfer_kits.retry import RetryPolicy
 
 from tools import ROOT, tool
 

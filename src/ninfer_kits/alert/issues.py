@@ -8,9 +8,10 @@ step or detail) since the last alert, whose state the body keeps in a second hid
 6 hours is one issue, not a comment every 6 hours. `alert KIT --fixed` closes the open issue
 (state_reason `completed`) with a comment naming the run; none open writes nothing.
 
-Every call goes through publish's RetryPolicy and PyGithub client (transient 5xx, resets,
-rate limits). A write that a dropped connection may have done is looked for before it is
-tried again: a retried create never opens a second issue, a retried comment never doubles.
+Every call goes through github_client.py's PyGithub client and a RetryPolicy (transient 5xx,
+resets, rate limits), as publish's do. A write that a dropped connection may have done is
+looked for before it is tried again: a retried create never opens a second issue, a retried
+comment never doubles.
 """
 
 from __future__ import annotations
@@ -27,11 +28,10 @@ from github.Issue import Issue
 from github.Repository import Repository
 
 from ninfer_kits.errors import BadInput
+from ninfer_kits.github_client import client, explanation, failure, transient
 from ninfer_kits.log import Reporter
-from ninfer_kits.publish.credentials import Secret
-from ninfer_kits.publish.retry import RetryPolicy
-from ninfer_kits.publish.stores.github import _message, client, failure, transient
-from ninfer_kits.remote import redact
+from ninfer_kits.remote import Secret, redact
+from ninfer_kits.retry import RetryPolicy
 
 T = TypeVar("T")
 
@@ -197,7 +197,7 @@ class KitAlerts:
             if write and error.status in (403, 404):
                 raise BadInput(f"GitHub: {what} on {self.repository}: the token from "
                                f"{self._token.source} cannot write its issues (HTTP "
-                               f"{error.status}: {_message(error)}): give the job "
+                               f"{error.status}: {explanation(error)}): give the job "
                                f"`permissions: issues: write` (a fine-grained token: Issues: "
                                f"read and write)") from None
             raise failure(what, error, self._token) from None

@@ -26,7 +26,8 @@ from typing import Any
 
 from ninfer_kits import __version__
 from ninfer_kits.errors import BadInput, EnvironmentFailure
-from ninfer_kits.remote import cleartext_token_problem, server_wait
+from ninfer_kits.remote import cleartext_token_problem
+from ninfer_kits.retry import limit_wait
 
 USER_AGENT = f"ninfer-kits/{__version__} (+fetch)"
 TIMEOUT = 60.0  # seconds without a byte before a connection counts as dropped
@@ -161,7 +162,9 @@ class Client:
         """Seconds to wait before the next attempt, or raise: the error is final."""
         status = error.code
         where = shown(error.geturl() or url)
-        limited = _rate_limit_wait(error, attempt)
+        # a Retry-After that is neither seconds nor a date waits the usual backoff
+        limited = limit_wait(status, dict((error.headers or {}).items()), time.time(),
+                             unreadable=_backoff(attempt))
         if status in (404, 410):
             raise NotFound(f"{where}: not found (HTTP {status})", url=url, status=status)
         if status == 416:
@@ -206,21 +209,6 @@ def _placement(response: HTTPResponse, offset: int, url: str) -> tuple[int, int 
                               f"Content-Range {content_range!r}", url=url, status=206)
         return offset, int(whole) if whole.isdigit() else None
     return 0, size
-
-
-def _rate_limit_wait(error: urllib.error.HTTPError, attempt: int) -> float | None:
-    """Seconds until a rate limit lifts (Retry-After: seconds or an HTTP date; else
-    X-RateLimit-Reset when the remaining count is 0), or None when the error is not a rate
-    limit. A Retry-After that is neither waits the usual backoff."""
-    headers = error.headers
-    if headers is None or error.code not in (403, 429):
-        return None
-    wait = server_wait(dict(headers.items()), time.time())
-    if wait is not None:
-        return wait
-    if headers.get("Retry-After"):
-        return _backoff(attempt)
-    return 60.0 if error.code == 429 else None
 
 
 def _backoff(attempt: int) -> float:

@@ -22,13 +22,7 @@ from ninfer_kits.kitinputs import cache_key
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, add_matrix_argument, load_matrix
 from ninfer_kits.matrix.names import HEX_REVISION
-from ninfer_kits.watch.heads import (
-    DEFAULT_MAX_WAIT,
-    HeadClient,
-    HeadError,
-    StateFile,
-    token_from_env,
-)
+from ninfer_kits.watch.heads import DEFAULT_MAX_WAIT, HeadClient, HeadError, StateFile
 from ninfer_kits.watch.plan import Stale, kit_releases, plan
 
 API_ENV = "NINFER_KITS_GITHUB_API"
@@ -72,14 +66,13 @@ def execute(args: argparse.Namespace) -> int:
     releases = kit_releases(ledger_dir)
     state = StateFile(args.state)
     api = args.api or os.environ.get(API_ENV) or DEFAULT_GITHUB_API
-    token = token_from_env()
+    token = remote.find_github_token()  # never shown, whatever the server says back
     if token:
         problem = remote.cleartext_token_problem(api)
         if problem:
             given = "--api" if args.api else f"${API_ENV}" if os.environ.get(API_ENV) else ""
             raise BadInput(f"the GitHub API {api}{f' ({given})' if given else ''}: {problem} "
                            f"(GITHUB_TOKEN or GH_TOKEN is set)")
-        remote.register(token)  # never shown, whatever the server says back
     client = HeadClient(api, state, token, max_wait=args.max_wait)
 
     heads: dict[str, str] = {}

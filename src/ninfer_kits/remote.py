@@ -27,6 +27,7 @@ from ninfer_kits.errors import BadInput
 
 REDACTED = "***"
 GITHUB_TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN")
+GITHUB_API_ENV = "NINFER_KITS_GITHUB_API"  # the REST API watch and alert use (a test server's)
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 _URL_CREDENTIALS = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s]+)@")

@@ -15,7 +15,6 @@ from ninfer_kits import remote
 from ninfer_kits.errors import BadInput, NinferKitsError
 from ninfer_kits.log import Reporter
 
-API_ENV = "NINFER_KITS_GITHUB_API"  # the variable watch reads too
 _REPOSITORY_FORM = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"
 
 
@@ -36,8 +35,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repository", metavar="OWNER/NAME", default=None,
                         help="where the issue is (default: $GITHUB_REPOSITORY)")
     parser.add_argument("--api", metavar="URL", default=None,
-                        help=f"GitHub's REST API (default: ${API_ENV}, else $GITHUB_API_URL, "
-                             f"else https://api.github.com)")
+                        help=f"GitHub's REST API (default: ${remote.GITHUB_API_ENV}, else "
+                             f"$GITHUB_API_URL, else https://api.github.com)")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -53,7 +52,7 @@ def _execute(args: argparse.Namespace, reporter: Reporter) -> int:
     import re
 
     from ninfer_kits.alert.results import KIT_NAME
-    from ninfer_kits.matrix import DEFAULT_GITHUB_API
+    from ninfer_kits.matrix import DEFAULT_GITHUB_API, github_api_problem
 
     if KIT_NAME.fullmatch(args.kit) is None:
         raise BadInput(f"alert: {args.kit!r} is not a kit name (letters, digits, _ . + -)")
@@ -67,12 +66,12 @@ def _execute(args: argparse.Namespace, reporter: Reporter) -> int:
                        "--repository OWNER/NAME")
     if re.fullmatch(_REPOSITORY_FORM, repository) is None:
         raise BadInput(f"alert: repository {repository!r} is not OWNER/NAME")
-    api = (args.api or os.environ.get(API_ENV) or os.environ.get("GITHUB_API_URL")
+    api = (args.api or os.environ.get(remote.GITHUB_API_ENV) or os.environ.get("GITHUB_API_URL")
            or DEFAULT_GITHUB_API).rstrip("/")
     token = remote.github_token(
         os.environ, repository, missing="alert: no GitHub token",
         able="write the issues of {repository} (on Actions: `permissions: issues: write`)")
-    problem = remote.cleartext_token_problem(api)
+    problem = github_api_problem(api)
     if problem:
         raise BadInput(f"alert: the GitHub API {api}: {problem}")
     run = args.log or _run_url()

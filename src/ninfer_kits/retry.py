@@ -110,6 +110,23 @@ class RetryPolicy:
                 attempt += 1
 
 
+def once(done: Callable[[], T | None], write: Callable[[], T]) -> Callable[[], T]:
+    """`write`, made safe to retry: from the second try on, `done()` first says whether an
+    earlier try did it after all (a connection dropped after the server acted)."""
+    tries = 0
+
+    def operation() -> T:
+        nonlocal tries
+        tries += 1
+        if tries > 1:
+            earlier = done()
+            if earlier is not None:
+                return earlier
+        return write()
+
+    return operation
+
+
 def server_wait(headers: Mapping[str, str], now: float) -> float | None:
     """Seconds the server asked us to wait: Retry-After (seconds or an HTTP date), else the
     primary rate limit's reset time when none is left; None when it asked for nothing (or

@@ -31,7 +31,7 @@ from ninfer_kits.errors import BadInput
 from ninfer_kits.github_client import client, explanation, failure, transient
 from ninfer_kits.log import Reporter
 from ninfer_kits.remote import Secret, redact
-from ninfer_kits.retry import RetryPolicy
+from ninfer_kits.retry import RetryPolicy, once
 
 T = TypeVar("T")
 
@@ -103,7 +103,7 @@ class KitAlerts:
         issues = self.open_issues(kit)
         if not issues:
             issue = self._call(f"opening an issue for kit {kit}",
-                               self._once(lambda: self._first(kit),
+                               once(lambda: self._first(kit),
                                           lambda: self._repo.create_issue(
                                               title=f"rebuild failing: {kit}",
                                               body=_opening(kit, failure_, state),
@@ -120,7 +120,7 @@ class KitAlerts:
             return Done("unchanged", issue.number, issue.html_url)
         comment = _changed(failure_, state)
         self._call(f"commenting on issue #{issue.number}",
-                   self._once(lambda: self._last_comment_is(issue, comment),
+                   once(lambda: self._last_comment_is(issue, comment),
                               lambda: issue.create_comment(comment)), write=True)
         self._call(f"updating issue #{issue.number}",
                    lambda: issue.edit(body=with_state(issue.body, state)), write=True)
@@ -137,7 +137,7 @@ class KitAlerts:
 
     def _close(self, issue: Issue, comment: str) -> None:
         self._call(f"commenting on issue #{issue.number}",
-                   self._once(lambda: self._last_comment_is(issue, comment),
+                   once(lambda: self._last_comment_is(issue, comment),
                               lambda: issue.create_comment(comment)), write=True)
         self._call(f"closing issue #{issue.number}",
                    lambda: issue.edit(state="closed", state_reason="completed"), write=True)
@@ -169,22 +169,6 @@ class KitAlerts:
         return True if comments and comments[-1].body == body else None
 
     # ------------------------------------------------------------------- calls
-
-    def _once(self, done: Callable[[], T | None], write: Callable[[], T]) -> Callable[[], T]:
-        """`write`, made safe to retry: from the second try on, `done()` first says whether an
-        earlier try did it after all (a connection dropped after the server acted)."""
-        tries = 0
-
-        def operation() -> T:
-            nonlocal tries
-            tries += 1
-            if tries > 1:
-                earlier = done()
-                if earlier is not None:
-                    return earlier
-            return write()
-
-        return operation
 
     def _call(self, what: str, operation: Callable[[], T], *, write: bool = False) -> T:
         try:

@@ -46,7 +46,7 @@ from ninfer_kits.publish.store import (
 )
 from ninfer_kits.publish.stores import download_base
 from ninfer_kits.remote import Secret
-from ninfer_kits.retry import RetryPolicy, ServiceFailed
+from ninfer_kits.retry import RetryPolicy, ServiceFailed, once
 
 T = TypeVar("T")
 
@@ -284,18 +284,8 @@ class GitHubStore:
             raise AssertionError("GitHubStore: inspect() comes before put()")
         if self._release is not None:
             return self._release
-        tries = 0
-
-        def create() -> GitRelease:
-            nonlocal tries
-            tries += 1
-            if tries > 1:  # an earlier try may have created it before its answer was lost
-                found = self._find_release()
-                if found is not None:
-                    return found
-            return self.repo.create_git_release(release.tag, name=release.title,
-                                                message=release.notes, draft=True)
-
+        create = once(self._find_release, lambda: self.repo.create_git_release(
+            release.tag, name=release.title, message=release.notes, draft=True))
         try:
             created = self._retry.call(f"GitHub: creating the draft release {release.tag}",
                                        create, transient, self._reporter)

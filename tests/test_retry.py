@@ -1,23 +1,13 @@
-"""retry.py's reading of a server's wait, the one every job uses: Retry-After in seconds or as
-an HTTP date, something that is neither, and when a 403 or 429 is a rate limit at all."""
+"""retry.py's reading of a server's wait, which every job shares: a Retry-After that is neither
+seconds nor a date (test_publish has those two), and when a 403 or 429 is a rate limit at all."""
 
 from __future__ import annotations
-
-import email.utils
 
 import pytest
 
 from ninfer_kits.retry import SECONDARY_LIMIT_WAIT, limit_wait, server_wait
 
 NOW = 1_700_000_000.0
-
-
-def test_retry_after_in_seconds_or_as_a_date() -> None:
-    assert server_wait({"Retry-After": " 12 "}, NOW) == 12.0
-    date = email.utils.formatdate(NOW + 30, usegmt=True)
-    assert server_wait({"retry-after": date}, NOW) == 30.0
-    past = email.utils.formatdate(NOW - 30, usegmt=True)
-    assert server_wait({"Retry-After": past}, NOW) == 0.0
 
 
 @pytest.mark.parametrize("garbage", ["soon, maybe", "-5", "1.5", "", "Wed, 99 Foo 2023"])

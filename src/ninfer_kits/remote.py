@@ -1,8 +1,7 @@
 """What every command that talks to a remote obeys (publish, fetch, watch, alert), in one place.
 
-- the GitHub token: GITHUB_TOKEN, else GH_TOKEN (what Actions and the GitHub CLI set), read
-  by `find_github_token` (optional: fetch, watch) or `github_token` (needed: publish, alert),
-  held in a Secret whose repr and str never show it;
+- the GitHub token: GITHUB_TOKEN, else GH_TOKEN (what Actions and the GitHub CLI set), in a
+  Secret; `token_for` an API (optional: fetch, watch), `github_token` (needed: publish, alert);
 - secrets are never shown: a token or key is `register`ed once, and every text that may quote
   one (an error, a server's answer, a --debug traceback) passes through `redact`, which also
   hides the credentials a URL carries (`https://user:token@host/`);
@@ -72,14 +71,23 @@ def cleartext_token_problem(url: str) -> str | None:
     return None
 
 
+def github_web(api: str) -> str:
+    """The web root of a GitHub REST API base URL: api.github.com → github.com, api.HOST →
+    HOST (GitHub Enterprise Cloud), HOST/api/v3 → HOST (GitHub Enterprise Server)."""
+    parts = urllib.parse.urlsplit(api.rstrip("/"))
+    host = parts.netloc[4:] if parts.netloc.startswith("api.") and not parts.path \
+        else parts.netloc
+    path = parts.path.removesuffix("/api/v3")
+    return urllib.parse.urlunsplit((parts.scheme, host, path, "", ""))
+
+
 class MissingCredentials(BadInput):
     """A command needs credentials that are not set: the message names the variables."""
 
 
 @dataclass(frozen=True)
 class Secret:
-    """A credential: `value` is only ever handed to a client; it is registered, so no message
-    shows it."""
+    """A credential, registered: no message shows `value`, only a client gets it."""
 
     value: str = field(repr=False)
     source: str  # where it came from, for messages: "GITHUB_TOKEN", "/path/b2.env"
@@ -99,6 +107,18 @@ def find_github_token(environ: Mapping[str, str] | None = None) -> Secret | None
         if value:
             return Secret(value, name)
     return None
+
+
+def token_for(api: str, given: str = "",
+              environ: Mapping[str, str] | None = None) -> Secret | None:
+    """The GitHub token to send to `api` (None without one); bad input where it would cross
+    plain http (`given`: the option or variable that named the API, for the message)."""
+    token = find_github_token(environ)
+    problem = cleartext_token_problem(api) if token else None
+    if problem:
+        raise BadInput(f"the GitHub API {redact(api)}{f' ({given})' if given else ''}: "
+                       f"{problem} (GITHUB_TOKEN or GH_TOKEN is set)")
+    return token
 
 
 def github_token(environ: Mapping[str, str] | None, repository: str, *,

@@ -1,13 +1,9 @@
-"""Waiting on a remote: what a server asks for, and retries with backoff and a bound.
-
-Every job that talks to a remote (publish's stores, alert, watch, fetch) reads a server's
-"wait" here, one way: `server_wait` (Retry-After in seconds or as an HTTP date; else the
-primary rate limit's reset when none is left) and `limit_wait` (is a 403 or 429 a rate limit,
-and how long: what the server said, else GitHub's secondary-limit minimum of a minute).
+"""Waiting on a remote, for every job that talks to one: what a server asks for (`server_wait`,
+`limit_wait`: Retry-After, the rate-limit headers, GitHub's secondary limit), and retries.
 
 `RetryPolicy.call`: a call that fails in a way that may pass (a 5xx, a connection reset or
-timeout, a rate limit) is tried again after a wait: what the server asked for, else an
-exponential backoff with jitter. The number of tries and the longest wait are bounded; past
+timeout, a rate limit) is tried again after what the server asked for, else an exponential
+backoff with jitter. The number of tries and the longest wait are bounded; past
 them the call fails with ServiceFailed (exit status 3), saying what failed and how often.
 Anything else (a 404, a 422, bad credentials) is not retried: the caller decides what it means;
 a request the service refuses for good (GitHub's 422 Validation Failed) is Refused: running it

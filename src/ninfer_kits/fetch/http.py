@@ -90,7 +90,6 @@ class Client:
         self.timeout = timeout
         self.sleep = sleep
         self._opener = urllib.request.build_opener()
-        self.requests: list[str] = []  # every URL asked for, in order (for tests and --debug)
 
     @property
     def has_token(self) -> bool:
@@ -124,7 +123,7 @@ class Client:
                     data = response.read(limit + 1)
             except (OSError, HTTPException) as error:
                 if attempt == self.attempts:
-                    raise _network_failure(url, error) from error
+                    raise network_failure(url, error) from error
                 self.sleep(_backoff(attempt))
                 continue
             if len(data) > limit:
@@ -143,7 +142,6 @@ class Client:
 
     def _with_retries(self, url: str, headers: dict[str, str]) -> HTTPResponse:
         for attempt in range(1, self.attempts + 1):
-            self.requests.append(url)
             try:
                 response: HTTPResponse = self._opener.open(self._request(url, headers),
                                                            timeout=self.timeout)
@@ -154,7 +152,7 @@ class Client:
                 self.sleep(wait)
             except (urllib.error.URLError, OSError, HTTPException) as error:
                 if attempt == self.attempts or _permanent(error):
-                    raise _network_failure(url, error) from error
+                    raise network_failure(url, error) from error
                 self.sleep(_backoff(attempt))
         raise AssertionError("unreachable")
 
@@ -221,7 +219,7 @@ def _permanent(error: BaseException) -> bool:
     return isinstance(reason, ssl.SSLCertVerificationError | ValueError)
 
 
-def _network_failure(url: str, error: BaseException) -> HttpFailure:
+def network_failure(url: str, error: BaseException) -> HttpFailure:
     reason = getattr(error, "reason", error)
     if isinstance(reason, ssl.SSLCertVerificationError):
         words = (f"the TLS certificate cannot be verified ({reason.verify_message}); install "
@@ -236,7 +234,3 @@ def _network_failure(url: str, error: BaseException) -> HttpFailure:
         words = str(reason) or type(reason).__name__
     return HttpFailure(f"{shown(url)}: {words}", url=url)
 
-
-def network_failure(url: str, error: BaseException) -> HttpFailure:
-    """An error met while reading a body, in words (for the downloader)."""
-    return _network_failure(url, error)

@@ -66,14 +66,8 @@ def execute(args: argparse.Namespace) -> int:
     releases = kit_releases(ledger_dir)
     state = StateFile(args.state)
     api = args.api or os.environ.get(GITHUB_API_ENV) or DEFAULT_GITHUB_API
-    token = remote.find_github_token()  # never shown, whatever the server says back
-    if token:
-        problem = remote.cleartext_token_problem(api)
-        if problem:
-            given = "--api" if args.api else \
-                f"${GITHUB_API_ENV}" if os.environ.get(GITHUB_API_ENV) else ""
-            raise BadInput(f"the GitHub API {api}{f' ({given})' if given else ''}: {problem} "
-                           f"(GITHUB_TOKEN or GH_TOKEN is set)")
+    given = "--api" if args.api else f"${GITHUB_API_ENV}" if os.environ.get(GITHUB_API_ENV) else ""
+    token = remote.token_for(api, given)  # never shown, whatever the server says back
     client = HeadClient(api, state, token, max_wait=args.max_wait)
 
     heads: dict[str, str] = {}

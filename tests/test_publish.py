@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import kitdir, ledger
+from ninfer_kits import kitdir, ledger, remote
 from ninfer_kits.errors import BadInput, ConfigError
 from ninfer_kits.matrix import B2Target, GitHubTarget, load_matrix
 from ninfer_kits.publish import credentials, notes
 from ninfer_kits.publish.plan import AssetTooLarge
-from ninfer_kits.publish.retry import RetryPolicy, ServiceFailed, Transient, server_wait
 from ninfer_kits.publish.stages import PublishBusy, PublishConflict, held_lock
 from ninfer_kits.publish.stores.local import NOTES_FILE, LocalStore
+from ninfer_kits.retry import RetryPolicy, ServiceFailed, Transient, server_wait
 from test_publish_support import (
     ASSET,
     B2_CANARY,
@@ -443,7 +443,7 @@ def test_an_asset_over_2_gib_is_refused_before_anything_is_touched(
     from ninfer_kits.publish.stores.github import GitHubStore
 
     target = GitHubTarget(repository="o/r", api="http://127.0.0.1:9/api/v3")
-    store = GitHubStore(target, credentials.Secret(CANARY, "GITHUB_TOKEN"),
+    store = GitHubStore(target, remote.Secret(CANARY, "GITHUB_TOKEN"),
                         retry=RetryPolicy(attempts=1), reporter=Captured().reporter)
     started = time.monotonic()
     with pytest.raises(AssetTooLarge, match=r"2,147,483,649 bytes is more than GitHub o/r .* "
@@ -553,9 +553,9 @@ def test_a_missing_matrix_file_is_said_as_such(tmp_path: Path, kit: kitdir.KitDi
 
 
 def test_tokens_and_keys_come_from_their_variables_and_env_files(tmp_path: Path) -> None:
-    assert credentials.github_token({"GH_TOKEN": CANARY}, "o/r").source == "GH_TOKEN"
+    assert remote.github_token({"GH_TOKEN": CANARY}, "o/r").source == "GH_TOKEN"
     both = {"GITHUB_TOKEN": CANARY, "GH_TOKEN": "other-token-value"}
-    assert credentials.github_token(both, "o/r").value == CANARY
+    assert remote.github_token(both, "o/r").value == CANARY
     env_file = tmp_path / "b2.env"
     env_file.write_text("# the seed's rented-box file\nexport B2_APPLICATION_KEY_ID='005abc'\n"
                         f'B2_APPLICATION_KEY="{B2_CANARY}"\nB2_BUCKET=ninfer-kits # unused\n')
@@ -569,7 +569,7 @@ def test_tokens_and_keys_come_from_their_variables_and_env_files(tmp_path: Path)
     with pytest.raises(BadInput, match=r"line 2: not a KEY=VALUE line$") as caught:
         credentials.b2_key({}, env_file)
     assert B2_CANARY not in str(caught.value)
-    assert credentials.redact(f"token {CANARY} and key {B2_CANARY}") == "token *** and key ***"
+    assert remote.redact(f"token {CANARY} and key {B2_CANARY}") == "token *** and key ***"
 
 
 # --------------------------------------------------------------------------- retries

@@ -8,9 +8,10 @@ step or detail) since the last alert, whose state the body keeps in a second hid
 6 hours is one issue, not a comment every 6 hours. `alert KIT --fixed` closes the open issue
 (state_reason `completed`) with a comment naming the run; none open writes nothing.
 
-Every call goes through publish's RetryPolicy and PyGithub client (transient 5xx, resets,
-rate limits). A write that a dropped connection may have done is looked for before it is
-tried again: a retried create never opens a second issue, a retried comment never doubles.
+Every call goes through github_client.py's PyGithub client and a RetryPolicy (transient 5xx,
+resets, rate limits), as publish's do. A write that a dropped connection may have done is
+looked for before it is tried again: a retried create never opens a second issue, a retried
+comment never doubles.
 """
 
 from __future__ import annotations
@@ -27,11 +28,10 @@ from github.Issue import Issue
 from github.Repository import Repository
 
 from ninfer_kits.errors import BadInput
+from ninfer_kits.github_client import client, explanation, failure, transient
 from ninfer_kits.log import Reporter
-from ninfer_kits.publish.credentials import Secret
-from ninfer_kits.publish.retry import RetryPolicy
-from ninfer_kits.publish.stores.github import _message, client, failure, transient
-from ninfer_kits.remote import redact
+from ninfer_kits.remote import Secret, redact
+from ninfer_kits.retry import RetryPolicy, once
 
 T = TypeVar("T")
 
@@ -103,7 +103,7 @@ class KitAlerts:
         issues = self.open_issues(kit)
         if not issues:
             issue = self._call(f"opening an issue for kit {kit}",
-                               self._once(lambda: self._first(kit),
+                               once(lambda: self._first(kit),
                                           lambda: self._repo.create_issue(
                                               title=f"rebuild failing: {kit}",
                                               body=_opening(kit, failure_, state),
@@ -120,7 +120,7 @@ class KitAlerts:
             return Done("unchanged", issue.number, issue.html_url)
         comment = _changed(failure_, state)
         self._call(f"commenting on issue #{issue.number}",
-                   self._once(lambda: self._last_comment_is(issue, comment),
+                   once(lambda: self._last_comment_is(issue, comment),
                               lambda: issue.create_comment(comment)), write=True)
         self._call(f"updating issue #{issue.number}",
                    lambda: issue.edit(body=with_state(issue.body, state)), write=True)
@@ -137,7 +137,7 @@ class KitAlerts:
 
     def _close(self, issue: Issue, comment: str) -> None:
         self._call(f"commenting on issue #{issue.number}",
-                   self._once(lambda: self._last_comment_is(issue, comment),
+                   once(lambda: self._last_comment_is(issue, comment),
                               lambda: issue.create_comment(comment)), write=True)
         self._call(f"closing issue #{issue.number}",
                    lambda: issue.edit(state="closed", state_reason="completed"), write=True)
@@ -170,22 +170,6 @@ class KitAlerts:
 
     # ------------------------------------------------------------------- calls
 
-    def _once(self, done: Callable[[], T | None], write: Callable[[], T]) -> Callable[[], T]:
-        """`write`, made safe to retry: from the second try on, `done()` first says whether an
-        earlier try did it after all (a connection dropped after the server acted)."""
-        tries = 0
-
-        def operation() -> T:
-            nonlocal tries
-            tries += 1
-            if tries > 1:
-                earlier = done()
-                if earlier is not None:
-                    return earlier
-            return write()
-
-        return operation
-
     def _call(self, what: str, operation: Callable[[], T], *, write: bool = False) -> T:
         try:
             return self._retry.call(f"GitHub: {what}", operation, transient, self._reporter)
@@ -197,7 +181,7 @@ class KitAlerts:
             if write and error.status in (403, 404):
                 raise BadInput(f"GitHub: {what} on {self.repository}: the token from "
                                f"{self._token.source} cannot write its issues (HTTP "
-                               f"{error.status}: {_message(error)}): give the job "
+                               f"{error.status}: {explanation(error)}): give the job "
                                f"`permissions: issues: write` (a fine-grained token: Issues: "
                                f"read and write)") from None
             raise failure(what, error, self._token) from None

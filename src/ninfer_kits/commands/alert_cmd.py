@@ -14,12 +14,7 @@ import os
 from ninfer_kits import remote
 from ninfer_kits.errors import BadInput, NinferKitsError
 from ninfer_kits.log import Reporter
-from ninfer_kits.records import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ninfer_kits.publish.credentials import Secret
-
-API_ENV = "NINFER_KITS_GITHUB_API"  # the variable watch reads too
 _REPOSITORY_FORM = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"
 
 
@@ -40,8 +35,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repository", metavar="OWNER/NAME", default=None,
                         help="where the issue is (default: $GITHUB_REPOSITORY)")
     parser.add_argument("--api", metavar="URL", default=None,
-                        help=f"GitHub's REST API (default: ${API_ENV}, else $GITHUB_API_URL, "
-                             f"else https://api.github.com)")
+                        help=f"GitHub's REST API (default: ${remote.GITHUB_API_ENV}, else "
+                             f"$GITHUB_API_URL, else https://api.github.com)")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -57,7 +52,7 @@ def _execute(args: argparse.Namespace, reporter: Reporter) -> int:
     import re
 
     from ninfer_kits.alert.results import KIT_NAME
-    from ninfer_kits.matrix import DEFAULT_GITHUB_API
+    from ninfer_kits.matrix import DEFAULT_GITHUB_API, github_api_problem
 
     if KIT_NAME.fullmatch(args.kit) is None:
         raise BadInput(f"alert: {args.kit!r} is not a kit name (letters, digits, _ . + -)")
@@ -71,16 +66,18 @@ def _execute(args: argparse.Namespace, reporter: Reporter) -> int:
                        "--repository OWNER/NAME")
     if re.fullmatch(_REPOSITORY_FORM, repository) is None:
         raise BadInput(f"alert: repository {repository!r} is not OWNER/NAME")
-    api = (args.api or os.environ.get(API_ENV) or os.environ.get("GITHUB_API_URL")
+    api = (args.api or os.environ.get(remote.GITHUB_API_ENV) or os.environ.get("GITHUB_API_URL")
            or DEFAULT_GITHUB_API).rstrip("/")
-    token = _token(repository)
-    problem = remote.cleartext_token_problem(api)
+    token = remote.github_token(
+        os.environ, repository, missing="alert: no GitHub token",
+        able="write the issues of {repository} (on Actions: `permissions: issues: write`)")
+    problem = github_api_problem(api)
     if problem:
         raise BadInput(f"alert: the GitHub API {api}: {problem}")
     run = args.log or _run_url()
 
     from ninfer_kits.alert.issues import Failure, KitAlerts
-    from ninfer_kits.publish.retry import RetryPolicy
+    from ninfer_kits.retry import RetryPolicy
 
     alerts = KitAlerts(api, repository, token, retry=RetryPolicy.from_environment(),
                        reporter=reporter)
@@ -102,22 +99,6 @@ def _execute(args: argparse.Namespace, reporter: Reporter) -> int:
         print(f"kit {args.kit}: issue #{done.number} already says so; nothing written "
               f"({done.url})")
     return 0
-
-
-def _token(repository: str) -> Secret:
-    from ninfer_kits.publish.credentials import (
-        GITHUB_TOKEN_VARIABLES,
-        MissingCredentials,
-        github_token,
-    )
-
-    try:
-        return github_token(os.environ, repository)
-    except MissingCredentials:
-        raise MissingCredentials(
-            f"alert: no GitHub token: set {GITHUB_TOKEN_VARIABLES[0]} (or "
-            f"{GITHUB_TOKEN_VARIABLES[1]}) to a token that can write the issues of {repository} "
-            f"(on Actions: `permissions: issues: write`)") from None
 
 
 def _run_url() -> str:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ninfer_kits import ledger
+from ninfer_kits import ledger, remote
 from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import (
@@ -20,7 +20,6 @@ from ninfer_kits.matrix import (
     load_matrix,
 )
 from ninfer_kits.publish import credentials, plan
-from ninfer_kits.publish.retry import RetryPolicy
 from ninfer_kits.publish.stages import (
     CONFLICT,
     PUBLISHED,
@@ -33,6 +32,7 @@ from ninfer_kits.publish.stages import (
 from ninfer_kits.publish.store import Store
 from ninfer_kits.publish.stores import STORE_NAMES, download_base
 from ninfer_kits.publish.stores.local import LocalStore
+from ninfer_kits.retry import RetryPolicy
 
 DEFAULT_OUT = Path("published")
 DEFAULT_DRY_RUN_OUT = Path("dry-run")
@@ -81,13 +81,13 @@ def execute(args: argparse.Namespace) -> int:
     try:
         return _execute(args, reporter, os.environ)
     except NinferKitsError as error:
-        error.args = (credentials.redact(str(error)),)
+        error.args = (remote.redact(str(error)),)
         reporter.error(str(error))
         raise
     except (ImportError, KeyboardInterrupt):
         raise
     except Exception as error:  # a library's failure that no store turned into a message
-        message = credentials.redact(f"{type(error).__name__}: {error}")
+        message = remote.redact(f"{type(error).__name__}: {error}")
         reporter.error(message)
         raise EnvironmentFailure(f"publish failed: {message}") from None
 
@@ -178,10 +178,10 @@ def make_stores(names: tuple[str, ...], matrix: Matrix, github: GitHubTarget | N
     for name in names:
         try:
             stores.append(make_store(name, matrix, github, args, environ, retry, reporter))
-        except credentials.MissingCredentials as error:
+        except remote.MissingCredentials as error:
             missing.append(str(error))
     if missing:
-        raise credentials.MissingCredentials("; ".join(missing))
+        raise remote.MissingCredentials("; ".join(missing))
     return tuple(stores)
 
 
@@ -193,7 +193,7 @@ def make_store(name: str, matrix: Matrix, github: GitHubTarget | None,
         return LocalStore((args.out or DEFAULT_OUT).absolute())
     if name == "github":
         assert github is not None
-        token = credentials.github_token(environ, github.repository)
+        token = remote.github_token(environ, github.repository)
         from ninfer_kits.publish.stores.github import GitHubStore
 
         return GitHubStore(github, token, retry=retry, reporter=reporter)

@@ -26,7 +26,8 @@ from typing import Any
 
 from ninfer_kits import __version__
 from ninfer_kits.errors import BadInput, EnvironmentFailure
-from ninfer_kits.remote import cleartext_token_problem, server_wait
+from ninfer_kits.remote import cleartext_token_problem
+from ninfer_kits.retry import limit_wait
 
 USER_AGENT = f"ninfer-kits/{__version__} (+fetch)"
 TIMEOUT = 60.0  # seconds without a byte before a connection counts as dropped
@@ -89,7 +90,6 @@ class Client:
         self.timeout = timeout
         self.sleep = sleep
         self._opener = urllib.request.build_opener()
-        self.requests: list[str] = []  # every URL asked for, in order (for tests and --debug)
 
     @property
     def has_token(self) -> bool:
@@ -123,7 +123,7 @@ class Client:
                     data = response.read(limit + 1)
             except (OSError, HTTPException) as error:
                 if attempt == self.attempts:
-                    raise _network_failure(url, error) from error
+                    raise network_failure(url, error) from error
                 self.sleep(_backoff(attempt))
                 continue
             if len(data) > limit:
@@ -142,7 +142,6 @@ class Client:
 
     def _with_retries(self, url: str, headers: dict[str, str]) -> HTTPResponse:
         for attempt in range(1, self.attempts + 1):
-            self.requests.append(url)
             try:
                 response: HTTPResponse = self._opener.open(self._request(url, headers),
                                                            timeout=self.timeout)
@@ -153,7 +152,7 @@ class Client:
                 self.sleep(wait)
             except (urllib.error.URLError, OSError, HTTPException) as error:
                 if attempt == self.attempts or _permanent(error):
-                    raise _network_failure(url, error) from error
+                    raise network_failure(url, error) from error
                 self.sleep(_backoff(attempt))
         raise AssertionError("unreachable")
 
@@ -161,7 +160,9 @@ class Client:
         """Seconds to wait before the next attempt, or raise: the error is final."""
         status = error.code
         where = shown(error.geturl() or url)
-        limited = _rate_limit_wait(error, attempt)
+        # a Retry-After that is neither seconds nor a date waits the usual backoff
+        limited = limit_wait(status, dict((error.headers or {}).items()), time.time(),
+                             unreadable=_backoff(attempt))
         if status in (404, 410):
             raise NotFound(f"{where}: not found (HTTP {status})", url=url, status=status)
         if status == 416:
@@ -208,21 +209,6 @@ def _placement(response: HTTPResponse, offset: int, url: str) -> tuple[int, int 
     return 0, size
 
 
-def _rate_limit_wait(error: urllib.error.HTTPError, attempt: int) -> float | None:
-    """Seconds until a rate limit lifts (Retry-After: seconds or an HTTP date; else
-    X-RateLimit-Reset when the remaining count is 0), or None when the error is not a rate
-    limit. A Retry-After that is neither waits the usual backoff."""
-    headers = error.headers
-    if headers is None or error.code not in (403, 429):
-        return None
-    wait = server_wait(dict(headers.items()), time.time())
-    if wait is not None:
-        return wait
-    if headers.get("Retry-After"):
-        return _backoff(attempt)
-    return 60.0 if error.code == 429 else None
-
-
 def _backoff(attempt: int) -> float:
     return BACKOFF[min(attempt - 1, len(BACKOFF) - 1)]
 
@@ -233,7 +219,7 @@ def _permanent(error: BaseException) -> bool:
     return isinstance(reason, ssl.SSLCertVerificationError | ValueError)
 
 
-def _network_failure(url: str, error: BaseException) -> HttpFailure:
+def network_failure(url: str, error: BaseException) -> HttpFailure:
     reason = getattr(error, "reason", error)
     if isinstance(reason, ssl.SSLCertVerificationError):
         words = (f"the TLS certificate cannot be verified ({reason.verify_message}); install "
@@ -248,7 +234,3 @@ def _network_failure(url: str, error: BaseException) -> HttpFailure:
         words = str(reason) or type(reason).__name__
     return HttpFailure(f"{shown(url)}: {words}", url=url)
 
-
-def network_failure(url: str, error: BaseException) -> HttpFailure:
-    """An error met while reading a body, in words (for the downloader)."""
-    return _network_failure(url, error)

@@ -34,7 +34,7 @@ from ninfer_kits.fetch.ledger import Recorded, url_of
 from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.kitdir import portable_name
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, Matrix, UnresolvedPlaceholders
-from ninfer_kits.remote import cleartext_token_problem
+from ninfer_kits.remote import github_web, token_for
 
 SHA256SUMS = "SHA256SUMS"
 SHA1SUMS = "SHA1SUMS"
@@ -42,7 +42,6 @@ BUILDINFO = "BUILDINFO.txt"
 TARBALL_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".tar.bz2", ".tar")
 OCTET_STREAM = "application/octet-stream"
 B2_URL_ENV = "NINFER_KITS_B2_URL"
-TOKEN_ENVS = ("GITHUB_TOKEN", "GH_TOKEN")
 
 
 @dataclass(frozen=True)
@@ -96,27 +95,7 @@ class Context:
 
     @property
     def web(self) -> str:
-        """The GitHub web host for the API (https://github.com for https://api.github.com,
-        https://HOST for GitHub Enterprise's https://HOST/api/v3)."""
-        return web_base(self.api)
-
-
-def web_base(api: str) -> str:
-    parts = urllib.parse.urlsplit(api.rstrip("/"))
-    host = parts.netloc
-    if host == "api.github.com":
-        return "https://github.com"
-    if host.startswith("api.") and parts.path in ("", "/"):
-        return f"{parts.scheme}://{host[4:]}"
-    path = parts.path
-    if path.endswith("/api/v3"):
-        path = path[: -len("/api/v3")]
-    return urllib.parse.urlunsplit((parts.scheme, host, path, "", ""))
-
-
-def github_token(environ: Mapping[str, str] | None = None) -> str | None:
-    env = os.environ if environ is None else environ
-    return next((env[name] for name in TOKEN_ENVS if env.get(name)), None)
+        return github_web(self.api)
 
 
 # --------------------------------------------------------------------------- the matrix
@@ -428,12 +407,8 @@ def offline_context(args: argparse.Namespace) -> Context:
 
 def client_for(args: argparse.Namespace) -> tuple[Client, Context]:
     ctx = offline_context(args)
-    token = github_token()
-    problem = cleartext_token_problem(ctx.api) if token else None
-    if problem:
-        raise BadInput(f"the GitHub API {shown(ctx.api)}{' (--api)' if args.api else ''}: "
-                       f"{problem} (GITHUB_TOKEN or GH_TOKEN is set)")
-    return Client(token=token, token_hosts=(ctx.api,)), ctx
+    token = token_for(ctx.api, "--api" if args.api else "")
+    return Client(token=token.value if token else None, token_hosts=(ctx.api,)), ctx
 
 
 def located(args: argparse.Namespace, ctx: Context, client: Client | None,

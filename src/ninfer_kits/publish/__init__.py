@@ -5,7 +5,6 @@
     notes.py         the release notes, rendered from BUILDINFO.txt
     stages.py        the pipeline in order, the per-tag lock, conflicts refused up front
     ledger.py        releases/<tag>.toml: written last, atomically; read by fetch and kit-url
-    retry.py         retries with backoff and a bound (Retry-After, rate limits)
-    credentials.py   tokens and keys from the environment, and redaction of them
+    credentials.py   the B2 key from the environment or an env file
     stores/          local (a folder; --dry-run), b2 (b2sdk), github (PyGithub)
 """

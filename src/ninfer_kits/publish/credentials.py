@@ -1,61 +1,25 @@
-"""Credentials for the remote stores, and keeping them out of every message.
+"""B2 credentials for publish: an application key from B2_APPLICATION_KEY_ID and
+B2_APPLICATION_KEY, else from an env file of `KEY=VALUE` lines named by --b2-env or
+NINFER_B2_ENV (the seed's rented-box scripts kept it so).
 
-GitHub: a token from GITHUB_TOKEN, else GH_TOKEN (what the GitHub CLI and Actions use). B2: an
-application key from B2_APPLICATION_KEY_ID and B2_APPLICATION_KEY, else from an env file of
-`KEY=VALUE` lines named by --b2-env or NINFER_B2_ENV (the seed's rented-box scripts kept it so).
-
-A secret is held in a Secret, whose repr and str never show it, and is registered with the
-process-wide redactor: every message publish prints or raises passes through `redact`, so a
-token that a service or a library puts into an error text becomes `***`.
+The key is held in remote.py's Secret (never shown, registered with the redactor), as the
+GitHub token is; remote.py reads that token.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ninfer_kits.errors import BadInput
-from ninfer_kits.remote import REDACTED as REDACTED
-from ninfer_kits.remote import redact as redact
-from ninfer_kits.remote import register as register
+from ninfer_kits.remote import MissingCredentials, Secret, register
 
-GITHUB_TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN")
 B2_KEY_ID = "B2_APPLICATION_KEY_ID"
 B2_KEY = "B2_APPLICATION_KEY"
 B2_ENV_FILE = "NINFER_B2_ENV"
 
 _ENV_LINE = re.compile(r"(?:export\s+)?(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?P<value>.*)")
-
-
-class MissingCredentials(BadInput):
-    """A store needs credentials that are not set: the message names the variables."""
-
-
-@dataclass(frozen=True)
-class Secret:
-    """A credential: `value` is only ever handed to the client library."""
-
-    value: str = field(repr=False)
-    source: str  # where it came from, for messages: "GITHUB_TOKEN", "/path/b2.env"
-
-    def __post_init__(self) -> None:
-        register(self.value)
-
-    def __str__(self) -> str:
-        return f"<secret from {self.source}>"
-
-
-def github_token(environ: Mapping[str, str], repository: str) -> Secret:
-    for name in GITHUB_TOKEN_VARIABLES:
-        value = environ.get(name, "").strip()
-        if value:
-            return Secret(value, name)
-    raise MissingCredentials(
-        f"GitHub: no token: set {GITHUB_TOKEN_VARIABLES[0]} (or {GITHUB_TOKEN_VARIABLES[1]}) to a "
-        f"token that can write {repository} (a fine-grained token with Contents: read and write, "
-        f"or a classic token with the repo scope)")
 
 
 def b2_key(environ: Mapping[str, str], env_file: Path | None = None) -> tuple[str, Secret]:

@@ -22,16 +22,10 @@ from ninfer_kits.kitinputs import cache_key
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, add_matrix_argument, load_matrix
 from ninfer_kits.matrix.names import HEX_REVISION
-from ninfer_kits.watch.heads import (
-    DEFAULT_MAX_WAIT,
-    HeadClient,
-    HeadError,
-    StateFile,
-    token_from_env,
-)
+from ninfer_kits.remote import GITHUB_API_ENV
+from ninfer_kits.watch.heads import DEFAULT_MAX_WAIT, HeadClient, HeadError, StateFile
 from ninfer_kits.watch.plan import Stale, kit_releases, plan
 
-API_ENV = "NINFER_KITS_GITHUB_API"
 ALL = "all"  # KIT: every kit (as no KIT), what a dispatch's choice list offers
 
 
@@ -40,7 +34,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kits", nargs="*", metavar="KIT",
                         help="watch only these kits (`all`, or none: every kit)")
     parser.add_argument("--api", metavar="URL", default=None,
-                        help=f"GitHub's REST API (default: ${API_ENV}, else "
+                        help=f"GitHub's REST API (default: ${GITHUB_API_ENV}, else "
                              f"{DEFAULT_GITHUB_API})")
     parser.add_argument("--state", type=Path, metavar="FILE", default=None,
                         help="the ETag cache (JSON), read and rewritten atomically: an unchanged "
@@ -71,15 +65,9 @@ def execute(args: argparse.Namespace) -> int:
     ledger_dir = args.ledger_dir or matrix.path.parent / "releases"
     releases = kit_releases(ledger_dir)
     state = StateFile(args.state)
-    api = args.api or os.environ.get(API_ENV) or DEFAULT_GITHUB_API
-    token = token_from_env()
-    if token:
-        problem = remote.cleartext_token_problem(api)
-        if problem:
-            given = "--api" if args.api else f"${API_ENV}" if os.environ.get(API_ENV) else ""
-            raise BadInput(f"the GitHub API {api}{f' ({given})' if given else ''}: {problem} "
-                           f"(GITHUB_TOKEN or GH_TOKEN is set)")
-        remote.register(token)  # never shown, whatever the server says back
+    api = args.api or os.environ.get(GITHUB_API_ENV) or DEFAULT_GITHUB_API
+    given = "--api" if args.api else f"${GITHUB_API_ENV}" if os.environ.get(GITHUB_API_ENV) else ""
+    token = remote.token_for(api, given)  # never shown, whatever the server says back
     client = HeadClient(api, state, token, max_wait=args.max_wait)
 
     heads: dict[str, str] = {}

@@ -4,20 +4,19 @@
 the bare SHA. The answer's ETag is kept in the state file (JSON, written atomically) with the
 SHA; the next run sends it as If-None-Match, and an unchanged branch answers 304, which GitHub
 does not count against the rate limit. A 403 or 429 with Retry-After, or with
-X-RateLimit-Remaining 0, is waited out when the wait fits in `max_wait` seconds, else it is this
-upstream's error. A dropped connection, a timeout or a 5xx is tried again with backoff
-(publish.retry's), a few times, before the upstream counts as failed. A renamed repository
-answers 301: followed, and reported so that matrix.toml can be updated. The token is sent,
-never printed.
+X-RateLimit-Remaining 0, is waited out (retry.py's reading of it) when the wait fits in
+`max_wait` seconds, else it is this upstream's error. A dropped connection, a timeout or a 5xx
+is tried again with RetryPolicy's backoff, a few times, before the upstream counts as failed.
+A renamed repository answers 301: followed, and reported so that matrix.toml can be updated.
+The token is sent, never printed.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,12 +26,11 @@ import requests
 
 from ninfer_kits.atomic import write_file
 from ninfer_kits.errors import BadInput
-from ninfer_kits.publish.retry import RetryPolicy
-from ninfer_kits.remote import server_wait
+from ninfer_kits.remote import Secret
+from ninfer_kits.retry import RetryPolicy, limit_wait, server_wait
 
 STATE_FORMAT = 1
 SHA_MEDIA_TYPE = "application/vnd.github.sha"
-TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN")
 DEFAULT_MAX_WAIT = 60.0  # seconds one upstream may wait for a rate limit, in all
 ATTEMPTS = 4
 TRANSIENT_STATUS = frozenset({500, 502, 503, 504})  # tried again: GitHub's own passing failures
@@ -54,11 +52,6 @@ class HeadResult:
     sha: str
     cached: bool  # the server answered 304: the ETag cache's SHA
     moved_to: str | None = None  # OWNER/NAME when the repository answered 301
-
-
-def token_from_env(environ: Mapping[str, str] | None = None) -> str | None:
-    env = os.environ if environ is None else environ
-    return next((env[name] for name in TOKEN_VARIABLES if env.get(name)), None)
 
 
 class StateFile:
@@ -92,7 +85,7 @@ class StateFile:
 
 
 class HeadClient:
-    def __init__(self, api: str, state: StateFile, token: str | None = None, *,
+    def __init__(self, api: str, state: StateFile, token: Secret | None = None, *,
                  max_wait: float = DEFAULT_MAX_WAIT, timeout: float = 30.0,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.api = api.rstrip("/")
@@ -101,12 +94,12 @@ class HeadClient:
         self.max_wait = max_wait
         self.timeout = timeout
         self.sleep = sleep
-        self.retry = RetryPolicy.from_environment()  # the backoff (and tests' scale) of publish
+        self.retry = RetryPolicy.from_environment()  # its backoff (and tests' scale)
         self.session = requests.Session()
         self.session.headers["User-Agent"] = "ninfer-kits-watch"
         self.session.headers["X-GitHub-Api-Version"] = "2022-11-28"
         if token:
-            self.session.headers["Authorization"] = f"Bearer {token}"
+            self.session.headers["Authorization"] = f"Bearer {token.value}"
 
     def head(self, repository: str, branch: str) -> HeadResult:
         """The head SHA of `branch` of `repository` (OWNER/NAME); HeadError naming both."""
@@ -137,7 +130,7 @@ class HeadClient:
 
     def _get(self, url: str, headers: dict[str, str], what: str) -> requests.Response:
         """The answer to one GET. A dropped connection, a timeout or a 5xx is tried again after
-        publish.retry's backoff (ATTEMPTS tries in all, about 7 s of waiting), then it is the
+        RetryPolicy's backoff (ATTEMPTS tries in all, about 7 s of waiting), then it is the
         service's failure (HeadError with `service`; a 5xx's answer comes back for _explain);
         a rate limit is waited out within max_wait."""
         waited = 0.0
@@ -159,7 +152,7 @@ class HeadClient:
                 else:
                     self._backoff(attempt + 1)
                 continue
-            wait = _limit_wait(response)
+            wait = limit_wait(response.status_code, response.headers, time.time())
             if wait is None:
                 return response
             if waited + wait > self.max_wait or attempt + 1 == ATTEMPTS:
@@ -197,21 +190,6 @@ class HeadClient:
         except HeadError:
             return False
         return response.status_code == 200
-
-
-def _limit_wait(response: requests.Response) -> float | None:
-    """Seconds to wait before asking again, or None when this is not a rate-limit answer.
-    Retry-After in seconds or as an HTTP date, else X-RateLimit-Reset when none is left
-    (publish.retry's reading); one that says neither waits 60 s."""
-    if response.status_code not in (403, 429):
-        return None
-    wait = server_wait(response.headers, time.time())
-    if wait is not None:
-        return wait
-    if (response.headers.get("Retry-After") is not None or response.status_code == 429
-            or response.headers.get("X-RateLimit-Remaining") == "0"):
-        return 60.0
-    return None
 
 
 def _moved_to(response: requests.Response) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import urllib.parse
 
 from ninfer_kits.records import TYPE_CHECKING
+from ninfer_kits.remote import github_web
 
 if TYPE_CHECKING:
     from ninfer_kits.matrix import GitHubTarget
@@ -18,15 +19,7 @@ STORE_NAMES = ("b2", "github", "local")  # also the publishing order: blob stora
 NOTES_PREFERENCE = ("github", "b2", "local")
 
 
-def web_url(api: str) -> str:
-    """The web root for an API base URL: api.github.com → github.com, HOST/api/v3 → HOST."""
-    parts = urllib.parse.urlsplit(api)
-    host = "github.com" if parts.netloc == "api.github.com" else parts.netloc
-    path = parts.path.rstrip("/").removesuffix("/api/v3")
-    return urllib.parse.urlunsplit((parts.scheme, host, path, "", ""))
-
-
 def download_base(target: GitHubTarget, tag: str) -> str:
     """Where a published GitHub release's assets are downloaded from."""
     quoted = urllib.parse.quote(tag, safe="")
-    return f"{web_url(target.api)}/{target.repository}/releases/download/{quoted}"
+    return f"{github_web(target.api)}/{target.repository}/releases/download/{quoted}"

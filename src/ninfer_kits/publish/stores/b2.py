@@ -41,8 +41,6 @@ from b2sdk.v2.exception import (
 from ninfer_kits.errors import BadInput
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import B2Target
-from ninfer_kits.publish.credentials import Secret
-from ninfer_kits.publish.retry import RetryPolicy, ServiceFailed, Transient
 from ninfer_kits.publish.store import (
     SHA256SUMS,
     Asset,
@@ -52,6 +50,8 @@ from ninfer_kits.publish.store import (
     StoreRecord,
     VerifyFailed,
 )
+from ninfer_kits.remote import Secret
+from ninfer_kits.retry import RetryPolicy, ServiceFailed, Transient
 
 T = TypeVar("T")
 

@@ -14,8 +14,7 @@
   A published release is never changed, except with --replace (back to a draft first), and
   an immutable one never.
 
-PyGithub's own retries are off (retry=None): every call goes through one RetryPolicy, which
-knows Retry-After, X-RateLimit-Reset and GitHub's secondary limits, and has a bound.
+Every call goes through github_client.py's client, retry classification and messages.
 """
 
 from __future__ import annotations
@@ -23,27 +22,20 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import requests
-from github import Auth, Github, GithubException
-from github.GithubException import (
-    BadCredentialsException,
-    RateLimitExceededException,
-    UnknownObjectException,
-)
+from github import GithubException
+from github.GithubException import UnknownObjectException
 from github.GitRelease import GitRelease
 from github.GitReleaseAsset import GitReleaseAsset
 from github.Repository import Repository
 
 from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.github_client import client, failure, transient
 from ninfer_kits.log import Progress, Reporter
 from ninfer_kits.matrix import GitHubTarget
-from ninfer_kits.publish.credentials import Secret
-from ninfer_kits.publish.retry import Refused, RetryPolicy, ServiceFailed, Transient, server_wait
 from ninfer_kits.publish.store import (
     Asset,
     Found,
@@ -53,11 +45,12 @@ from ninfer_kits.publish.store import (
     VerifyFailed,
 )
 from ninfer_kits.publish.stores import download_base
+from ninfer_kits.remote import Secret
+from ninfer_kits.retry import RetryPolicy, ServiceFailed, once
 
 T = TypeVar("T")
 
 MAX_ASSET_SIZE = 2 * 1024**3 - 1  # "each file included in a release must be under 2 GiB"
-SECONDARY_LIMIT_WAIT = 60.0  # GitHub: without Retry-After, wait at least a minute
 DOWNLOAD_CHUNK = 1 << 20
 UPLOADED = "uploaded"
 
@@ -291,18 +284,8 @@ class GitHubStore:
             raise AssertionError("GitHubStore: inspect() comes before put()")
         if self._release is not None:
             return self._release
-        tries = 0
-
-        def create() -> GitRelease:
-            nonlocal tries
-            tries += 1
-            if tries > 1:  # an earlier try may have created it before its answer was lost
-                found = self._find_release()
-                if found is not None:
-                    return found
-            return self.repo.create_git_release(release.tag, name=release.title,
-                                                message=release.notes, draft=True)
-
+        create = once(self._find_release, lambda: self.repo.create_git_release(
+            release.tag, name=release.title, message=release.notes, draft=True))
         try:
             created = self._retry.call(f"GitHub: creating the draft release {release.tag}",
                                        create, transient, self._reporter)
@@ -418,30 +401,6 @@ def _upload(release: GitRelease, asset: Asset, progress: Progress) -> GitRelease
         body.close()
 
 
-def client(api: str, token: Secret, retry: RetryPolicy, timeout: float = 60.0) -> Github:
-    """PyGithub for `api` with `token`: its own retries off (`retry` decides, around each
-    call), GitHub's spacing of requests and writes (the retry scale shrinks it in tests)."""
-    return Github(base_url=api, auth=Auth.Token(token.value), retry=None,
-                  timeout=max(1, round(timeout)), per_page=100,
-                  seconds_between_requests=0.25 * retry.scale,
-                  seconds_between_writes=1.0 * retry.scale)
-
-
-def failure(what: str, error: GithubException, token: Secret) -> Exception:
-    """The error to raise for a GitHub call that failed for good (not transient, or retried
-    too often): a refused token is bad input, a 4xx a refusal, anything else the service's."""
-    message = _message(error)
-    if isinstance(error, BadCredentialsException) or error.status == 401:
-        return BadInput(f"GitHub: {what}: the token from {token.source} was refused "
-                        f"({message}): set a valid token")
-    if 400 <= error.status < 500 and error.status not in (404, 408):
-        # 422 Validation Failed (its reasons in errors[]), 403 without a rate limit (those
-        # were retried), 400, 409, 410: GitHub refuses the request itself, not for now
-        return Refused(f"GitHub: {what}: refused (HTTP {error.status}): {message}; "
-                       f"{Refused.AGAIN}")
-    return ServiceFailed(f"GitHub: {what}: HTTP {error.status}: {message}")
-
-
 def _loaded(obj: T) -> T:
     """A PyGithub object with its attributes fetched (inside the retry, not later)."""
     _attribute(obj, "url")
@@ -456,68 +415,9 @@ def _attribute(obj: Any, name: str) -> Any:
         return None
 
 
-def _message(error: GithubException) -> str:
-    """GitHub's explanation, on one line: `message`, and for a 422 what each of `errors[]`
-    says (its own `message`, else its resource, field and code: `Release.tag_name already
-    exists`)."""
-    data = error.data
-    if isinstance(data, dict):
-        text = _one_line(data.get("message"))
-        errors = data.get("errors")
-        if isinstance(errors, list) and errors:
-            reasons = "; ".join(_reason(item) for item in errors)
-            text = f"{text}: {reasons}" if text else reasons
-        return text or str(error.status)
-    return _one_line(data)[:200] if data else str(error.status)
-
-
-# GitHub's error codes (docs: "Client errors"), as words after `Resource.field`
-_CODE_WORDS = {"missing": "is missing", "missing_field": "is missing", "invalid": "is invalid",
-               "already_exists": "already exists", "unprocessable": "could not be processed"}
-
-
-def _reason(item: object) -> str:
-    if not isinstance(item, dict):
-        return _one_line(item)
-    message = _one_line(item.get("message"))
-    if message:
-        return message
-    where = ".".join(_one_line(item.get(key)) for key in ("resource", "field") if item.get(key))
-    code = _one_line(item.get("code")) or "invalid"
-    return f"{where} {_CODE_WORDS.get(code, code)}" if where else code
-
-
-def _one_line(value: object) -> str:
-    return " ".join(str(value).split()) if value else ""
-
-
 def _already_exists(error: GithubException) -> bool:
     if error.status != 422 or not isinstance(error.data, dict):
         return False
     errors = error.data.get("errors")
     return isinstance(errors, list) and any(
         isinstance(item, dict) and item.get("code") == "already_exists" for item in errors)
-
-
-def transient(error: BaseException) -> Transient | None:
-    """Whether a failed GitHub call may pass when tried again, and the wait asked for."""
-    if isinstance(error, GithubException):
-        headers = error.headers or {}
-        wait = server_wait(headers, time.time())
-        message = _message(error).lower()
-        if error.status >= 500:
-            return Transient(f"HTTP {error.status}", wait)
-        if error.status == 429:
-            return Transient("rate limited (HTTP 429)", wait if wait is not None
-                             else SECONDARY_LIMIT_WAIT)
-        if error.status == 403 and (isinstance(error, RateLimitExceededException)
-                                    or "rate limit" in message or wait is not None):
-            kind = "secondary rate limit" if "secondary" in message else "rate limit"
-            return Transient(f"{kind} (HTTP 403)", wait if wait is not None
-                             else SECONDARY_LIMIT_WAIT)
-        return None
-    if isinstance(error, requests.exceptions.Timeout):
-        return Transient("timed out")
-    if isinstance(error, requests.exceptions.RequestException | ConnectionError | TimeoutError):
-        return Transient(f"connection failed ({type(error).__name__})")
-    return None

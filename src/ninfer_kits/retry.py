@@ -1,13 +1,15 @@
-"""Retries with backoff and a bound, for every call to a remote store.
+"""Waiting on a remote, for every job that talks to one: what a server asks for (`server_wait`,
+`limit_wait`: Retry-After, the rate-limit headers, GitHub's secondary limit), and retries.
 
-A call that fails in a way that may pass (a 5xx, a connection reset or timeout, a 429, GitHub's
-secondary rate limit, an exhausted primary limit) is tried again after a wait: what the server
-asked for (Retry-After, or X-RateLimit-Reset when X-RateLimit-Remaining is 0), else an
-exponential backoff with jitter. The number of tries and the longest wait are bounded; past
+`RetryPolicy.call`: a call that fails in a way that may pass (a 5xx, a connection reset or
+timeout, a rate limit) is tried again after what the server asked for, else an exponential
+backoff with jitter. The number of tries and the longest wait are bounded; past
 them the call fails with ServiceFailed (exit status 3), saying what failed and how often.
-Anything else (a 404, a 422, bad credentials) is not retried: the store decides what it means;
+Anything else (a 404, a 422, bad credentials) is not retried: the caller decides what it means;
 a request the service refuses for good (GitHub's 422 Validation Failed) is Refused: running it
 again changes nothing until what the service names is fixed, so it never says "later".
+
+Standard library only, and quick to import: the zipapp's fetch loads it.
 """
 
 from __future__ import annotations
@@ -17,17 +19,20 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ninfer_kits.errors import BadInput, EnvironmentFailure
-from ninfer_kits.log import Reporter
-from ninfer_kits.remote import server_wait as server_wait
+
+if TYPE_CHECKING:
+    from ninfer_kits.log import Reporter
 
 T = TypeVar("T")
 
 # Multiplies every wait: tests run the real policy with waits of milliseconds (never set it
 # in production; a server's Retry-After is there to be honoured).
 SCALE_ENV = "NINFER_KITS_RETRY_SCALE"
+# GitHub: a secondary rate limit without Retry-After is waited out for at least a minute.
+SECONDARY_LIMIT_WAIT = 60.0
 
 
 class ServiceFailed(EnvironmentFailure):
@@ -99,3 +104,65 @@ class RetryPolicy:
                                      f"{self.attempts} in {delay:.1f} s")
                 self.sleep(delay * self.scale)
                 attempt += 1
+
+
+def once(done: Callable[[], T | None], write: Callable[[], T]) -> Callable[[], T]:
+    """`write`, made safe to retry: from the second try on, `done()` first says whether an
+    earlier try did it after all (a connection dropped after the server acted)."""
+    tries = 0
+
+    def operation() -> T:
+        nonlocal tries
+        tries += 1
+        if tries > 1:
+            earlier = done()
+            if earlier is not None:
+                return earlier
+        return write()
+
+    return operation
+
+
+def server_wait(headers: Mapping[str, str], now: float) -> float | None:
+    """Seconds the server asked us to wait: Retry-After (seconds or an HTTP date), else the
+    primary rate limit's reset time when none is left; None when it asked for nothing (or
+    said something that is neither: the caller's own backoff then)."""
+    lowered = {key.lower(): str(value).strip() for key, value in headers.items()}
+    after = lowered.get("retry-after")
+    if after is not None:
+        if after.isdigit():
+            return float(after)
+        import email.utils
+
+        try:
+            when = email.utils.parsedate_to_datetime(after)
+        except (TypeError, ValueError):
+            when = None
+        if when is not None:
+            return max(0.0, when.timestamp() - now)
+    if lowered.get("x-ratelimit-remaining") == "0":
+        reset = lowered.get("x-ratelimit-reset", "")
+        if reset.isdigit():
+            return max(0.0, float(reset) - now) + 1.0
+    return None
+
+
+def limit_wait(status: int, headers: Mapping[str, str], now: float, message: str = "", *,
+               unreadable: float = SECONDARY_LIMIT_WAIT) -> float | None:
+    """Seconds to wait out a rate limit, or None when the answer is not one. A 403 or 429 is a
+    rate limit when it says how long (`server_wait`), carries a Retry-After at all, is a 429,
+    has no requests left, or its `message` names a rate limit (GitHub's secondary limit says so
+    only in words). Unsaid, it is GitHub's secondary-limit minimum; a Retry-After that is
+    neither seconds nor a date waits `unreadable` (the caller's backoff, or that minimum)."""
+    if status not in (403, 429):
+        return None
+    wait = server_wait(headers, now)
+    if wait is not None:
+        return wait
+    lowered = {key.lower(): str(value).strip() for key, value in headers.items()}
+    if lowered.get("retry-after"):
+        return unreadable
+    if status == 429 or lowered.get("x-ratelimit-remaining") == "0" or \
+            "rate limit" in message.lower():
+        return SECONDARY_LIMIT_WAIT
+    return None

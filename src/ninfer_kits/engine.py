@@ -13,6 +13,7 @@ came from, in the toolchain image.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import tarfile
@@ -20,9 +21,8 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import wraps
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
 from ninfer_kits.tarsafe import UnsafeMember, extract
@@ -45,7 +45,8 @@ def connect() -> Any:
         raise EnvironmentFailure("the docker builder needs the docker SDK: pip install docker"
                                  ) from None
     where = engine_address()
-    if where.startswith("ssh://") and not _has_paramiko():  # not the engine: the client side
+    # paramiko is the client's side of ssh://, not the engine's: missing, no engine is asked
+    if where.startswith("ssh://") and importlib.util.find_spec("paramiko") is None:
         raise EnvironmentFailure(f"DOCKER_HOST={where} needs paramiko, which is not installed: "
                                  f'pip install "docker[ssh]"')
     try:
@@ -61,31 +62,11 @@ def connect() -> Any:
     return client
 
 
-def _has_paramiko() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("paramiko") is not None
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def engine_errors(method: Callable[P, R]) -> Callable[P, R]:
-    """The engine's own failures (an API error, a dropped connection, a timeout) as one
-    EnvironmentFailure naming the engine, never a traceback; our own errors pass through."""
-
-    @wraps(method)
-    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-        with engine_guard():
-            return method(*args, **kwargs)
-
-    return guarded
-
-
 @contextmanager
 def engine_guard() -> Iterator[None]:
-    """What engine_errors does, around a block."""
+    """The engine's own failures (an API error, a dropped connection, a timeout) as one
+    EnvironmentFailure naming the engine, never a traceback; our own errors pass through.
+    Around a block, or on a function (`@engine_guard()`)."""
     try:
         yield
     except NinferKitsError:

@@ -37,7 +37,6 @@ from ninfer_kits.engine import (
     connect,
     container_labels,
     engine_address,
-    engine_errors,
     engine_guard,
     exported_image,
     first_line,
@@ -169,7 +168,7 @@ class DockerBuilder:
             self._client = connect()
         return self._client
 
-    @engine_errors
+    @engine_guard()
     def preflight(self, kit: Kit, reporter: Reporter) -> PreparedToolchain:
         """The toolchain image, built once per Dockerfile, arguments and base image ID (then
         reused by its tag); the base it was built from comes from the image's labels."""
@@ -186,7 +185,7 @@ class DockerBuilder:
         self._toolchains[toolchain.id] = found
         return found
 
-    @engine_errors
+    @engine_guard()
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled:
         """The recipe in a new container of the toolchain image, without network. With a
         compiler cache, the kit's build tree is kept in a volume beside it (one per kit and
@@ -270,7 +269,7 @@ class DockerBuilder:
                 _replace_folder(fresh, root)
         yield root
 
-    @engine_errors
+    @engine_guard()
     def smoke_test(self, kit: Kit, kit_roots: Sequence[Path], interpreter: str, log: Path,
                    reporter: Reporter) -> tuple[str, ...]:
         """The dynamic loader traces every binary of each kit folder (the plain kit, the
@@ -468,13 +467,14 @@ def _context(dockerfile: Path) -> Iterator[io.BytesIO]:
     yield buffer
 
 
-def ensure_volume(client: Any, name: str) -> str:
+def ensure_volume(client: Any, name: str, labels: dict[str, str] | None = None) -> str:
+    """The volume `name`, made with `labels` (a compiler cache's, by default) if it is not there."""
     import docker.errors
 
     try:
         client.volumes.get(name)
     except docker.errors.NotFound:
-        client.volumes.create(name=name, labels={LABEL: "ccache"})
+        client.volumes.create(name=name, labels=labels or {LABEL: "ccache"})
     return name
 
 
@@ -525,12 +525,8 @@ def ensure_tree_volume(client: Any, ccache_volume: str, kit: str, image_id: str)
         if stale.name != name and stale.name.startswith(prefix):
             with suppress(docker.errors.APIError):  # in use by a running build: left for later
                 stale.remove()
-    try:
-        client.volumes.get(name)
-    except docker.errors.NotFound:
-        client.volumes.create(name=name, labels={LABEL: "build-tree", KIT_LABEL: kit,
-                                                 IMAGE_ID_LABEL: image_id})
-    return name
+    return ensure_volume(client, name, {LABEL: "build-tree", KIT_LABEL: kit,
+                                        IMAGE_ID_LABEL: image_id})
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,9 @@ def open_target(kit_root: Path, *, root: Path | None = None, image: str | None =
                 ld_library_path: tuple[str, ...] | None = None) -> Iterator[Target]:
     """This host (the default), a root folder, or a Docker image's filesystem."""
     if image is not None:
-        with _exported(image) as folder:
+        from ninfer_kits.engine import connect, exported_image
+
+        with exported_image(connect(), image, _wanted) as folder:
             yield _in_root(folder, kit_root, f"image {image}", "image", ld_library_path or ())
         return
     if root is not None:
@@ -67,14 +69,6 @@ def _in_root(folder: Path, kit_root: Path, what: str, mode: str,
     release = os_release(rootfs)
     return Target(f"{what} ({release.pretty_name or 'unknown distribution'})", mode, KIT_MOUNT,
                   loader_setup(rootfs, ld_library_path, DRIVER_SONAMES), target_system(release))
-
-
-@contextmanager
-def _exported(image: str) -> Iterator[Path]:
-    from ninfer_kits.engine import connect, exported_image
-
-    with exported_image(connect(), image, _wanted) as folder:
-        yield folder
 
 
 def _wanted(name: str) -> bool:

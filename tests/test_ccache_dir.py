@@ -23,15 +23,13 @@ from typing import Any
 import pytest
 
 from ninfer_kits import buildinfo
+from ninfer_kits.engine import LABEL, RUN_ENV, RUN_LABEL
 from ninfer_kits.errors import CheckFailed
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pipeline.docker_builder import (
     CCACHE_AT,
     KEEP_ENV,
-    LABEL,
-    RUN_ENV,
-    RUN_LABEL,
     DockerBuilder,
     build_container,
     ccache_from_dir,

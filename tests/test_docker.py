@@ -25,16 +25,11 @@ from typing import Any
 import pytest
 
 from ninfer_kits import buildinfo
+from ninfer_kits.engine import LABEL, RUN_ENV, RUN_LABEL
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pipeline import children
-from ninfer_kits.pipeline.docker_builder import (
-    LABEL,
-    RUN_ENV,
-    RUN_LABEL,
-    DockerBuilder,
-    ImageRecipe,
-)
+from ninfer_kits.pipeline.docker_builder import DockerBuilder, ImageRecipe
 
 from docker_fixtures import (
     BASE_IMAGE,

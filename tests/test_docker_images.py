@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ninfer_kits.engine import LABEL, RUN_ENV, RUN_LABEL
 from ninfer_kits.errors import EXIT_ENVIRONMENT, EnvironmentFailure
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
@@ -22,9 +23,6 @@ from ninfer_kits.pipeline.builders import RECIPE, CompileRequest
 from ninfer_kits.pipeline.docker_builder import (
     BASE_ID_LABEL,
     BASE_LABEL,
-    LABEL,
-    RUN_ENV,
-    RUN_LABEL,
     DockerBuilder,
     ImageRecipe,
     ensure_image,

@@ -163,9 +163,10 @@ def _upstream(place: Path, name: str, bare: Path) -> str:
 def _ensure_images(matrix: Path) -> None:
     """The test toolchain's images, made on the engine before act runs: the jobs' builds find
     them by their content tag (as a runner whose engine made them once does)."""
+    from ninfer_kits.engine import connect
     from ninfer_kits.log import Reporter
     from ninfer_kits.matrix import load_matrix
-    from ninfer_kits.pipeline.docker_builder import ImageRecipe, connect, ensure_image
+    from ninfer_kits.pipeline.docker_builder import ImageRecipe, ensure_image
 
     ensure_base_image(BASE_IMAGE)
     ensure_base_image(MINBASE_IMAGE, include="")

@@ -24,16 +24,9 @@ from ninfer_kits.errors import (
     CheckFailed,
 )
 from ninfer_kits.matrix import CudaVersion, Upstream, load_matrix
-from ninfer_kits.pipeline.source import (
-    EXPORT_MTIME,
-    FetchFailed,
-    FetchRefused,
-    FetchUnreachable,
-    SourceTree,
-    fetch_source,
-    redact_url,
-    resolve_revision,
-)
+from ninfer_kits.pipeline.git import redact_url
+from ninfer_kits.pipeline.mirror import FetchFailed, FetchRefused, FetchUnreachable
+from ninfer_kits.pipeline.source import EXPORT_MTIME, SourceTree, fetch_source, resolve_revision
 
 from tools import TOOLCHAIN_TC
 

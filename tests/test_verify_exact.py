@@ -19,6 +19,8 @@ import pytest
 from ninfer_kits.commands.verify_cmd import verify
 from ninfer_kits.inspector.elf import read_elf
 from ninfer_kits.inspector.floor import kit_floor
+from ninfer_kits.loader.facts import glibc_platform, platform_of
+from ninfer_kits.loader.rootfs import RootFS
 from ninfer_kits.verify import fixes
 from ninfer_kits.verify.distros import shipped_distros
 from ninfer_kits.verify.fixes import Advice, fix_for, system_of
@@ -31,8 +33,7 @@ from ninfer_kits.verify.report import (
     VerifyReport,
     to_json,
 )
-from ninfer_kits.verify.rootfs import RootFS
-from ninfer_kits.verify.target import glibc_platform, open_target, platform_of
+from ninfer_kits.verify.target import open_target
 from test_verify import gcc, in_root, row, validate_schema
 from test_verify_loader import LOADER, loader_verdict, our_verdict
 
@@ -323,7 +324,7 @@ def test_hwcaps_subfolders_are_searched_as_the_loader_searches_them(tmp_path: Pa
 def test_hwcaps_subfolders_in_the_roots(roots: dict[str, Path], proc_mounted: None,
                                         suite: str) -> None:
     """Debian 12 (glibc 2.36) still tries the legacy subfolders, Debian 13 (2.41) no more."""
-    from ninfer_kits.verify.target import loader_setup
+    from ninfer_kits.loader.facts import loader_setup
 
     assert loader_setup(RootFS(roots[suite])).subdirs == loaders_subdirs(roots[suite])
 
@@ -526,7 +527,8 @@ def test_the_package_data_is_validated(tmp_path: Path) -> None:
 def test_fix_packages_exist_in_the_real_roots(roots: dict[str, Path], suite: str) -> None:
     """The package a fix names for Debian 12 and 13 is the one that ships the library there
     (dpkg's file lists in the root); for a soname the release lacks, none is named."""
-    from ninfer_kits.verify.target import os_release, target_system
+    from ninfer_kits.loader.facts import os_release
+    from ninfer_kits.verify.target import target_system
 
     root = roots[suite]
     owners: dict[str, str] = {}

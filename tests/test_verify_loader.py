@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from ninfer_kits.inspector.elf import is_elf
-from ninfer_kits.verify.resolve import Resolution, Resolver
-from ninfer_kits.verify.rootfs import RootFS
-from ninfer_kits.verify.target import loader_setup
+from ninfer_kits.loader.facts import loader_setup
+from ninfer_kits.loader.resolve import Resolution, Resolver
+from ninfer_kits.loader.rootfs import RootFS
 
 LOADER = "/lib64/ld-linux-x86-64.so.2"
 # Set inside the root (by its own env), so that they reach its loader and not chroot's.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ninfer_kits.errors import NinferKitsError, NotAnElf
-from ninfer_kits.verify.ldcache import CacheError
+from ninfer_kits.loader.ldcache import CacheError
 
 HERE = Path(__file__).resolve().parent
 REGRESSIONS = HERE / "regressions"
@@ -110,7 +110,7 @@ def read_tar(data: bytes, scratch: Path) -> object:
 
 
 def read_ldcache(data: bytes, scratch: Path) -> object:
-    from ninfer_kits.verify.ldcache import parse
+    from ninfer_kits.loader.ldcache import parse
 
     entries = parse(data)
     return [entry.fits(64, "x86-64") for entry in entries]
@@ -181,7 +181,7 @@ READERS: dict[str, Reader] = {reader.name: reader for reader in (
            tokens=(b"ustar\x0000", b"ustar  \x00", b"././@LongLink", b"././@PaxHeader",
                    b"path=", b"linkpath=", b"size=", b"GNU.sparse.", b"hdrcharset=",
                    b"\x1f\x8b\x08", b"\xfd7zXZ\x00", b"BZh9", b"\x7fELF", b"../")),
-    Reader("ldcache", "verify.ldcache.parse", read_ldcache, max_len=64 << 10,
+    Reader("ldcache", "loader.ldcache.parse", read_ldcache, max_len=64 << 10,
            allowed=(NinferKitsError, CacheError),
            tokens=(b"ld.so-1.7.0\x00", b"glibc-ld.so.cache1.1", b"\x03\x03\x00\x00")),
     Reader("buildinfo", "buildinfo.read", read_buildinfo, max_len=16 << 10,

@@ -257,7 +257,7 @@ def _new_cache(entries: list[tuple[int, str, str]]) -> bytes:
 
 
 def ldcache_seeds() -> dict[str, bytes]:
-    from ninfer_kits.verify.ldcache import CacheError, parse
+    from ninfer_kits.loader.ldcache import CacheError, parse
 
     seeds: dict[str, bytes] = {}
     real = Path("/etc/ld.so.cache")

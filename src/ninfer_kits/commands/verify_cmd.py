@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.floor import KitFloor, kit_floor
+from ninfer_kits.loader.resolve import Resolution, Resolver
 from ninfer_kits.verify import gpu
 from ninfer_kits.verify.kit import KitOnDisk, open_kit
 from ninfer_kits.verify.report import (
@@ -22,7 +23,6 @@ from ninfer_kits.verify.report import (
     render,
     to_json,
 )
-from ninfer_kits.verify.resolve import Resolution, Resolver
 from ninfer_kits.verify.target import Target, open_target
 
 

@@ -4,7 +4,7 @@ Any engine the docker SDK reaches works: the local one, or a remote build box th
 (`tcp://…`, `ssh://user@host` with `pip install "docker[ssh]"`). Images are built with the
 classic builder (the SDK has no BuildKit), so the compiler cache lives in a named volume per
 toolchain, mounted into the build container. Every container this module starts carries the
-labels below (its role, and the run: $NINFER_KITS_RUN_ID) and is removed in `finally`
+engine's labels (ninfer_kits.engine: its role, and the run) and is removed in `finally`
 (NINFER_KITS_KEEP_CONTAINER=1 keeps it for debugging).
 
 Provenance: an image's tag hashes its Dockerfile, its build arguments and the *ID* of its base
@@ -28,11 +28,20 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from functools import wraps
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
-from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, NinferKitsError
+from ninfer_kits.engine import (
+    LABEL,
+    RUN_LABEL,
+    connect,
+    container_labels,
+    engine_address,
+    engine_guard,
+    exported_image,
+    first_line,
+)
+from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit, Toolchain
 from ninfer_kits.pipeline import children
@@ -47,13 +56,11 @@ from ninfer_kits.pipeline.builders import (
     recipe_arguments,
 )
 from ninfer_kits.pipeline.children import deferred_signals
-from ninfer_kits.pipeline.image_export import exported_image
 from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.smoke import read_trace, trace_script
 from ninfer_kits.pipeline.source import EXPORT_MTIME
 from ninfer_kits.tarsafe import extract_all
 
-LABEL = "org.ninfer-kits.role"
 BASE_LABEL = "org.ninfer-kits.base-image"  # the base image's name, as the matrix gives it
 BASE_ID_LABEL = "org.ninfer-kits.base-image-id"  # its ID on the engine when this image was built
 SECTION = "=== kit "  # the smoke test's output: where each kit folder's trace begins
@@ -67,11 +74,6 @@ RECIPE_AT = "/tmp/ninfer-kits-recipe.py"  # beside it: both arrive in one put_ar
 KIT_LABEL = "org.ninfer-kits.kit"  # on a kept build tree's volume: whose tree it is
 IMAGE_ID_LABEL = "org.ninfer-kits.image-id"  # and the toolchain image it was built in
 KEEP_ENV = "NINFER_KITS_KEEP_CONTAINER"
-# Which run made a container: $NINFER_KITS_RUN_ID, else an ID of this process. A test (or a CI
-# job) sets it to find its own containers on an engine others share, and touches no other.
-RUN_LABEL = "org.ninfer-kits.run"
-RUN_ENV = "NINFER_KITS_RUN_ID"
-_PROCESS_RUN_ID = uuid.uuid4().hex
 WHEELS_ARG = "CUDA_WHEELS"  # the build argument of the images that get CUDA from PyPI wheels
 # Hashed into every ccache entry: nvcc -lineinfo records each source file's mtime, which ccache
 # does not hash, so entries compiled from files of another time (before every export got
@@ -81,8 +83,6 @@ CCACHE_AT = "/ccache"  # where the compiler cache's volume is mounted in the bui
 DEFAULT_CCACHE_MAX_SIZE = "2G"  # --ccache-dir: what the Actions cache keeps at most per key
 CCACHE_SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]i?B?")  # ccache's max_size, as ccache reads it
 CCACHE_ROLE = "ccache"  # the role of the containers that load, trim and save a --ccache-dir
-START_ENGINE_HINT = ("start one (as root: scripts/start-docker-engine.sh, or `dockerd &`), or "
-                     "point DOCKER_HOST at a remote engine (tcp://HOST:2375, ssh://user@HOST)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,84 +127,6 @@ class ImageRecipe:
         return f"{IMAGE_PREFIX}/{self.role}-{self.toolchain}:{digest.hexdigest()[:16]}"
 
 
-def connect() -> Any:
-    """A client for the engine DOCKER_HOST names (or the local socket), checked with a ping."""
-    try:
-        import docker
-    except ImportError:
-        raise EnvironmentFailure("the docker builder needs the docker SDK: pip install docker"
-                                 ) from None
-    where = engine_address()
-    if where.startswith("ssh://") and not _has_paramiko():  # not the engine: the client side
-        raise EnvironmentFailure(f"DOCKER_HOST={where} needs paramiko, which is not installed: "
-                                 f'pip install "docker[ssh]"')
-    try:
-        client = docker.from_env(timeout=600)
-        client.ping()
-    except Exception as error:  # the SDK raises DockerException, requests' and OS errors alike
-        # A remote engine (tcp://, ssh://) is not started here: that hint would mislead.
-        hint = (f"check that the engine at {where} runs and is reachable from here, or unset "
-                f"DOCKER_HOST to use a local one" if where.startswith(("tcp://", "ssh://"))
-                else START_ENGINE_HINT)
-        raise EnvironmentFailure(f"no Docker engine answers at {where} ({_first_line(error)}); "
-                                 f"{hint}") from None
-    return client
-
-
-def _has_paramiko() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("paramiko") is not None
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def engine_errors(method: Callable[P, R]) -> Callable[P, R]:
-    """The engine's own failures (an API error, a dropped connection, a timeout) as one
-    EnvironmentFailure naming the engine, never a traceback; our own errors pass through."""
-
-    @wraps(method)
-    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-        with engine_guard():
-            return method(*args, **kwargs)
-
-    return guarded
-
-
-@contextmanager
-def engine_guard() -> Iterator[None]:
-    """What engine_errors does, around a block."""
-    try:
-        yield
-    except NinferKitsError:
-        raise
-    except Exception as error:
-        if not _from_engine(error):
-            raise
-        raise EnvironmentFailure(f"the Docker engine at {engine_address()} failed: "
-                                 f"{_first_line(error)}") from error
-
-
-def _from_engine(error: Exception) -> bool:
-    """An error of the docker SDK, of requests under it, or of the connection to the engine
-    (a local OSError, such as a full disk, is not the engine's and passes through)."""
-    if isinstance(error, ConnectionError):
-        return True
-    module = type(error).__module__
-    return module.startswith(("docker.", "requests.", "urllib3.", "paramiko."))
-
-
-def container_labels(role: str) -> dict[str, str]:
-    """The labels of every container ninfer-kits creates: its role, and the run it belongs to."""
-    return {LABEL: role, RUN_LABEL: os.environ.get(RUN_ENV) or _PROCESS_RUN_ID}
-
-
-def engine_address() -> str:
-    return os.environ.get("DOCKER_HOST") or "the local socket (unix:///var/run/docker.sock)"
-
-
 def network_mode(client: Any) -> str:
     """NINFER_KITS_DOCKER_NETWORK, else `host` on an engine without a bridge network (as here),
     else the engine's default."""
@@ -246,7 +168,7 @@ class DockerBuilder:
             self._client = connect()
         return self._client
 
-    @engine_errors
+    @engine_guard()
     def preflight(self, kit: Kit, reporter: Reporter) -> PreparedToolchain:
         """The toolchain image, built once per Dockerfile, arguments and base image ID (then
         reused by its tag); the base it was built from comes from the image's labels."""
@@ -263,7 +185,7 @@ class DockerBuilder:
         self._toolchains[toolchain.id] = found
         return found
 
-    @engine_errors
+    @engine_guard()
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled:
         """The recipe in a new container of the toolchain image, without network. With a
         compiler cache, the kit's build tree is kept in a volume beside it (one per kit and
@@ -347,7 +269,7 @@ class DockerBuilder:
                 _replace_folder(fresh, root)
         yield root
 
-    @engine_errors
+    @engine_guard()
     def smoke_test(self, kit: Kit, kit_roots: Sequence[Path], interpreter: str, log: Path,
                    reporter: Reporter) -> tuple[str, ...]:
         """The dynamic loader traces every binary of each kit folder (the plain kit, the
@@ -479,7 +401,7 @@ def _require_base(client: Any, recipe: ImageRecipe) -> Any:
     try:
         return client.images.pull(recipe.base_image)
     except docker.errors.APIError as error:
-        raise BaseImageMissing(recipe, _first_line(error)) from None
+        raise BaseImageMissing(recipe, first_line(error)) from None
 
 
 class BaseImageMissing(EnvironmentFailure):
@@ -545,13 +467,14 @@ def _context(dockerfile: Path) -> Iterator[io.BytesIO]:
     yield buffer
 
 
-def ensure_volume(client: Any, name: str) -> str:
+def ensure_volume(client: Any, name: str, labels: dict[str, str] | None = None) -> str:
+    """The volume `name`, made with `labels` (a compiler cache's, by default) if it is not there."""
     import docker.errors
 
     try:
         client.volumes.get(name)
     except docker.errors.NotFound:
-        client.volumes.create(name=name, labels={LABEL: "ccache"})
+        client.volumes.create(name=name, labels=labels or {LABEL: "ccache"})
     return name
 
 
@@ -602,12 +525,8 @@ def ensure_tree_volume(client: Any, ccache_volume: str, kit: str, image_id: str)
         if stale.name != name and stale.name.startswith(prefix):
             with suppress(docker.errors.APIError):  # in use by a running build: left for later
                 stale.remove()
-    try:
-        client.volumes.get(name)
-    except docker.errors.NotFound:
-        client.volumes.create(name=name, labels={LABEL: "build-tree", KIT_LABEL: kit,
-                                                 IMAGE_ID_LABEL: image_id})
-    return name
+    return ensure_volume(client, name, {LABEL: "build-tree", KIT_LABEL: kit,
+                                        IMAGE_ID_LABEL: image_id})
 
 
 @dataclass(frozen=True)
@@ -664,7 +583,7 @@ def ccache_from_dir(client: Any, image: str, folder: Path, max_size: str,
                 _report_ccache(_save_ccache(client, image, volume, folder, max_size), reporter)
             except Exception as error:  # the build's own failure is the one to tell
                 reporter.warning(f"the compiler cache could not be saved into {folder}: "
-                                 f"{_first_line(error)}")
+                                 f"{first_line(error)}")
             raise
         _report_ccache(_save_ccache(client, image, volume, folder, max_size), reporter)
     finally:
@@ -743,17 +662,10 @@ def _save_ccache(client: Any, image: str, volume: str, folder: Path,
 def _export_cache(container: Any, folder: Path) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    staging = folder.with_name(f".{folder.name}.new-{token}")
+    fresh = folder.with_name(f".{folder.name}.new-{token}")
     old = folder.with_name(f".{folder.name}.old-{token}")
     try:
-        stream, _ = container.get_archive(CCACHE_AT)
-        with tempfile.TemporaryFile() as spool:
-            for chunk in stream:
-                spool.write(chunk)
-            spool.seek(0)
-            with tarfile.open(fileobj=spool) as archive:
-                extract_all(archive, staging, policy="data")
-        fresh = staging / Path(CCACHE_AT).name
+        _copy_out(container, CCACHE_AT, fresh)
         _make_runners(fresh)
         if folder.is_dir() and not folder.is_symlink():
             folder.rename(old)
@@ -761,7 +673,7 @@ def _export_cache(container: Any, folder: Path) -> None:
             folder.unlink()
         fresh.rename(folder)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(fresh, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
 
 
@@ -850,19 +762,17 @@ def _tail(log: Path) -> Iterator[str]:
 
 
 def _copy_out(container: Any, path: str, dest: Path) -> None:
-    """get_archive gives a tar of the folder; unpack it with the "data" policy (tarsafe)."""
+    """The folder `path` of the container as `dest`: get_archive gives a tar of it, unpacked
+    beside `dest` with the "data" policy (tarsafe), then moved; nothing is left on a failure."""
     stream, _ = container.get_archive(path)
-    with tempfile.TemporaryFile() as spool:
-        for chunk in stream:
-            spool.write(chunk)
-        spool.seek(0)
-        with tarfile.open(fileobj=spool) as archive:
-            staging = dest.parent / f".{dest.name}.copy"
-            extract_all(archive, staging, policy="data")
-    (staging / Path(path).name).rename(dest)
-    staging.rmdir()
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:300] if text else type(error).__name__
+    staging = dest.parent / f".{dest.name}.copy"
+    try:
+        with tempfile.TemporaryFile() as spool:
+            for chunk in stream:
+                spool.write(chunk)
+            spool.seek(0)
+            with tarfile.open(fileobj=spool) as archive:
+                extract_all(archive, staging, policy="data")
+        (staging / Path(path).name).rename(dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Literal
 
 from ninfer_kits.errors import CheckFailed
+from ninfer_kits.loader.rootfs import RootFS
 from ninfer_kits.pipeline.parallel import in_parallel
-from ninfer_kits.verify.rootfs import RootFS
 
 DPKG_INFO = "/var/lib/dpkg/info"
 DPKG_STATUS = "/var/lib/dpkg/status"

@@ -29,6 +29,9 @@ from pathlib import Path
 from ninfer_kits.atomic import hash_file
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.inspector.elf import is_elf, read_elf
+from ninfer_kits.loader.facts import KIT_MOUNT, loader_setup
+from ninfer_kits.loader.resolve import Found, LoaderSetup, NotFound, Resolver, VersionGap
+from ninfer_kits.loader.rootfs import RootFS
 from ninfer_kits.pipeline.parallel import in_parallel
 from ninfer_kits.pipeline.portable_policy import Policy
 from ninfer_kits.pipeline.provenance import (
@@ -38,9 +41,6 @@ from ninfer_kits.pipeline.provenance import (
     licence_path,
     package_folder,
 )
-from ninfer_kits.verify.resolve import Found, LoaderSetup, NotFound, Resolver, VersionGap
-from ninfer_kits.verify.rootfs import RootFS
-from ninfer_kits.verify.target import KIT_MOUNT, loader_setup
 
 BIN_RUNPATH = "$ORIGIN/../lib"
 LIB_RUNPATH = "$ORIGIN"

@@ -1,4 +1,2 @@
 """Verifying a kit's runtime floor on a target (this host, a root folder, a Docker image) as the
-dynamic loader and the CUDA driver would: `ldcache` and `ldconf` read the target's loader
-configuration, `rootfs` looks up paths inside a target, `resolve` finds every library and checks
-every symbol version the way ld.so does."""
+dynamic loader (ninfer_kits.loader) and the CUDA driver would, and saying how to fix what fails."""

@@ -8,11 +8,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ninfer_kits.inspector.floor import KitFloor, SymbolVersion
+from ninfer_kits.loader.resolve import Found, NotFound, Resolution, VersionGap
 from ninfer_kits.runtime_facts import parse_version, runtime_facts
 from ninfer_kits.verify.distros import DRIVER_SONAMES
 from ninfer_kits.verify.fixes import Advice, System, fix_for, too_old
 from ninfer_kits.verify.kit import KitOnDisk
-from ninfer_kits.verify.resolve import Found, NotFound, Resolution, VersionGap
 
 OK, MISSING, TOO_OLD, NOT_CHECKED = "ok", "missing", "too old", "not checked"
 CANNOT_RUN = "cannot run"

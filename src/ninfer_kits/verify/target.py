@@ -1,214 +1,21 @@
-"""A target to verify a kit on: what its loader reads (ld.so.cache, the family's built-in
-folders) and what it is (os-release), from a root folder — "/" for this host."""
+"""A target to verify a kit on: this host, a root folder, or a Docker image's filesystem, with
+its loader's setup (ninfer_kits.loader) and its distribution for the fix lines."""
 
 from __future__ import annotations
 
-import functools
 import os
-import re
-import shlex
-import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ninfer_kits.errors import BadInput
+from ninfer_kits.loader.facts import KIT_MOUNT, OsRelease, family_of, loader_setup, os_release
+from ninfer_kits.loader.resolve import LoaderSetup
+from ninfer_kits.loader.rootfs import RootFS
 from ninfer_kits.verify.distros import DRIVER_SONAMES
 from ninfer_kits.verify.fixes import System, system_of
-from ninfer_kits.verify.ldcache import CacheEntry, CacheError, parse
-from ninfer_kits.verify.resolve import LoaderSetup, glibc_release
-from ninfer_kits.verify.rootfs import RootFS
 
-FOLDER = re.compile(r"^/[^\0]*$")
-
-
-@dataclass(frozen=True)
-class LoaderFamily:
-    name: str
-    ids: tuple[str, ...]
-    system_dirs: tuple[str, ...]
-    lib: str
-
-
-@dataclass(frozen=True)
-class OsRelease:
-    id: str
-    id_like: tuple[str, ...]
-    pretty_name: str
-    version_id: str
-
-
-@functools.cache
-def loader_families() -> tuple[LoaderFamily, ...]:
-    path = Path(__file__).resolve().parent.parent / "data" / "loader_facts.toml"
-    return _validate(tomllib.loads(path.read_text(encoding="utf-8")), path.name)
-
-
-def _validate(raw: dict[str, Any], name: str) -> tuple[LoaderFamily, ...]:
-    if raw.get("schema") != 1:
-        raise ValueError(f"{name}: unsupported schema {raw.get('schema')!r}")
-    families = []
-    for family, table in raw.get("families", {}).items():
-        dirs, lib, ids = table.get("system_dirs"), table.get("lib"), table.get("ids")
-        if not (isinstance(dirs, list) and dirs and all(isinstance(d, str) and FOLDER.match(d)
-                                                       for d in dirs)):
-            raise ValueError(f"{name}: [families.{family}] system_dirs must be absolute folders")
-        if not (isinstance(lib, str) and lib and not lib.startswith("/")):
-            raise ValueError(f"{name}: [families.{family}] lib must be a relative folder")
-        if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
-            raise ValueError(f"{name}: [families.{family}] ids must be a list of os-release IDs")
-        families.append(LoaderFamily(family, tuple(ids), tuple(dirs), lib))
-    if not any(family.name == "generic" for family in families):
-        raise ValueError(f"{name}: a [families.generic] fallback is required")
-    return tuple(families)
-
-
-def os_release(rootfs: RootFS) -> OsRelease:
-    """/etc/os-release (or /usr/lib/os-release) of the target; empty fields when it has none."""
-    data = rootfs.read_bytes("/etc/os-release") or rootfs.read_bytes("/usr/lib/os-release") or b""
-    fields: dict[str, str] = {}
-    for line in data.decode("utf-8", "replace").splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip().isidentifier():
-            try:
-                fields[key.strip()] = "".join(shlex.split(value))
-            except ValueError:
-                fields[key.strip()] = value.strip().strip('"')
-    return OsRelease(id=fields.get("ID", ""), id_like=tuple(fields.get("ID_LIKE", "").split()),
-                     pretty_name=fields.get("PRETTY_NAME", ""),
-                     version_id=fields.get("VERSION_ID", ""))
-
-
-def family_of(release: OsRelease) -> LoaderFamily:
-    families = loader_families()
-    for candidate in (release.id, *release.id_like):
-        for family in families:
-            if candidate and candidate in family.ids:
-                return family
-    return next(family for family in families if family.name == "generic")
-
-
-def loader_setup(rootfs: RootFS, ld_library_path: tuple[str, ...] = (),
-                 driver_supplied: frozenset[str] = frozenset()) -> LoaderSetup:
-    """What the target's loader searches besides RPATH/RUNPATH. A missing or unreadable
-    ld.so.cache is what the loader then has too: no cache."""
-    family = family_of(os_release(rootfs))
-    data = rootfs.read_bytes("/etc/ld.so.cache")
-    try:
-        cache = parse(data) if data else ()
-    except CacheError:
-        cache = ()
-    release = _target_glibc(rootfs, cache, family.system_dirs)
-    return LoaderSetup(rootfs=rootfs, cache=cache, system_dirs=family.system_dirs,
-                       ld_library_path=ld_library_path, lib=family.lib,
-                       platform=glibc_platform(), driver_supplied=driver_supplied,
-                       subdirs=hwcaps_subdirs(_cpuinfo(), release))
-
-
-def _target_glibc(rootfs: RootFS, cache: tuple[CacheEntry, ...],
-                  system_dirs: tuple[str, ...]) -> tuple[int, ...]:
-    """The target's glibc release, (2, 36), from the libc.so.6 its loader would map; () when
-    none is found."""
-    paths = [entry.path for entry in cache if entry.soname == "libc.so.6"
-             and entry.fits(64, "x86-64")] + [f"{folder}/libc.so.6" for folder in system_dirs]
-    for path in paths:
-        release = glibc_release(rootfs, path)
-        if release:
-            return tuple(int(part) for part in release.split("."))
-    return ()
-
-
-# The x86-64 ISA levels glibc 2.33 and later search as glibc-hwcaps/x86-64-vN subfolders,
-# highest first (sysdeps/x86/get-isa-level.h), by the /proc/cpuinfo flags each level needs in
-# addition to the one below it (LZCNT is "abm" there, SSE3 "pni", OSXSAVE "xsave").
-ISA_LEVELS = (
-    ("x86-64-v2", frozenset({"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"})),
-    ("x86-64-v3", frozenset({"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe",
-                             "xsave"})),
-    ("x86-64-v4", frozenset({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"})),
-)
-AVX512_1_FLAGS = frozenset({"avx512cd", "avx512bw", "avx512dq", "avx512vl"})
-
-
-def hwcaps_subdirs(cpuinfo: str, glibc: tuple[int, ...]) -> tuple[str, ...]:
-    """The subfolders glibc's loader tries in each search folder, before the folder itself:
-    glibc-hwcaps/<level> for each supported ISA level, highest first (glibc 2.33 on); then,
-    up to glibc 2.36, the legacy combinations of tls, the platform (haswell, xeon_phi), the
-    avx512_1 hwcap and x86_64, most specific first (as `LD_DEBUG=libs` lists them)."""
-    fields = _first_processor(cpuinfo)
-    flags = set(fields.get("flags", "").split())
-    if "lm" not in flags:
-        return ()
-    subdirs: list[str] = []
-    if not glibc or glibc >= (2, 33):
-        have: set[str] = set()
-        for level, needs in ISA_LEVELS:
-            have |= needs
-            if have <= flags:
-                subdirs.insert(0, f"glibc-hwcaps/{level}")
-    if glibc and glibc <= (2, 36):
-        intel = fields.get("vendor_id") == "GenuineIntel"
-        platform = platform_of(cpuinfo)
-        # The platform counts even when it is the kernel's plain "x86_64" (any non-Intel CPU):
-        # the loader then tries tls/x86_64/x86_64, and tls/x86_64 twice.
-        parts = ["tls", platform,
-                 *(["avx512_1"] if intel and flags >= AVX512_1_FLAGS and "avx512er" not in flags
-                   else []), "x86_64"]
-        for mask in range((1 << len(parts)) - 1, 0, -1):
-            subdirs.append("/".join(part for bit, part in enumerate(parts)
-                                    if mask & (1 << (len(parts) - 1 - bit))))
-    return tuple(subdirs)
-
-
-@functools.cache
-def _cpuinfo(path: str = "/proc/cpuinfo") -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-# glibc's x86-64 platform names (sysdeps/x86/cpu-features.c, init_cpu_features): on an Intel
-# CPU, "xeon_phi" with AVX512CD, AVX512ER and AVX512PF usable; otherwise "haswell" with AVX2,
-# FMA, BMI1, BMI2, LZCNT, MOVBE and POPCNT usable; else the kernel's AT_PLATFORM, "x86_64".
-# Those are what `$PLATFORM` expands to in RPATH/RUNPATH (`ld.so --help` lists it as
-# "haswell (AT_PLATFORM; ...)"). /proc/cpuinfo shows the features the kernel lets programs use;
-# LZCNT is named "abm" there.
-HASWELL_FLAGS = frozenset({"avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"})
-XEON_PHI_FLAGS = frozenset({"avx512cd", "avx512er", "avx512pf"})
-
-
-def glibc_platform() -> str:
-    """What glibc's loader takes `$PLATFORM` to be on this machine's CPU (x86-64): a target
-    folder or image runs on some CPU too, and this is the one at hand."""
-    return platform_of(_cpuinfo())
-
-
-def _first_processor(cpuinfo: str) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    for line in cpuinfo.splitlines():
-        if not line.strip():
-            if fields:
-                break  # the first processor is enough: they are alike
-            continue
-        key, _, value = line.partition(":")
-        fields[key.strip()] = value.strip()
-    return fields
-
-
-def platform_of(cpuinfo: str) -> str:
-    fields = _first_processor(cpuinfo)
-    flags = set(fields.get("flags", "").split())
-    if fields.get("vendor_id") != "GenuineIntel" or "lm" not in flags:
-        return "x86_64"
-    if flags >= XEON_PHI_FLAGS:
-        return "xeon_phi"
-    return "haswell" if flags >= HASWELL_FLAGS else "x86_64"
-
-
-KIT_MOUNT = "/opt/ninfer-kit"  # where a kit appears inside a root or an image
 SKIPPED_IN_IMAGES = ("usr/share/", "usr/include/", "usr/src/", "var/", "proc/", "sys/", "dev/",
                      "tmp/", "run/")
 
@@ -227,7 +34,9 @@ def open_target(kit_root: Path, *, root: Path | None = None, image: str | None =
                 ld_library_path: tuple[str, ...] | None = None) -> Iterator[Target]:
     """This host (the default), a root folder, or a Docker image's filesystem."""
     if image is not None:
-        with _exported(image) as folder:
+        from ninfer_kits.engine import connect, exported_image
+
+        with exported_image(connect(), image, _wanted) as folder:
             yield _in_root(folder, kit_root, f"image {image}", "image", ld_library_path or ())
         return
     if root is not None:
@@ -260,15 +69,6 @@ def _in_root(folder: Path, kit_root: Path, what: str, mode: str,
     release = os_release(rootfs)
     return Target(f"{what} ({release.pretty_name or 'unknown distribution'})", mode, KIT_MOUNT,
                   loader_setup(rootfs, ld_library_path, DRIVER_SONAMES), target_system(release))
-
-
-@contextmanager
-def _exported(image: str) -> Iterator[Path]:
-    from ninfer_kits.pipeline.docker_builder import connect
-    from ninfer_kits.pipeline.image_export import exported_image
-
-    with exported_image(connect(), image, _wanted) as folder:
-        yield folder
 
 
 def _wanted(name: str) -> bool:

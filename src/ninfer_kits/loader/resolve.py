@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.elf import ElfInfo, read_elf
-from ninfer_kits.verify.ldcache import CacheEntry
-from ninfer_kits.verify.rootfs import RootFS
+from ninfer_kits.loader.ldcache import CacheEntry
+from ninfer_kits.loader.rootfs import RootFS
 
 GLIBC_BANNER = re.compile(rb"GNU C Library [^\n]{0,200}?release version (\d+\.\d+(?:\.\d+)?)")
 DEFAULT_LOADERS = {"x86-64": "/lib64/ld-linux-x86-64.so.2",

@@ -22,6 +22,10 @@ cuobjdump on binaries compiled by nvcc 13): containers lie back to back, 8-byte 
 container is a 16-byte header followed by entries, each entry a header of its own size followed
 by its payload. A payload is compressed when its flags say zstd (0x8000, nvcc's default
 `--compress-mode`) or LZ4 (0x2000, `--compress-mode=speed`).
+
+Why by hand: NVIDIA documents no fatbin layout and ships no library for it, only cuobjdump (a
+program from the CUDA toolkit, which misses cuFFT's containers); the tests check this reader
+against cuobjdump on nvcc's output and NVIDIA's own libraries.
 """
 
 from __future__ import annotations

@@ -34,10 +34,7 @@ from ninfer_kits.inspector.fatbin import (
     search_containers,
 )
 from ninfer_kits.inspector.inputs import ByteSource, StrPath, open_regular, printable
-from ninfer_kits.records import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from typing import BinaryIO
+from ninfer_kits.records import NamedTuple
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -113,11 +110,6 @@ def read_elf(path: StrPath, name: str | None = None, shown: str | None = None) -
         finally:
             if isinstance(data, mmap.mmap):
                 data.close()
-
-
-def read_elf_stream(stream: BinaryIO, shown: str) -> ElfInfo:
-    """Inspect what a binary stream holds (read whole; for tests and small inputs)."""
-    return read_elf_buffer(stream.read(), shown)
 
 
 def read_elf_buffer(data: ByteSource, name: str, shown: str | None = None) -> ElfInfo:

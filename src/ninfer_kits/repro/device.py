@@ -409,15 +409,6 @@ def _with_tool(tool: str, raw: bytes, size: int) -> bytes:
     return out
 
 
-def zstd_decoder() -> str | None:
-    """What decodes zstd payloads here ("compression.zstd", "zstandard", the zstd tool's
-    path), or None: then zstd-compressed entries are named but not looked into."""
-    module = _zstd_module()
-    if module is not None:
-        return str(module.__name__)
-    return shutil.which("zstd")
-
-
 @cache
 def _zstd_module() -> Any:
     for name in ("compression.zstd", "zstandard"):

@@ -54,6 +54,8 @@ from ninfer_kits.pipeline.stages import (
 
 from tools import ROOT, changed_copy, git, missing, needs_libcurl_headers, nvcc, sha256_of, tool
 
+pytestmark = pytest.mark.slow
+
 TAG = "example-v0.3.0-linux-sm86"
 ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
 PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"  # `portable = true` in matrix.toml
@@ -600,7 +602,6 @@ def test_every_tag_the_matrix_renders_is_ignored_by_git_as_a_fetched_folder() ->
     assert done.returncode == 1, "the ledger is committed: releases/ must stay tracked"
 
 
-@pytest.mark.slow
 def test_what_commands_write_in_the_checkout_leaves_the_next_kit_alike(
         two_builds: tuple[Built, Built], example_repo: tuple[Path, str], tmp_path: Path) -> None:
     """A pipeline checkout of its own (this matrix and .gitignore, one commit) in which publish

@@ -38,6 +38,8 @@ from ninfer_kits.pipeline.docker_builder import (
 from docker_fixtures import BASE_IMAGE, ensure_base_image, ensure_engine
 from tools import ROOT, missing
 
+pytestmark = pytest.mark.slow
+
 TAG = "example-v0.3.0-linux-sm86"
 # One C, one C++ and one CUDA compile through ccache, as the recipe's launcher makes them; then
 # the cache is handed to another user with tight modes, as a build running as root leaves it.

@@ -41,6 +41,8 @@ from docker_fixtures import (
 )
 from tools import ROOT, changed_copy, missing, sha256_of
 
+pytestmark = pytest.mark.slow
+
 TAG = "example-v0.3.0-linux-sm86"
 ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
 PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"  # `portable = true` in matrix.toml

@@ -23,6 +23,8 @@ from ninfer_kits.inspector.elf import read_elf
 
 from tools import ROOT, cuobjdump, git, needs_libcurl_headers, nvcc, run, tool
 
+pytestmark = pytest.mark.slow
+
 EXAMPLE = ROOT / "examples" / "engine"
 BUILD_INFO = "ninfer-kits test build"
 MODELS = {

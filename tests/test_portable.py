@@ -32,6 +32,8 @@ from roots import proc_in
 from docker_fixtures import bare_root, ensure_engine, image_root
 from tools import ROOT
 
+pytestmark = pytest.mark.slow
+
 KIT_MOUNT = "/opt/ninfer-kit"  # verify's place for a kit inside a root; the run uses it too
 GLIBC_SONAMES = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1",
                  "ld-linux-x86-64.so.2", "libresolv.so.2"}

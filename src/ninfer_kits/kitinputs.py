@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ninfer_kits import resources
-from ninfer_kits.matrix import Kit, Toolchain
+from ninfer_kits.matrix import Kit
 
 DIGEST_PREFIX: Final = "sha256:"
 PART_HEX: Final = 16  # hex digits of a part's sha256 kept in BUILDINFO.txt and the ledger
@@ -98,12 +98,6 @@ def changed_parts(recorded: Mapping[str, str], now: KitInputs, *,
 def cache_key(kit: Kit, inputs: KitInputs) -> str:
     """The compiler cache's key: per kit and toolchain, and the toolchain's definition."""
     return f"ccache-{kit.id}-{kit.toolchain.id}-{inputs.parts['toolchain'][:16]}"
-
-
-def toolchain_inputs(toolchain: Toolchain) -> dict[str, Any]:
-    """The toolchain part's data (what its hash is made of), for a reader who wants to see it."""
-    return _image(toolchain.id, toolchain.dockerfile_path, toolchain.base_image,
-                  toolchain.build_args, cuda=toolchain.cuda.text)
 
 
 def _image(toolchain: str, dockerfile: Path, base_image: str,

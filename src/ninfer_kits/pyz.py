@@ -6,8 +6,8 @@ A stdlib zipapp (`zipapp`, with `#!/usr/bin/env python3`) holding:
 
 - the `ninfer_kits` package (every module: the build, publish and docker parts are imported only
   by their own subcommands, which the zipapp does not offer) and its data files;
-- its pure-Python runtime dependencies: pyelftools (checked: no compiled extension goes in);
-  fetch needs nothing beyond the standard library (urllib), so neither requests nor PyGithub;
+- no third-party module: the commands it offers use the standard library alone (fetch's HTTP
+  is urllib), so neither requests nor PyGithub;
 - the matrix and the ledger as of the build (`_bundled/matrix.toml`, `_bundled/releases/`,
   with the shipped Dockerfiles the matrix names), so that `fetch KIT` and `kit-url KIT` know
   the repository, the B2 bucket and the published releases on a box that has no checkout.
@@ -23,7 +23,6 @@ The archive is the same bytes for the same inputs: members sorted, one fixed tim
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import zipapp
 import zipfile
@@ -35,9 +34,7 @@ from ninfer_kits import __version__, atomic, resources
 PACKAGE_DIR = Path(__file__).resolve().parent
 INTERPRETER = "/usr/bin/env python3"
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
-DEPENDENCIES = ("elftools",)  # import names of the pure-Python runtime dependencies
 SKIP_SUFFIXES = (".pyc", ".pyo")
-COMPILED_SUFFIXES = (".so", ".pyd", ".dylib")
 # Commands the zipapp runs; the others need the full installation.
 COMMANDS = ("fetch", "kit-url", "verify", "inspect", "floor", "matrix")
 # Commands that cannot run from it: they import what it does not carry (docker, requests,
@@ -98,7 +95,7 @@ def _unpacked():
             try:
                 with zipfile.ZipFile(archive) as zipped:
                     for name in zipped.namelist():
-                        if name.startswith("ninfer_kits/") or name.startswith("elftools/"):
+                        if name.startswith("ninfer_kits/"):
                             zipped.extract(name, staging)
                 open(os.path.join(staging, ".complete"), "w").close()
                 try:
@@ -130,7 +127,7 @@ def _run():
         return main()
     except ModuleNotFoundError as error:
         missing = (error.name or "").partition(".")[0]
-        if missing in ("", "ninfer_kits", "elftools"):  # what it carries: a bug, shown as one
+        if missing in ("", "ninfer_kits"):  # what it carries: a bug, shown as one
             raise
         print("ninfer-kits.pyz: `" + str(command) + "` needs the full installation here ("
               + FULL_INSTALL + "): the zipapp carries no " + missing, file=sys.stderr)
@@ -153,22 +150,6 @@ def _package_files() -> Iterator[tuple[str, bytes]]:
         yield f"ninfer_kits/{relative.as_posix()}", path.read_bytes()
 
 
-def _dependency_files(name: str) -> Iterator[tuple[str, bytes]]:
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit(f"ninfer-kits.pyz: the dependency {name} is not installed here "
-                         f"(pip install -e .)")
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    for path in sorted(folder.rglob("*")):
-        relative = path.relative_to(folder)
-        if not path.is_file() or "__pycache__" in relative.parts or path.suffix in SKIP_SUFFIXES:
-            continue
-        if path.name.endswith(COMPILED_SUFFIXES) or ".cpython-" in path.name:
-            raise SystemExit(f"ninfer-kits.pyz: {path} is a compiled extension; the zipapp "
-                             f"carries pure Python only")
-        yield f"{name}/{relative.as_posix()}", path.read_bytes()
-
-
 def _bundled_files(matrix: Path | None) -> Iterator[tuple[str, bytes]]:
     """The matrix, the ledger beside it, and the Dockerfiles it names (shipped ones)."""
     base = f"ninfer_kits/{resources.BUNDLED.name}"
@@ -188,10 +169,7 @@ def _bundled_files(matrix: Path | None) -> Iterator[tuple[str, bytes]]:
 
 def contents(matrix: Path | None) -> list[tuple[str, bytes]]:
     """Every member but __main__.py, sorted by name."""
-    members = [*_package_files(), *_bundled_files(matrix)]
-    for name in DEPENDENCIES:
-        members.extend(_dependency_files(name))
-    return sorted(members)
+    return sorted([*_package_files(), *_bundled_files(matrix)])
 
 
 def build(output: Path, matrix: Path | None) -> tuple[Path, str]:

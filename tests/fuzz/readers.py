@@ -83,9 +83,9 @@ def elf_fence(error: BaseException) -> None:
 def read_fatbin(data: bytes, scratch: Path) -> object:
     """The bytes as a `.nv_fatbin` section (parsed strictly), then as data searched for
     containers (the way `.data` sections and section-less files are)."""
-    from ninfer_kits.inspector.fatbin import find_containers, read_fatbin
+    from ninfer_kits.inspector.fatbin import read_fatbin, search_containers
 
-    found: list[object] = list(find_containers(data, 0, len(data), ".data"))
+    found: list[object] = list(search_containers(data, [(0, len(data), ".data", None)])[0])
     found.extend(read_fatbin(data, ".nv_fatbin", 0, len(data)))
     return found
 
@@ -172,7 +172,7 @@ READERS: dict[str, Reader] = {reader.name: reader for reader in (
            tokens=(b"\x7fELF", b"\x50\xed\x55\xba", b"\x50\xed\x55\xba\x01\x00\x10\x00",
                    b".nv_fatbin", b"__nv_relfatbin", b"GNU", b"GLIBC_2.34", b"GLIBCXX_3.4.32",
                    b"libc.so.6", b"$ORIGIN")),
-    Reader("fatbin", "inspector.fatbin.read_fatbin and find_containers", read_fatbin,
+    Reader("fatbin", "inspector.fatbin.read_fatbin and search_containers", read_fatbin,
            max_len=16 << 10,
            tokens=(b"\x50\xed\x55\xba", b"\x50\xed\x55\xba\x01\x00\x10\x00", b"\x01\x00",
                    b"\x02\x00", b"\x08\x00", b"\x00\x80\x00\x00", b"\x56\x00\x00\x00")),

@@ -22,6 +22,10 @@
   name and pax headers larger than 1 MiB are refused before tarfile reads them into memory.
 - SIGTERM while the archive is open raises SystemExit in the main thread, so every `finally`
   (the caller's too: a half-written extraction) runs, as it does for Ctrl-C.
+
+The formats are the standard library's readers (tarfile, gzip, lzma, bz2); what is written here
+is the policy they leave to their caller (which names, types and sizes to accept), which no
+library decides for us.
 """
 
 from __future__ import annotations

@@ -11,6 +11,12 @@ only they name: the CUDA fatbin sections and the data sections searched for more
 
 Every offset is checked against the file's size before it is read, so a corrupt or hostile file
 ends in one `NotAnElf` naming the file and what is wrong, never in a crash or a huge allocation.
+
+Why not pyelftools (the tests use it as an independent oracle): it finds the dynamic section,
+the version needs and the strings through the section headers, which a runnable file may lack
+or contradict (tests/test_inspect_nosections.py: it loses the libraries and the version needs),
+and its parser believes the counts a file states (a 76-byte DWARF table kept it busy for minutes,
+taking gigabytes). The fatbin sections it does not read at all.
 """
 
 from __future__ import annotations
@@ -28,10 +34,7 @@ from ninfer_kits.inspector.fatbin import (
     search_containers,
 )
 from ninfer_kits.inspector.inputs import ByteSource, StrPath, open_regular, printable
-from ninfer_kits.records import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from typing import BinaryIO
+from ninfer_kits.records import NamedTuple
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -107,11 +110,6 @@ def read_elf(path: StrPath, name: str | None = None, shown: str | None = None) -
         finally:
             if isinstance(data, mmap.mmap):
                 data.close()
-
-
-def read_elf_stream(stream: BinaryIO, shown: str) -> ElfInfo:
-    """Inspect what a binary stream holds (read whole; for tests and small inputs)."""
-    return read_elf_buffer(stream.read(), shown)
 
 
 def read_elf_buffer(data: ByteSource, name: str, shown: str | None = None) -> ElfInfo:

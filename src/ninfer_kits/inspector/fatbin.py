@@ -8,7 +8,7 @@ which the runtime never loads; they are read and reported, but as what they are
 
 Some libraries keep fatbin containers elsewhere: cuFFT keeps thousands in `.data`/`.ldata` and
 loads them itself through the driver API; cuobjdump does not see them ("does not contain device
-code"). `find_containers` looks for them by their magic number in other data, over the whole
+code"). `search_containers` looks for them by their magic number in other data, over the whole
 region at C speed (the C library's memmem on the data in memory, else `find`), and keeps only
 what parses as a whole container with sane entries; a large region is cut into pieces that a few
 threads search at once (memmem runs without the GIL), joined so that the result is that of one
@@ -22,6 +22,10 @@ cuobjdump on binaries compiled by nvcc 13): containers lie back to back, 8-byte 
 container is a 16-byte header followed by entries, each entry a header of its own size followed
 by its payload. A payload is compressed when its flags say zstd (0x8000, nvcc's default
 `--compress-mode`) or LZ4 (0x2000, `--compress-mode=speed`).
+
+Why by hand: NVIDIA documents no fatbin layout and ships no library for it, only cuobjdump (a
+program from the CUDA toolkit, which misses cuFFT's containers); the tests check this reader
+against cuobjdump on nvcc's output and NVIDIA's own libraries.
 """
 
 from __future__ import annotations
@@ -181,15 +185,6 @@ def read_fatbin(data: ByteSource, section: str, offset: int, size: int) -> list[
     return entries
 
 
-def find_containers(data: ByteSource, start: int, end: int, section: str,
-                    segment: int | None = None) -> list[FatbinEntry]:
-    """Fatbin containers anywhere in data[start:end] (file offsets), found by their first eight
-    bytes (FOUND_PREFIX). A hit counts only if the whole container parses: a body that fits, and
-    entries that fill it exactly with sane header sizes and plausible archs. Containers lie back
-    to back, so the search resumes after each one and never reads the bytes it covers."""
-    return search_containers(data, [(start, end, section, segment)])[0]
-
-
 # A region to search: start and end (file offsets), its section's name, its segment's number.
 Region = tuple[int, int, str, int | None]
 # What a search made of one hit: where it was, where the search went on from (the container's
@@ -212,8 +207,12 @@ WORKERS = 4
 
 def search_containers(data: ByteSource, regions: Sequence[Region],
                       chunk_min: int = CHUNK_MIN) -> list[list[FatbinEntry]]:
-    """`find_containers` of each region, in the order given: the same entries as searching each
-    from its start to its end, one hit after the other.
+    """Fatbin containers anywhere in each region's data[start:end] (file offsets), in the order
+    given, found by their first eight bytes (FOUND_PREFIX). A hit counts only if the whole
+    container parses: a body that fits, and entries that fill it exactly with sane header sizes
+    and plausible archs. Containers lie back to back, so the search resumes after each one and
+    never reads the bytes it covers: the same entries as searching each region from its start
+    to its end, one hit after the other.
 
     A large region is cut into pieces searched at once by a few threads, each as if the search
     had begun at its piece's start; then the pieces are joined in order. Where the search from

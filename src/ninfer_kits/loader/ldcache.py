@@ -5,6 +5,9 @@ entries, string offsets counted from the end of the entry table) and the new one
 ("glibc-ld.so.cache1.1", 24-byte entries, offsets counted from the new header). ldconfig before
 glibc 2.32 wrote both back to back by default ("compat"); newer ones write the new one alone.
 When both are present the loader uses the new one, and so do we.
+
+Why by hand: no Python library reads the format, and `ldconfig -p` would mean running a program
+of the root being checked (or the host's, whose glibc may read another layout).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ Payloads may be compressed, as flags say (checked on nvcc 13.0 output):
     0x8000  zstd (nvcc's default `--compress-mode`; PTX always, SASS with -compress-all)
     0x2000  LZ4 block format (`--compress-mode=speed`)
 with the compressed length at +16 (u32) and the inflated size at +56 (u64) of the entry header.
-LZ4 is decoded here (a short loop, bounded by the inflated size); zstd by Python's own module
+LZ4 is decoded here (a short loop, bounded by the inflated size: the `lz4` package is a
+compiled extension, not worth a dependency for one block format); zstd by Python's own module
 where it has one (3.14's compression.zstd), the `zstandard` package, or the `zstd` tool, in that
 order; without any, the entry is named and said to be compressed, its kernel not.
 
@@ -406,15 +407,6 @@ def _with_tool(tool: str, raw: bytes, size: int) -> bytes:
     if process.returncode not in (0, -9) or not out:
         raise _CannotInflate(f"the zstd tool failed (status {process.returncode})")
     return out
-
-
-def zstd_decoder() -> str | None:
-    """What decodes zstd payloads here ("compression.zstd", "zstandard", the zstd tool's
-    path), or None: then zstd-compressed entries are named but not looked into."""
-    module = _zstd_module()
-    if module is not None:
-        return str(module.__name__)
-    return shutil.which("zstd")
 
 
 @cache

@@ -5,6 +5,11 @@ explaining a difference needs exactly what it avoids: every section by name, the
 the build-id note. Device code (a cubin inside a fatbin) is an ELF too and goes through the same
 reader. Every table is checked against the file's size before it is read, and a file that does
 not parse ends in one NotAnElf naming it; nothing is read whole but the tables themselves.
+
+Why not pyelftools, which reads sections and symbols too: its parser believes the counts a file
+states (a 76-byte DWARF table kept it busy for minutes, taking gigabytes) and raises errors of
+many kinds; `diff` reads built files of any origin, and this reader, like inspector/elf.py,
+checks each table against the file before reading it and fails one way.
 """
 
 from __future__ import annotations

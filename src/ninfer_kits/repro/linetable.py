@@ -6,6 +6,13 @@ whose files carry other times (a checkout rather than an export at one fixed tim
 there and nowhere else. This reads the headers only (no line program) and gives up, returning
 None, on anything it does not know: DWARF 5 (whose file entries are described by formats), the
 64-bit format, a table that runs past the section.
+
+Why not pyelftools: it reads these headers the same (identical entries on the tests' tables and
+on a linked cubin of the example engine's kernels), but 13× slower (5.5 ms against 0.42 ms on
+that cubin's 82 kB table), only through its internals (a cubin of nvcc -lineinfo has no
+.debug_info, which its public line-program path starts from), and unbounded: a 76-byte table
+with a mangled version kept it parsing for minutes and gigabytes, where this returns None in
+microseconds. Without it, the package imports no ELF or DWARF library at all.
 """
 
 from __future__ import annotations

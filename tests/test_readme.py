@@ -1,9 +1,11 @@
-"""README's commands are tests: every `$ ` line of every ```console block runs, in order, in one
-bash session, in a fresh clone of this repository's committed HEAD, in a clean environment
-(`env -i`: PATH=/usr/bin:/bin, HOME an empty folder), with the venv made as README makes it
-from the machine's /usr/bin/python3; what README shows is checked against what happens.
+"""The documentation's commands are tests: every `$ ` line of every ```console block of README,
+of the pages of docs/ and of DEVELOPING.md (`markdown_files()`: one page after another, so a
+page may use what an earlier one made) runs, in order, in one bash session, in a fresh clone of
+this repository's committed HEAD, in a clean environment (`env -i`: PATH=/usr/bin:/bin, HOME an
+empty folder), with the venv made as README makes it from the machine's /usr/bin/python3; what
+each page shows is checked against what happens.
 
-How README marks what it shows (docs/*.md may use the same; `MARKDOWN` lists the files):
+How a page marks what it shows:
 
 - In a console block, the lines under a `$ ` command up to the next one are that command's
   output: they must appear in its output (stdout and stderr together) as one run of lines.
@@ -43,13 +45,21 @@ from tools import ROOT
 
 pytestmark = pytest.mark.slow
 
-MARKDOWN = ("README.md",)
+# The pages whose commands build on each other's, in order; any other page of docs/ follows them.
+MARKDOWN = ("README.md", "docs/build.md", "docs/portable.md", "docs/repro.md", "docs/publish.md",
+            "docs/fetch.md", "docs/verify.md", "docs/floor.md", "docs/matrix.md",
+            "docs/inspect.md")
 COMMAND_TIMEOUT = 1800.0  # seconds for one command: a cold build on 2 busy cores
 
-# What README shows but this test does not run, and why: (a regular expression that the whole
+# What the pages show but this test does not run, and why: (a regular expression that the whole
 # command matches, with its # comment; the reason).
 NOT_RUN: tuple[tuple[str, str], ...] = (
     (r"git clone https://github\.com/.*", "GitHub: the test clones this checkout's HEAD"),
+    (r"python3 ninfer-kits\.pyz .*", "the .pyz of a release on GitHub (README's curl)"),
+    (r"v0\.6\.1-rtx3090-linux-sm86/kit/bin/ninfer .*", "a production kit fetched from GitHub"),
+    (r"ninfer-kits publish ninfer-3090-sm86.*",
+     "a production kit (its build above cannot run here); publishes to B2 and GitHub"),
+    (r"ninfer-kits watch\b.*", "asks GitHub's API for the upstreams' heads"),
     (r"nox -s tests\b.*", "the test suite itself, of which this test is a part"),
     (r"nox -s kit -- ninfer-3090-sm86.*",
      "a production kit: its upstream is on GitHub, and it needs CUDA >= 13.1"),
@@ -301,8 +311,8 @@ def _git(*args: str, cwd: Path) -> None:
 
 
 def make_fork(home: Path, clone: Path) -> None:
-    """~/src/my-fork, which README builds with --source: the example engine as a checkout of
-    its own (as conftest's example_repo makes it)."""
+    """~/src/my-fork, which docs/build.md builds with --source: the example engine as a
+    checkout of its own (as conftest's example_repo makes it)."""
     fork = home / "src" / "my-fork"
     shutil.copytree(clone / "examples" / "engine", fork,
                     ignore=shutil.ignore_patterns("build", "build-*"))
@@ -312,8 +322,14 @@ def make_fork(home: Path, clone: Path) -> None:
          "my fork", cwd=fork)
 
 
+def markdown_files() -> list[str]:
+    """MARKDOWN, then the other pages of docs/, then DEVELOPING.md."""
+    pages = sorted(str(page.relative_to(ROOT)) for page in (ROOT / "docs").glob("*.md"))
+    return [*MARKDOWN, *(page for page in pages if page not in MARKDOWN), "DEVELOPING.md"]
+
+
 def all_steps() -> Iterator[Command | Shown]:
-    for name in MARKDOWN:
+    for name in markdown_files():
         yield from parse((ROOT / name).read_text(), name)
 
 
@@ -382,7 +398,7 @@ def test_readme_commands_do_what_readme_says(tmp_path: Path) -> None:
     finally:
         shell.close()
     timings.append(f"{time.monotonic() - started:7.1f} s  in all")
-    print("README's commands, timed:\n" + "\n".join(timings))
+    print("The documentation's commands, timed:\n" + "\n".join(timings))
     assert not problems, "\n\n".join(problems)
 
 

@@ -4,7 +4,7 @@ The file has two parts. Everything above the run marker is a pure function of th
 (upstream revision, toolchain, recipe, options) and is the same for every build of them; it is
 the copy inside the tarball. The published BUILDINFO.txt beside the tarball adds, below the
 marker, what belongs to this one run (job count, compile time, driver, GPU, compiler-cache
-statistics, the commit of the pipeline checkout that ran it). The README documents every key.
+statistics, the commit of the pipeline checkout that ran it). docs/buildinfo.md documents every key.
 
 What ninfer-kits contributes to the kit's bytes is named above the marker by what determines
 them: `pipeline_version` and `recipe` (the sha256 of build/recipe.py). The checkout's commit

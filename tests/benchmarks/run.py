@@ -7,8 +7,9 @@ target is printed, not raised: the exit status is 0 unless a benchmark crashed (
 --strict, missed a target or reported an error). The table is also written, atomically, to
 .cache/bench/results.json, and as Markdown (what was measured, our time, the baseline command
 and its time, the ratio, the target; the machine's cores and load in the header) to
-dist/bench.md. On GitHub Actions each benchmark is a fold group, a missed target a warning
-annotation (a crash an error one) and the Markdown table goes to the job summary.
+docs/benchmarks.md, the page the documentation links. On GitHub Actions each benchmark is a
+fold group, a missed target a warning annotation (a crash an error one) and the Markdown table
+goes to the job summary.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from common import CACHE_DIR, Context, Result, seconds, write_json_atomic  # noq
 from ninfer_kits.log import Reporter  # noqa: E402
 
 RESULTS_FILE = CACHE_DIR / "results.json"
-MARKDOWN_FILE = HERE.parents[1] / "dist" / "bench.md"
+MARKDOWN_FILE = HERE.parents[1] / "docs" / "benchmarks.md"
 COLUMNS = ("benchmark", "measured", "ours", "baseline", "ratio", "target", "status")
 
 
@@ -154,7 +155,8 @@ def _cpuinfo() -> list[str]:
 
 
 def markdown(results: list[Result], repeat: int) -> str:
-    lines = ["# ninfer-kits benchmarks (`nox -s bench`)", "", machine_header(repeat), "",
+    lines = ["# ninfer-kits benchmarks (`nox -s bench`)", "", machine_header(repeat),
+             "What the rows measure and why: [DEVELOPING.md](../DEVELOPING.md#benchmarks).", "",
              "| benchmark | what was measured | ours | baseline | baseline's time | ratio | "
              "target | status |", "|---|---|---|---|---|---|---|---|"]
     for result in results:

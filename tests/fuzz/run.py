@@ -10,8 +10,9 @@ tests/fuzz/regressions/READER/<sha1> (tests/test_fuzz_regressions.py replays the
 reader is fuzzed again for the time left, up to --max-failures times. The table at the end
 gives the seconds, executions, executions per second, coverage (libFuzzer's `cov:`, the
 instrumented edges reached, and `ft:`, its finer features), the corpus size and the failures;
-the exit status is 1 when any reader failed. On GitHub Actions each failure is also an error
-annotation and the table goes to the job summary.
+the exit status is 1 when any reader failed. A pass of a minute or more per reader (not CI's
+short one) also writes the table to docs/fuzzing.md, the page the documentation links. On GitHub
+Actions each failure is also an error annotation and the table goes to the job summary.
 """
 
 from __future__ import annotations
@@ -192,6 +193,12 @@ def main() -> int:
                   f"{len(outcome.failures)} failure(s)", flush=True)
     print()
     print(table(outcomes))
+    if args.minutes >= 1:
+        page = ROOT / "docs" / "fuzzing.md"
+        page.write_text(f"# ninfer-kits fuzzing (`nox -s fuzz`)\n\n{time.strftime('%Y-%m-%d')}, "
+                        f"{args.minutes:g} minutes a reader. How: [DEVELOPING.md]"
+                        f"(../DEVELOPING.md#fuzzing).\n\n" + markdown(outcomes).split("\n\n", 1)[1],
+                        encoding="utf-8")
     return 1 if report(outcomes, Reporter(sys.stdout)) else 0
 
 

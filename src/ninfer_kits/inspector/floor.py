@@ -380,7 +380,7 @@ def _arch_row(floor: KitFloor) -> Requirement:
     `compute_XYa` only for X.Y. Besides the loaded device code (`.nv_fatbin`), the PTX of the
     device-link inputs (`__nv_relfatbin`) counts: when the device-linked SASS does not fit the
     GPU, the CUDA runtime JIT-compiles and links those objects (seen on an H200 with a
-    separable-compilation sm_86 kit: scripts/gpu-check.sh, README "Verified on"), though
+    separable-compilation sm_86 kit: scripts/gpu-check.sh, docs/verify.md "Verified on"), though
     `cuobjdump --list-ptx` does not list them."""
     linked_ptx = tuple(sorted({code.arch for code in floor.relocatable if code.kind == "ptx"}
                               - set(floor.ptx), key=_arch_order))

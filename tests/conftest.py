@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
+from docker_fixtures import cold_volumes, docker_builds, engine
 from tools import DATA, ROOT, git, missing, nvcc, run, tool
+
+# The docker builder's session fixtures (one engine client, two cold builds of the example kit)
+# live with the rest of the Docker set-up; named here so that every test file can use them.
+__all__ = ["cold_volumes", "docker_builds", "engine"]
 
 CUDA_ARCHS = [
     "-gencode", "arch=compute_86,code=sm_86",

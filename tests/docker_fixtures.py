@@ -16,12 +16,22 @@ Images (all local, no registry involved):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ninfer_kits import buildinfo
 
 from tools import ROOT, missing
 
@@ -33,6 +43,10 @@ RUNTIME_TEST_IMAGE = "ninfer-kits/runtime-trixie-cuda130:local"
 RUNTIME_TEST_DOCKERFILE = DOCKERFILES / "runtime-wheels-debian.Dockerfile"
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 DOCKERFILE_LABEL = "org.ninfer-kits.dockerfile-sha256"
+# The example kit as matrix.toml builds it with the test toolchain (`portable = true` there).
+TAG = "example-v0.3.0-linux-sm86"
+ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
+PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"
 CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 
 _engine: str | None = None
@@ -236,3 +250,71 @@ def image_root(tag: str, cache: Path, name: str) -> Path:
             raise
         shutil.rmtree(partial, ignore_errors=True)
     return folder
+
+
+# ---------------------------------------------------------------- session fixtures (conftest)
+
+
+@dataclass(frozen=True)
+class Run:
+    done: subprocess.CompletedProcess[str]
+    dist: Path
+
+    @property
+    def out(self) -> Path:
+        return self.dist / TAG
+
+    def info(self) -> buildinfo.BuildInfo:
+        return buildinfo.read(self.out / "BUILDINFO.txt")
+
+
+@pytest.fixture(scope="session")
+def engine() -> Any:
+    """A Docker SDK client for the engine .ci/run started, with the local base images made."""
+    try:
+        import docker
+    except ImportError:
+        missing("the docker SDK (pip install docker)")
+    ensure_engine()
+    ensure_base_image(BASE_IMAGE)
+    ensure_base_image(MINBASE_IMAGE, include="")
+    return docker.from_env()
+
+
+def build(place: Path, *args: str, project: Path = ROOT, env: dict[str, str] | None = None,
+          ) -> Run:
+    place.mkdir(parents=True, exist_ok=True)
+    dist = place / "dist"
+    command = [sys.executable, "-m", "ninfer_kits", "build", "--builder", "docker",
+               "--matrix", str(project / "matrix.toml"), "--dist", str(dist),
+               "--cache-dir", str(place / "cache"), *args]
+    done = subprocess.run(command, capture_output=True, text=True, check=False,
+                          env={**os.environ, **(env or {})})
+    return Run(done=done, dist=dist)
+
+
+@pytest.fixture(scope="session")
+def cold_volumes(engine: Any) -> Iterator[tuple[str, str]]:
+    """Two compiler cache volumes no earlier run has filled: both builds below start cold."""
+    names = tuple(f"ninfer-kits-test-ccache-{uuid.uuid4().hex[:12]}" for _ in range(2))
+    yield names  # type: ignore[misc]
+    for name in names:  # and the build trees kept beside them (<name>-tree-<kit>-<image>)
+        for volume in engine.volumes.list(filters={"name": name}):
+            with contextlib.suppress(Exception):  # already gone: nothing to clean
+                volume.remove(force=True)
+
+
+@pytest.fixture(scope="session")
+def docker_builds(engine: Any, example_repo: tuple[Path, str], cold_volumes: tuple[str, str],
+                  tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Run]:
+    """Two COLD builds: different folders, job counts and empty compiler caches of their own, so
+    nothing of the first can be replayed into the second (a warm ccache would hide a compiler
+    that is not deterministic)."""
+    repo = str(example_repo[0])
+    first = build(tmp_path_factory.mktemp("docker-a"), "example", "--source", repo, "-j", "1",
+                  "--ccache-volume", cold_volumes[0])
+    second = build(tmp_path_factory.mktemp("docker-b") / "x", "example", "--source", repo,
+                   "--ccache-volume", cold_volumes[1])
+    for run in (first, second):
+        assert run.done.returncode == 0, run.done.stderr[-4000:]
+    return first, second

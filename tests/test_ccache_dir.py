@@ -35,8 +35,7 @@ from ninfer_kits.pipeline.docker_builder import (
     ccache_from_dir,
 )
 
-from docker_fixtures import BASE_IMAGE, ensure_base_image, ensure_engine
-from tools import ROOT, missing
+from tools import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -49,17 +48,6 @@ SOURCES = ("printf 'int c_part(void) { return 42; }\\n' > a.c && "
 COMPILES = (f"mkdir -p /src && cd /src && {SOURCES} && ccache gcc -c a.c -o a.o && "
             "ccache g++ -c b.cpp -o b.o && ccache nvcc -c k.cu -o k.o && "
             f"chown -R 4321:4321 {CCACHE_AT} && chmod -R go-rwx {CCACHE_AT}")
-
-
-@pytest.fixture(scope="module")
-def engine() -> Any:
-    try:
-        import docker
-    except ImportError:
-        missing("the docker SDK (pip install docker)")
-    ensure_engine()
-    ensure_base_image(BASE_IMAGE)
-    return docker.from_env()
 
 
 @pytest.fixture(scope="module")

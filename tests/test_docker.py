@@ -18,7 +18,6 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,46 +31,18 @@ from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.docker_builder import DockerBuilder, ImageRecipe
 
 from docker_fixtures import (
+    ASSET,
     BASE_IMAGE,
-    MINBASE_IMAGE,
-    ensure_base_image,
-    ensure_engine,
+    PORTABLE,
+    TAG,
+    Run,
+    build,
     ensure_second_engine,
     stop_engine,
 )
-from tools import ROOT, changed_copy, missing, sha256_of
+from tools import ROOT, changed_copy, sha256_of
 
 pytestmark = pytest.mark.slow
-
-TAG = "example-v0.3.0-linux-sm86"
-ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
-PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"  # `portable = true` in matrix.toml
-
-
-@dataclass(frozen=True)
-class Run:
-    done: subprocess.CompletedProcess[str]
-    dist: Path
-
-    @property
-    def out(self) -> Path:
-        return self.dist / TAG
-
-    def info(self) -> buildinfo.BuildInfo:
-        return buildinfo.read(self.out / "BUILDINFO.txt")
-
-
-@pytest.fixture(scope="session")
-def engine() -> Any:
-    """A Docker SDK client for the engine .ci/run started, with the local base images made."""
-    try:
-        import docker
-    except ImportError:
-        missing("the docker SDK (pip install docker)")
-    ensure_engine()
-    ensure_base_image(BASE_IMAGE)
-    ensure_base_image(MINBASE_IMAGE, include="")
-    return docker.from_env()
 
 
 @pytest.fixture()
@@ -84,45 +55,6 @@ def no_leaks(engine: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield run_id
     left = engine.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
     assert not left, f"containers left behind: {[c.id for c in left]}"
-
-
-def build(place: Path, *args: str, project: Path = ROOT, env: dict[str, str] | None = None,
-          ) -> Run:
-    place.mkdir(parents=True, exist_ok=True)
-    dist = place / "dist"
-    command = [sys.executable, "-m", "ninfer_kits", "build", "--builder", "docker",
-               "--matrix", str(project / "matrix.toml"), "--dist", str(dist),
-               "--cache-dir", str(place / "cache"), *args]
-    done = subprocess.run(command, capture_output=True, text=True, check=False,
-                          env={**os.environ, **(env or {})})
-    return Run(done=done, dist=dist)
-
-
-@pytest.fixture(scope="module")
-def cold_volumes(engine: Any) -> Iterator[tuple[str, str]]:
-    """Two compiler cache volumes no earlier run has filled: both builds below start cold."""
-    names = tuple(f"ninfer-kits-test-ccache-{uuid.uuid4().hex[:12]}" for _ in range(2))
-    yield names  # type: ignore[misc]
-    for name in names:  # and the build trees kept beside them (<name>-tree-<kit>-<image>)
-        for volume in engine.volumes.list(filters={"name": name}):
-            with contextlib.suppress(Exception):  # already gone: nothing to clean
-                volume.remove(force=True)
-
-
-@pytest.fixture(scope="module")
-def docker_builds(engine: Any, example_repo: tuple[Path, str], cold_volumes: tuple[str, str],
-                  tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Run]:
-    """Two COLD builds: different folders, job counts and empty compiler caches of their own, so
-    nothing of the first can be replayed into the second (a warm ccache would hide a compiler
-    that is not deterministic)."""
-    repo = str(example_repo[0])
-    first = build(tmp_path_factory.mktemp("docker-a"), "example", "--source", repo, "-j", "1",
-                  "--ccache-volume", cold_volumes[0])
-    second = build(tmp_path_factory.mktemp("docker-b") / "x", "example", "--source", repo,
-                   "--ccache-volume", cold_volumes[1])
-    for run in (first, second):
-        assert run.done.returncode == 0, run.done.stderr[-4000:]
-    return first, second
 
 
 def test_example_kit_builds_in_docker_and_loads_in_its_runtime_image(

@@ -53,7 +53,7 @@ from act_runner import (
     wheelhouse,
 )
 from github_server import GitHubServer, IssueView, ReleaseView
-from ninfer_kits.publish import ledger
+from ninfer_kits import ledger
 from rebuild_matrix import rebuild_matrix
 
 from docker_fixtures import BASE_IMAGE, MINBASE_IMAGE, ensure_base_image, ensure_engine

@@ -42,9 +42,8 @@ from typing import Any
 import pytest
 
 from github_server import GitHubServer
-from ninfer_kits import buildinfo, kitdir
-from ninfer_kits.publish import ledger
-from ninfer_kits.publish.ledger import LedgerEntry
+from ninfer_kits import buildinfo, kitdir, ledger
+from ninfer_kits.ledger import LedgerEntry
 from rebuild_matrix import rebuild_matrix
 
 from tools import ROOT, git, needs_libcurl_headers, nvcc, sha256_of, tool

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from ninfer_kits import remote
 from ninfer_kits.errors import BadInput, NinferKitsError
 from ninfer_kits.log import Reporter
-from ninfer_kits.records import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ninfer_kits.publish.credentials import Secret

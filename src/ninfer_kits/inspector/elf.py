@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+from typing import TYPE_CHECKING, NamedTuple
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.fatbin import (
@@ -28,7 +29,6 @@ from ninfer_kits.inspector.fatbin import (
     search_containers,
 )
 from ninfer_kits.inspector.inputs import ByteSource, StrPath, open_regular, printable
-from ninfer_kits.records import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from typing import BinaryIO

@@ -6,8 +6,7 @@ reaches no store, needs neither; GitHub's download URLs (for its notes) are here
 from __future__ import annotations
 
 import urllib.parse
-
-from ninfer_kits.records import TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ninfer_kits.matrix import GitHubTarget

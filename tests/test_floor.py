@@ -188,23 +188,6 @@ def test_search_paths_name_their_tag() -> None:
         "RUNPATH is /a:/b; RPATH is $ORIGIN")
 
 
-def test_the_parsed_copy_of_runtime_facts_is_current() -> None:
-    """runtime_facts_parsed.py spares `inspect` tomllib's start-up; it must be a copy of what
-    tomllib makes of data/runtime_facts.toml today (it is used only when its text matches)."""
-    import tomllib
-
-    from ninfer_kits import runtime_facts_parsed
-    from ninfer_kits.runtime_facts import FACTS_FILE, parse_facts
-
-    with open(FACTS_FILE, encoding="utf-8") as file:
-        text = file.read()
-    stale = "out of date: run `python -m ninfer_kits.runtime_facts` to write it anew"
-    assert text == runtime_facts_parsed.TEXT, stale
-    # the same values in the same order (the order of families is the order they are tried in)
-    assert repr(runtime_facts_parsed.parsed()) == repr(tomllib.loads(text)), stale
-    assert parse_facts(text + "\n# changed\n") == tomllib.loads(text)  # else: tomllib parses
-
-
 # --- weak version needs ---------------------------------------------------------------------
 
 def test_a_weak_need_raises_no_floor() -> None:

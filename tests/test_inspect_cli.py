@@ -137,37 +137,3 @@ def test_json_follows_its_published_schema(kit_folder: Path, c_binaries: dict[st
     broken["files"][0]["cuda"][0]["arch"] = "sm86"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, schema)
-
-
-def test_the_quick_reading_of_the_command_line_is_argparses() -> None:
-    """`inspect --json FILE` is read without argparse (cli._quick_args): for every command line
-    it reads, the answer is argparse's; any other it leaves to argparse."""
-    import itertools
-    import random
-    from contextlib import redirect_stderr
-    from io import StringIO
-
-    from ninfer_kits import cli
-
-    tokens = ["--json", "--floor-only", "--debug", "kit.tar.gz", "lib", "-", "--", "--js",
-              "-h", "--max-member-size", "3M", "--max-member-size=1G", "", "inspect", "-x",
-              "--version", "dir/", "a b"]
-    lines = [["inspect", *rest] for n in range(4) for rest in itertools.permutations(
-        tokens[:6], n)]
-    rng = random.Random(5)
-    leads: list[list[str]] = [[], ["--debug"], ["--debug", "--debug"]]
-    lines += [[*rng.choice(leads), "inspect", *rng.sample(tokens, rng.randint(0, 5))]
-              for _ in range(3000)]
-    quick = 0
-    for line in lines:
-        args = cli._quick_args(list(line))
-        if args is None:
-            continue
-        quick += 1
-        with redirect_stderr(StringIO()):
-            parsed = cli.build_parser(line).parse_args(line)
-        assert vars(args) == vars(parsed), line
-    assert quick > 200
-    assert vars(cli._quick_args(["--debug", "inspect", "--json", "x"])) == {
-        "command": "inspect", "debug": True, "path": "x", "json": True, "floor_only": False,
-        "max_member_size": 4 << 30}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import functools
+import argparse
 import importlib
-import os
+import signal
 import sys
+from collections.abc import Sequence
+from types import FrameType
+from typing import Protocol
 
 import ninfer_kits
 from ninfer_kits import __version__
@@ -16,21 +19,13 @@ from ninfer_kits.errors import (
     exit_code_for,
     exit_codes_help,
 )
-from ninfer_kits.records import TYPE_CHECKING
 
-if TYPE_CHECKING:  # typing is not loaded to run a command (records.py says why)
-    import argparse
-    import signal as _signal
-    from collections.abc import Sequence
-    from types import FrameType
-    from typing import Protocol
 
-    class Subcommand(Protocol):
-        def configure_parser(self, parser: argparse.ArgumentParser) -> None: ...
+class Subcommand(Protocol):
+    def configure_parser(self, parser: argparse.ArgumentParser) -> None: ...
 
-        def execute(self, args: argparse.Namespace) -> int: ...
-else:  # what `signal` wraps, loaded before any module: `signal` itself costs a quick command
-    import _signal  # about a millisecond (its enums)
+    def execute(self, args: argparse.Namespace) -> int: ...
+
 
 # Each subcommand is a module with configure_parser() and execute(); imported only when chosen,
 # so that a quick `inspect` does not pay for the imports of `build` or `publish`.
@@ -76,31 +71,23 @@ def _load(name: str) -> Subcommand:
 
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    import argparse
-
-    parser_class, formatter_class = _parser_classes()
-    parser = parser_class(
+    epilog = exit_codes_help()
+    parser = argparse.ArgumentParser(
         prog="ninfer-kits",
         description="Build, inspect and publish prebuilt NInfer kits.",
-        formatter_class=formatter_class,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ninfer-kits {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = next((a for a in argv if a in SUBCOMMANDS), None)
-    # When the command line starts with a command (after --debug at most), only its parser is
-    # made: the others serve to list the commands (--help, a command misspelt), which cannot
-    # happen then, and a dozen parsers cost a quick `inspect` a millisecond or two.
-    only = chosen if chosen is not None and all(
-        a == "--debug" for a in argv[:list(argv).index(chosen)]) else None
     for name, summary in SUMMARIES.items():
-        if only is not None and name != only:
-            continue
-        child = sub.add_parser(name, help=summary, description=summary,
-                               formatter_class=formatter_class)
+        child = sub.add_parser(name, help=summary, description=summary, epilog=epilog,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
         child.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                            help="show tracebacks on errors")
-        if name == chosen:
+        if name == chosen:  # only the chosen command's module is imported
             _load(name).configure_parser(child)
     return parser
 
@@ -119,8 +106,6 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser | None:
-    import argparse
-
     for action in parser._actions:  # argparse keeps no other handle on its subparsers
         if isinstance(action, argparse._SubParsersAction):
             child: argparse.ArgumentParser | None = action.choices.get(name)
@@ -128,79 +113,15 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
     return None
 
 
-def _quick_args(argv: list[str]) -> argparse.Namespace | None:
-    """The command line as argparse would parse it, without argparse, where the command's module
-    reads its plain forms itself (`quick_args(rest)`: `inspect --json FILE`, not `--help` or a
-    misspelt option): argparse, its translations and a parser cost a quick command about a
-    sixth of its run. None for anything else, which argparse parses."""
-    lead = 0
-    while lead < len(argv) and argv[lead] == "--debug":
-        lead += 1
-    if lead == len(argv) or argv[lead] not in SUBCOMMANDS:
-        return None
-    quick = getattr(_load(argv[lead]), "quick_args", None)
-    args = None if quick is None else quick(argv[lead + 1:])
-    if args is not None:
-        args.command = argv[lead]
-        args.debug = bool(lead) or getattr(args, "debug", False)
-    return args
-
-
-@functools.cache
-def _parser_classes() -> tuple[type[argparse.ArgumentParser], type[argparse.HelpFormatter]]:
-    import argparse
-
-    class Formatter(argparse.RawDescriptionHelpFormatter):
-        """argparse's, with the terminal width found as shutil.get_terminal_size() finds it:
-        argparse makes a formatter for every argument it adds, and importing shutil for it
-        (with zlib, bz2 and lzma) costs more start-up time than the rest of a quick command."""
-
-        def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                     width: int | None = None) -> None:
-            super().__init__(prog, indent_increment, max_help_position,
-                             _columns() - 2 if width is None else width)
-
-    class Parser(argparse.ArgumentParser):
-        """A parser whose epilog, the exit codes, is written out only when its help is shown."""
-
-        def format_help(self) -> str:
-            if self.epilog is None:
-                self.epilog = exit_codes_help()
-            return super().format_help()
-
-    return Parser, Formatter
-
-
-def _columns() -> int:
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns > 0:
-        return columns
-    try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
-    except (AttributeError, ValueError, OSError):  # no stdout, closed, or not a terminal
-        return 80
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # run as the program: SIGTERM (a cancelled CI job, `timeout`) as Ctrl-C
-        _signal.signal(_signal.SIGTERM, _terminate)
-    try:
-        return _main(argv)
-    finally:
-        if argv is None:  # run as the program, which ends here
-            # What is alive now lives until the process exits; frozen, the collection at the
-            # interpreter's shutdown skips it instead of walking it all (a millisecond or more).
-            import gc
-
-            gc.freeze()
+        signal.signal(signal.SIGTERM, _terminate)
+    return _main(argv)
 
 
 def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    args = _quick_args(args_list) or _parse(build_parser(args_list), args_list)
+    args = _parse(build_parser(args_list), args_list)
     try:
         return _load(args.command).execute(args)
     except NinferKitsError as error:

@@ -11,8 +11,7 @@ terminated (SIGTERM: a cancelled CI job, `timeout`), which every command handles
 from __future__ import annotations
 
 import errno
-
-from ninfer_kits.records import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # every command imports this module: it loads no more than it must
     from pathlib import Path

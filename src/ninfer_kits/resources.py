@@ -1,7 +1,16 @@
-"""Where the files that are part of the tool itself live: the build recipe and the Dockerfiles.
+"""Where the files that are part of the tool itself live: the shipped data files, the build
+recipe and the Dockerfiles.
 
-They are kept at the top of the repository (build/recipe.py, dockerfiles/), where maintainers
-edit them and the docs point, and setup.py copies them into the package at build time as
+The data files (`ninfer_kits/data/*.toml`, `*.json`: distributions, drivers, loaders, runtime
+libraries, packages, the portable policy, build dependencies, the JSON schemas) are package data
+in every installation, a checkout, a wheel and the unpacked .pyz alike. They are read one way:
+`data_file(NAME)` for the path, `load_data(NAME)` for what TOML or JSON makes of it; each facts
+module checks that against its own schema (`_validate(raw, ...)`, a ValueError naming the file)
+and caches what it builds, so a file is parsed once per run.
+
+The recipe and the Dockerfiles are kept at the top of the repository (build/recipe.py,
+dockerfiles/), where maintainers edit them and the docs point, and setup.py copies them into
+the package at build time as
 `ninfer_kits/_bundled/build/recipe.py` and `ninfer_kits/_bundled/dockerfiles/*.Dockerfile`, the
 same layout under another root. So:
 
@@ -17,15 +26,35 @@ these files calls `recipe_path()`, `dockerfiles_dir()` or `shipped_dockerfile(NA
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from ninfer_kits.errors import BadInput
 
 _PACKAGE: Final = Path(__file__).resolve().parent
+DATA: Final = _PACKAGE / "data"
 BUNDLED: Final = _PACKAGE / "_bundled"
 RECIPE_NAME: Final = Path("build") / "recipe.py"
 DOCKERFILES_NAME: Final = "dockerfiles"
 DOCKERFILE_SUFFIX: Final = ".Dockerfile"
+
+
+def data_file(name: str) -> Path:
+    """The shipped data file of that name (`distros.toml`): an absolute path."""
+    return DATA / name
+
+
+def load_data(name: str) -> dict[str, Any]:
+    """The shipped data file of that name, parsed by its suffix (.toml or .json): a new object
+    each call, which the caller validates and may change."""
+    text = data_file(name).read_text(encoding="utf-8")
+    if name.endswith(".json"):
+        import json
+
+        parsed: dict[str, Any] = json.loads(text)
+        return parsed
+    import tomllib  # only for the commands that read a data file
+
+    return tomllib.loads(text)
 
 
 def checkout_root() -> Path | None:

@@ -1,23 +1,12 @@
-"""Runtime-library facts (data/runtime_facts.toml), validated every time they load.
-
-The TOML file is the one source. Parsing it needs tomllib, whose import (with typing, datetime
-and its regular expressions) costs every command that derives a floor about 5 ms of start-up,
-more than a quick `inspect` spends on its work; so runtime_facts_parsed.py holds a copy of the
-file's text and what tomllib makes of it, and is used only when the text read is that very
-text (else tomllib parses it, as always). `python -m ninfer_kits.runtime_facts` writes the copy
-anew; tests/test_floor.py fails while it is out of date.
-"""
+"""Runtime-library facts (data/runtime_facts.toml), validated every time they load."""
 
 from __future__ import annotations
 
 import functools
-import os
 import re
+from typing import Any, NamedTuple
 
-from ninfer_kits.records import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from typing import Any
+from ninfer_kits.resources import load_data
 
 VERSION_KEY = re.compile(r"^\d+(\.\d+)*$")
 GCC_RELEASE = re.compile(r"^GCC (?P<release>\d+\.\d+(\.\d+)?)$")  # "GCC 13.2", "GCC 4.8.3"
@@ -61,60 +50,12 @@ class RuntimeFacts(NamedTuple):
         return next((name for name, members in self.families if soname in members), None)
 
 
-# os.path, not pathlib: `inspect` loads this module, and has no other use for pathlib
-FACTS_FILE = os.path.join(os.path.dirname(__file__), "data", "runtime_facts.toml")
-PARSED_COPY = os.path.join(os.path.dirname(__file__), "runtime_facts_parsed.py")
+FACTS_FILE = "runtime_facts.toml"
 
 
 @functools.cache
 def runtime_facts() -> RuntimeFacts:
-    with open(FACTS_FILE, encoding="utf-8") as file:
-        text = file.read()
-    return _validate(parse_facts(text))
-
-
-def parse_facts(text: str) -> dict[str, Any]:
-    """`tomllib.loads(text)`: the parsed copy's, when it is a copy of this text."""
-    from ninfer_kits import runtime_facts_parsed
-
-    if text == runtime_facts_parsed.TEXT:
-        return runtime_facts_parsed.parsed()
-    import tomllib
-
-    return tomllib.loads(text)
-
-
-def write_parsed_copy() -> str:
-    """Write runtime_facts_parsed.py from the TOML file; its path."""
-    import pprint
-    import tomllib
-
-    with open(FACTS_FILE, encoding="utf-8") as file:
-        text = file.read()
-    parsed = pprint.pformat(tomllib.loads(text), width=96, sort_dicts=False)
-    copy = "\n".join([
-        '"""What tomllib makes of data/runtime_facts.toml, and the text it made it from: written',
-        'by `python -m ninfer_kits.runtime_facts` (runtime_facts.py says why); do not edit."""',
-        "",
-        "# ruff: noqa: E501",
-        "from __future__ import annotations",
-        "",
-        "from ninfer_kits.records import TYPE_CHECKING",
-        "",
-        "if TYPE_CHECKING:",
-        "    from typing import Any",
-        "",
-        f"TEXT = {text!r}",
-        "",
-        "",
-        "def parsed() -> dict[str, Any]:",
-        '    """A new copy each time: the caller may change it."""',
-        "    return " + parsed.replace("\n", "\n" + " " * 11),
-        "",
-    ])
-    with open(PARSED_COPY, "w", encoding="utf-8") as file:
-        file.write(copy)
-    return PARSED_COPY
+    return _validate(load_data(FACTS_FILE))
 
 
 def _validate(raw: dict[str, Any]) -> RuntimeFacts:
@@ -161,6 +102,3 @@ def _gcc_release(value: str) -> tuple[int, ...]:
     match = GCC_RELEASE.match(value)
     return parse_version(match["release"]) if match else ()
 
-
-if __name__ == "__main__":
-    print(f"wrote {write_parsed_copy()}")

@@ -34,7 +34,8 @@ class Stats:
 class Result:
     """One row of the final table: our time against a named baseline, with an optional target.
 
-    `target` is the highest acceptable ratio ours/baseline; None makes the row informational.
+    `target` is the highest acceptable ratio ours/baseline (the lowest, for a throughput: a unit
+    per second such as "MB/s"); None makes the row informational.
     `error` marks a row that could not be measured (or measured something wrong).
     """
 
@@ -55,13 +56,25 @@ class Result:
         return self.ours / self.baseline
 
     @property
+    def throughput(self) -> bool:
+        return self.unit.endswith("/s")
+
+    @property
+    def target_text(self) -> str:
+        sign = ">=" if self.throughput else "<="
+        return "-" if self.target is None else f"{sign} {self.target:g}x"
+
+    @property
     def status(self) -> str:
         if self.error is not None:
             return "ERROR"
         if self.target is None:
             return "info"
         ratio = self.ratio
-        return "pass" if ratio is not None and ratio <= self.target else "MISS"
+        if ratio is None:
+            return "MISS"
+        return "pass" if (ratio >= self.target if self.throughput else ratio <= self.target) \
+            else "MISS"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -154,5 +167,5 @@ def seconds(value: float | None, unit: str = "s") -> str:
     if value is None:
         return "-"
     if unit != "s":
-        return f"{value:.2f} {unit}"
+        return f"{value:.1f} {unit}" if unit.endswith("/s") else f"{value:.2f} {unit}"
     return f"{value * 1000:.1f} ms" if value < 10 else f"{value:.2f} s"

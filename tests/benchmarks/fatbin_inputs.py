@@ -1,7 +1,8 @@
 """Input files for the inspector benchmark, fetched or built once and cached in .cache/bench/.
 
 - `libcurand.so.10` from the `nvidia-curand` wheel (CUDA 13 flavour, `nvidia/cu13/lib/`):
-  ~105 MB, 186 fatbin entries in 13 containers, every entry compressed.
+  ~105 MB, 186 fatbin entries in 13 containers, every entry compressed; `libcublasLt.so.13`
+  from the `nvidia-cublas` wheel: ~540 MB, the biggest library a kit meets.
 - Four host ELFs (a one-function shared library linked by gcc) whose `.nv_fatbin` section is
   assembled with `.incbin` from fatbin containers laid back to back, 8-byte aligned:
 
@@ -37,9 +38,11 @@ from common import progress, run_checked, write_json_atomic
 
 RECIPE_VERSION = 2  # bump when the recipe or the manifest changes
 FILLER_SEED = 1
-CURAND_REQUIREMENT = "nvidia-curand==10.4.5.25"  # CUDA 13 build: nvidia/cu13/lib/libcurand.so.10
-CURAND_WHEEL_GLOB = "nvidia_curand-10.4.5.25-*.whl"
-CURAND_MEMBER = "nvidia/cu13/lib/libcurand.so.10"
+# Real CUDA libraries (CUDA 13 builds), as (pip requirement, wheel file glob, member).
+CURAND = ("nvidia-curand==10.4.5.25", "nvidia_curand-10.4.5.25-*.whl",
+          "nvidia/cu13/lib/libcurand.so.10")
+CUBLASLT = ("nvidia-cublas==13.1.1.3", "nvidia_cublas-13.1.1.3-*.whl",
+            "nvidia/cu13/lib/libcublasLt.so.13")
 MIN_BIG_BYTES = 200_000_000
 MIN_MANY_ENTRIES = 2_000
 
@@ -179,23 +182,25 @@ def _padded(blob: bytes) -> bytes:
 # ---------------------------------------------------------------------------- libcurand
 
 
-def fetch_curand(cache: Path) -> Path:
-    """The wheel is downloaded once (pip download), the library unzipped once."""
-    target = cache / "inputs" / Path(CURAND_MEMBER).name
+def fetch_library(cache: Path, wheel: tuple[str, str, str]) -> Path:
+    """The library of `wheel` (CURAND, CUBLASLT): the wheel is downloaded once (pip download),
+    the library unzipped once."""
+    requirement, wheel_glob, member = wheel
+    target = cache / "inputs" / Path(member).name
     if target.is_file():
         return target
     wheels = cache / "wheels"
-    found = sorted(wheels.glob(CURAND_WHEEL_GLOB))
+    found = sorted(wheels.glob(wheel_glob))
     if not found:
-        progress(f"downloading {CURAND_REQUIREMENT} into {wheels}")
+        progress(f"downloading {requirement} into {wheels}")
         run_checked([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                     CURAND_REQUIREMENT, "-d", str(wheels)])
-        found = sorted(wheels.glob(CURAND_WHEEL_GLOB))
+                     requirement, "-d", str(wheels)])
+        found = sorted(wheels.glob(wheel_glob))
     if not found:
-        raise RuntimeError(f"pip download left no {CURAND_WHEEL_GLOB} in {wheels}")
+        raise RuntimeError(f"pip download left no {wheel_glob} in {wheels}")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
-    with zipfile.ZipFile(found[0]) as wheel, wheel.open(CURAND_MEMBER) as src, \
+    with zipfile.ZipFile(found[0]) as archive, archive.open(member) as src, \
             partial.open("wb") as dst:
         shutil.copyfileobj(src, dst, 1 << 20)
     partial.replace(target)
@@ -213,7 +218,7 @@ def recipe_key(tools: Tools, curand: Path) -> str:
     recipe = {
         "version": RECIPE_VERSION, "kernels": KERNELS_CU, "tiny": TINY_CU, "host": HOST_C,
         "gencodes": GENCODES, "copies": [KERNEL_COPIES_BIG, CURAND_COPIES_BIG],
-        "curand": [CURAND_REQUIREMENT, curand.stat().st_size],
+        "curand": [CURAND[0], curand.stat().st_size],
         "nvcc": _tool_version(tools.nvcc), "gcc": _tool_version(tools.gcc),
     }
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()

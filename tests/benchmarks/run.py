@@ -105,8 +105,9 @@ def annotate(results: list[Result], reporter: Reporter) -> None:
         ratio = result.ratio
         if result.status == "MISS" and ratio is not None and result.target is not None:
             reporter.warning(f"benchmark {result.benchmark}: {result.measured}: "
-                             f"{ratio:.3f}× the baseline ({result.baseline_name}), over the "
-                             f"target of {result.target:g}×")
+                             f"{ratio:.3f}× the baseline ({result.baseline_name}), "
+                             f"{'under' if result.throughput else 'over'} the target of "
+                             f"{result.target:g}×")
         elif result.status == "ERROR":
             reporter.error(f"benchmark {result.benchmark}: {result.measured}: {result.error}")
 
@@ -120,7 +121,7 @@ def _cells(result: Result) -> tuple[str, ...]:
     return (
         result.benchmark, result.measured, seconds(result.ours, result.unit), baseline,
         "-" if ratio is None else f"{ratio:.3f}x",
-        "-" if result.target is None else f"<= {result.target:g}x",
+        result.target_text,
         status,
     )
 
@@ -167,7 +168,7 @@ def markdown(results: list[Result], repeat: int) -> str:
         cells = (result.benchmark, result.measured, seconds(result.ours, result.unit),
                  f"`{result.baseline_name}`", seconds(result.baseline, result.unit),
                  "-" if ratio is None else f"{ratio:.3f}×",
-                 "-" if result.target is None else f"≤ {result.target:g}×", status)
+                 result.target_text, status)
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines) + "\n"
 

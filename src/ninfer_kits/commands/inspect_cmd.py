@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import sys
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from ninfer_kits.inspector.elf import ElfInfo
 from ninfer_kits.inspector.fatbin import FatbinEntry
@@ -13,7 +14,6 @@ from ninfer_kits.inspector.floor import SymbolVersion, device_code_order, kind_l
 from ninfer_kits.inspector.formats import DEFAULT_MEMBER_LIMIT, size_words
 from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.inspector.inspection import Inspection, dumps_json, inspect_path
-from ninfer_kits.records import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import argparse
@@ -46,32 +46,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help=f"refuse an ELF member of a kit archive larger than this "
                              f"(default {size_words(DEFAULT_MEMBER_LIMIT)}); it is held in a "
                              f"temporary file while it is read")
-
-
-# The flags quick_args reads (each spelt out in full); any other option goes to argparse.
-QUICK_FLAGS = {"--json": "json", "--floor-only": "floor_only", "--debug": "debug"}
-
-
-def quick_args(argv: list[str]) -> argparse.Namespace | None:
-    """The arguments after `inspect` as the parser of configure_parser() reads them, in their
-    plain form: one path (not starting with "-") and flags of QUICK_FLAGS; None for anything
-    else (--help, --max-member-size, an abbreviation, two paths...), which argparse reads.
-    tests/test_inspect_cli.py holds the two to the same answers."""
-    values = {"json": False, "floor_only": False}
-    paths = []
-    for arg in argv:
-        if arg in QUICK_FLAGS:
-            values[QUICK_FLAGS[arg]] = True
-        elif arg and not arg.startswith("-"):
-            paths.append(arg)
-        else:
-            return None
-    if len(paths) != 1:
-        return None
-    import types
-
-    args = types.SimpleNamespace(path=paths[0], max_member_size=DEFAULT_MEMBER_LIMIT, **values)
-    return args  # type: ignore[return-value]  # read as a Namespace: by attribute
 
 
 def execute(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ import posixpath
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from functools import cache
+from typing import TYPE_CHECKING, NamedTuple
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.decompress import Prefetched, gunzip_chunks, read_chunks
@@ -54,7 +55,6 @@ from ninfer_kits.inspector.inputs import (
     os_error_words,
     printable,
 )
-from ninfer_kits.records import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # tarfile, tempfile and the signal machinery load only when an archive is read
     import tarfile

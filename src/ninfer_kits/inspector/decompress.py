@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-
-from ninfer_kits.records import TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

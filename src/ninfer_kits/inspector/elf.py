@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+from typing import NamedTuple
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.fatbin import (
@@ -34,7 +35,6 @@ from ninfer_kits.inspector.fatbin import (
     search_containers,
 )
 from ninfer_kits.inspector.inputs import ByteSource, StrPath, open_regular, printable
-from ninfer_kits.records import NamedTuple
 
 ELF_MAGIC = b"\x7fELF"
 

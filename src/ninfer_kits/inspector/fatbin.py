@@ -35,10 +35,10 @@ import struct
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import cache
+from typing import TYPE_CHECKING, NamedTuple
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.inputs import ByteSource
-from ninfer_kits.records import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     import _thread

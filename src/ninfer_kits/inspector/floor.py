@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from ninfer_kits.inspector.elf import ElfInfo
 from ninfer_kits.inspector.fatbin import FatbinEntry
 from ninfer_kits.inspector.inputs import printable
-from ninfer_kits.records import NamedTuple
 from ninfer_kits.runtime_facts import RuntimeFacts, parse_version, runtime_facts
 
 BASE_VERSION = "Base"  # a version node some libraries name so; never a requirement of its own

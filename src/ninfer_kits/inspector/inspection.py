@@ -12,6 +12,7 @@ from __future__ import annotations
 import mmap
 import os
 import stat
+from typing import TYPE_CHECKING, NamedTuple
 
 from ninfer_kits.errors import BadInput, NotAnElf
 from ninfer_kits.inspector.elf import ELF_MAGIC, ElfInfo, read_elf_buffer
@@ -30,7 +31,6 @@ from ninfer_kits.inspector.inputs import (
     os_error_words,
     printable,
 )
-from ninfer_kits.records import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Callable

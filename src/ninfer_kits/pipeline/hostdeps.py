@@ -34,8 +34,9 @@ from typing import Any, Final
 
 from ninfer_kits.errors import EnvironmentFailure
 from ninfer_kits.log import Reporter
+from ninfer_kits.resources import data_file
 
-DATA: Final = Path(__file__).resolve().parent.parent / "data" / "build_deps.toml"
+DATA: Final = data_file("build_deps.toml")
 OS_RELEASE: Final = (Path("/etc/os-release"), Path("/usr/lib/os-release"))
 NO_INSTALL_ENV: Final = "NINFER_KITS_NO_INSTALL"
 MIN_CMAKE: Final = (3, 28)

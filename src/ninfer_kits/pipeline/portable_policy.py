@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ninfer_kits.matrix.where import Table, read_data_file
+from ninfer_kits.resources import data_file
 
 SCHEMA = 1
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "portable_policy.toml"
+DATA_FILE = data_file("portable_policy.toml")
 _GROUP = re.compile(r"[a-z0-9][a-z0-9-]*")
 # A soname pattern: a file name (no slash), fnmatch wildcards allowed.
 _PATTERN = re.compile(r"[A-Za-z0-9_.+*?\[\]!-]+")

@@ -17,10 +17,11 @@ from pathlib import Path
 
 from ninfer_kits.inspector.floor import BASE_VERSION, CUDART, KitFloor, SymbolVersion
 from ninfer_kits.matrix.where import Table, read_data_file
+from ninfer_kits.resources import data_file
 from ninfer_kits.runtime_facts import GCC_RELEASE, RuntimeFacts, parse_version, runtime_facts
 
 SCHEMA = 1
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "distros.toml"
+DATA_FILE = data_file("distros.toml")
 
 _ID = re.compile(r"[a-z0-9][a-z0-9-]*")
 _OS_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")

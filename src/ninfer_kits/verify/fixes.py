@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from ninfer_kits.resources import data_file, load_data
 from ninfer_kits.verify.distros import Distro, shipped_distros
 
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+._-]*$")
 FFMPEG = re.compile(r"^lib(avformat|avcodec|avutil|swscale|swresample)\.so\.\d+$")
 CUDART = re.compile(r"^libcudart\.so\.(\d+)$")
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "soname_packages.toml"
+DATA_FILE = data_file("soname_packages.toml")
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ class Advice:
 
 @functools.cache
 def package_facts() -> PackageFacts:
-    return _validate(tomllib.loads(DATA_FILE.read_text(encoding="utf-8")), DATA_FILE.name,
+    return _validate(load_data(DATA_FILE.name), DATA_FILE.name,
                      {distro.id for distro in shipped_distros().distros})
 
 

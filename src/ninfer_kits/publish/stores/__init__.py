@@ -6,8 +6,8 @@ reaches no store, needs neither; GitHub's download URLs (for its notes) are here
 from __future__ import annotations
 
 import urllib.parse
+from typing import TYPE_CHECKING
 
-from ninfer_kits.records import TYPE_CHECKING
 from ninfer_kits.remote import github_web
 
 if TYPE_CHECKING:

@@ -22,10 +22,9 @@ without build.log (publish never uploads it), and may hold beside it what a rele
 a release with a portable sibling one tarball may be missing, when SHA256SUMS lists it
 (`sha256sum -c --ignore-missing`). Nothing else is accepted.
 
-The kit is a tuple of flavours: the plain tarball, then each sibling of SIBLINGS it was built
-with (today the portable one; split debug symbols would be one more entry). Which tarball is
-the plain one is decided by pairing: with more than one, each other one must be a sibling's
-name of it (`FlavourKind.asset`); one alone is the plain kit, whatever its name.
+The kit's tarballs are its flavours: the plain kit, then each of SIBLINGS it was built with.
+Which is the plain one is decided by pairing: with more than one, each other one must be a
+sibling's name of it (`FlavourKind.asset`); one alone is the plain kit, whatever its name.
 `read_kit_dir` checks all of it (and every hash, unless asked not to) and returns a KitDir;
 `built=True` asks for the folder exactly as `build` makes it. `check_beside` checks one
 tarball against the SHA256SUMS (and SHA1SUMS) beside it, `check_listed` every file here that
@@ -82,8 +81,7 @@ class FlavourKind:
 
     def named(self, info: BuildInfo) -> str | None:
         """The tarball of this flavour that the plain kit's BUILDINFO.txt names, or None."""
-        value = str(getattr(info, self.key))
-        return None if value == "none" else value
+        return None if (value := str(getattr(info, self.key))) == "none" else value
 
 
 PLAIN = "plain"
@@ -115,8 +113,7 @@ class TagTaken(BadInput):
 
 @dataclass(frozen=True, kw_only=True)
 class Flavour:
-    """One tarball of the kit folder (the plain kit, or a sibling of SIBLINGS), read and
-    checked."""
+    """One tarball of the kit folder (the plain kit, or one of SIBLINGS), read and checked."""
 
     name: str  # PLAIN, or a FlavourKind's name
     folder: Path  # dist/<tag>, the kit folder that holds it
@@ -135,44 +132,30 @@ class KitDir:
     """One finished kit folder, read and checked: as `build` makes it, or a release of it."""
 
     path: Path  # dist/<tag>
-    flavours: tuple[Flavour, ...]  # the tarballs here: the plain kit first, then its siblings
+    asset: str  # the plain kit's tarball's file name
     info: BuildInfo  # BUILDINFO.txt beside the tarballs (with this run's keys)
+    size: int  # of the tarball
+    sha256: str  # of the tarball, as SHA256SUMS lists it
+    sha1: str | None  # of the tarball, as SHA1SUMS lists it; None without SHA1SUMS
     buildinfo_sha256: str  # of BUILDINFO.txt, as SHA256SUMS lists it
-    verified: bool  # every hash above was checked against the bytes
+    verified: bool  # every hash above (and the siblings') was checked against the bytes
+    siblings: tuple[Flavour, ...] = ()  # the tarballs beside <asset> (SIBLINGS), when built
     held: tuple[str, ...] = FIXED_FILES  # the names of FIXED_FILES and RELEASE_EXTRAS here
     absent: tuple[str, ...] = ()  # the sibling tarballs SHA256SUMS lists but not here
 
     @property
-    def plain(self) -> Flavour:
-        return self.flavours[0]
-
-    def flavour(self, kind: FlavourKind) -> Flavour | None:
-        return next((flavour for flavour in self.flavours if flavour.name == kind.name), None)
+    def flavours(self) -> tuple[Flavour, ...]:
+        """The kit's tarballs: the plain kit, then its siblings."""
+        return (Flavour(name=PLAIN, folder=self.path, asset=self.asset, size=self.size,
+                        sha256=self.sha256, sha1=self.sha1), *self.siblings)
 
     @property
     def portable(self) -> Flavour | None:
-        return self.flavour(PORTABLE)
+        return next((item for item in self.siblings if item.name == PORTABLE.name), None)
 
     @property
     def absent_portable(self) -> str | None:
         return next((name for name in self.absent if name.endswith(PORTABLE.suffix)), None)
-
-    @property
-    def asset(self) -> str:
-        """The plain kit's tarball's file name."""
-        return self.plain.asset
-
-    @property
-    def size(self) -> int:
-        return self.plain.size
-
-    @property
-    def sha256(self) -> str:
-        return self.plain.sha256
-
-    @property
-    def sha1(self) -> str | None:
-        return self.plain.sha1
 
     @property
     def tag(self) -> str:
@@ -184,7 +167,7 @@ class KitDir:
 
     @property
     def tarball(self) -> Path:
-        return self.plain.path
+        return self.path / self.asset
 
     @property
     def buildinfo_path(self) -> Path:
@@ -247,11 +230,12 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
         raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {', '.join(sorted(sums))}; "
                             f"it must list exactly {', '.join(expected)}")
     sha1 = _read_sha1sums(path / SHA1SUMS, listed) if SHA1SUMS in held else {}
-    flavours = tuple(Flavour(name=name, folder=path, asset=tarball,
-                             size=(path / tarball).stat().st_size, sha256=sums[tarball],
-                             sha1=sha1.get(tarball)) for name, tarball in names.items())
-    kit = KitDir(path=path, flavours=flavours, info=info, buildinfo_sha256=sums[BUILDINFO],
-                 verified=False, held=held, absent=tuple(absent.values()))
+    flavours = [Flavour(name=name, folder=path, asset=tarball,
+                        size=(path / tarball).stat().st_size, sha256=sums[tarball],
+                        sha1=sha1.get(tarball)) for name, tarball in names.items()]
+    kit = KitDir(path=path, asset=asset, info=info, size=flavours[0].size, sha256=sums[asset],
+                 sha1=sha1.get(asset), buildinfo_sha256=sums[BUILDINFO], verified=False,
+                 siblings=tuple(flavours[1:]), held=held, absent=tuple(absent.values()))
     return _verified(kit) if verify else kit
 
 
@@ -505,8 +489,8 @@ def install(staging: Path, dist_dir: Path, tag: str, kit: str, *,
             raise
         _fsync_dir(dist_dir)
         shutil.rmtree(retired, ignore_errors=True)
-    return replace(placed, path=final, flavours=tuple(
-        replace(flavour, folder=final) for flavour in placed.flavours))
+    return replace(placed, path=final, siblings=tuple(
+        replace(sibling, folder=final) for sibling in placed.siblings))
 
 
 @contextmanager

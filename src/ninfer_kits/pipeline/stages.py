@@ -449,7 +449,6 @@ def make_buildinfo(state: BuildState) -> BuildInfo:
     source, compiled, inspection = (need(state.source, "source"), need(state.compiled, "compiled"),
                                     need(state.inspection, "inspection"))
     kit, report, floor = request.kit, compiled.report, inspection.floor
-    glibc = floor.floor("GLIBC")
     inputs = kit_inputs(kit, source.revision, recipe=state.recipe_sha256)
     return BuildInfo(
         kit=kit.id, card=kit.card, upstream=kit.upstream.repository, upstream_url=source.url,
@@ -465,14 +464,9 @@ def make_buildinfo(state: BuildState) -> BuildInfo:
         inputs=inputs.digest, input_parts=inputs.short_parts(),
         python_version=platform.python_version(),
         zlib_version=compressor(),  # the key's old name: older ninfer-kits still read the file
-        glibc_floor=glibc.version if glibc else "none",
-        sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
         sass=", ".join(floor.sass) or "none", ptx=", ".join(floor.ptx) or "none",
         relocatable_device_code=describe_device_code(floor.relocatable) or "none",
-        symbol_floors=tuple(item.name for item in floor.prefix_floors),
-        floor=tuple((row.requirement, row.why) for row in floor.table),
-        binaries=tuple(_binary_hashes(state)),
-        licenses=state.licenses,
+        **_flavour_keys(inspection, need(state.kit_root, "kit_root"), state.licenses),
     )
 
 
@@ -480,28 +474,28 @@ def sibling_buildinfo(plain: BuildInfo, sibling: Flavour) -> BuildInfo:
     """A sibling tarball's own BUILDINFO.txt (the portable one's): the plain kit's inputs, its
     own floor (the portable kit's: glibc and the driver, and the GPU), its binaries' hashes
     after the change, and each library it carries with its package and licence."""
-    floor = sibling.inspection.floor
-    glibc = floor.floor("GLIBC")
     return dataclasses.replace(
         plain, flavour=sibling.name,
-        glibc_floor=glibc.version if glibc else "none",
-        sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
-        symbol_floors=tuple(item.name for item in floor.prefix_floors),
-        floor=tuple((row.requirement, row.why) for row in floor.table),
-        binaries=tuple(_hashes_of(sibling.root / "bin")),
-        licenses=sibling.licenses,
         bundled=tuple(_bundled_entry(item) for item in sibling.bundled),
-    )
+        **_flavour_keys(sibling.inspection, sibling.root, sibling.licenses))
+
+
+def _flavour_keys(inspection: Inspection, root: Path, licenses: tuple[str, ...]) -> dict[str, Any]:
+    """The BUILDINFO keys each flavour has of its own: its floor, its binaries' hashes (kit/bin)
+    and its licenses (the device code is the plain kit's in every flavour)."""
+    floor = inspection.floor
+    glibc = floor.floor("GLIBC")
+    return dict(glibc_floor=glibc.version if glibc else "none",
+                sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
+                symbol_floors=tuple(item.name for item in floor.prefix_floors),
+                floor=tuple((row.requirement, row.why) for row in floor.table),
+                binaries=tuple(_hashes_of(root / "bin")), licenses=licenses)
 
 
 def _bundled_entry(item: Bundled) -> tuple[str, str, str, str, str]:
     origin = item.origin
     return (item.soname, item.sha256, f"{origin.package} {origin.version} ({origin.manager})",
             origin.license, item.notice)
-
-
-def _binary_hashes(state: BuildState) -> list[tuple[str, str]]:
-    return _hashes_of(need(state.kit_root, "kit_root") / "bin")
 
 
 def _hashes_of(bin_dir: Path) -> list[tuple[str, str]]:

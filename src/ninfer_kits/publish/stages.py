@@ -65,16 +65,31 @@ class PublishRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class Outcome:
-    kit: KitDir
-    release: Release
-    records: tuple[StoreRecord, ...]
-    uploaded: tuple[tuple[str, str], ...]  # (store, asset) put this run
-    changed_stores: tuple[str, ...]  # stores this run changed (uploaded to, published)
-    ledger: Path | None
-    ledger_changed: bool
+    """The publish so far: each stage returns it with its own result added (as the build's
+    stages do with BuildState); after the last one, what the publish did."""
+
+    request: PublishRequest
+    held: ExitStack  # the tag's lock and the scratch folder, let go after the last stage
+    read: KitDir | None = None  # the kit folder, checked
+    scratch: Path | None = None  # the store's own copies of a reproduced release's assets
+    planned: Release | None = None
+    found: tuple[Found, ...] = ()  # what each store holds, in the order of request.stores
+    records: tuple[StoreRecord, ...] = ()  # one per store done, in order
+    uploaded: tuple[tuple[str, str], ...] = ()  # (store, asset) put this run
+    changed_stores: tuple[str, ...] = ()  # stores this run changed (uploaded to, published)
+    ledger: Path | None = None
+    ledger_changed: bool = False
     reproduced: bool = False  # a store held this tag published with the kit's very tarballs
     kept: tuple[str, ...] = ()  # the assets (BUILDINFO.txt…) the release keeps its own copy
     # (or its lack) of
+
+    @property
+    def kit(self) -> KitDir:
+        return _need(self.read, "kit")
+
+    @property
+    def release(self) -> Release:
+        return _need(self.planned, "release")
 
     @property
     def changed(self) -> bool:
@@ -85,6 +100,17 @@ class Outcome:
         """`published` (this run made or completed a release), or `reproduced` (the release
         was there, published, with this build's tarballs byte for byte; no store changed)."""
         return REPRODUCED if self.reproduced and not self.changed_stores else PUBLISHED
+
+
+Stage = Callable[[Outcome, Reporter], Outcome]
+T = TypeVar("T")
+
+
+def _need(value: T | None, name: str) -> T:
+    """A result an earlier stage produced; None here means the stage list is out of order."""
+    if value is None:
+        raise RuntimeError(f"stage order: {name} is not available yet")
+    return value
 
 
 PUBLISHED, REPRODUCED, CONFLICT = "published", "reproduced", "conflict"
@@ -100,55 +126,25 @@ def _fetch_hint(base: str) -> str | None:
     return f" --repository {match['repo']}" if match else None
 
 
-@dataclass(frozen=True, kw_only=True)
-class PublishState:
-    """What the stages have found so far; each returns it with its own result added."""
-
-    request: PublishRequest
-    held: ExitStack  # the tag's lock and the scratch folder, let go after the last stage
-    kit: KitDir | None = None
-    scratch: Path | None = None  # the store's own copies of a reproduced release's assets
-    release: Release | None = None
-    found: tuple[Found, ...] = ()  # what each store holds, in the order of request.stores
-    reproduced: bool = False
-    kept: tuple[str, ...] = ()
-    records: tuple[StoreRecord, ...] = ()  # one per store done, in order
-    uploaded: tuple[tuple[str, str], ...] = ()
-    changed: tuple[str, ...] = ()
-    ledger: Path | None = None
-    ledger_changed: bool = False
-
-
-Stage = Callable[[PublishState, Reporter], PublishState]
-T = TypeVar("T")
-
-
-def _need(value: T | None, name: str) -> T:
-    """A result an earlier stage produced; None here means the stage list is out of order."""
-    if value is None:
-        raise RuntimeError(f"stage order: {name} is not available yet")
-    return value
-
-
-def read_kit(state: PublishState, reporter: Reporter) -> PublishState:
+def read_kit(state: Outcome, reporter: Reporter) -> Outcome:
     """Read dist/<tag>/ (kitdir): its layout, sizes under every store's limit, the names the
     matrix renders, every hash."""
     request = state.request
     limits = [(store.describe(), store.max_asset_size) for store in request.stores]
-    return dataclasses.replace(state, kit=plan.read_kit(request.kit_dir, request.matrix, limits))
+    return dataclasses.replace(state, read=plan.read_kit(request.kit_dir, request.matrix, limits))
 
 
-def lock(state: PublishState, reporter: Reporter) -> PublishState:
+def lock(state: Outcome, reporter: Reporter) -> Outcome:
     """One publish of a tag at a time on this machine (a flock under the cache dir), held with
     a scratch folder beside it until the last stage."""
-    request, kit = state.request, _need(state.kit, "kit")
+    request, kit = state.request, state.kit
     state.held.enter_context(held_lock(request.lock_dir, kit.tag, request.wait, reporter))
     scratch = state.held.enter_context(
         tempfile.TemporaryDirectory(prefix=".reproduced-", dir=request.lock_dir))
     return dataclasses.replace(state, scratch=Path(scratch))
 
 
-def preflight(state: PublishState, reporter: Reporter) -> PublishState:
+def preflight(state: Outcome, reporter: Reporter) -> Outcome:
     """Each store: the credentials work and can write the target."""
     for store in state.request.stores:
         store.preflight()
@@ -156,22 +152,21 @@ def preflight(state: PublishState, reporter: Reporter) -> PublishState:
     return state
 
 
-def plan_release(state: PublishState, reporter: Reporter) -> PublishState:
+def plan_release(state: Outcome, reporter: Reporter) -> Outcome:
     """The release: title, notes from BUILDINFO.txt, assets in upload order."""
-    request, kit = state.request, _need(state.kit, "kit")
+    request, kit = state.request, state.kit
     base = request.notes_base or _notes_store(request.stores).download_base(kit.tag)
     tools = (plan.pyz_asset(request.lock_dir.parent / "pyz"),)
     release = plan.make_release(kit, base, tools, _fetch_hint(base))
     reporter.info(f"release {release.tag}: {', '.join(a.name for a in release.assets)}")
-    return dataclasses.replace(state, release=release)
+    return dataclasses.replace(state, planned=release)
 
 
-def inspect_stores(state: PublishState, reporter: Reporter) -> PublishState:
+def inspect_stores(state: Outcome, reporter: Reporter) -> Outcome:
     """Each store: what it holds already. Another kit under the tag, and every conflict, are
     refused before anything changes; a release published with this build's very tarballs is
     reproduced, keeping the store's own copy of every other asset."""
-    request, kit = state.request, _need(state.kit, "kit")
-    release = _need(state.release, "release")
+    request, kit, release = state.request, state.kit, state.release
     found = _inspect(request.stores, release, reporter)
     reproduced, kept = False, tuple[str, ...]()
     if not request.replace:
@@ -190,28 +185,27 @@ def inspect_stores(state: PublishState, reporter: Reporter) -> PublishState:
                     if store is source else _inspect((store,), release, reporter)[0]
                     for store, held in zip(request.stores, found, strict=True))
     refuse_conflicts(request.stores, found, request.replace)
-    return dataclasses.replace(state, release=release, found=found, reproduced=reproduced,
+    return dataclasses.replace(state, planned=release, found=found, reproduced=reproduced,
                                kept=kept)
 
 
-def fill_store(state: PublishState, reporter: Reporter) -> PublishState:
+def fill_store(state: Outcome, reporter: Reporter) -> Outcome:
     """The next store in order (B2 first, then GitHub): put and verify every asset not there
     yet, SHA256SUMS last, then finish (GitHub: publish the draft)."""
     index = len(state.records)  # the stores before it are done
     store, held = state.request.stores[index], state.found[index]
-    release = _need(state.release, "release")
-    put = _fill(store, held, release, reporter)
+    put = _fill(store, held, state.release, reporter)
     return dataclasses.replace(
-        state, records=(*state.records, store.finish(release)),
+        state, records=(*state.records, store.finish(state.release)),
         uploaded=(*state.uploaded, *((store.name, name) for name in put)),
-        changed=(*state.changed, *((store.name,) if put or not held.published else ())))
+        changed_stores=(*state.changed_stores,
+                        *((store.name,) if put or not held.published else ())))
 
 
-def record_ledger(state: PublishState, reporter: Reporter) -> PublishState:
+def record_ledger(state: Outcome, reporter: Reporter) -> Outcome:
     """releases/<tag>.toml, atomically, once every store holds the whole release."""
-    kit = _need(state.kit, "kit")
-    path = ledger.path_for(_need(state.request.ledger_dir, "ledger_dir"), kit.tag)
-    changed = write_ledger(path, kit, _need(state.release, "release"), state.records, reporter)
+    path = ledger.path_for(_need(state.request.ledger_dir, "ledger_dir"), state.kit.tag)
+    changed = write_ledger(path, state.kit, state.release, state.records, reporter)
     return dataclasses.replace(state, ledger=path, ledger_changed=changed)
 
 
@@ -240,20 +234,16 @@ def _steps(name: str, request: PublishRequest) -> tuple[str, ...]:
 
 def run_publish(request: PublishRequest, reporter: Reporter) -> Outcome:
     with ExitStack() as held:
-        state = PublishState(request=request, held=held)
+        state = Outcome(request=request, held=held)
         for name, stage in STAGES:
             for step in _steps(name, request):
                 with reporter.step(step):
                     state = stage(state, reporter)
-        kit = _need(state.kit, "kit")
-        if state.kept and not state.changed:
-            reporter.info(f"reproduced: {kit.tag} is published already with this build's "
-                          f"{' and '.join(kit.tarballs)} byte for byte; its assets are "
+        if state.kept and not state.changed_stores:
+            reporter.info(f"reproduced: {state.kit.tag} is published already with this build's "
+                          f"{' and '.join(state.kit.tarballs)} byte for byte; its assets are "
                           f"unchanged")
-    return Outcome(kit=kit, release=_need(state.release, "release"), records=state.records,
-                   uploaded=state.uploaded, changed_stores=state.changed, ledger=state.ledger,
-                   ledger_changed=state.ledger_changed, reproduced=state.reproduced,
-                   kept=state.kept)
+    return state
 
 
 def _inspect(stores: Sequence[Store], release: Release, reporter: Reporter) -> tuple[Found, ...]:

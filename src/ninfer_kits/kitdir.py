@@ -22,8 +22,9 @@ without build.log (publish never uploads it), and may hold beside it what a rele
 a release with a portable sibling one tarball may be missing, when SHA256SUMS lists it
 (`sha256sum -c --ignore-missing`). Nothing else is accepted.
 
-Which tarball is the plain one is decided by pairing: with two, one must be the other's
-`-portable` sibling (`portable_name`); one alone is the plain kit, whatever its name.
+The kit's tarballs are its flavours: the plain kit, then each of SIBLINGS it was built with.
+Which is the plain one is decided by pairing: with more than one, each other one must be a
+sibling's name of it (`FlavourKind.asset`); one alone is the plain kit, whatever its name.
 `read_kit_dir` checks all of it (and every hash, unless asked not to) and returns a KitDir;
 `built=True` asks for the folder exactly as `build` makes it. `check_beside` checks one
 tarball against the SHA256SUMS (and SHA1SUMS) beside it, `check_listed` every file here that
@@ -62,12 +63,35 @@ UNPACKED = "kit"  # the tarball unpacked beside it (fetch's DEST; `tar xzf` of t
 RELEASE_EXTRAS = (NOTES, PYZ, UNPACKED)  # what a release may hold beside the kit's own files
 
 
+@dataclass(frozen=True)
+class FlavourKind:
+    """A flavour a kit folder may hold beside the plain kit: the same compile, packed another
+    way. A new flavour (split debug symbols, say) is one entry of SIBLINGS."""
+
+    name: str  # BUILDINFO's `flavour` in its own BUILDINFO.txt
+    suffix: str  # its tarball: <the plain tarball's stem><suffix>
+    key: str  # the plain kit's BUILDINFO key that names its tarball (`none` without one)
+
+    def asset(self, plain: str) -> str:
+        """This flavour's tarball beside the plain kit `plain`."""
+        if not plain.endswith(TARBALL_SUFFIX) or plain == TARBALL_SUFFIX:
+            raise ValueError(f"{plain!r} is not a kit tarball's name (<stem>{TARBALL_SUFFIX})")
+        return plain.removesuffix(TARBALL_SUFFIX) + self.suffix
+
+    def named(self, info: BuildInfo) -> str | None:
+        """The tarball of this flavour that the plain kit's BUILDINFO.txt names, or None."""
+        return None if (value := str(getattr(info, self.key))) == "none" else value
+
+
+PLAIN = "plain"
+PORTABLE = FlavourKind("portable", PORTABLE_SUFFIX, "portable_asset")
+SIBLINGS = (PORTABLE,)  # in the order their tarballs follow the plain one's
+
+
 def portable_name(asset: str) -> str:
     """The portable tarball's name beside the plain kit `asset`:
     ninfer-example-kit-v0.3.0-sm86.tar.gz → ninfer-example-kit-v0.3.0-sm86-portable.tar.gz."""
-    if not asset.endswith(TARBALL_SUFFIX) or asset == TARBALL_SUFFIX:
-        raise ValueError(f"{asset!r} is not a kit tarball's name (<stem>{TARBALL_SUFFIX})")
-    return asset.removesuffix(TARBALL_SUFFIX) + PORTABLE_SUFFIX
+    return PORTABLE.asset(asset)
 
 
 class KitDirInvalid(CheckFailed):
@@ -82,10 +106,11 @@ class TagTaken(BadInput):
 
 @dataclass(frozen=True, kw_only=True)
 class Flavour:
-    """A second tarball of the kit folder (the portable one), read and checked."""
+    """One tarball of the kit folder (the plain kit, or one of SIBLINGS), read and checked."""
 
+    name: str  # PLAIN, or a FlavourKind's name
     folder: Path  # dist/<tag>, the kit folder that holds it
-    asset: str  # its file name, <stem>-portable.tar.gz
+    asset: str  # its file name
     size: int
     sha256: str  # as SHA256SUMS lists it
     sha1: str | None  # as SHA1SUMS lists it; None in a release folder without SHA1SUMS
@@ -100,16 +125,30 @@ class KitDir:
     """One finished kit folder, read and checked: as `build` makes it, or a release of it."""
 
     path: Path  # dist/<tag>
-    asset: str  # the tarball's file name
-    info: BuildInfo  # BUILDINFO.txt beside the tarball (with this run's keys)
+    asset: str  # the plain kit's tarball's file name
+    info: BuildInfo  # BUILDINFO.txt beside the tarballs (with this run's keys)
     size: int  # of the tarball
     sha256: str  # of the tarball, as SHA256SUMS lists it
     sha1: str | None  # of the tarball, as SHA1SUMS lists it; None without SHA1SUMS
     buildinfo_sha256: str  # of BUILDINFO.txt, as SHA256SUMS lists it
-    verified: bool  # every hash above (and the portable tarball's) was checked against the bytes
-    portable: Flavour | None = None  # the portable tarball beside <asset>, when built
+    verified: bool  # every hash above (and the siblings') was checked against the bytes
+    siblings: tuple[Flavour, ...] = ()  # the tarballs beside <asset> (SIBLINGS), when built
     held: tuple[str, ...] = FIXED_FILES  # the names of FIXED_FILES and RELEASE_EXTRAS here
-    absent_portable: str | None = None  # the portable tarball SHA256SUMS lists but not here
+    absent: tuple[str, ...] = ()  # the sibling tarballs SHA256SUMS lists but not here
+
+    @property
+    def flavours(self) -> tuple[Flavour, ...]:
+        """The kit's tarballs: the plain kit, then its siblings."""
+        return (Flavour(name=PLAIN, folder=self.path, asset=self.asset, size=self.size,
+                        sha256=self.sha256, sha1=self.sha1), *self.siblings)
+
+    @property
+    def portable(self) -> Flavour | None:
+        return next((item for item in self.siblings if item.name == PORTABLE.name), None)
+
+    @property
+    def absent_portable(self) -> str | None:
+        return next((name for name in self.absent if name.endswith(PORTABLE.suffix)), None)
 
     @property
     def tag(self) -> str:
@@ -154,49 +193,51 @@ class KitDir:
 
     @property
     def tarballs(self) -> tuple[str, ...]:
-        """The tarballs' names: the plain kit, then the portable one when there is one."""
-        return (self.asset, self.portable.asset) if self.portable else (self.asset,)
+        """The tarballs' names: the plain kit, then its siblings'."""
+        return tuple(flavour.asset for flavour in self.flavours)
 
 
 def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> KitDir:
     """Read a kit folder and check its layout, its checksum files, that BUILDINFO.txt names the
-    portable tarball the folder holds (or none), and (with `verify`) that the hashes they list
+    sibling tarballs the folder holds (or none), and (with `verify`) that the hashes they list
     are the files' own. It is dist/<tag>/ as `build` makes it, or a release of it (module
     docstring); `built` accepts only the former. KitDirInvalid names the folder and what is
     wrong."""
     if not path.is_dir():
         raise BadInput(f"{path}: not a kit folder (no such folder)")
-    held, asset, portable = _check_layout(path, built)
+    held, asset, siblings = _check_layout(path, built)
     try:
         info = buildinfo.read(path / BUILDINFO)
         sums = read_sha256sums(path / SHA256SUMS)
     except BadInput as error:
         raise KitDirInvalid(f"kit folder {path}: {error}") from None
     # a release may lack one tarball of two; what `build` made (with build.log) never does
-    absent = _absent_portable(info, portable, sums) if BUILD_LOG not in held else None
-    _check_flavours(path, info, portable or absent)
-    tarballs = (asset, portable) if portable else (asset,)
-    listed = (*tarballs, absent) if absent else tarballs
+    absent = {} if BUILD_LOG in held else {
+        kind.name: named for kind in SIBLINGS if kind.name not in siblings
+        and (named := kind.named(info)) is not None and named in sums}
+    _check_flavours(path, info, siblings | absent)
+    names = {PLAIN: asset} | siblings
+    listed = (*names.values(), *absent.values())
     expected = sorted((*listed, BUILDINFO))
     if sorted(sums) != expected:
         raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {', '.join(sorted(sums))}; "
                             f"it must list exactly {', '.join(expected)}")
     sha1 = _read_sha1sums(path / SHA1SUMS, listed) if SHA1SUMS in held else {}
-    sibling = None if portable is None else Flavour(
-        folder=path, asset=portable, size=(path / portable).stat().st_size,
-        sha256=sums[portable], sha1=sha1.get(portable))
-    kit = KitDir(path=path, asset=asset, info=info, size=(path / asset).stat().st_size,
-                 sha256=sums[asset], sha1=sha1.get(asset), buildinfo_sha256=sums[BUILDINFO],
-                 verified=False, portable=sibling, held=held, absent_portable=absent)
+    flavours = [Flavour(name=name, folder=path, asset=tarball,
+                        size=(path / tarball).stat().st_size, sha256=sums[tarball],
+                        sha1=sha1.get(tarball)) for name, tarball in names.items()]
+    kit = KitDir(path=path, asset=asset, info=info, size=flavours[0].size, sha256=sums[asset],
+                 sha1=sha1.get(asset), buildinfo_sha256=sums[BUILDINFO], verified=False,
+                 siblings=tuple(flavours[1:]), held=held, absent=tuple(absent.values()))
     return _verified(kit) if verify else kit
 
 
-def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, str | None]:
+def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[str, str]]:
     """(the names of FIXED_FILES and RELEASE_EXTRAS the folder holds, the plain tarball's name,
-    the portable one's or None), once the folder holds only what a kit folder may hold."""
+    the siblings' by flavour), once the folder holds only what a kit folder may hold."""
     names = sorted(os.listdir(path))
     tarballs = [name for name in names if name.endswith(TARBALL_SUFFIX)]
-    asset, portable = _paired(path, tarballs)
+    asset, siblings = _paired(path, tarballs)
     required, extras = (FIXED_FILES, ()) if built else (REQUIRED, RELEASE_EXTRAS)
     missing = [name for name in required if name not in names]
     if missing:
@@ -217,47 +258,43 @@ def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, str | 
                                 f"is its tarball unpacked)")
         if name != UNPACKED and not stat.S_ISREG(mode):
             raise KitDirInvalid(f"kit folder {path}: {name} is not a regular file")
-    return tuple(name for name in names if name in allowed), asset, portable
+    return tuple(name for name in names if name in allowed), asset, siblings
 
 
-def _absent_portable(info: BuildInfo, portable: str | None,
-                     sums: Mapping[str, str]) -> str | None:
-    """The portable tarball a release folder lacks although BUILDINFO.txt names it and
-    SHA256SUMS lists it (one tarball of the two downloaded), else None."""
-    named = None if info.portable_asset == "none" else info.portable_asset
-    return named if portable is None and named is not None and named in sums else None
-
-
-def _paired(path: Path, tarballs: list[str]) -> tuple[str, str | None]:
-    """(the plain tarball, its portable sibling or None): one tarball alone is the plain kit;
-    with two, one must be the other's `-portable` sibling."""
+def _paired(path: Path, tarballs: list[str]) -> tuple[str, dict[str, str]]:
+    """(the plain tarball, its siblings' by flavour): one tarball alone is the plain kit; with
+    more, one is the plain kit and each other one of its siblings (SIBLINGS)."""
     if len(tarballs) == 1:
-        return tarballs[0], None
-    if len(tarballs) == 2:
-        first, second = tarballs
-        for plain, portable in ((first, second), (second, first)):
-            if plain != TARBALL_SUFFIX and portable == portable_name(plain):
-                return plain, portable
-        raise KitDirInvalid(f"kit folder {path}: holds 2 tarballs ({first}, {second}) that are "
-                            f"not a pair; beside the kit's one *{TARBALL_SUFFIX} a kit folder "
-                            f"holds at most its portable sibling <stem>{PORTABLE_SUFFIX}")
+        return tarballs[0], {}
+    if 1 < len(tarballs) <= 1 + len(SIBLINGS):
+        for plain in tarballs:
+            kinds = {kind.asset(plain): kind.name for kind in SIBLINGS} \
+                if plain != TARBALL_SUFFIX else {}
+            others = [name for name in tarballs if name != plain]
+            if all(name in kinds for name in others):
+                return plain, {kinds[name]: name for name in others}
+        raise KitDirInvalid(f"kit folder {path}: holds {len(tarballs)} tarballs "
+                            f"({', '.join(tarballs)}) that are not a pair; beside the kit's one "
+                            f"*{TARBALL_SUFFIX} a kit folder holds at most its portable sibling "
+                            f"<stem>{PORTABLE_SUFFIX}")
     found = ", ".join(tarballs) or "none"
     raise KitDirInvalid(f"kit folder {path}: holds {len(tarballs)} tarballs ({found}); a kit "
                         f"folder holds exactly one *{TARBALL_SUFFIX}, and beside it at most its "
                         f"portable sibling <stem>{PORTABLE_SUFFIX}")
 
 
-def _check_flavours(path: Path, info: BuildInfo, portable: str | None) -> None:
-    """BUILDINFO.txt beside the tarballs is the plain kit's, and names the portable tarball the
+def _check_flavours(path: Path, info: BuildInfo, siblings: Mapping[str, str]) -> None:
+    """BUILDINFO.txt beside the tarballs is the plain kit's, and names each sibling tarball the
     folder holds (`none` when it holds none)."""
-    if info.flavour != "plain":
+    if info.flavour != PLAIN:
         raise KitDirInvalid(f"kit folder {path}: {BUILDINFO} says flavour {info.flavour!r}; the "
                             f"one beside the tarballs is the plain kit's")
-    named = None if info.portable_asset == "none" else info.portable_asset
-    if named != portable:
-        holds = f"holds {portable}" if portable else "holds no portable tarball"
-        raise KitDirInvalid(f"kit folder {path}: {BUILDINFO} names portable_asset "
-                            f"{info.portable_asset}, but the folder {holds}")
+    for kind in SIBLINGS:
+        held = siblings.get(kind.name)
+        if kind.named(info) != held:
+            holds = f"holds {held}" if held else f"holds no {kind.name} tarball"
+            raise KitDirInvalid(f"kit folder {path}: {BUILDINFO} names {kind.key} "
+                                f"{getattr(info, kind.key)}, but the folder {holds}")
 
 
 def _read_sha1sums(path: Path, tarballs: tuple[str, ...]) -> dict[str, str]:
@@ -276,18 +313,14 @@ def _read_sha1sums(path: Path, tarballs: tuple[str, ...]) -> dict[str, str]:
 
 
 def _verified(kit: KitDir) -> KitDir:
-    tarball, info = hash_file(kit.tarball), hash_file(kit.buildinfo_path)
-    checks: list[tuple[str, str | None, str, str]] = [
-        (kit.asset, kit.sha256, tarball.sha256, SHA256SUMS),
-        (kit.asset, kit.sha1, tarball.sha1, SHA1SUMS),
-        (BUILDINFO, kit.buildinfo_sha256, info.sha256, SHA256SUMS),
-    ]
-    if kit.portable is not None:
-        portable = hash_file(kit.portable.path)
-        checks += [
-            (kit.portable.asset, kit.portable.sha256, portable.sha256, SHA256SUMS),
-            (kit.portable.asset, kit.portable.sha1, portable.sha1, SHA1SUMS),
-        ]
+    hashed = {flavour.asset: hash_file(flavour.path) for flavour in kit.flavours}
+    info = hash_file(kit.buildinfo_path)
+    checks = [(flavour.asset, listed, actual, sums) for flavour in kit.flavours
+              for listed, actual, sums in ((flavour.sha256, hashed[flavour.asset].sha256,
+                                            SHA256SUMS),
+                                           (flavour.sha1, hashed[flavour.asset].sha1, SHA1SUMS))]
+    # the plain kit's, BUILDINFO.txt's, then the siblings': the first difference is named
+    checks.insert(2, (BUILDINFO, kit.buildinfo_sha256, info.sha256, SHA256SUMS))
     for name, listed, actual, sums in checks:
         if listed is not None and listed != actual:  # None: no SHA1SUMS in this release
             raise KitDirInvalid(f"kit folder {kit.path}: {name} does not match {sums} (listed "
@@ -437,8 +470,8 @@ def install(staging: Path, dist_dir: Path, tag: str, kit: str, *,
             raise
         fsync_dir(dist_dir)
         shutil.rmtree(retired, ignore_errors=True)
-    return replace(placed, path=final, portable=placed.portable and replace(
-        placed.portable, folder=final))
+    return replace(placed, path=final, siblings=tuple(
+        replace(sibling, folder=final) for sibling in placed.siblings))
 
 
 @contextmanager

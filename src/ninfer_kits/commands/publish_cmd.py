@@ -140,10 +140,7 @@ def _would_be(outcome: Outcome, ledger_dir: Path) -> str:
         recorded = {asset.name: asset.sha256 for asset in ledger.read(path).assets}
     except NinferKitsError:
         return PUBLISHED
-    kit = outcome.kit
-    ours = {kit.asset: kit.sha256} | ({kit.portable.asset: kit.portable.sha256}
-                                      if kit.portable is not None else {})
-    if all(recorded.get(name) == sha256 for name, sha256 in ours.items()):
+    if all(recorded.get(flavour.asset) == flavour.sha256 for flavour in outcome.kit.flavours):
         return REPRODUCED
     return CONFLICT
 

@@ -32,7 +32,7 @@ from ninfer_kits.fetch import ledger as ledger_mod
 from ninfer_kits.fetch.http import Client, NotFound, shown
 from ninfer_kits.fetch.ledger import Recorded, url_of
 from ninfer_kits.inspector.inputs import printable
-from ninfer_kits.kitdir import portable_name
+from ninfer_kits.kitdir import PORTABLE, SIBLINGS, FlavourKind
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, Matrix, UnresolvedPlaceholders
 from ninfer_kits.remote import github_web, token_for
 
@@ -206,7 +206,7 @@ def locate(name: str, origin: str, ctx: Context, client: Client | None = None, *
 
 def _portable(found: Located, want: Wanted) -> Located:
     """The same release with its portable tarball as the asset."""
-    name = _portable_name(found.asset)
+    name = _sibling_name(found.asset)
     if name is None or name not in found.files:
         listed = ", ".join(sorted(found.files)) or "no files"
         why = (f"kit {want.kit.id} is not built portable (no `portable = true` in the matrix)"
@@ -220,17 +220,17 @@ def _portable(found: Located, want: Wanted) -> Located:
                                notes=(*found.notes, f"the portable kit {name}"))
 
 
-def _portable_name(asset: str | None) -> str | None:
+def _sibling_name(asset: str | None, kind: FlavourKind = PORTABLE) -> str | None:
     try:
-        return portable_name(asset) if asset is not None else None
-    except ValueError:  # not a .tar.gz: a release with no portable sibling's name
+        return kind.asset(asset) if asset is not None else None
+    except ValueError:  # not a .tar.gz: a release with no sibling's name
         return None
 
 
 def _guessed(want: Wanted, asset: str) -> tuple[str, ...]:
     """The tarballs a release of `want` has by the matrix alone: the kit's, and its portable
     sibling when the matrix builds one."""
-    sibling = _portable_name(asset) if want.kit is not None and want.kit.portable else None
+    sibling = _sibling_name(asset) if want.kit is not None and want.kit.portable else None
     return (asset, sibling) if sibling else (asset,)
 
 
@@ -362,9 +362,9 @@ def _folder(want: Wanted, root: Path) -> Located:
 
 
 def _only_tarball(files: Mapping[str, Any], where: str) -> str:
-    """The one kit tarball among `files` (a portable sibling of it aside)."""
+    """The one kit tarball among `files` (its siblings, the portable one, aside)."""
     found = [name for name in files if name.endswith(TARBALL_SUFFIXES)]
-    siblings = {_portable_name(name) for name in found}
+    siblings = {_sibling_name(name, kind) for name in found for kind in SIBLINGS}
     tarballs = [name for name in found if name not in siblings]
     if len(tarballs) != 1:
         listed = ", ".join(sorted(files)) or "no files"

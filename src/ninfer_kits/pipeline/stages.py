@@ -1,10 +1,13 @@
 """The main job: one matrix entry → a finished kit folder, dist/<release-tag>/ (ninfer_kits.kitdir).
 
-The stages below, in order, are the whole program; each takes the state so far and returns it
-with its own result added. The build runs in the kit's work folder, held by this process alone
-(pipeline.workspace); the kit folder is made in a staging folder next to dist/<tag>/ and moved
-into place by one rename at the end (kitdir.install), so dist/ never holds a partial kit, and
-never loses another kit's folder to a tag they share.
+The stages below, in order, are the whole program (STAGES, right after them; the helpers they
+call come after it); each takes the state so far and returns it with its own result added.
+The kit is a tuple of flavours (the plain kit, then a sibling such as the portable one, made
+by `repair`): every stage after it loops over them, so a new flavour is one more entry. The
+build runs in the kit's work folder, held by this process alone (pipeline.workspace); the kit
+folder is made in a staging folder next to dist/<tag>/ and moved into place by one rename at
+the end (kitdir.install), so dist/ never holds a partial kit, and never loses another kit's
+folder to a tag they share.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from ninfer_kits import __version__, kitdir, resources
 from ninfer_kits.atomic import PackedFile, hash_file, write_file
@@ -47,14 +50,10 @@ from ninfer_kits.pipeline.repair import (
     THIRD_PARTY_README,
     Bundled,
     LibraryEnvironment,
-    Repair,
     repair,
 )
 from ninfer_kits.pipeline.source import SourceTree, fetch_source
 from ninfer_kits.pipeline.workspace import held_workspace
-
-NVIDIA_SMI_TIMEOUT: Final = 10.0  # seconds; a stuck driver makes nvidia-smi hang for minutes
-LISTED_CHANGES: Final = 20  # changed files of a dirty pipeline checkout named in BUILDINFO
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,30 +95,34 @@ class BuildState:
     tag: str = ""
     asset: str = ""
     staging: Path | None = None
-    buildinfo: BuildInfo | None = None
-    tarball: PackedFile | None = None
     kit_dir: KitDir | None = None
     recipe_sha256: str = ""  # build/recipe.py as this build runs it (BUILDINFO's `recipe`)
-    smoke: str = ""
     checkout: PipelineCheckout | None = None  # the pipeline's own revision
-    portable: Portable | None = None  # the portable flavour, for kits with `portable = true`
+    # the kit's tarballs, the plain one first (from `inspect`), each sibling after (`repair`)
+    flavours: tuple[Flavour, ...] = ()
     background: Executor | None = None  # work that overlaps later stages (the smoke test)
     smoke_pending: Future[tuple[str, ...]] | None = None
 
+    @property
+    def plain(self) -> Flavour:
+        return need(self.flavours[0] if self.flavours else None, "flavours")
+
 
 @dataclass(frozen=True, kw_only=True)
-class Portable:
-    """The portable flavour of the kit: the same binaries, with every library they load but
-    glibc's and the driver's in kit/lib (pipeline.repair), packed as a second asset."""
+class Flavour:
+    """One tarball of the kit as it is built: the plain kit from the compile, or a sibling
+    made from it (kitdir.SIBLINGS; the portable one carries every library its binaries load
+    but glibc's and the driver's in kit/lib). Every stage after `repair` loops over them."""
 
-    kit_root: Path
-    asset: str
-    repair: Repair
-    inspection: Inspection
+    name: str  # kitdir.PLAIN or a sibling's: the `flavour` of its own BUILDINFO.txt
+    root: Path  # its kit/ folder
+    asset: str  # its tarball's name
+    inspection: Inspection  # of its files: its floor
     licenses: tuple[str, ...]
-    smoke: str = ""
-    buildinfo: BuildInfo | None = None
+    bundled: tuple[Bundled, ...] = ()  # the libraries it carries (the portable repair's)
+    buildinfo: BuildInfo | None = None  # its own BUILDINFO.txt, inputs only
     tarball: PackedFile | None = None
+    smoke: str = ""  # the smoke test's verdict
 
 
 Stage = Callable[[BuildState, Reporter], BuildState]
@@ -193,7 +196,9 @@ def inspect_kit(state: BuildState, reporter: Reporter) -> BuildState:
     inspection = inspect_path(kit_root / "bin")
     check_archs(state.request.kit, inspection)
     check_search_paths(inspection)
-    return dataclasses.replace(state, inspection=inspection)
+    plain = Flavour(name=kitdir.PLAIN, root=kit_root, asset=state.asset, inspection=inspection,
+                    licenses=state.licenses)
+    return dataclasses.replace(state, inspection=inspection, flavours=(plain,))
 
 
 def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
@@ -221,19 +226,19 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
     reporter.info("floor before the repair:\n" + render_table(inspection.floor.table))
     reporter.info("floor after the repair:\n" + render_table(after.floor.table))
     notices = sorted({item.notice for item in repaired.bundled} | {THIRD_PARTY_README})
-    portable = Portable(kit_root=portable_root, asset=kitdir.portable_name(state.asset),
-                        repair=repaired, inspection=after,
-                        licenses=(*state.licenses, *notices))
-    return dataclasses.replace(state, portable=portable)
+    portable = Flavour(name=kitdir.PORTABLE.name, root=portable_root,
+                       asset=kitdir.PORTABLE.asset(state.asset), inspection=after,
+                       licenses=(*state.licenses, *notices), bundled=repaired.bundled)
+    return dataclasses.replace(state, flavours=(*state.flavours, portable))
 
 
 def start_smoke_test(state: BuildState, reporter: Reporter) -> BuildState:
     """Start the loader's trace of every flavour in the kit's runtime image (docker builder), in
     one container; it runs while the kit is packed, and `smoke verdict` waits for it."""
-    kit_root, inspection = need(state.kit_root, "kit_root"), need(state.inspection, "inspection")
     compiled, background = need(state.compiled, "compiled"), need(state.background, "background")
-    interpreter = next(iter(inspection.floor.interpreters), "/lib64/ld-linux-x86-64.so.2")
-    roots = (kit_root, *((state.portable.kit_root,) if state.portable else ()))
+    interpreter = next(iter(state.plain.inspection.floor.interpreters),
+                       "/lib64/ld-linux-x86-64.so.2")
+    roots = tuple(flavour.root for flavour in state.flavours)
     pending = background.submit(state.request.builder.smoke_test, state.request.kit, roots,
                                 interpreter, compiled.log, reporter)
     return dataclasses.replace(state, smoke_pending=pending)
@@ -242,67 +247,63 @@ def start_smoke_test(state: BuildState, reporter: Reporter) -> BuildState:
 def smoke_verdict(state: BuildState, reporter: Reporter) -> BuildState:
     """Every library and symbol version resolved, for each flavour; else CheckFailed."""
     verdicts = need(state.smoke_pending, "smoke_pending").result()
-    reporter.info(f"smoke test {verdicts[0]}")
-    portable = state.portable
-    if portable is not None:
-        reporter.info(f"smoke test of the portable kit {verdicts[1]}")
-        portable = dataclasses.replace(portable, smoke=verdicts[1])
-    return dataclasses.replace(state, smoke=verdicts[0], portable=portable)
+    flavours = tuple(dataclasses.replace(flavour, smoke=verdict)
+                     for flavour, verdict in zip(state.flavours, verdicts, strict=True))
+    for flavour in flavours:
+        which = "" if flavour.name == kitdir.PLAIN else f"of the {flavour.name} kit "
+        reporter.info(f"smoke test {which}{flavour.smoke}")
+    return dataclasses.replace(state, flavours=flavours)
 
 
 def write_buildinfo(state: BuildState, reporter: Reporter) -> BuildState:
     """BUILDINFO.txt into the kit (inputs only); the run's own keys are added when published."""
     checkout = pipeline_checkout(state.request.project)
-    info = make_buildinfo(state)
-    kit_root = need(state.kit_root, "kit_root")
-    portable = state.portable
-    if portable is not None:
-        info = dataclasses.replace(info, portable_asset=portable.asset)
-        own = portable_buildinfo(info, portable)
-        (portable.kit_root / kitdir.BUILDINFO).write_text(render(own, with_run=False),
-                                                          encoding="utf-8")
-        portable = dataclasses.replace(portable, buildinfo=own)
-    (kit_root / kitdir.BUILDINFO).write_text(render(info, with_run=False), encoding="utf-8")
-    return dataclasses.replace(state, buildinfo=info, checkout=checkout, portable=portable)
+    # the plain kit's names each sibling it was built with (portable_asset)
+    siblings: dict[str, Any] = {kind.key: flavour.asset for kind in kitdir.SIBLINGS
+                                for flavour in state.flavours if flavour.name == kind.name}
+    plain = dataclasses.replace(make_buildinfo(state), **siblings)
+    flavours = tuple(dataclasses.replace(flavour, buildinfo=plain if flavour.name == kitdir.PLAIN
+                                         else sibling_buildinfo(plain, flavour))
+                     for flavour in state.flavours)
+    for flavour in flavours:
+        (flavour.root / kitdir.BUILDINFO).write_text(
+            render(need(flavour.buildinfo, "buildinfo"), with_run=False), encoding="utf-8")
+    return dataclasses.replace(state, checkout=checkout, flavours=flavours)
 
 
 def pack(state: BuildState, reporter: Reporter) -> BuildState:
     """The deterministic tarball, hashed as it is written, in a staging folder beside dist/."""
-    kit_root, source = need(state.kit_root, "kit_root"), need(state.source, "source")
-    staging = need(state.staging, "staging")
+    source, staging = need(state.source, "source"), need(state.staging, "staging")
     staging.mkdir(parents=True)
-    progress = reporter.progress(f"packing {state.asset}")
-    tarball = pack_tree(kit_root, staging / state.asset, mtime=source.commit_time,
-                        progress=progress.bytes)
-    portable = state.portable
-    if portable is not None:
-        progress = reporter.progress(f"packing {portable.asset}")
-        packed = pack_tree(portable.kit_root, staging / portable.asset, mtime=source.commit_time,
+    flavours: list[Flavour] = []
+    for flavour in state.flavours:
+        progress = reporter.progress(f"packing {flavour.asset}")
+        packed = pack_tree(flavour.root, staging / flavour.asset, mtime=source.commit_time,
                            progress=progress.bytes)
-        reporter.info(f"{portable.asset}: {packed.size:,} bytes, {state.asset}: "
-                      f"{tarball.size:,} bytes ({packed.size / tarball.size:.1f}×)")
-        portable = dataclasses.replace(portable, tarball=packed)
-    return dataclasses.replace(state, tarball=tarball, portable=portable)
+        if flavours:  # a sibling: its size beside the plain kit's
+            plain = need(flavours[0].tarball, "tarball")
+            reporter.info(f"{flavour.asset}: {packed.size:,} bytes, {state.asset}: "
+                          f"{plain.size:,} bytes ({packed.size / plain.size:.1f}×)")
+        flavours.append(dataclasses.replace(flavour, tarball=packed))
+    return dataclasses.replace(state, flavours=tuple(flavours))
 
 
 def checksums(state: BuildState, reporter: Reporter) -> BuildState:
     """BUILDINFO.txt beside the tarball (with this run's keys), the log, SHA256SUMS, SHA1SUMS."""
-    staging, info = need(state.staging, "staging"), need(state.buildinfo, "buildinfo")
-    tarball, compiled = need(state.tarball, "tarball"), need(state.compiled, "compiled")
+    staging, compiled = need(state.staging, "staging"), need(state.compiled, "compiled")
+    info = need(state.plain.buildinfo, "buildinfo")
     published = dataclasses.replace(info, run=run_entries(state, compiled))
     buildinfo = write_file(staging / kitdir.BUILDINFO, render(published).encode("utf-8"))
     # Its mode fixed as every file of the folder: the umask must not decide it (repro found it).
     write_file(staging / kitdir.BUILD_LOG, compiled.log.read_bytes())
-    tarballs = {state.asset: tarball}
-    if state.portable is not None:
-        tarballs[state.portable.asset] = need(state.portable.tarball, "portable tarball")
+    tarballs = {flavour.asset: need(flavour.tarball, "tarball") for flavour in state.flavours}
     write_sha256sums(staging / kitdir.SHA256SUMS,
                      {**{name: packed.sha256 for name, packed in tarballs.items()},
                       kitdir.BUILDINFO: buildinfo.sha256})
     # B2 and older download clients verify by SHA-1; it comes from the same pass as the sha256.
     write_sha1sums(staging / kitdir.SHA1SUMS,
                    {name: packed.sha1 for name, packed in tarballs.items()})
-    return dataclasses.replace(state, buildinfo=published)
+    return state
 
 
 def publish_to_dist(state: BuildState, reporter: Reporter) -> BuildState:
@@ -321,21 +322,6 @@ def publish_to_dist(state: BuildState, reporter: Reporter) -> BuildState:
             interrupt.add_note(in_place(final))
         raise
     return dataclasses.replace(state, kit_dir=placed)
-
-
-def in_place(kit_folder: Path) -> str:
-    """What an interrupt after the final rename says (the CLI adds it to "interrupted")."""
-    return f"the kit was already in place, complete: {kit_folder}"
-
-
-@contextmanager
-def kit_in_place(kit_folder: Path) -> Iterator[None]:
-    """An interrupt in the block comes after the kit was put in place: it says where."""
-    try:
-        yield
-    except KeyboardInterrupt as interrupt:
-        interrupt.add_note(in_place(kit_folder))
-        raise
 
 
 # The main job, in order. Each stage's docstring says what it adds.
@@ -380,6 +366,25 @@ def run_build(request: BuildRequest, reporter: Reporter) -> BuildState:
 
 
 # --------------------------------------------------------------------------- stage helpers
+
+
+NVIDIA_SMI_TIMEOUT: Final = 10.0  # seconds; a stuck driver makes nvidia-smi hang for minutes
+LISTED_CHANGES: Final = 20  # changed files of a dirty pipeline checkout named in BUILDINFO
+
+
+def in_place(kit_folder: Path) -> str:
+    """What an interrupt after the final rename says (the CLI adds it to "interrupted")."""
+    return f"the kit was already in place, complete: {kit_folder}"
+
+
+@contextmanager
+def kit_in_place(kit_folder: Path) -> Iterator[None]:
+    """An interrupt in the block comes after the kit was put in place: it says where."""
+    try:
+        yield
+    except KeyboardInterrupt as interrupt:
+        interrupt.add_note(in_place(kit_folder))
+        raise
 
 
 def copy_licenses(kit: Kit, source: Path, kit_root: Path) -> tuple[str, ...]:
@@ -439,7 +444,6 @@ def make_buildinfo(state: BuildState) -> BuildInfo:
     source, compiled, inspection = (need(state.source, "source"), need(state.compiled, "compiled"),
                                     need(state.inspection, "inspection"))
     kit, report, floor = request.kit, compiled.report, inspection.floor
-    glibc = floor.floor("GLIBC")
     inputs = kit_inputs(kit, source.revision, recipe=state.recipe_sha256)
     return BuildInfo(
         kit=kit.id, card=kit.card, upstream=kit.upstream.repository, upstream_url=source.url,
@@ -455,43 +459,38 @@ def make_buildinfo(state: BuildState) -> BuildInfo:
         inputs=inputs.digest, input_parts=inputs.short_parts(),
         python_version=platform.python_version(),
         zlib_version=compressor(),  # the key's old name: older ninfer-kits still read the file
-        glibc_floor=glibc.version if glibc else "none",
-        sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
         sass=", ".join(floor.sass) or "none", ptx=", ".join(floor.ptx) or "none",
         relocatable_device_code=describe_device_code(floor.relocatable) or "none",
-        symbol_floors=tuple(item.name for item in floor.prefix_floors),
-        floor=tuple((row.requirement, row.why) for row in floor.table),
-        binaries=tuple(_binary_hashes(state)),
-        licenses=state.licenses,
+        **_flavour_keys(inspection, need(state.kit_root, "kit_root"), state.licenses),
     )
 
 
-def portable_buildinfo(plain: BuildInfo, portable: Portable) -> BuildInfo:
-    """The portable tarball's own BUILDINFO.txt: the plain kit's inputs, its own floor (glibc
-    and the driver, and the GPU), its binaries' hashes after the repair, and each bundled
-    library with its package and licence."""
-    floor = portable.inspection.floor
-    glibc = floor.floor("GLIBC")
+def sibling_buildinfo(plain: BuildInfo, sibling: Flavour) -> BuildInfo:
+    """A sibling tarball's own BUILDINFO.txt (the portable one's): the plain kit's inputs, its
+    own floor (the portable kit's: glibc and the driver, and the GPU), its binaries' hashes
+    after the change, and each library it carries with its package and licence."""
     return dataclasses.replace(
-        plain, flavour="portable", portable_asset=portable.asset,
-        glibc_floor=glibc.version if glibc else "none",
-        sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
-        symbol_floors=tuple(item.name for item in floor.prefix_floors),
-        floor=tuple((row.requirement, row.why) for row in floor.table),
-        binaries=tuple(_hashes_of(portable.kit_root / "bin")),
-        licenses=portable.licenses,
-        bundled=tuple(_bundled_entry(item) for item in portable.repair.bundled),
-    )
+        plain, flavour=sibling.name,
+        bundled=tuple(_bundled_entry(item) for item in sibling.bundled),
+        **_flavour_keys(sibling.inspection, sibling.root, sibling.licenses))
+
+
+def _flavour_keys(inspection: Inspection, root: Path, licenses: tuple[str, ...]) -> dict[str, Any]:
+    """The BUILDINFO keys each flavour has of its own: its floor, its binaries' hashes (kit/bin)
+    and its licenses (the device code is the plain kit's in every flavour)."""
+    floor = inspection.floor
+    glibc = floor.floor("GLIBC")
+    return dict(glibc_floor=glibc.version if glibc else "none",
+                sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
+                symbol_floors=tuple(item.name for item in floor.prefix_floors),
+                floor=tuple((row.requirement, row.why) for row in floor.table),
+                binaries=tuple(_hashes_of(root / "bin")), licenses=licenses)
 
 
 def _bundled_entry(item: Bundled) -> tuple[str, str, str, str, str]:
     origin = item.origin
     return (item.soname, item.sha256, f"{origin.package} {origin.version} ({origin.manager})",
             origin.license, item.notice)
-
-
-def _binary_hashes(state: BuildState) -> list[tuple[str, str]]:
-    return _hashes_of(need(state.kit_root, "kit_root") / "bin")
 
 
 def _hashes_of(bin_dir: Path) -> list[tuple[str, str]]:
@@ -513,7 +512,7 @@ def run_entries(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str],
         ("wall_seconds", f"{time.monotonic() - state.started:.1f}"),
         ("driver", driver),
         ("gpu", gpu),
-        ("smoke", state.smoke),
+        ("smoke", state.plain.smoke),
         ("pipeline_revision", checkout.revision),
         *((("pipeline_changes", checkout.changes),) if checkout.changes else ()),
         *compiled.run_entries,

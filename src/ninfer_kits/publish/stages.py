@@ -1,15 +1,8 @@
-"""The publishing pipeline, in order. Each stage is a step of the Reporter (a fold group on
-GitHub Actions); nothing is uploaded before every check that can fail has passed.
-
-    kit        read dist/<tag>/ (kitdir): layout, sizes under every store's limit, the names
-               the matrix renders, every hash
-    lock       one publish of a tag at a time on this machine (a flock under the cache dir)
-    preflight  each store: the credentials work and can write the target
-    plan       the release: title, notes from BUILDINFO.txt, assets in upload order
-    inspect    each store: what it holds already; conflicts refused before anything changes
-    <store>    for each store in order (B2 first, then GitHub): put and verify every asset
-               not there yet, SHA256SUMS last, then finish (GitHub: publish the draft)
-    ledger     releases/<tag>.toml, atomically, once every store holds the whole release
+"""The publishing pipeline: one finished kit folder → the same release on every store, then its
+ledger entry. STAGES, below the stages, is the whole program, in order, beside the build's
+(pipeline.stages); each stage is a step of the Reporter (a fold group on GitHub Actions), and
+nothing is uploaded before every check that can fail has passed. The kit's tarballs are its
+flavours (kitdir): a release is this kit when a store holds every one of them byte for byte.
 """
 
 from __future__ import annotations
@@ -21,10 +14,11 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from ninfer_kits import ledger
 from ninfer_kits.atomic import hash_file
@@ -72,16 +66,31 @@ class PublishRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class Outcome:
-    kit: KitDir
-    release: Release
-    records: tuple[StoreRecord, ...]
-    uploaded: tuple[tuple[str, str], ...]  # (store, asset) put this run
-    changed_stores: tuple[str, ...]  # stores this run changed (uploaded to, published)
-    ledger: Path | None
-    ledger_changed: bool
+    """The publish so far: each stage returns it with its own result added (as the build's
+    stages do with BuildState); after the last one, what the publish did."""
+
+    request: PublishRequest
+    held: ExitStack  # the tag's lock and the scratch folder, let go after the last stage
+    read: KitDir | None = None  # the kit folder, checked
+    scratch: Path | None = None  # the store's own copies of a reproduced release's assets
+    planned: Release | None = None
+    found: tuple[Found, ...] = ()  # what each store holds, in the order of request.stores
+    records: tuple[StoreRecord, ...] = ()  # one per store done, in order
+    uploaded: tuple[tuple[str, str], ...] = ()  # (store, asset) put this run
+    changed_stores: tuple[str, ...] = ()  # stores this run changed (uploaded to, published)
+    ledger: Path | None = None
+    ledger_changed: bool = False
     reproduced: bool = False  # a store held this tag published with the kit's very tarballs
     kept: tuple[str, ...] = ()  # the assets (BUILDINFO.txt…) the release keeps its own copy
     # (or its lack) of
+
+    @property
+    def kit(self) -> KitDir:
+        return _need(self.read, "kit")
+
+    @property
+    def release(self) -> Release:
+        return _need(self.planned, "release")
 
     @property
     def changed(self) -> bool:
@@ -92,6 +101,17 @@ class Outcome:
         """`published` (this run made or completed a release), or `reproduced` (the release
         was there, published, with this build's tarballs byte for byte; no store changed)."""
         return REPRODUCED if self.reproduced and not self.changed_stores else PUBLISHED
+
+
+Stage = Callable[[Outcome, Reporter], Outcome]
+T = TypeVar("T")
+
+
+def _need(value: T | None, name: str) -> T:
+    """A result an earlier stage produced; None here means the stage list is out of order."""
+    if value is None:
+        raise RuntimeError(f"stage order: {name} is not available yet")
+    return value
 
 
 PUBLISHED, REPRODUCED, CONFLICT = "published", "reproduced", "conflict"
@@ -107,61 +127,124 @@ def _fetch_hint(base: str) -> str | None:
     return f" --repository {match['repo']}" if match else None
 
 
-def run_publish(request: PublishRequest, reporter: Reporter) -> Outcome:
+def read_kit(state: Outcome, reporter: Reporter) -> Outcome:
+    """Read dist/<tag>/ (kitdir): its layout, sizes under every store's limit, the names the
+    matrix renders, every hash."""
+    request = state.request
     limits = [(store.describe(), store.max_asset_size) for store in request.stores]
-    with reporter.step("kit"):
-        kit = plan.read_kit(request.kit_dir, request.matrix, limits)
-    with held_lock(request.lock_dir, kit.tag, request.wait, reporter), \
-            tempfile.TemporaryDirectory(prefix=".reproduced-", dir=request.lock_dir) as scratch:
-        with reporter.step("preflight"):
-            for store in request.stores:
-                store.preflight()
-                reporter.info(f"{store.describe()}: ready, can write")
-        with reporter.step("plan"):
-            base = request.notes_base or _notes_store(request.stores).download_base(kit.tag)
-            tools = (plan.pyz_asset(request.lock_dir.parent / "pyz"),)
-            release = plan.make_release(kit, base, tools, _fetch_hint(base))
-            reporter.info(f"release {release.tag}: {', '.join(a.name for a in release.assets)}")
-        with reporter.step("inspect"):
-            found = _inspect(request.stores, release, reporter)
-            reproduced, kept = False, tuple[str, ...]()
-            if not request.replace:
-                refuse_other_kit(request.stores, found, kit)
-                source = _reproducing(request.stores, found, kit)
-                if source is not None:
-                    reproduced, ours = True, release
-                    release = _held_release(source, found[request.stores.index(source)],
-                                            release, scratch, reporter)
-                    kept = tuple(asset.name for asset in ours.assets
-                                 if asset not in release.assets)
-                    if kept:  # the source holds exactly `release` now; the others, anew
-                        found = tuple(
-                            dataclasses.replace(held, assets={a.name: Presence.SAME
-                                                              for a in release.assets},
-                                                held_sha256={}, notes=())
-                            if store is source else _inspect((store,), release, reporter)[0]
-                            for store, held in zip(request.stores, found, strict=True))
-            refuse_conflicts(request.stores, found, request.replace)
-        records, uploaded, changed = [], [], []
-        for store, held in zip(request.stores, found, strict=True):
-            with reporter.step(store.name):
-                put = _fill(store, held, release, reporter)
-                uploaded += [(store.name, name) for name in put]
-                if put or not held.published:
-                    changed.append(store.name)
-                records.append(store.finish(release))
-        ledger_path, ledger_changed = None, False
-        if request.ledger_dir is not None:
-            with reporter.step("ledger"):
-                ledger_path = ledger.path_for(request.ledger_dir, kit.tag)
-                ledger_changed = write_ledger(ledger_path, kit, release, records, reporter)
-        if kept and not changed:
-            reporter.info(f"reproduced: {kit.tag} is published already with this build's "
-                          f"{' and '.join(_tarballs(kit))} byte for byte; its assets are "
+    return dataclasses.replace(state, read=plan.read_kit(request.kit_dir, request.matrix, limits))
+
+
+def lock(state: Outcome, reporter: Reporter) -> Outcome:
+    """One publish of a tag at a time on this machine (a flock under the cache dir), held with
+    a scratch folder beside it until the last stage."""
+    request, kit = state.request, state.kit
+    state.held.enter_context(held_lock(request.lock_dir, kit.tag, request.wait, reporter))
+    scratch = state.held.enter_context(
+        tempfile.TemporaryDirectory(prefix=".reproduced-", dir=request.lock_dir))
+    return dataclasses.replace(state, scratch=Path(scratch))
+
+
+def preflight(state: Outcome, reporter: Reporter) -> Outcome:
+    """Each store: the credentials work and can write the target."""
+    for store in state.request.stores:
+        store.preflight()
+        reporter.info(f"{store.describe()}: ready, can write")
+    return state
+
+
+def plan_release(state: Outcome, reporter: Reporter) -> Outcome:
+    """The release: title, notes from BUILDINFO.txt, assets in upload order."""
+    request, kit = state.request, state.kit
+    base = request.notes_base or _notes_store(request.stores).download_base(kit.tag)
+    tools = (plan.pyz_asset(request.lock_dir.parent / "pyz"),)
+    release = plan.make_release(kit, base, tools, _fetch_hint(base))
+    reporter.info(f"release {release.tag}: {', '.join(a.name for a in release.assets)}")
+    return dataclasses.replace(state, planned=release)
+
+
+def inspect_stores(state: Outcome, reporter: Reporter) -> Outcome:
+    """Each store: what it holds already. Another kit under the tag, and every conflict, are
+    refused before anything changes; a release published with this build's very tarballs is
+    reproduced, keeping the store's own copy of every other asset."""
+    request, kit, release = state.request, state.kit, state.release
+    found = _inspect(request.stores, release, reporter)
+    reproduced, kept = False, tuple[str, ...]()
+    if not request.replace:
+        refuse_other_kit(request.stores, found, kit)
+        source = _reproducing(request.stores, found, kit)
+        if source is not None:
+            reproduced, ours = True, release
+            release = _held_release(source, found[request.stores.index(source)], release,
+                                    _need(state.scratch, "scratch"), reporter)
+            kept = tuple(asset.name for asset in ours.assets if asset not in release.assets)
+            if kept:  # the source holds exactly `release` now; the others, anew
+                found = tuple(
+                    dataclasses.replace(held, assets={a.name: Presence.SAME
+                                                      for a in release.assets},
+                                        held_sha256={}, notes=())
+                    if store is source else _inspect((store,), release, reporter)[0]
+                    for store, held in zip(request.stores, found, strict=True))
+    refuse_conflicts(request.stores, found, request.replace)
+    return dataclasses.replace(state, planned=release, found=found, reproduced=reproduced,
+                               kept=kept)
+
+
+def fill_store(state: Outcome, reporter: Reporter) -> Outcome:
+    """The next store in order (B2 first, then GitHub): put and verify every asset not there
+    yet, SHA256SUMS last, then finish (GitHub: publish the draft)."""
+    index = len(state.records)  # the stores before it are done
+    store, held = state.request.stores[index], state.found[index]
+    put = _fill(store, held, state.release, reporter)
+    return dataclasses.replace(
+        state, records=(*state.records, store.finish(state.release)),
+        uploaded=(*state.uploaded, *((store.name, name) for name in put)),
+        changed_stores=(*state.changed_stores,
+                        *((store.name,) if put or not held.published else ())))
+
+
+def record_ledger(state: Outcome, reporter: Reporter) -> Outcome:
+    """releases/<tag>.toml, atomically, once every store holds the whole release."""
+    path = ledger.path_for(_need(state.request.ledger_dir, "ledger_dir"), state.kit.tag)
+    changed = write_ledger(path, state.kit, state.release, state.records, reporter)
+    return dataclasses.replace(state, ledger=path, ledger_changed=changed)
+
+
+EACH_STORE = "<store>"  # one step per store, named after it ("b2", "github", "local")
+
+# The publish, in order (nothing is uploaded before every check that can fail has passed).
+# Each stage's docstring says what it adds.
+STAGES: tuple[tuple[str, Stage], ...] = (
+    ("kit", read_kit),
+    ("lock", lock),
+    ("preflight", preflight),
+    ("plan", plan_release),
+    ("inspect", inspect_stores),
+    (EACH_STORE, fill_store),
+    ("ledger", record_ledger),
+)
+
+
+def _steps(name: str, request: PublishRequest) -> tuple[str, ...]:
+    """The Reporter steps a stage runs as: one per store for EACH_STORE, none for the ledger
+    of a run that writes none (a dry run)."""
+    if name == EACH_STORE:
+        return tuple(store.name for store in request.stores)
+    return () if name == "ledger" and request.ledger_dir is None else (name,)
+
+
+def run_publish(request: PublishRequest, reporter: Reporter) -> Outcome:
+    with ExitStack() as held:
+        state = Outcome(request=request, held=held)
+        for name, stage in STAGES:
+            for step in _steps(name, request):
+                with reporter.step(step):
+                    state = stage(state, reporter)
+        if state.kept and not state.changed_stores:
+            reporter.info(f"reproduced: {state.kit.tag} is published already with this build's "
+                          f"{' and '.join(state.kit.tarballs)} byte for byte; its assets are "
                           f"unchanged")
-    return Outcome(kit=kit, release=release, records=tuple(records), uploaded=tuple(uploaded),
-                   changed_stores=tuple(changed), ledger=ledger_path,
-                   ledger_changed=ledger_changed, reproduced=reproduced, kept=kept)
+    return state
 
 
 def _inspect(stores: Sequence[Store], release: Release, reporter: Reporter) -> tuple[Found, ...]:
@@ -173,13 +256,6 @@ def _inspect(stores: Sequence[Store], release: Release, reporter: Reporter) -> t
     return found
 
 
-def _tarballs(kit: KitDir) -> tuple[str, ...]:
-    """The kit's tarballs (every flavour the release carries): what makes a release this kit.
-    The other assets (BUILDINFO.txt with its run.* lines, the sums that list it, the pyz) may
-    differ between two builds of the same kit."""
-    return (kit.asset, *((kit.portable.asset,) if kit.portable is not None else ()))
-
-
 def refuse_other_kit(stores: Sequence[Store], found: Sequence[Found], kit: KitDir) -> None:
     """A tag published with other tarball bytes is another kit under the same name: refused
     (exit 1), naming the kit, the tag and both sha256s, before anything changes."""
@@ -187,13 +263,11 @@ def refuse_other_kit(stores: Sequence[Store], found: Sequence[Found], kit: KitDi
     for store, held in zip(stores, found, strict=True):
         if not held.published:
             continue
-        for name in _tarballs(kit):
-            if held.assets[name] is Presence.DIFFERENT:
-                ours = kit.sha256 if name == kit.asset else (
-                    kit.portable.sha256 if kit.portable is not None else "?")
-                theirs = held.held_sha256.get(name, "unknown")
-                problems.append(f"{store.describe()}: {name} is sha256 {theirs} there, "
-                                f"{ours} in this build")
+        for flavour in kit.flavours:
+            if held.assets[flavour.asset] is Presence.DIFFERENT:
+                theirs = held.held_sha256.get(flavour.asset, "unknown")
+                problems.append(f"{store.describe()}: {flavour.asset} is sha256 {theirs} there, "
+                                f"{flavour.sha256} in this build")
     if problems:
         raise PublishConflict(
             f"kit {kit.kit}: tag {kit.tag} is published already with other kit bytes; nothing "
@@ -204,12 +278,12 @@ def refuse_other_kit(stores: Sequence[Store], found: Sequence[Found], kit: KitDi
 def _reproducing(stores: Sequence[Store], found: Sequence[Found], kit: KitDir) -> Store | None:
     """The first store that holds the tag published with this build's tarballs, or None."""
     for store, held in zip(stores, found, strict=True):
-        if held.published and all(held.assets[name] is Presence.SAME for name in _tarballs(kit)):
+        if held.published and all(held.assets[name] is Presence.SAME for name in kit.tarballs):
             return store
     return None
 
 
-def _held_release(store: Store, held: Found, release: Release, scratch: str,
+def _held_release(store: Store, held: Found, release: Release, scratch: Path,
                   reporter: Reporter) -> Release:
     """The release as `store` publishes it: this build's tarballs, and the store's own copy of
     every other asset that differs (BUILDINFO.txt of the build that made it, and the sums that
@@ -220,7 +294,7 @@ def _held_release(store: Store, held: Found, release: Release, scratch: str,
         if held.assets[asset.name] is Presence.SAME:
             assets.append(asset)
         elif held.assets[asset.name] is Presence.DIFFERENT:
-            dest = Path(scratch) / asset.name
+            dest = scratch / asset.name
             store.download(asset.name, dest)
             hashed = hash_file(dest)
             reporter.info(f"{store.name}: keeps its own {asset.name} (sha256 "

@@ -24,10 +24,9 @@ from typing import Any
 
 import pytest
 
-from ninfer_kits import buildinfo
+from ninfer_kits import buildinfo, children
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
-from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.docker_builder import (
     LABEL,
     RUN_ENV,

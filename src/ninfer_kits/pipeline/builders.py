@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
-from ninfer_kits import resources
+from ninfer_kits import children, resources
+from ninfer_kits.children import probe
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import CudaVersion, Kit, did_you_mean
-from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.hostdeps import ensure_build_dependencies
-from ninfer_kits.pipeline.probe import probe
 from ninfer_kits.pipeline.recipe_report import RecipeReport, read_recipe_report
 
 # Part of the tool, never taken from beside the matrix: the repository's build/recipe.py in a

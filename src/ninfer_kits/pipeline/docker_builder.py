@@ -32,10 +32,11 @@ from functools import wraps
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from ninfer_kits import children
+from ninfer_kits.children import deferred_signals
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, NinferKitsError
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit, Toolchain
-from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.builders import (
     LOG_TAIL,
     NINJA_STATUS,
@@ -46,7 +47,6 @@ from ninfer_kits.pipeline.builders import (
     PreparedToolchain,
     recipe_arguments,
 )
-from ninfer_kits.pipeline.children import deferred_signals
 from ninfer_kits.pipeline.image_export import exported_image
 from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.smoke import read_trace, trace_script

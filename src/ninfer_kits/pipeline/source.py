@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import IO, Final
 from urllib.parse import unquote
 
+from ninfer_kits import children
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, NinferKitsError
 from ninfer_kits.matrix import RevisionFacts, Upstream, did_you_mean, relative_path_problem
-from ninfer_kits.pipeline import children
 from ninfer_kits.tarsafe import UnsafeMember, extract_all
 
 Log = Callable[[str], None]

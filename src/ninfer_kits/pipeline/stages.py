@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
 
-from ninfer_kits import __version__, kitdir, resources
+from ninfer_kits import __version__, children, kitdir, nvidia_smi, resources
 from ninfer_kits.buildinfo import BuildInfo, render, toolchain_field
+from ninfer_kits.children import ProbeTimeout, probe
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
 from ninfer_kits.inspector.floor import describe_device_code, render_table
 from ninfer_kits.inspector.inspection import Inspection, inspect_path
@@ -30,7 +31,6 @@ from ninfer_kits.kitdir import KitDir
 from ninfer_kits.kitinputs import kit_inputs
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
-from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.builders import (
     RECIPE,
     Builder,
@@ -47,7 +47,6 @@ from ninfer_kits.pipeline.pack import (
     write_sha256sums,
 )
 from ninfer_kits.pipeline.portable_policy import load_policy
-from ninfer_kits.pipeline.probe import ProbeTimeout, probe
 from ninfer_kits.pipeline.repair import (
     THIRD_PARTY_README,
     Bundled,
@@ -58,7 +57,6 @@ from ninfer_kits.pipeline.repair import (
 from ninfer_kits.pipeline.source import SourceTree, fetch_source
 from ninfer_kits.pipeline.workspace import held_workspace
 
-NVIDIA_SMI_TIMEOUT: Final = 10.0  # seconds; a stuck driver makes nvidia-smi hang for minutes
 LISTED_CHANGES: Final = 20  # changed files of a dirty pipeline checkout named in BUILDINFO
 
 
@@ -528,17 +526,15 @@ def run_entries(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str],
     )
 
 
-def driver_and_gpu(timeout: float = NVIDIA_SMI_TIMEOUT) -> tuple[str, str]:
+def driver_and_gpu(timeout: float = nvidia_smi.TIMEOUT) -> tuple[str, str]:
     """The build machine's NVIDIA driver and first GPU, from nvidia-smi (which may hang)."""
-    if shutil.which("nvidia-smi") is None:
+    answer = nvidia_smi.query(("driver_version", "name"), timeout=timeout)
+    if answer.absent:
         return "none (no nvidia-smi)", "none"
-    try:
-        query = probe(["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"],
-                      timeout=timeout)
-    except ProbeTimeout:
+    if answer.timed_out:
         return f"unknown (nvidia-smi did not answer in {timeout:g} s)", "unknown"
-    first = query.stdout.strip().splitlines()[0] if query.returncode == 0 and query.stdout else ""
-    driver, _, gpu = first.partition(", ")
+    lines = answer.text.strip().splitlines()  # one a GPU: "580.159.04, NVIDIA H200"
+    driver, _, gpu = (lines[0] if lines else "").partition(",")
     return (_one_line(driver) or "none", _one_line(gpu) or "none")
 
 

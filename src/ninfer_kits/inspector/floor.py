@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from ninfer_kits import versions
 from ninfer_kits.inspector.elf import ElfInfo
 from ninfer_kits.inspector.fatbin import FatbinEntry
 from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.records import NamedTuple
-from ninfer_kits.runtime_facts import RuntimeFacts, parse_version, runtime_facts
+from ninfer_kits.runtime_facts import RuntimeFacts, runtime_facts
 
 BASE_VERSION = "Base"  # a version node some libraries name so; never a requirement of its own
 SYMBOL_VERSION = re.compile(r"^(?P<prefix>.+?)_(?P<version>\d+(?:\.\d+)*)$")
@@ -37,7 +38,7 @@ class SymbolVersion(NamedTuple):
         match = SYMBOL_VERSION.match(name)
         if match is None:  # GLIBC_PRIVATE and the like carry no number
             return cls(prefix=name, number=(), name=name)
-        return cls(match["prefix"], parse_version(match["version"]), name)
+        return cls(match["prefix"], versions.parse(match["version"]), name)
 
     @property
     def version(self) -> str:
@@ -302,7 +303,7 @@ def _libstdcxx_rows(floor: KitFloor, facts: RuntimeFacts) -> list[Requirement]:
         item = floor.floor(prefix)
         if item is None:
             continue
-        why = facts.gcc_advice(prefix, parse_version(item.version))
+        why = facts.gcc_advice(prefix, versions.parse(item.version))
         rows.append(Requirement(f"{item.libraries[0]} providing {item.name}", why))
     gcc_s = floor.floor("GCC")
     if gcc_s is not None:

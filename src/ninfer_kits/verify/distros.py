@@ -15,9 +15,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ninfer_kits import versions
 from ninfer_kits.inspector.floor import BASE_VERSION, CUDART, KitFloor, SymbolVersion
 from ninfer_kits.matrix.where import Table, read_data_file
-from ninfer_kits.runtime_facts import GCC_RELEASE, RuntimeFacts, parse_version, runtime_facts
+from ninfer_kits.runtime_facts import GCC_RELEASE, RuntimeFacts, runtime_facts
 
 SCHEMA = 1
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "distros.toml"
@@ -224,7 +225,7 @@ def _libstdcxx(table: Table, facts: RuntimeFacts) -> LibstdcxxFacts:
                          _provenance(table, keys))
     for key, prefix, known in (("glibcxx", "GLIBCXX", facts.glibcxx),
                                ("cxxabi", "CXXABI", facts.cxxabi)):
-        problem = _gcc_disagrees(parse_version(gcc), parse_version(getattr(row, key)), known)
+        problem = _gcc_disagrees(versions.parse(gcc), versions.parse(getattr(row, key)), known)
         if problem:
             raise table.error(key, f"{prefix}_{getattr(row, key)} disagrees with GCC {gcc}: "
                                    f"runtime_facts.toml {problem}")
@@ -256,7 +257,7 @@ def _gcc_disagrees(gcc: tuple[int, ...], version: tuple[int, ...],
 
 def _release(name: str) -> tuple[int, ...]:
     match = GCC_RELEASE.match(name)
-    return parse_version(match["release"]) if match else ()
+    return versions.parse(match["release"]) if match else ()
 
 
 def _gcc_name(release: tuple[int, ...]) -> str:
@@ -482,7 +483,7 @@ def _glibc_reason(floor: KitFloor, distro: Distro) -> list[Reason]:
     if need is None:
         return []
     have = distro.glibc.version
-    met = parse_version(need.version) <= parse_version(have)
+    met = versions.parse(need.version) <= versions.parse(have)
     text = f"glibc {have} ≥ {need.version}" if met else f"glibc {have} < {need.version}"
     return [Reason(f"glibc ≥ {need.version}", MET if met else NOT_MET, text,
                    _unconfirmed(distro.glibc.provenance, "version"))]
@@ -495,8 +496,8 @@ def _libstdcxx_reasons(floor: KitFloor, distro: Distro, facts: RuntimeFacts) -> 
         if need is None:
             continue
         have: str = getattr(row, key)
-        advice = facts.gcc_advice(prefix, parse_version(need.version))
-        met = parse_version(need.version) <= parse_version(have)
+        advice = facts.gcc_advice(prefix, versions.parse(need.version))
+        met = versions.parse(need.version) <= versions.parse(have)
         text = (f"{need.name} ({advice}); it has {prefix}_{have} (GCC {row.gcc})" if not met
                 else f"{row.package} provides {prefix}_{have}")
         reasons.append(Reason(f"{need.libraries[0]} providing {need.name}",
@@ -506,7 +507,7 @@ def _libstdcxx_reasons(floor: KitFloor, distro: Distro, facts: RuntimeFacts) -> 
     if need is not None and need.version:
         # libgcc_s of GCC N defines GCC_<N>.0.0 at most (a new node only when symbols are
         # added): a need of a later major is not met.
-        met = int(need.version.split(".")[0]) <= parse_version(row.gcc)[0]
+        met = int(need.version.split(".")[0]) <= versions.parse(row.gcc)[0]
         text = (f"libgcc_s.so.1 of GCC {row.gcc}" if met
                 else f"{need.name} (libgcc_s.so.1); it has the libgcc_s of GCC {row.gcc}")
         reasons.append(Reason(f"libgcc_s.so.1 providing {need.name}", MET if met else NOT_MET,
@@ -634,7 +635,7 @@ def _cudart_package(major: int, cuda_version: str | None) -> str:
 def _image(row: CudaFacts, major: int, cuda_version: str | None) -> str:
     """nvidia/cuda:13.0.x-runtime-ubuntu24.04: the kit's CUDA minor, or the earliest image the
     facts know when that is later (a newer 13.y runtime runs a 13.0 kit)."""
-    since = parse_version(row.image_since) if row.image else ()
+    since = versions.parse(row.image_since) if row.image else ()
     if not since or since[0] > major:
         return ""
     version = since[:2] if since[0] == major else (major, 0)
@@ -648,7 +649,7 @@ def _kit_cuda(cuda_version: str | None, major: int) -> tuple[int, ...] | None:
     """(13, 0) from the kit's `13.0.88`, when it is of that major."""
     if not cuda_version or not _DOTTED.fullmatch(cuda_version):
         return None
-    version = parse_version(cuda_version)
+    version = versions.parse(cuda_version)
     return version[:2] if version[0] == major and len(version) > 1 else None
 
 

@@ -7,8 +7,9 @@ import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ninfer_kits import versions
 from ninfer_kits.inspector.floor import KitFloor, SymbolVersion
-from ninfer_kits.runtime_facts import parse_version, runtime_facts
+from ninfer_kits.runtime_facts import runtime_facts
 from ninfer_kits.verify.distros import DRIVER_SONAMES
 from ninfer_kits.verify.fixes import Advice, System, fix_for, too_old
 from ninfer_kits.verify.kit import KitOnDisk
@@ -256,7 +257,7 @@ def _gcc_advice(wanted: list[str]) -> str:
     for name in reversed(wanted):
         version = SymbolVersion.parse(name)
         if version.prefix in ("GLIBCXX", "CXXABI") and version.number:
-            return f" ({facts.gcc_advice(version.prefix, parse_version(version.version))})"
+            return f" ({facts.gcc_advice(version.prefix, versions.parse(version.version))})"
     return ""
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits.commands.verify_cmd import verify
 from ninfer_kits.inspector.elf import is_elf, read_elf
 from ninfer_kits.inspector.floor import SymbolVersion
+from ninfer_kits.verify.check import verify
 from ninfer_kits.verify.kit import open_kit
 from ninfer_kits.verify.report import MISSING, OK, TOO_OLD, VerifyReport
 from ninfer_kits.verify.rootfs import RootFS

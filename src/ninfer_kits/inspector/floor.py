@@ -42,7 +42,7 @@ class SymbolVersion(NamedTuple):
 
     @property
     def version(self) -> str:
-        return ".".join(map(str, self.number))
+        return versions.dotted(self.number)
 
 
 class PrefixFloor(NamedTuple):
@@ -323,7 +323,7 @@ def _soname_rows(floor: KitFloor, facts: RuntimeFacts) -> list[Requirement]:
         if family:
             families.setdefault(family, []).append(soname)
             continue
-        extra = _own_versions(floor, soname)
+        extra = [version.name for version in highest_needed(floor, soname)]
         label = f"{soname} ({', '.join(extra)})" if extra else soname
         rows.append(Requirement(label, "linked directly"))
     family_rows = [
@@ -333,8 +333,10 @@ def _soname_rows(floor: KitFloor, facts: RuntimeFacts) -> list[Requirement]:
     return family_rows + rows
 
 
-def _own_versions(floor: KitFloor, soname: str) -> list[str]:
-    """The highest version of each prefix needed from one library, e.g. CURL_OPENSSL_4."""
+def highest_needed(floor: KitFloor, soname: str) -> list[SymbolVersion]:
+    """The highest version of each prefix needed from one library (CURL_OPENSSL_4), parsed
+    once here for the floor's table and verify's rows alike; unnumbered ones (GLIBC_PRIVATE)
+    come as they are, Base not at all."""
     highest: dict[str, SymbolVersion] = {}
     for name in dict(floor.versions_by_library).get(soname, ()):
         if name == BASE_VERSION:
@@ -342,7 +344,7 @@ def _own_versions(floor: KitFloor, soname: str) -> list[str]:
         version = SymbolVersion.parse(name)
         if version.prefix not in highest or version > highest[version.prefix]:
             highest[version.prefix] = version
-    return [version.name for version in sorted(highest.values())]
+    return sorted(highest.values())
 
 
 def _cuda_rows(floor: KitFloor) -> list[Requirement]:

@@ -11,7 +11,6 @@ from ninfer_kits.inspector.floor import KitFloor, kit_floor
 from ninfer_kits.verify import gpu, gpu_host
 from ninfer_kits.verify.kit import KitOnDisk
 from ninfer_kits.verify.report import (
-    CANNOT_RUN,
     MISSING,
     NOT_CHECKED,
     Row,
@@ -81,4 +80,4 @@ def _kit_cuda(kit: KitOnDisk, floor: KitFloor) -> str | None:
 
 def _status(status: str) -> str:
     """gpu's statuses in the report's words: what could not be found out is not checked."""
-    return {gpu.UNKNOWN: NOT_CHECKED, gpu.CANNOT_RUN: CANNOT_RUN}.get(status, status)
+    return NOT_CHECKED if status == gpu.UNKNOWN else status

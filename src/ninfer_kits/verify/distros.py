@@ -26,7 +26,7 @@ _OS_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _GCC = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
 _GLIBCXX = re.compile(r"3\.4\.[0-9]+")
 _CXXABI = re.compile(r"1\.3\.[0-9]+")
-_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+._-]*")
+PACKAGE = re.compile(r"[a-z0-9][a-z0-9+._-]*")
 FFMPEG_SONAME = re.compile(r"lib(?P<lib>avformat|avcodec|avutil|swscale|swresample)\.so\.[0-9]+")
 FFMPEG_LIBRARIES = ("avformat", "avcodec", "avutil", "swscale", "swresample")
 LIBCURL_SONAME = re.compile(r"libcurl\.so\.[0-9]+")
@@ -214,7 +214,7 @@ def _libstdcxx(table: Table, facts: RuntimeFacts) -> LibstdcxxFacts:
     table.check_keys((*keys, *_PROVENANCE_KEYS), ("unchecked",))
     gcc = _string(table, "gcc", _GCC)
     row = LibstdcxxFacts(gcc, _string(table, "glibcxx", _GLIBCXX),
-                         _string(table, "cxxabi", _CXXABI), _string(table, "package", _PACKAGE),
+                         _string(table, "cxxabi", _CXXABI), _string(table, "package", PACKAGE),
                          _provenance(table, keys))
     for key, prefix, known in (("glibcxx", "GLIBCXX", facts.glibcxx),
                                ("cxxabi", "CXXABI", facts.cxxabi)):
@@ -301,7 +301,7 @@ def _libcurl(table: Table) -> LibcurlFacts:
     versions = (_strings(table, "versions", _SYMBOL_VERSION)
                 if "versions" in table.data else None)
     return LibcurlFacts(_string(table, "soname", LIBCURL_SONAME),
-                        _string(table, "package", _PACKAGE), versions, _provenance(table, keys))
+                        _string(table, "package", PACKAGE), versions, _provenance(table, keys))
 
 
 def _cuda(table: Table) -> CudaFacts:

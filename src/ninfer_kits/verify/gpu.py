@@ -29,13 +29,10 @@ from ninfer_kits.inspector.floor import (
 )
 from ninfer_kits.verify.cuda_drivers import CudaDrivers, cuda_drivers
 from ninfer_kits.verify.gpu_host import Gpu, GpuReport
+from ninfer_kits.verify.report import CANNOT_RUN, MISSING, OK, TOO_OLD
 from ninfer_kits.versions import CUDA_VERSION
 
-# Statuses, in the words of verify's report (ok / too old / missing) plus the GPU's own.
-OK: Final = "ok"
-TOO_OLD: Final = "too old"
-MISSING: Final = "missing"
-CANNOT_RUN: Final = "cannot run"
+# Statuses: verify's report's own words, plus what the probe could not find out.
 UNKNOWN: Final = "unknown"
 
 How = Literal["native", "ptx-jit", "none", "unknown"]

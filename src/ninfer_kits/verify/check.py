@@ -10,13 +10,7 @@ from pathlib import Path
 from ninfer_kits.inspector.floor import KitFloor, kit_floor
 from ninfer_kits.verify import gpu, gpu_host
 from ninfer_kits.verify.kit import KitOnDisk
-from ninfer_kits.verify.report import (
-    MISSING,
-    NOT_CHECKED,
-    Row,
-    VerifyReport,
-    library_rows,
-)
+from ninfer_kits.verify.report import MISSING, NOT_CHECKED, Row, VerifyReport, library_rows
 from ninfer_kits.verify.resolve import Resolution, Resolver
 from ninfer_kits.verify.target import Target
 

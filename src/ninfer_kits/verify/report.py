@@ -69,7 +69,7 @@ def library_rows(floor: KitFloor, resolutions: Sequence[Resolution],
     fix = functools.partial(fix_for, system=system, advice=advice)
     for soname in floor.sonames:
         if soname in glibc or soname in from_driver:
-            continue  # glibc's rows above; the driver's rows (verify_cmd) for the driver's
+            continue  # glibc's rows above; the driver's rows (verify.check) for the driver's
         rows.append(_library_row(floor, soname, found.get(soname), missing.get(soname),
                                  resolutions, [g for g in gaps if g.library == soname],
                                  system, advice))

@@ -23,11 +23,10 @@ from typing import Any
 
 import pytest
 
-from ninfer_kits import buildinfo
+from ninfer_kits import buildinfo, children
 from ninfer_kits.engine import LABEL, RUN_ENV, RUN_LABEL
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
-from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.docker_builder import DockerBuilder, ImageRecipe
 
 from docker_fixtures import (

@@ -1,5 +1,5 @@
 """How a build ends when it is interrupted (Ctrl-C, SIGTERM). Its long children
-(pipeline.children) run in a session of their own that ends with the build, with everything they
+(ninfer_kits.children) run in a session of their own that ends with the build, with everything they
 started, and their output is read to the last line; an interrupt after the final rename says the
 kit is in place. Real processes (sh, sleep, Python), real signals, a real kit folder. The whole
 build, interrupted, is in test_build.py."""
@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import kitdir
+from ninfer_kits import children, kitdir
+from ninfer_kits.children import probe
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
-from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.builders import LocalBuilder, run_logged
-from ninfer_kits.pipeline.probe import probe
 from ninfer_kits.pipeline.source import resolve_revision
 from ninfer_kits.pipeline.stages import BuildRequest, BuildState, publish_to_dist
 from test_publish_support import KIT, TAG, compile_program, make_kit
@@ -131,7 +130,7 @@ def test_a_second_signal_waits_until_the_cleanup_is_done() -> None:
 
 def test_the_session_leader_dies_with_ninfer_kits(tmp_path: Path) -> None:
     """SIGKILL leaves ninfer-kits no say: the kernel's parent-death signal ends its child."""
-    code = ("import sys, time; from ninfer_kits.pipeline import children; "
+    code = ("import sys, time; from ninfer_kits import children; "
             "p = children.start(['sleep', '300']); print(p.pid, flush=True); time.sleep(300)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None

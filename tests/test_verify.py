@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits.commands.verify_cmd import verify
 from ninfer_kits.inspector.elf import is_elf, read_elf
 from ninfer_kits.inspector.floor import SymbolVersion
 from ninfer_kits.loader.facts import KIT_MOUNT
 from ninfer_kits.loader.rootfs import RootFS
+from ninfer_kits.verify.check import verify
 from ninfer_kits.verify.kit import open_kit
 from ninfer_kits.verify.report import MISSING, OK, TOO_OLD, VerifyReport
 from ninfer_kits.verify.target import open_target

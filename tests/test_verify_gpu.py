@@ -19,21 +19,24 @@ from typing import Any
 import pytest
 
 from ninfer_kits.inspector.elf import read_elf
-from ninfer_kits.verify import gpu
+from ninfer_kits.verify import cuda_drivers as drivers
+from ninfer_kits.verify import gpu_host
+from ninfer_kits.verify.cuda_drivers import cuda_drivers
 from ninfer_kits.verify.gpu import (
     CANNOT_RUN,
     MISSING,
     OK,
     TOO_OLD,
     UNKNOWN,
-    Gpu,
-    GpuReport,
     check_driver,
     check_gpu,
     check_gpu_side,
-    cuda_drivers,
     gpu_requirement,
     kit_cuda_version,
+)
+from ninfer_kits.verify.gpu_host import (
+    Gpu,
+    GpuReport,
     parse_cuda_version,
     parse_nvidia_smi,
     parse_proc_version,
@@ -144,10 +147,10 @@ def test_cuda_version_numbers(value: int, cuda: tuple[int, int] | None) -> None:
 def test_libcuda_through_ctypes(fake_driver: dict[str, Path],
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_GPUS", "NVIDIA H200=9.0")
-    assert gpu._libcuda_facts(str(fake_driver["libcuda.so.1"])) == H200_LIBCUDA
+    assert gpu_host._libcuda_facts(str(fake_driver["libcuda.so.1"])) == H200_LIBCUDA
     monkeypatch.setenv("FAKE_GPUS", TWO_GPUS)
     monkeypatch.setenv("FAKE_CUDA_VERSION", "12080")
-    facts = gpu._libcuda_facts(str(fake_driver["libcuda.so.1"]))
+    facts = gpu_host._libcuda_facts(str(fake_driver["libcuda.so.1"]))
     assert facts["cuda"] == 12080
     assert [(g["name"], g["major"], g["minor"]) for g in facts["gpus"]] == [
         ("NVIDIA H200", 9, 0), ("NVIDIA GeForce RTX 3090", 8, 6)]
@@ -156,9 +159,9 @@ def test_libcuda_through_ctypes(fake_driver: dict[str, Path],
 def test_nvml_through_ctypes(fake_driver: dict[str, Path],
                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_GPUS", "NVIDIA H200=9.0")
-    assert gpu._nvml_facts(str(fake_driver["libnvidia-ml.so.1"])) == H200_NVML
+    assert gpu_host._nvml_facts(str(fake_driver["libnvidia-ml.so.1"])) == H200_NVML
     monkeypatch.setenv("FAKE_NVML_INIT", "9")
-    assert gpu._nvml_facts(str(fake_driver["libnvidia-ml.so.1"])) == {
+    assert gpu_host._nvml_facts(str(fake_driver["libnvidia-ml.so.1"])) == {
         "error": "nvmlInit_v2 failed: Driver Not Loaded (9)"}
 
 
@@ -254,8 +257,9 @@ def test_a_library_that_is_not_the_driver(fake_driver: dict[str, Path]) -> None:
 
 
 def test_nvidia_smi_as_the_last_resort(tmp_path: Path) -> None:
-    smi = script(tmp_path, "nvidia-smi", f'[ "$1 $2" = "{" ".join(gpu.SMI_QUERY)}" ] || exit 2\n'
-                                         f"cat '{H200_SMI}'")
+    smi = script(tmp_path, "nvidia-smi",
+                 f'[ "$1 $2" = "{" ".join(gpu_host.SMI_QUERY)}" ] || exit 2\n'
+                 f"cat '{H200_SMI}'")
     found = probe_host(proc_version=tmp_path / "absent", libcuda=None, libnvml=None,
                        nvidia_smi=smi)
     assert (found.driver_version, found.driver_source) == ("580.159.04", "nvidia-smi")
@@ -312,8 +316,8 @@ def test_no_driver_at_all(tmp_path: Path) -> None:
 def test_this_host_answers_without_raising() -> None:
     found = probe_host(timeout=10)
     assert isinstance(found, GpuReport)
-    if not gpu.PROC_VERSION.exists():
-        assert found.driver_source != str(gpu.PROC_VERSION)
+    if not gpu_host.PROC_VERSION.exists():
+        assert found.driver_source != str(gpu_host.PROC_VERSION)
 
 
 # --------------------------------------------------------------------------- will it run
@@ -590,7 +594,7 @@ def _raw(*releases: dict[str, str], **extra: Any) -> dict[str, Any]:
 ])
 def test_driver_table_is_validated(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        gpu._validate(raw, "cuda_drivers.toml")
+        drivers._validate(raw, "cuda_drivers.toml")
 
 
 def test_recorded_files_are_what_the_host_printed() -> None:

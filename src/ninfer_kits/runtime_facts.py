@@ -6,14 +6,11 @@ import functools
 import re
 from typing import Any, NamedTuple
 
+from ninfer_kits import versions
 from ninfer_kits.resources import load_data
 
 VERSION_KEY = re.compile(r"^\d+(\.\d+)*$")
 GCC_RELEASE = re.compile(r"^GCC (?P<release>\d+\.\d+(\.\d+)?)$")  # "GCC 13.2", "GCC 4.8.3"
-
-
-def parse_version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("."))
 
 
 class GlibcAbiMarker(NamedTuple):
@@ -80,7 +77,7 @@ def _glibc_abi(table: dict[str, Any]) -> tuple[GlibcAbiMarker, ...]:
                 and isinstance(source, str) and source):
             raise ValueError(f"runtime_facts.toml: [glibc_abi.{name}] needs a GLIBC_ABI_ name "
                              f"and glibc (a dotted version), meaning and source (texts)")
-        markers.append(GlibcAbiMarker(name, parse_version(glibc), meaning, source))
+        markers.append(GlibcAbiMarker(name, versions.parse(glibc), meaning, source))
     return tuple(markers)
 
 
@@ -90,7 +87,7 @@ def _version_table(raw: dict[str, Any], name: str) -> tuple[tuple[tuple[int, ...
            or not isinstance(value, str) or not GCC_RELEASE.match(value)]
     if bad:
         raise ValueError(f"runtime_facts.toml: [{name}] has invalid entries {bad}")
-    rows = tuple(sorted((parse_version(key), value) for key, value in table.items()))
+    rows = tuple(sorted((versions.parse(key), value) for key, value in table.items()))
     releases = [_gcc_release(value) for _, value in rows]
     backwards = [rows[i + 1][1] for i in range(len(rows) - 1) if releases[i + 1] < releases[i]]
     if backwards:  # a newer symbol version cannot first appear in an older GCC release
@@ -100,5 +97,5 @@ def _version_table(raw: dict[str, Any], name: str) -> tuple[tuple[tuple[int, ...
 
 def _gcc_release(value: str) -> tuple[int, ...]:
     match = GCC_RELEASE.match(value)
-    return parse_version(match["release"]) if match else ()
+    return versions.parse(match["release"]) if match else ()
 

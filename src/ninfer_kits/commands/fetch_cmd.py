@@ -31,8 +31,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     from ninfer_kits.commands.kiturl_cmd import locate_named
-    from ninfer_kits.commands.verify_cmd import verify
     from ninfer_kits.fetch.fetch import Fetcher, describe
+    from ninfer_kits.verify.check import verify
     from ninfer_kits.verify.kit import open_kit
     from ninfer_kits.verify.report import render
     from ninfer_kits.verify.target import open_target

@@ -11,15 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ninfer_kits.inspector.floor import kit_floor
-from ninfer_kits.verify.distros import (
-    DATA_FILE,
-    DistroFacts,
-    Verdict,
-    floor_summary,
-    judge_all,
-    load_distros,
-    shipped_distros,
-)
+from ninfer_kits.verify.distro_verdict import Verdict, floor_summary, judge_all
+from ninfer_kits.verify.distros import DATA_FILE, DistroFacts, load_distros, shipped_distros
 from ninfer_kits.verify.kit import KitOnDisk, open_kit
 
 JSON_SCHEMA_VERSION = 1

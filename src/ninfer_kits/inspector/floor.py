@@ -10,10 +10,11 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from ninfer_kits import versions
 from ninfer_kits.inspector.elf import ElfInfo
 from ninfer_kits.inspector.fatbin import FatbinEntry
 from ninfer_kits.inspector.inputs import printable
-from ninfer_kits.runtime_facts import RuntimeFacts, parse_version, runtime_facts
+from ninfer_kits.runtime_facts import RuntimeFacts, runtime_facts
 
 BASE_VERSION = "Base"  # a version node some libraries name so; never a requirement of its own
 SYMBOL_VERSION = re.compile(r"^(?P<prefix>.+?)_(?P<version>\d+(?:\.\d+)*)$")
@@ -37,11 +38,11 @@ class SymbolVersion(NamedTuple):
         match = SYMBOL_VERSION.match(name)
         if match is None:  # GLIBC_PRIVATE and the like carry no number
             return cls(prefix=name, number=(), name=name)
-        return cls(match["prefix"], parse_version(match["version"]), name)
+        return cls(match["prefix"], versions.parse(match["version"]), name)
 
     @property
     def version(self) -> str:
-        return ".".join(map(str, self.number))
+        return versions.dotted(self.number)
 
 
 class PrefixFloor(NamedTuple):
@@ -302,7 +303,7 @@ def _libstdcxx_rows(floor: KitFloor, facts: RuntimeFacts) -> list[Requirement]:
         item = floor.floor(prefix)
         if item is None:
             continue
-        why = facts.gcc_advice(prefix, parse_version(item.version))
+        why = facts.gcc_advice(prefix, versions.parse(item.version))
         rows.append(Requirement(f"{item.libraries[0]} providing {item.name}", why))
     gcc_s = floor.floor("GCC")
     if gcc_s is not None:
@@ -322,7 +323,7 @@ def _soname_rows(floor: KitFloor, facts: RuntimeFacts) -> list[Requirement]:
         if family:
             families.setdefault(family, []).append(soname)
             continue
-        extra = _own_versions(floor, soname)
+        extra = [version.name for version in highest_needed(floor, soname)]
         label = f"{soname} ({', '.join(extra)})" if extra else soname
         rows.append(Requirement(label, "linked directly"))
     family_rows = [
@@ -332,8 +333,10 @@ def _soname_rows(floor: KitFloor, facts: RuntimeFacts) -> list[Requirement]:
     return family_rows + rows
 
 
-def _own_versions(floor: KitFloor, soname: str) -> list[str]:
-    """The highest version of each prefix needed from one library, e.g. CURL_OPENSSL_4."""
+def highest_needed(floor: KitFloor, soname: str) -> list[SymbolVersion]:
+    """The highest version of each prefix needed from one library (CURL_OPENSSL_4), parsed
+    once here for the floor's table and verify's rows alike; unnumbered ones (GLIBC_PRIVATE)
+    come as they are, Base not at all."""
     highest: dict[str, SymbolVersion] = {}
     for name in dict(floor.versions_by_library).get(soname, ()):
         if name == BASE_VERSION:
@@ -341,7 +344,7 @@ def _own_versions(floor: KitFloor, soname: str) -> list[str]:
         version = SymbolVersion.parse(name)
         if version.prefix not in highest or version > highest[version.prefix]:
             highest[version.prefix] = version
-    return [version.name for version in sorted(highest.values())]
+    return sorted(highest.values())
 
 
 def _cuda_rows(floor: KitFloor) -> list[Requirement]:

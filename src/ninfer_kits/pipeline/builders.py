@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
-from ninfer_kits import resources
+from ninfer_kits import children, resources
+from ninfer_kits.children import probe
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import CudaVersion, Kit, did_you_mean
-from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.hostdeps import ensure_build_dependencies
-from ninfer_kits.pipeline.probe import probe
 from ninfer_kits.pipeline.recipe_report import RecipeReport, read_recipe_report
 
 # Part of the tool, never taken from beside the matrix: the repository's build/recipe.py in a
@@ -227,7 +226,7 @@ def run_logged(command: list[str], *, env: dict[str, str], log: Path, reporter: 
     """Run a command with its output in `log`, Ninja's [n/m] as progress, and the log's tail
     in the error when it fails. The command runs in a session of its own that ends with this
     call, also when it is interrupted (Ctrl-C, SIGTERM): every process in it is ended and the
-    output it wrote until then is in the log before the interrupt goes on (pipeline.children)."""
+    output it wrote until then is in the log before the interrupt goes on (children)."""
     progress = reporter.progress(label)
     tail: deque[str] = deque(maxlen=LOG_TAIL)
     log.parent.mkdir(parents=True, exist_ok=True)

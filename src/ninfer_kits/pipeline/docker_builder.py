@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ninfer_kits import children
+from ninfer_kits.children import deferred_signals
 from ninfer_kits.engine import (
     LABEL,
     RUN_LABEL,
@@ -44,7 +46,6 @@ from ninfer_kits.engine import (
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit, Toolchain
-from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.builders import (
     LOG_TAIL,
     NINJA_STATUS,
@@ -55,7 +56,6 @@ from ninfer_kits.pipeline.builders import (
     PreparedToolchain,
     recipe_arguments,
 )
-from ninfer_kits.pipeline.children import deferred_signals
 from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.smoke import read_trace, trace_script
 from ninfer_kits.pipeline.source import EXPORT_MTIME

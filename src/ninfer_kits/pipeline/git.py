@@ -1,6 +1,6 @@
 """Running git for the source stage: its own settings (no hook of the user's or of a
 repository runs), an environment that points it at no other repository and never prompts, in a
-session of its own that ends with it (pipeline.children), and credentials kept apart from URLs.
+session of its own that ends with it (children), and credentials kept apart from URLs.
 
 Credentials in a URL (`https://user:TOKEN@host/…`) never reach a command line, where `ps`
 shows them to every user of the machine: git is given the URL without them, and an HTTP
@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Final
 from urllib.parse import unquote
 
+from ninfer_kits import children
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
-from ninfer_kits.pipeline import children
 
 _SSH_SCHEMES: Final = frozenset({"ssh", "git+ssh", "ssh+git"})
 
@@ -64,7 +64,7 @@ def _environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def run(args: Sequence[str], *, stdin: str = "",
         env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """git to its end, in a session of its own that ends with it (pipeline.children): on Ctrl-C
+    """git to its end, in a session of its own that ends with it (children): on Ctrl-C
     or SIGTERM, what it started (a remote helper, ssh, an upload-pack) ends before the build
     goes on to let go of the mirror's lock."""
     process = start(command(*args), stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env)

@@ -19,9 +19,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
+from ninfer_kits import children
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.matrix import RevisionFacts, Upstream, relative_path_problem
-from ninfer_kits.pipeline import children, git
+from ninfer_kits.pipeline import git
 from ninfer_kits.pipeline.mirror import Found, Log, resolved
 from ninfer_kits.tarsafe import UnsafeMember, extract_all
 

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from ninfer_kits import __version__, kitdir, resources
+from ninfer_kits import __version__, children, kitdir, nvidia_smi, resources
 from ninfer_kits.atomic import PackedFile, hash_file, write_file
 from ninfer_kits.buildinfo import BuildInfo, render, toolchain_field
 from ninfer_kits.checksums import write_sha1sums, write_sha256sums
+from ninfer_kits.children import ProbeTimeout, probe
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
 from ninfer_kits.inspector.floor import describe_device_code, render_table
 from ninfer_kits.inspector.inspection import Inspection, inspect_path
@@ -35,7 +36,6 @@ from ninfer_kits.kitdir import KitDir
 from ninfer_kits.kitinputs import kit_inputs
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
-from ninfer_kits.pipeline import children
 from ninfer_kits.pipeline.builders import (
     RECIPE,
     Builder,
@@ -45,7 +45,6 @@ from ninfer_kits.pipeline.builders import (
 )
 from ninfer_kits.pipeline.pack import compressor, pack_tree
 from ninfer_kits.pipeline.portable_policy import load_policy
-from ninfer_kits.pipeline.probe import ProbeTimeout, probe
 from ninfer_kits.pipeline.repair import (
     THIRD_PARTY_README,
     Bundled,
@@ -522,17 +521,15 @@ def run_entries(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str],
     )
 
 
-def driver_and_gpu(timeout: float = NVIDIA_SMI_TIMEOUT) -> tuple[str, str]:
+def driver_and_gpu(timeout: float = nvidia_smi.TIMEOUT) -> tuple[str, str]:
     """The build machine's NVIDIA driver and first GPU, from nvidia-smi (which may hang)."""
-    if shutil.which("nvidia-smi") is None:
+    answer = nvidia_smi.query(("driver_version", "name"), timeout=timeout)
+    if answer.absent:
         return "none (no nvidia-smi)", "none"
-    try:
-        query = probe(["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"],
-                      timeout=timeout)
-    except ProbeTimeout:
+    if answer.timed_out:
         return f"unknown (nvidia-smi did not answer in {timeout:g} s)", "unknown"
-    first = query.stdout.strip().splitlines()[0] if query.returncode == 0 and query.stdout else ""
-    driver, _, gpu = first.partition(", ")
+    lines = answer.text.strip().splitlines()  # one a GPU: "580.159.04, NVIDIA H200"
+    driver, _, gpu = (lines[0] if lines else "").partition(",")
     return (_one_line(driver) or "none", _one_line(gpu) or "none")
 
 

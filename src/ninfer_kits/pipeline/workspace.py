@@ -5,7 +5,7 @@ once, and fail with messages that point nowhere near the cause. A build holds an
 flock on <work-dir>/<kit>.lock for as long as it runs, with its PID in the file; a second build
 of that kit finds the lock taken and stops at once (WorkFolderBusy, exit status 3), naming the
 process that holds it. The kernel drops the lock when the holder exits, however it exits; a
-build that ends (also interrupted: its children are ended first, pipeline.children) empties the
+build that ends (also interrupted: its children are ended first, children.py) empties the
 file before it lets go, so a PID found in a free lock file names a build that was killed outright.
 """
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits import buildinfo, kitdir
+from ninfer_kits import buildinfo, children, kitdir
 from ninfer_kits.errors import (
     EXIT_BAD_INPUT,
     EXIT_ENVIRONMENT,
@@ -30,7 +30,6 @@ from ninfer_kits.errors import (
     CheckFailed,
     EnvironmentFailure,
 )
-from ninfer_kits.pipeline import children
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ninfer_kits.inspector.floor import CUDART
 from ninfer_kits.resources import data_file, load_data
-from ninfer_kits.verify.distros import Distro, shipped_distros
+from ninfer_kits.verify.distros import (
+    FFMPEG_SONAME,
+    LIBCURL_SONAME,
+    PACKAGE,
+    Distro,
+    shipped_distros,
+)
 
-PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+._-]*$")
-FFMPEG = re.compile(r"^lib(avformat|avcodec|avutil|swscale|swresample)\.so\.\d+$")
-CUDART = re.compile(r"^libcudart\.so\.(\d+)$")
 DATA_FILE = data_file("soname_packages.toml")
 
 
@@ -98,7 +102,7 @@ def _validate(raw: dict[str, Any], name: str, distro_ids: set[str]) -> PackageFa
             if distro_id not in distro_ids:
                 raise ValueError(f"{where}: names {distro_id!r}, not a distribution of "
                                  f"distros.toml ({', '.join(sorted(distro_ids))})")
-            if not isinstance(package, str) or not PACKAGE_NAME.match(package):
+            if not isinstance(package, str) or not PACKAGE.fullmatch(package):
                 raise ValueError(f"{where}: {distro_id} = {package!r} is not a package name")
         rules.append(PackageRule(pattern, what, tuple(names.items()), checked))
     return PackageFacts(tuple(families), tuple(rules))
@@ -169,7 +173,7 @@ def fix_for(soname: str, system: System | None = None, advice: Advice | None = N
 
 def _from_distro(soname: str, distro: Distro, system: System, advice: Advice) -> str:
     name = system.name
-    if FFMPEG.match(soname):
+    if FFMPEG_SONAME.fullmatch(soname):
         row = distro.ffmpeg
         if soname in row.sonames:
             return f"install FFmpeg's {soname.split('.so')[0]}: " \
@@ -187,7 +191,7 @@ def _from_distro(soname: str, distro: Distro, system: System, advice: Advice) ->
                      else f"; {row.extra_from} has FFmpeg {row.extra_version}")
         return (f"no package of {name} provides {soname} ({what}{extra}): "
                 f"{_instead(system, soname, advice)}")
-    if re.fullmatch(r"libcurl\.so\.\d+", soname):
+    if LIBCURL_SONAME.fullmatch(soname):
         row_curl = distro.libcurl
         if soname == row_curl.soname:
             return f"install libcurl: {_install(system, row_curl.package)}"

@@ -7,9 +7,10 @@ import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ninfer_kits.inspector.floor import KitFloor, SymbolVersion
+from ninfer_kits import versions
+from ninfer_kits.inspector.floor import KitFloor, SymbolVersion, highest_needed
 from ninfer_kits.loader.resolve import Found, NotFound, Resolution, VersionGap
-from ninfer_kits.runtime_facts import parse_version, runtime_facts
+from ninfer_kits.runtime_facts import runtime_facts
 from ninfer_kits.verify.distros import DRIVER_SONAMES
 from ninfer_kits.verify.fixes import Advice, System, fix_for, too_old
 from ninfer_kits.verify.kit import KitOnDisk
@@ -68,7 +69,7 @@ def library_rows(floor: KitFloor, resolutions: Sequence[Resolution],
     fix = functools.partial(fix_for, system=system, advice=advice)
     for soname in floor.sonames:
         if soname in glibc or soname in from_driver:
-            continue  # glibc's rows above; the driver's rows (verify_cmd) for the driver's
+            continue  # glibc's rows above; the driver's rows (verify.check) for the driver's
         rows.append(_library_row(floor, soname, found.get(soname), missing.get(soname),
                                  resolutions, [g for g in gaps if g.library == soname],
                                  system, advice))
@@ -199,8 +200,8 @@ def libc_defs(resolutions: Sequence[Resolution]) -> tuple[str, ...]:
 def _library_row(floor: KitFloor, soname: str, found: Found | None, missing: NotFound | None,
                  resolutions: Sequence[Resolution], gaps: list[VersionGap],
                  system: System | None, advice: Advice | None) -> Row:
-    versions = _needed_highest(floor, soname)
-    requirement = f"{soname} providing {', '.join(versions)}" if versions else soname
+    needed = [version.name for version in highest_needed(floor, soname) if version.number]
+    requirement = f"{soname} providing {', '.join(needed)}" if needed else soname
     if soname.startswith("libcudart.so."):
         requirement = f"CUDA {soname.rsplit('.', 1)[1]} runtime — {requirement}"
     absent = sorted({f"{s.kind} {s.folder}" for r in resolutions for s in r.stale})
@@ -215,25 +216,16 @@ def _library_row(floor: KitFloor, soname: str, found: Found | None, missing: Not
         where += f"; the kit's {', '.join(absent)} does not exist here"
     if gaps:
         provides = _provides(gaps[0])
-        wanted = sorted({g.version for g in gaps}, key=SymbolVersion.parse)
+        wanted = sorted({SymbolVersion.parse(g.version) for g in gaps})
         advice_gcc = _gcc_advice(wanted)
         return Row(requirement, provides, TOO_OLD,
-                   f"the kit needs {', '.join(wanted)}{advice_gcc}: "
+                   f"the kit needs {', '.join(v.name for v in wanted)}{advice_gcc}: "
                    f"{too_old(soname, system, advice)}")
     unversioned = [u for r in resolutions for u in r.unversioned if u.library == soname]
     if unversioned:
         where += ("; it defines no symbol versions: the loader warns \"no version information "
                   "available\" and goes on")
     return Row(requirement, where, OK)
-
-
-def _needed_highest(floor: KitFloor, soname: str) -> list[str]:
-    highest: dict[str, SymbolVersion] = {}
-    for name in dict(floor.versions_by_library).get(soname, ()):
-        version = SymbolVersion.parse(name)
-        if version.number and (version.prefix not in highest or version > highest[version.prefix]):
-            highest[version.prefix] = version
-    return [version.name for version in sorted(highest.values())]
 
 
 def _provides(gap: VersionGap) -> str:
@@ -246,17 +238,16 @@ def _provides(gap: VersionGap) -> str:
 
 
 def _highest(names: Iterable[str], prefix: str) -> str:
-    numbers = [SymbolVersion.parse(n).number for n in names
-               if SymbolVersion.parse(n).prefix == prefix and SymbolVersion.parse(n).number]
-    return ".".join(map(str, max(numbers))) if numbers else ""
+    numbers = [version.number for version in map(SymbolVersion.parse, names)
+               if version.prefix == prefix and version.number]
+    return versions.dotted(max(numbers)) if numbers else ""
 
 
-def _gcc_advice(wanted: list[str]) -> str:
+def _gcc_advice(wanted: Sequence[SymbolVersion]) -> str:
     facts = runtime_facts()
-    for name in reversed(wanted):
-        version = SymbolVersion.parse(name)
+    for version in reversed(wanted):
         if version.prefix in ("GLIBCXX", "CXXABI") and version.number:
-            return f" ({facts.gcc_advice(version.prefix, parse_version(version.version))})"
+            return f" ({facts.gcc_advice(version.prefix, version.number)})"
     return ""
 
 

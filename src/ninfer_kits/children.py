@@ -21,6 +21,12 @@ child that cleans up on a signal itself (a `ninfer-kits build` under `repro`) is
 interrupt and waited for (`wait_handing_on`); and work in the build's background thread (the
 smoke test's container) registers how to stop it (`stoppable`), which `background` does on an
 interrupt before it waits for that thread.
+
+Quick questions to outside tools (`nvcc --version`, `nvidia-smi`, `git status`: `probe`) run
+the same way, with a limit: one that does not answer (a driver stuck in D state makes
+`nvidia-smi` hang for minutes) is killed with its whole session, and its pipes are waited for
+only PROBE_KILL_WAIT seconds, so that a process stuck in the kernel or one that left the session
+holding the pipes cannot hold up the build or `verify`.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, Final, TypeAlias
 
-from ninfer_kits.errors import Terminated
+from ninfer_kits.errors import EnvironmentFailure, Terminated
 
 GRACE: Final = 5.0  # seconds between SIGTERM and SIGKILL
 KILL_WAIT: Final = 10.0  # seconds for SIGKILLed processes to be gone (a slow disk's writes)
@@ -52,6 +58,8 @@ PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
 INTERRUPTS: Final = (signal.SIGINT, signal.SIGTERM)
 PROC: Final = Path("/proc")
 HAND_ON_WAIT: Final = 60.0  # seconds for a child ninfer-kits to clean up after an interrupt
+PROBE_TIMEOUT: Final = 30.0  # seconds for a quick question's answer
+PROBE_KILL_WAIT: Final = 2.0  # seconds for a killed probe's pipes to close
 
 Stream: TypeAlias = int | IO[Any] | None  # what Popen takes for stdin, stdout, stderr
 
@@ -67,6 +75,45 @@ def start(command: Sequence[str], *, env: Mapping[str, str] | None = None,
         return subprocess.Popen(list(command), stdin=stdin, stdout=stdout, stderr=stderr,
                                 env=None if env is None else dict(env), cwd=cwd, umask=umask,
                                 start_new_session=True, preexec_fn=_die_with_parent())
+
+
+class ProbeTimeout(EnvironmentFailure):
+    """A tool did not answer a quick question in time."""
+
+
+def probe(command: Sequence[str], *, timeout: float = PROBE_TIMEOUT, cwd: Path | None = None,
+          env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `command` with no input and return its exit status and output (text, undecodable
+    bytes replaced); ProbeTimeout when it has not finished after `timeout` seconds (its session
+    is killed first). The caller decides whether a missing answer stops the build or is
+    recorded as unknown."""
+    process = start(command, env=env, cwd=cwd, stderr=subprocess.PIPE)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_probe(process)
+        raise ProbeTimeout(f"{' '.join(command)} did not answer in {timeout:g} s") from None
+    except BaseException:
+        _kill_probe(process)
+        raise
+    return subprocess.CompletedProcess(list(command), process.returncode,
+                                       stdout.decode("utf-8", "replace"),
+                                       stderr.decode("utf-8", "replace"))
+
+
+def _kill_probe(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to the probe's session at once (a probe keeps no state worth a SIGTERM), then
+    reap it and close the pipes, but not for long: a process stuck in the kernel (a hung
+    driver's) dies late, one that left the session may hold the pipes open, and a Ctrl-C or
+    SIGTERM must still end the build."""
+    with deferred_signals():
+        _signal_all(process, process.pid, signal.SIGKILL)
+        try:
+            process.communicate(timeout=PROBE_KILL_WAIT)
+        except subprocess.TimeoutExpired:
+            for stream in (process.stdout, process.stderr):
+                if stream is not None:
+                    stream.close()
 
 
 def wait_handing_on(process: subprocess.Popen[bytes], wait: float = HAND_ON_WAIT) -> int:

@@ -20,8 +20,8 @@ import pytest
 
 from github_server import GitHubServer
 from ninfer_kits import cli, ledger
-from ninfer_kits.kitinputs import kit_inputs
 from ninfer_kits.matrix import load_matrix
+from ninfer_kits.matrix.inputs import kit_inputs
 
 HEAD_A = "a" * 40
 HEAD_B = "b" * 40

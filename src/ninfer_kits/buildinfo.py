@@ -54,7 +54,7 @@ OPTIONAL = {"relocatable_device_code": "none", "python_version": "unknown",
 UNWRITTEN_DEFAULTS = {"flavour": "plain", "portable_asset": "none", "pipeline_revision": "",
                       "recipe": "unknown", "inputs": "unknown"}
 RECIPE_VALUE = re.compile(r"[0-9a-f]{64}")
-# `inputs: sha256:<hex> part=<16 hex> part=<16 hex> ...`: ninfer_kits.kitinputs' digest of
+# `inputs: sha256:<hex> part=<16 hex> part=<16 hex> ...`: ninfer_kits.matrix.inputs' digest of
 # everything that makes the kit, then the start of each part's sha256 (what `watch` names).
 INPUTS_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 INPUT_PART = re.compile(r"([a-z_]+)=([0-9a-f]{16})")
@@ -113,7 +113,7 @@ class BuildInfo:
     # The sha256 of build/recipe.py, which turns the source into the binaries; "unknown" in kits
     # built before it was recorded.
     recipe: str = "unknown"
-    # ninfer_kits.kitinputs: `sha256:<hex>` of everything that makes the kit, and the first 16
+    # ninfer_kits.matrix.inputs: `sha256:<hex>` of everything that makes the kit, and the first 16
     # hex digits of each part's sha256 (one line, `inputs`); "unknown" and () in older kits.
     inputs: str = "unknown"
     input_parts: tuple[tuple[str, str], ...] = ()
@@ -228,7 +228,7 @@ def split_inputs(value: str, source: str) -> tuple[str, tuple[tuple[str, str], .
     if (INPUTS_DIGEST.fullmatch(digest) is None or len(parts) != len(words)
             or len({name for name, _ in parts}) != len(parts)):
         raise BadInput(f"{source}: inputs {value[:80]!r} is neither 'sha256:<hex> part=<16 hex> "
-                       f"...' (ninfer_kits.kitinputs) nor 'unknown'")
+                       f"...' (ninfer_kits.matrix.inputs) nor 'unknown'")
     return digest, tuple((name, part) for name, part in parts)
 
 

@@ -67,7 +67,7 @@ class LedgerEntry:
     portable_asset: str | None = None
     portable_sha256: str | None = None
     portable_size: int | None = None
-    # ninfer_kits.kitinputs' digest of everything that made the kit (`sha256:<hex>`, from
+    # ninfer_kits.matrix.inputs' digest of everything that made the kit (`sha256:<hex>`, from
     # BUILDINFO's `inputs`) and the first 16 hex digits of each part's sha256, which `watch`
     # compares with today's; None and () in files written before, or for a kit without them
     inputs: str | None = None

@@ -33,9 +33,9 @@ from ninfer_kits.errors import CheckFailed, EnvironmentFailure
 from ninfer_kits.inspector.floor import describe_device_code, render_table
 from ninfer_kits.inspector.inspection import Inspection, inspect_path
 from ninfer_kits.kitdir import KitDir
-from ninfer_kits.kitinputs import kit_inputs
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
+from ninfer_kits.matrix.inputs import kit_inputs
 from ninfer_kits.pipeline.builders import (
     RECIPE,
     Builder,

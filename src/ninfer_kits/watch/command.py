@@ -18,9 +18,9 @@ from typing import Any
 
 from ninfer_kits import remote
 from ninfer_kits.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, BadInput
-from ninfer_kits.kitinputs import cache_key
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, add_matrix_argument, load_matrix
+from ninfer_kits.matrix.inputs import cache_key
 from ninfer_kits.matrix.names import HEX_REVISION
 from ninfer_kits.remote import GITHUB_API_ENV
 from ninfer_kits.watch.heads import DEFAULT_MAX_WAIT, HeadClient, HeadError, StateFile

@@ -6,7 +6,7 @@ its branch's head ("new head"), or when the newest release built from that revis
 with another toolchain than the matrix names now ("toolchain changed"; a kit built with the
 local builder records the host, no matrix toolchain, and is not judged on it: the scheduled
 workflow builds with the docker builder), or from other inputs than the matrix and ninfer-kits
-give it today ("inputs changed: toolchain tc, cmake_options": ninfer_kits.kitinputs; a release
+give it today ("inputs changed: toolchain tc, cmake_options": ninfer_kits.matrix.inputs; a release
 recorded before inputs were is not judged on them, so an upgrade rebuilds nothing; a host build
 is not judged on the toolchain's images). A dispatch may `force` the chosen kits. Any release of the
 revision counts, not only the kit's newest: after a dispatch built an older revision, the head,
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from ninfer_kits import ledger
 from ninfer_kits.buildinfo import HOST_TOOLCHAIN
-from ninfer_kits.kitinputs import IMAGE_PARTS, KitInputs, changed_parts, kit_inputs
 from ninfer_kits.ledger import LedgerEntry
 from ninfer_kits.matrix import Kit
+from ninfer_kits.matrix.inputs import IMAGE_PARTS, KitInputs, changed_parts, kit_inputs
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ninfer_kits import resources
-from ninfer_kits.matrix import Kit
+from ninfer_kits.matrix.model import Kit
 
 DIGEST_PREFIX: Final = "sha256:"
 PART_HEX: Final = 16  # hex digits of a part's sha256 kept in BUILDINFO.txt and the ledger

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import re
 import shlex
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from ninfer_kits.loader.ldcache import CacheEntry, CacheError, parse
 from ninfer_kits.loader.resolve import LoaderSetup, glibc_release
 from ninfer_kits.loader.rootfs import RootFS
+from ninfer_kits.resources import load_data
 
 FOLDER = re.compile(r"^/[^\0]*$")
 
@@ -37,8 +37,7 @@ class OsRelease:
 
 @functools.cache
 def loader_families() -> tuple[LoaderFamily, ...]:
-    path = Path(__file__).resolve().parent.parent / "data" / "loader_facts.toml"
-    return _validate(tomllib.loads(path.read_text(encoding="utf-8")), path.name)
+    return _validate(load_data("loader_facts.toml"), "loader_facts.toml")
 
 
 def _validate(raw: dict[str, Any], name: str) -> tuple[LoaderFamily, ...]:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
 from ninfer_kits import versions
+from ninfer_kits.resources import load_data
 from ninfer_kits.versions import CUDA_VERSION, DRIVER_VERSION
 
 RELEASE_NAME: Final = re.compile(r"^(?:GA|Update [1-9]\d*)$")
@@ -54,8 +53,7 @@ class CudaDrivers:
 
 @functools.cache
 def cuda_drivers() -> CudaDrivers:
-    path = Path(__file__).resolve().parent.parent / "data" / "cuda_drivers.toml"
-    return _validate(tomllib.loads(path.read_text(encoding="utf-8")), path.name)
+    return _validate(load_data("cuda_drivers.toml"), "cuda_drivers.toml")
 
 
 def _validate(raw: Mapping[str, Any], name: str) -> CudaDrivers:

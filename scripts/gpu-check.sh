@@ -4,8 +4,8 @@
 # usage: scripts/gpu-check.sh prepare     # here: build the kits into .cache/gpu-check/
 #        scripts/gpu-check.sh run [OUT]   # on the GPU host: verify each kit, then run it
 #
-# prepare builds four kits of the example engine (2 cores: about 3 minutes) and puts pyelftools
-# beside them, so the GPU host needs nothing but python3 ≥ 3.11 and a driver:
+# prepare builds four kits of the example engine (2 cores: about 3 minutes); the GPU host needs
+# nothing but python3 ≥ 3.11 and a driver (verify uses the standard library alone):
 #   example  the kit as `ninfer-kits build example` makes it: FFmpeg, separable compilation
 #            (SASS sm_86 device-linked, PTX compute_86 only in the relocatable objects)
 #   rdc      the same without FFmpeg (the GPU host has no FFmpeg libraries)
@@ -18,7 +18,7 @@
 #            against the one `gzip -dc` of the published .tar.gz gave here.
 # run prints, for each kit, verify's table and exit status, then what `kit/bin/ninfer` does (it
 # runs every example kernel when a GPU is there), and last one Markdown row per kit for
-# README's "Verified on" table. With OUT, everything also goes to OUT/gpu-check.txt.
+# docs/verify.md's "Verified on" table. With OUT, everything also goes to OUT/gpu-check.txt.
 # Through the device tool: run(command="bash scripts/gpu-check.sh run $OUT",
 #                              carry=[".cache/gpu-check"])
 set -euo pipefail
@@ -34,7 +34,6 @@ prepare() {
     PATH="$(dirname "$python"):$PATH"
     export PATH
     rm -rf "$work" && mkdir -p "$work/kits" "$work/build"
-    "$python" -m pip install --quiet --no-deps --target "$work/pylib" "pyelftools>=0.31"
     (cd "$work" && "$python" -m ninfer_kits build example --matrix "$here/matrix.toml" \
         --dist "$work/dist" --cache-dir "$work/build/cache")
     local folder portable
@@ -97,7 +96,7 @@ run_kit() {  # one kit: verify, then the program itself
 }
 
 run() {
-    export PYTHONPATH="$work/pylib:$here/src" PYTHONUNBUFFERED=1
+    export PYTHONPATH="$here/src" PYTHONUNBUFFERED=1
     GPU="$( (nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader || echo "no GPU, 0") | head -n1 \
         | sed 's/, / (compute capability /; s/$/)/')"
     DRIVER="$( (nvidia-smi --query-gpu=driver_version --format=csv,noheader || echo none) | head -n1)"

@@ -520,7 +520,7 @@ def test_verdicts_agree_with_the_h200(jit_probes: dict[str, Path]) -> None:
 
 
 @pytest.mark.parametrize(("sass", "ptx", "requirement"), [
-    # the floor's wording (README's example kit row, and floor._arch_row)
+    # the floor's wording (docs/floor.md's example kit row, and floor._arch_row)
     (("sm_86",), (), "An NVIDIA GPU of compute capability 8.6 or a later 8.x"),
     (("sm_86",), ("compute_86",), "An NVIDIA GPU of compute capability 8.6 or higher"),
     (("sm_120a",), (), "An NVIDIA GPU of compute capability 12.0 only"),

@@ -132,3 +132,19 @@ def example_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return next((place / "dist").iterdir())
+
+
+@pytest.fixture(scope="session")
+def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real ELF executable, the kit's bin/ninfer in the publish and kit folder tests."""
+    from test_publish_support import compile_program
+
+    return compile_program(tmp_path_factory.mktemp("program"))
+
+
+@pytest.fixture
+def kit(tmp_path: Path, program: Path) -> Any:
+    """A finished kit folder (kitdir.KitDir) as the build makes one, in dist/ of this test."""
+    from test_publish_support import make_kit
+
+    return make_kit(tmp_path / "dist", program)

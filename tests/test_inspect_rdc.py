@@ -108,7 +108,7 @@ def test_rdc_executable_loads_no_ptx(rdc: dict[str, Path]) -> None:
     assert ptx.count == cuobjdump_relocatable(path)[("ptx", "sm_86")]
     requirement, why = arch_row(floor)
     # Not in .nv_fatbin, yet used: on an H200 (9.0) such a kit ran through the JIT-linked
-    # relocatable PTX, and one without it failed (scripts/gpu-check.sh, docs/verify.md "Verified on").
+    # relocatable PTX, and one without it failed (scripts/gpu-check.sh, docs/verify.md).
     assert requirement == "An NVIDIA GPU of compute capability 8.6 or higher"
     assert "no PTX" not in why
     assert ("PTX compute_86: the driver JIT-compiles it for any GPU of 8.6 or higher, from the "

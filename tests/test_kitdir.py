@@ -18,12 +18,7 @@ from ninfer_kits.checksums import SHA1, render_sums
 from ninfer_kits.errors import EXIT_CHECK_FAILED
 from ninfer_kits.kitdir import KitDirInvalid
 from ninfer_kits.verify.kit import open_kit
-from test_publish_support import ASSET, PORTABLE, TAG, compile_program, make_kit
-
-
-@pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return compile_program(tmp_path_factory.mktemp("program"))
+from test_publish_support import ASSET, PORTABLE, TAG, make_kit
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,6 @@ from test_publish_support import (
     Captured,
     cli,
     cli_started,
-    compile_program,
     info_for,
     load,
     make_kit,
@@ -43,16 +42,6 @@ from test_publish_support import (
 from tools import ROOT
 
 FILES = {ASSET, "BUILDINFO.txt", "SHA1SUMS", "ninfer-kits.pyz", "SHA256SUMS"}
-
-
-@pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return compile_program(tmp_path_factory.mktemp("program"))
-
-
-@pytest.fixture
-def kit(tmp_path: Path, program: Path) -> kitdir.KitDir:
-    return make_kit(tmp_path / "dist", program)
 
 
 def _files_under(folder: Path) -> list[Path]:

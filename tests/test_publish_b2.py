@@ -29,7 +29,6 @@ from test_publish_support import (
     Captured,
     b2_simulator,
     b2_store,
-    compile_program,
     github_store,
     load,
     make_kit,
@@ -82,16 +81,6 @@ def sim() -> Iterator[tuple[Any, str, str]]:
     api.session.raw_api.key_id_to_key[key_id].key = B2_CANARY  # a known key: the canary
     yield api, key_id, B2_CANARY
     Recording.hook = None
-
-
-@pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return compile_program(tmp_path_factory.mktemp("program"))
-
-
-@pytest.fixture
-def kit(tmp_path: Path, program: Path) -> kitdir.KitDir:
-    return make_kit(tmp_path / "dist", program)
 
 
 def run(sim: tuple[Any, str, str], kit: kitdir.KitDir, tmp: Path,

@@ -32,7 +32,6 @@ from test_publish_support import (
     TAG,
     Captured,
     cli,
-    compile_program,
     github_store,
     load,
     make_kit,
@@ -67,16 +66,6 @@ def server() -> Iterator[GitHubServer]:
         running.add_token(CANARY)
         running.observe(check_published_releases)
         yield running
-
-
-@pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return compile_program(tmp_path_factory.mktemp("program"))
-
-
-@pytest.fixture
-def kit(tmp_path: Path, program: Path) -> kitdir.KitDir:
-    return make_kit(tmp_path / "dist", program)
 
 
 def run(server: GitHubServer, kit: kitdir.KitDir, tmp: Path, captured: Captured | None = None,

@@ -28,7 +28,6 @@ from test_publish_support import (
     b2_simulator,
     b2_store,
     cli,
-    compile_program,
     github_store,
     info_for,
     load,
@@ -38,16 +37,6 @@ from test_publish_support import (
 )
 
 INSTALLATION = "ghs_INSTALLATION0123456789abcdefCANARY"
-
-
-@pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return compile_program(tmp_path_factory.mktemp("program"))
-
-
-@pytest.fixture
-def kit(tmp_path: Path, program: Path) -> kitdir.KitDir:
-    return make_kit(tmp_path / "dist", program)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +149,14 @@ def kit(tmp_path: Path, program: Path) -> Any:
     from test_publish_support import make_kit
 
     return make_kit(tmp_path / "dist", program)
+
+
+@pytest.fixture
+def server() -> Iterator[Any]:
+    """test_fetch's RangeServer (HTTP with ranges, a GitHub API's release listing), running."""
+    from test_fetch import RangeServer
+
+    with RangeServer() as running:
+        running.thread.start()
+        yield running
+        running.shutdown()

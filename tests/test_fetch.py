@@ -20,7 +20,6 @@ import threading
 import time
 import urllib.parse
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -277,14 +276,6 @@ class RangeServer(http.server.ThreadingHTTPServer):
 
     def requests_for(self, path: str) -> list[Seen]:
         return [seen for seen in self.state.seen if seen.path == path]
-
-
-@pytest.fixture
-def server() -> Iterator[RangeServer]:
-    with RangeServer() as running:
-        running.thread.start()
-        yield running
-        running.shutdown()
 
 
 # --------------------------------------------------------------------------- matrix and ledger

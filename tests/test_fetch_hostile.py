@@ -13,7 +13,6 @@ import json
 import os
 import tarfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,14 +43,6 @@ CANARY = "ghp_hostileCANARY0123456789abcdefghijkl"
 def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     place = tmp_path_factory.mktemp("fetch-hostile")
     return publish_folder(make_kit(place / "tree", filler=1 << 20), place / "dist")
-
-
-@pytest.fixture
-def server() -> Iterator[RangeServer]:
-    with RangeServer() as running:
-        running.thread.start()
-        yield running
-        running.shutdown()
 
 
 def fetch_dir(folder: Path, dest: Path) -> tuple[int, str]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Final, TypeVar
 
-from ninfer_kits import resources
+from ninfer_kits import resources, versions
 from ninfer_kits.errors import BadInput, NinferKitsError
 from ninfer_kits.matrix.names import (
     HEX_REVISION,
@@ -54,7 +54,7 @@ class CudaVersion:
     def parse(cls, text: str) -> CudaVersion:
         if _CUDA_VERSION.fullmatch(text) is None:
             raise ValueError(f"invalid CUDA version {quote(text)} (expected MAJOR.MINOR[.PATCH])")
-        return cls(text=text, parts=tuple(int(part) for part in text.split(".")))
+        return cls(text=text, parts=versions.parse(text))
 
     def at_least(self, other: CudaVersion) -> bool:
         return self.parts >= other.parts

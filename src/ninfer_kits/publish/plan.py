@@ -18,7 +18,7 @@ from ninfer_kits.errors import BadInput, NinferKitsError
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.matrix import Matrix, RevisionFacts
 from ninfer_kits.publish import notes
-from ninfer_kits.publish.store import SHA256SUMS, Asset, Release
+from ninfer_kits.publish.store import Asset, Release
 
 TARBALL_TYPE = "application/gzip"
 TEXT_TYPE = "text/plain; charset=utf-8"
@@ -101,8 +101,8 @@ def _check_names(kit: KitDir, matrix: Matrix) -> None:
 
 
 def assets_of(kit: KitDir, tools: tuple[Asset, ...] = ()) -> tuple[Asset, ...]:
-    """The release's assets in upload order: the tarball, its portable sibling when the kit
-    has one, BUILDINFO.txt, SHA1SUMS, the tools (ninfer-kits.pyz), and SHA256SUMS last (a
+    """The release's assets in upload order: the kit's tarballs (the plain kit, then its
+    siblings), BUILDINFO.txt, SHA1SUMS, the tools (ninfer-kits.pyz), and SHA256SUMS last (a
     client that finds SHA256SUMS finds everything it names)."""
     sha1sums, sha256sums = (hash_file(kit.path / name)
                             for name in (kitdir.SHA1SUMS, kitdir.SHA256SUMS))
@@ -111,17 +111,15 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = ()) -> tuple[Asset, ...]:
         raise kitdir.KitDirInvalid(f"kit folder {kit.path}: {kitdir.BUILDINFO} changed while "
                                    f"it was read")
     return (
-        Asset(name=kit.asset, path=kit.tarball, size=kit.size, sha256=kit.sha256,
-              sha1=_listed(kit.sha1), content_type=TARBALL_TYPE),
-        *((Asset(name=kit.portable.asset, path=kit.portable.path, size=kit.portable.size,
-                 sha256=kit.portable.sha256, sha1=_listed(kit.portable.sha1),
-                 content_type=TARBALL_TYPE),) if kit.portable is not None else ()),
+        *(Asset(name=flavour.asset, path=flavour.path, size=flavour.size, sha256=flavour.sha256,
+                sha1=_listed(flavour.sha1), content_type=TARBALL_TYPE)
+          for flavour in kit.flavours),
         Asset(name=kitdir.BUILDINFO, path=kit.buildinfo_path, size=buildinfo.size,
               sha256=buildinfo.sha256, sha1=buildinfo.sha1, content_type=TEXT_TYPE),
         Asset(name=kitdir.SHA1SUMS, path=sha1sums.path, size=sha1sums.size,
               sha256=sha1sums.sha256, sha1=sha1sums.sha1, content_type=TEXT_TYPE),
         *tools,
-        Asset(name=SHA256SUMS, path=sha256sums.path, size=sha256sums.size,
+        Asset(name=kitdir.SHA256SUMS, path=sha256sums.path, size=sha256sums.size,
               sha256=sha256sums.sha256, sha1=sha256sums.sha1, content_type=TEXT_TYPE),
     )
 

@@ -17,8 +17,6 @@ from typing import Protocol
 
 from ninfer_kits.errors import CheckFailed
 
-SHA256SUMS = "SHA256SUMS"
-
 
 @dataclass(frozen=True, kw_only=True)
 class Asset:

@@ -39,10 +39,10 @@ from b2sdk.v2.exception import (
 )
 
 from ninfer_kits.errors import BadInput
+from ninfer_kits.kitdir import SHA256SUMS
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import B2Target
 from ninfer_kits.publish.store import (
-    SHA256SUMS,
     Asset,
     Found,
     Presence,

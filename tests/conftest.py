@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,13 @@ from tools import DATA, ROOT, git, missing, nvcc, run, tool
 # The docker builder's session fixtures (one engine client, two cold builds of the example kit)
 # live with the rest of the Docker set-up; named here so that every test file can use them.
 __all__ = ["cold_volumes", "docker_builds", "engine"]
+
+# A suite started in the background of a script (`cmd &`, where job control is off) inherits
+# SIGINT ignored, and an ignored signal stays ignored across exec: the builds that the tests stop
+# with Ctrl-C's signal would never see it. Take it back as a terminal has it (a signal with a
+# handler is reset to its default at exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 CUDA_ARCHS = [
     "-gencode", "arch=compute_86,code=sm_86",

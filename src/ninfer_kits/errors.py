@@ -11,7 +11,7 @@ terminated (SIGTERM: a cancelled CI job, `timeout`), which every command handles
 from __future__ import annotations
 
 import errno
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 if TYPE_CHECKING:  # every command imports this module: it loads no more than it must
     from pathlib import Path
@@ -121,3 +121,14 @@ class ConfigError(BadInput):
         super().__init__(f"{where}: {message}")
         self.where = where
         self.detail = message
+
+
+T = TypeVar("T")
+
+
+def need(value: T | None, name: str) -> T:
+    """A result an earlier stage of a job (build, publish) produced; None here means the job's
+    stage list is out of order: a bug, not bad input."""
+    if value is None:
+        raise RuntimeError(f"stage order: {name} is not available yet")
+    return value

@@ -22,14 +22,14 @@ from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from ninfer_kits import __version__, children, kitdir, nvidia_smi, resources
 from ninfer_kits.atomic import PackedFile, hash_file, write_file
 from ninfer_kits.buildinfo import BuildInfo, render, toolchain_field
 from ninfer_kits.checksums import write_sha1sums, write_sha256sums
 from ninfer_kits.children import ProbeTimeout, probe
-from ninfer_kits.errors import CheckFailed, EnvironmentFailure
+from ninfer_kits.errors import CheckFailed, EnvironmentFailure, need
 from ninfer_kits.inspector.floor import describe_device_code, render_table
 from ninfer_kits.inspector.inspection import Inspection, inspect_path
 from ninfer_kits.kitdir import KitDir
@@ -125,14 +125,6 @@ class Flavour:
 
 
 Stage = Callable[[BuildState, Reporter], BuildState]
-T = TypeVar("T")
-
-
-def need(value: T | None, name: str) -> T:
-    """A result an earlier stage produced; None here means the stage list is out of order."""
-    if value is None:
-        raise RuntimeError(f"stage order: {name} is not available yet")
-    return value
 
 
 def preflight(state: BuildState, reporter: Reporter) -> BuildState:

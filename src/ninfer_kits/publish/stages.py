@@ -18,11 +18,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from ninfer_kits import ledger
 from ninfer_kits.atomic import hash_file
-from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
+from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, need
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Matrix
@@ -86,11 +85,11 @@ class Outcome:
 
     @property
     def kit(self) -> KitDir:
-        return _need(self.read, "kit")
+        return need(self.read, "kit")
 
     @property
     def release(self) -> Release:
-        return _need(self.planned, "release")
+        return need(self.planned, "release")
 
     @property
     def changed(self) -> bool:
@@ -104,14 +103,6 @@ class Outcome:
 
 
 Stage = Callable[[Outcome, Reporter], Outcome]
-T = TypeVar("T")
-
-
-def _need(value: T | None, name: str) -> T:
-    """A result an earlier stage produced; None here means the stage list is out of order."""
-    if value is None:
-        raise RuntimeError(f"stage order: {name} is not available yet")
-    return value
 
 
 PUBLISHED, REPRODUCED, CONFLICT = "published", "reproduced", "conflict"
@@ -176,7 +167,7 @@ def inspect_stores(state: Outcome, reporter: Reporter) -> Outcome:
         if source is not None:
             reproduced, ours = True, release
             release = _held_release(source, found[request.stores.index(source)], release,
-                                    _need(state.scratch, "scratch"), reporter)
+                                    need(state.scratch, "scratch"), reporter)
             kept = tuple(asset.name for asset in ours.assets if asset not in release.assets)
             if kept:  # the source holds exactly `release` now; the others, anew
                 found = tuple(
@@ -205,7 +196,7 @@ def fill_store(state: Outcome, reporter: Reporter) -> Outcome:
 
 def record_ledger(state: Outcome, reporter: Reporter) -> Outcome:
     """releases/<tag>.toml, atomically, once every store holds the whole release."""
-    path = ledger.path_for(_need(state.request.ledger_dir, "ledger_dir"), state.kit.tag)
+    path = ledger.path_for(need(state.request.ledger_dir, "ledger_dir"), state.kit.tag)
     changed = write_ledger(path, state.kit, state.release, state.records, reporter)
     return dataclasses.replace(state, ledger=path, ledger_changed=changed)
 

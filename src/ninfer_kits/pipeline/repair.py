@@ -20,13 +20,13 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ninfer_kits.atomic import hash_file
+from ninfer_kits.children import ProbeTimeout, probe
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.inspector.elf import is_elf, read_elf
 from ninfer_kits.loader.facts import KIT_MOUNT, loader_setup
@@ -192,9 +192,8 @@ def find_patchelf() -> str:
 
 def _patchelf_version(patchelf: str) -> str:
     try:
-        done = subprocess.run([patchelf, "--version"], capture_output=True, text=True,
-                              timeout=PATCHELF_TIMEOUT, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
+        done = probe([patchelf, "--version"], timeout=PATCHELF_TIMEOUT)
+    except (OSError, ProbeTimeout) as error:
         raise EnvironmentFailure(f"{patchelf} --version failed: {error}") from None
     if done.returncode != 0:
         raise EnvironmentFailure(f"{patchelf} --version failed: {done.stderr.strip()[-500:]}")
@@ -332,10 +331,8 @@ def _patch_one(path: Path, patchelf: str, runpath: str) -> None:
         return  # nothing to find, or already so: an edit would change nothing
     mode = path.stat().st_mode & 0o7777
     try:
-        done = subprocess.run([patchelf, "--set-rpath", runpath, str(path)],
-                              capture_output=True, text=True, timeout=PATCHELF_TIMEOUT,
-                              check=False)
-    except subprocess.TimeoutExpired:
+        done = probe([patchelf, "--set-rpath", runpath, str(path)], timeout=PATCHELF_TIMEOUT)
+    except ProbeTimeout:
         raise EnvironmentFailure(f"patchelf did not finish on {path} in "
                                  f"{PATCHELF_TIMEOUT} s") from None
     if done.returncode != 0:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,20 +127,29 @@ from roots import proc_mounted, roots  # noqa: E402, F401
 
 
 @pytest.fixture(scope="session")
-def example_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example kit, built once per test session with the local builder: dist/<tag>/."""
-    import subprocess
-    import sys
-
-    from tools import ROOT, needs_libcurl_headers, tool
+def example_build(example_repo: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory
+                  ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The example kit, built once per test session with the local builder from example_repo
+    at -j2, two folders deep: (the build's process, its place, holding dist/ and cache/).
+    test_build compares it with a -j1 build in another folder; the others read its dist/."""
+    from tools import needs_libcurl_headers
 
     tool("ninja")
     needs_libcurl_headers()
-    place = tmp_path_factory.mktemp("example-dist")
+    place = tmp_path_factory.mktemp("example-build") / "deeper" / "b"
+    place.parent.mkdir(parents=True)
     done = subprocess.run([sys.executable, "-m", "ninfer_kits", "build", "example",
                            "--matrix", str(ROOT / "matrix.toml"), "--dist", str(place / "dist"),
-                           "--cache-dir", str(place / "cache")],
-                          capture_output=True, text=True, check=False)
+                           "--cache-dir", str(place / "cache"), "--source", str(example_repo[0]),
+                           "--jobs", "2"],
+                          capture_output=True, text=True, check=False, cwd=place.parent)
+    return done, place
+
+
+@pytest.fixture(scope="session")
+def example_dist(example_build: tuple[subprocess.CompletedProcess[str], Path]) -> Path:
+    """The example kit of example_build: dist/<tag>/."""
+    done, place = example_build
     assert done.returncode == 0, done.stderr[-3000:]
     return next((place / "dist").iterdir())
 

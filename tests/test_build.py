@@ -87,15 +87,17 @@ def build(place: Path, *args: str, env: dict[str, str] | None = None) -> Built:
 
 @pytest.fixture(scope="module")
 def two_builds(example_repo: tuple[Path, str],
+               example_build: tuple[subprocess.CompletedProcess[str], Path],
                tmp_path_factory: pytest.TempPathFactory) -> tuple[Built, Built]:
-    """The example kit built twice from empty caches, in different folders, -j1 and -j2."""
+    """The example kit built twice from empty caches, in different folders, -j1 and -j2 (the
+    second is the session's example_build, two folders deeper)."""
     tool("ninja")
     needs_libcurl_headers()
     repo, _ = example_repo
     first = build(tmp_path_factory.mktemp("first") / "a", "example", "--source", str(repo),
                   "--jobs", "1")
-    second = build(tmp_path_factory.mktemp("second-place") / "deeper" / "b", "example",
-                   "--source", str(repo), "--jobs", "2")
+    done, place = example_build
+    second = Built(done=done, dist=place / "dist", cache=place / "cache")
     for built in (first, second):
         assert built.done.returncode == 0, built.done.stderr[-4000:]
     return first, second

@@ -43,17 +43,21 @@ from ninfer_kits.matrix.names import (
     ARCH_FORMS,
     HEX_REVISION,
     asset_name_problem,
-    did_you_mean,
     git_ref_problem,
     is_valid_arch,
-    printable,
-    quote,
     relative_path_problem,
-    unknown_name,
     version_core,
 )
-from ninfer_kits.matrix.where import Locator, Source, Table
 from ninfer_kits.remote import cleartext_token_problem
+from ninfer_kits.tables import (
+    Locator,
+    Source,
+    Table,
+    did_you_mean,
+    printable,
+    quote,
+    unknown_name,
+)
 
 SCHEMA_VERSION: Final = 1
 MATRIX_ENV: Final = "NINFER_KITS_MATRIX"

@@ -333,12 +333,15 @@ def read_data_file(path: Path, what: str) -> Table:
 
 def parse(path: Path, text: str) -> Table:
     """TOML text read from `path`, as its root Table; ConfigError when it is not TOML."""
-    import tomllib  # not on the inspect path, which loads no data file
+    import tomllib  # not at start-up: only the commands that read a TOML file need it
 
     try:
         raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        found = re.search(r"\(at line ([0-9]+)", str(error))
-        raise ConfigError(Where(path, line=int(found.group(1)) if found else None),
-                          f"invalid TOML: {error}") from None
+    except ValueError as error:  # TOMLDecodeError, and int() refusing a huge number
+        message = str(error)
+        found = re.search(r"\(at line ([0-9]+), column [0-9]+\)", message)
+        line = int(found.group(1)) if found else None
+        if line is None and "end of document" in message:
+            line = len(text.rstrip("\n").split("\n"))
+        raise ConfigError(Where(path, line=line), f"invalid TOML: {printable(message)}") from None
     return Table(Source(path, Locator(text)), (), raw)

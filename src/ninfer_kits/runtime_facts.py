@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ninfer_kits import versions
 from ninfer_kits.resources import data_file
-from ninfer_kits.tables import Table, read_data_file
+
+if TYPE_CHECKING:
+    from ninfer_kits.tables import Table
 
 VERSION_KEY = re.compile(r"^\d+(\.\d+)*$")
 GCC_RELEASE = re.compile(r"^GCC (?P<release>\d+\.\d+(\.\d+)?)$")  # "GCC 13.2", "GCC 4.8.3"
@@ -53,6 +55,10 @@ FACTS_FILE = "runtime_facts.toml"
 
 @functools.cache
 def runtime_facts() -> RuntimeFacts:
+    # Imported here: `inspect` imports this module at start-up, and reads the file only when
+    # it judges a floor.
+    from ninfer_kits.tables import read_data_file
+
     return _validate(read_data_file(data_file(FACTS_FILE), "the runtime facts file"))
 
 

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from ninfer_kits import buildinfo
+from ninfer_kits.errors import ConfigError
 from ninfer_kits.inspector.elf import ElfInfo
 from ninfer_kits.inspector.fatbin import FatbinEntry
 from ninfer_kits.inspector.floor import kit_floor
 from ninfer_kits.runtime_facts import _validate, runtime_facts
+from ninfer_kits.tables import Locator, Source, Table
 
 # Rows of the libstdc++ manual's "Symbol versioning on the libstdc++.so binary" list
 # (ABI Policy and Guidelines): "GCC 4.8.3: GLIBCXX_3.4.19, CXXABI_1.3.7", "GCC 13.1.0:
@@ -50,9 +52,10 @@ def test_advice_names_the_point_release() -> None:
     assert facts.gcc_advice("GLIBCXX", (3, 4, 99)).startswith("a libstdc++ newer than")
 
 
-def _raw(**tables: dict[str, str]) -> dict[str, object]:
-    return {"schema": 1, "glibcxx": {"3.4.31": "GCC 13.1", "3.4.32": "GCC 13.2"},
-            "cxxabi": {"1.3.14": "GCC 13.1"}, "families": {}, "glibc_sonames": [], **tables}
+def _raw(**tables: dict[str, str]) -> Table:
+    raw = {"schema": 1, "glibcxx": {"3.4.31": "GCC 13.1", "3.4.32": "GCC 13.2"},
+           "cxxabi": {"1.3.14": "GCC 13.1"}, "families": {}, "glibc_sonames": [], **tables}
+    return Table(Source(Path("runtime_facts.toml"), Locator("")), (), raw)
 
 
 def test_validation_accepts_the_shipped_form() -> None:
@@ -65,7 +68,7 @@ def test_validation_accepts_the_shipped_form() -> None:
     {"3.4.31": "GCC 13.2", "3.4.32": "GCC 13.1"},  # a newer version in an older release
 ])
 def test_validation_rejects_bad_rows(glibcxx: dict[str, str]) -> None:
-    with pytest.raises(ValueError, match=r"\[glibcxx\]"):
+    with pytest.raises(ConfigError, match=r"\[glibcxx\]"):
         _validate(_raw(glibcxx=glibcxx))
 
 
@@ -173,9 +176,9 @@ def test_glibc_abi_markers_are_validated() -> None:
     good = {"glibc": "2.36", "meaning": "m", "source": "s"}
     assert _validate(_raw(glibc_abi={"GLIBC_ABI_X": good})).glibc_abi[0].name == "GLIBC_ABI_X"
     for bad in ({**good, "glibc": "two"}, {**good, "source": ""}, {"glibc": "2.36"}):
-        with pytest.raises(ValueError, match=r"\[glibc_abi\.GLIBC_ABI_X\]"):
+        with pytest.raises(ConfigError, match=r"\[glibc_abi\.GLIBC_ABI_X\]"):
             _validate(_raw(glibc_abi={"GLIBC_ABI_X": bad}))
-    with pytest.raises(ValueError, match="GLIBC_ABI_ name"):
+    with pytest.raises(ConfigError, match="GLIBC_ABI_ name"):
         _validate(_raw(glibc_abi={"GLIBC_2.36": good}))
 
 

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits.errors import EnvironmentFailure
+from ninfer_kits.errors import ConfigError, EnvironmentFailure
 from ninfer_kits.log import Reporter
 from ninfer_kits.pipeline import hostdeps
 from ninfer_kits.pipeline.hostdeps import (
     NO_INSTALL_ENV,
-    CatalogError,
     MissingBuildDependencies,
     ensure_build_dependencies,
     load_catalog,
@@ -113,7 +112,7 @@ def test_a_broken_data_file_says_where(tmp_path: Path, change: tuple[str, str],
     assert change[0] in text
     broken = tmp_path / "build_deps.toml"
     broken.write_text(text.replace(change[0], change[1], 1))
-    with pytest.raises(CatalogError) as caught:
+    with pytest.raises(ConfigError) as caught:
         load_catalog(broken)
     assert message in str(caught.value) and str(broken) in str(caught.value)
 

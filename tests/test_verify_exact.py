@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from ninfer_kits.errors import ConfigError
 from ninfer_kits.inspector.elf import read_elf
 from ninfer_kits.inspector.floor import kit_floor
 from ninfer_kits.loader.facts import glibc_platform, platform_of
 from ninfer_kits.loader.rootfs import RootFS
+from ninfer_kits.tables import parse
 from ninfer_kits.verify import fixes
 from ninfer_kits.verify.check import verify
 from ninfer_kits.verify.distros import shipped_distros
@@ -509,17 +511,15 @@ def test_an_unknown_distribution_is_said_to_be_unknown() -> None:
 def test_the_package_data_is_validated(tmp_path: Path) -> None:
     good = fixes.DATA_FILE.read_text()
     ids = {d.id for d in shipped_distros().distros}
-    import tomllib
-
-    fixes._validate(tomllib.loads(good), "x", ids)
+    fixes._validate(parse(Path("x"), good), ids)
     bad_id = good.replace("debian-13 = \"zlib1g\"", "debian-14 = \"zlib1g\"")
-    with pytest.raises(ValueError, match=r"debian-14.*not a distribution of distros\.toml"):
-        fixes._validate(tomllib.loads(bad_id), "x", ids)
+    with pytest.raises(ConfigError, match=r"debian-14.*not a distribution of distros\.toml"):
+        fixes._validate(parse(Path("x"), bad_id), ids)
     bad_name = good.replace("arch = \"zlib\"", "arch = \"Zlib Package\"")
-    with pytest.raises(ValueError, match="is not a package name"):
-        fixes._validate(tomllib.loads(bad_name), "x", ids)
-    with pytest.raises(ValueError, match="unsupported schema"):
-        fixes._validate(tomllib.loads(good.replace("schema = 2", "schema = 1")), "x", ids)
+    with pytest.raises(ConfigError, match="is not a package name"):
+        fixes._validate(parse(Path("x"), bad_name), ids)
+    with pytest.raises(ConfigError, match="unsupported schema"):
+        fixes._validate(parse(Path("x"), good.replace("schema = 2", "schema = 1")), ids)
 
 
 @pytest.mark.slow

@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from ninfer_kits.errors import ConfigError
 from ninfer_kits.inspector.elf import read_elf
+from ninfer_kits.tables import Locator, Source, Table, read_data_file
 from ninfer_kits.verify import cuda_drivers as drivers
 from ninfer_kits.verify import gpu_host
 from ninfer_kits.verify.cuda_drivers import cuda_drivers
@@ -565,10 +567,11 @@ def test_shipped_driver_table() -> None:
     assert table.cuda_of("440.33") == (None, False)
 
 
-def _raw(*releases: dict[str, str], **extra: Any) -> dict[str, Any]:
-    return {"schema": 1, "majors": {"13": {"driver": "580"}, "12": {"driver": "525"}},
-            "releases": list(releases) or [{"cuda": "13.0", "release": "GA",
-                                            "driver": "580.65.06"}], **extra}
+def _raw(*releases: dict[str, str], **extra: Any) -> Table:
+    raw = {"schema": 1, "majors": {"13": {"driver": "580"}, "12": {"driver": "525"}},
+           "releases": list(releases) or [{"cuda": "13.0", "release": "GA",
+                                           "driver": "580.65.06"}], **extra}
+    return Table(Source(Path("cuda_drivers.toml"), Locator("")), (), raw)
 
 
 @pytest.mark.parametrize(("raw", "message"), [
@@ -592,9 +595,25 @@ def _raw(*releases: dict[str, str], **extra: Any) -> dict[str, Any]:
      "CUDA 13.0 GA needs 590.44.01, more than the later CUDA 13.1 GA"),
     (_raw(releases=[]), "no \\[\\[releases\\]\\]"),
 ])
-def test_driver_table_is_validated(raw: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        drivers._validate(raw, "cuda_drivers.toml")
+def test_driver_table_is_validated(raw: Table, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        drivers._validate(raw)
+
+
+def test_a_data_file_error_names_the_line_also_in_an_array_of_tables(tmp_path: Path) -> None:
+    """[[releases]] item N is the table releases.N, found at its line; a number too large for
+    int() is invalid TOML at its line, as in the matrix, not a crash."""
+    path = tmp_path / "cuda_drivers.toml"
+    path.write_text('schema = 1\n[majors.13]\ndriver = "580"\n\n[[releases]]\ncuda = "13.1"\n'
+                    'release = "GA"\ndriver = "590.44.01"\n\n[[releases]]\ncuda = "13"\n'
+                    'release = "GA"\ndriver = "580.65.06"\n')
+    with pytest.raises(ConfigError, match=r"cuda must be MAJOR\.MINOR") as caught:
+        drivers._validate(read_data_file(path, "the CUDA driver facts file"))
+    assert caught.value.where.table == "releases.2" and caught.value.where.line == 11
+    path.write_text("schema = 1\nmajors = " + "9" * 5000 + "\n")
+    with pytest.raises(ConfigError, match="invalid TOML") as caught:
+        read_data_file(path, "the CUDA driver facts file")
+    assert str(path) in str(caught.value)  # before, a ValueError and a traceback
 
 
 def test_recorded_files_are_what_the_host_printed() -> None:

@@ -3,10 +3,10 @@ recipe and the Dockerfiles.
 
 The data files (`ninfer_kits/data/*.toml`, `*.json`: distributions, drivers, loaders, runtime
 libraries, packages, the portable policy, build dependencies, the JSON schemas) are package data
-in every installation, a checkout, a wheel and the unpacked .pyz alike. They are read one way:
-`data_file(NAME)` for the path, `load_data(NAME)` for what TOML or JSON makes of it; each facts
-module checks that against its own schema (`_validate(raw, ...)`, a ValueError naming the file)
-and caches what it builds, so a file is parsed once per run.
+in every installation, a checkout, a wheel and the unpacked .pyz alike. A TOML file is read one
+way: `tables.read_data_file(data_file(NAME), ...)`, whose Table each facts module checks against
+its own rules (a ConfigError naming file, line, table and key) before it caches what it builds,
+so a file is parsed once per run. The JSON schemas are for the tests and for users.
 
 The recipe and the Dockerfiles are kept at the top of the repository (build/recipe.py,
 dockerfiles/), where maintainers edit them and the docs point, and setup.py copies them into
@@ -26,7 +26,7 @@ these files calls `recipe_path()`, `dockerfiles_dir()` or `shipped_dockerfile(NA
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from ninfer_kits.errors import BadInput
 
@@ -41,20 +41,6 @@ DOCKERFILE_SUFFIX: Final = ".Dockerfile"
 def data_file(name: str) -> Path:
     """The shipped data file of that name (`distros.toml`): an absolute path."""
     return DATA / name
-
-
-def load_data(name: str) -> dict[str, Any]:
-    """The shipped data file of that name, parsed by its suffix (.toml or .json): a new object
-    each call, which the caller validates and may change."""
-    text = data_file(name).read_text(encoding="utf-8")
-    if name.endswith(".json"):
-        import json
-
-        parsed: dict[str, Any] = json.loads(text)
-        return parsed
-    import tomllib  # only for the commands that read a data file
-
-    return tomllib.loads(text)
 
 
 def checkout_root() -> Path | None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ninfer_kits import versions
-from ninfer_kits.resources import load_data
+from ninfer_kits.resources import data_file
+
+if TYPE_CHECKING:
+    from ninfer_kits.tables import Table
 
 VERSION_KEY = re.compile(r"^\d+(\.\d+)*$")
 GCC_RELEASE = re.compile(r"^GCC (?P<release>\d+\.\d+(\.\d+)?)$")  # "GCC 13.2", "GCC 4.8.3"
@@ -52,50 +55,51 @@ FACTS_FILE = "runtime_facts.toml"
 
 @functools.cache
 def runtime_facts() -> RuntimeFacts:
-    return _validate(load_data(FACTS_FILE))
+    # Imported here: `inspect` imports this module at start-up, and reads the file only when
+    # it judges a floor.
+    from ninfer_kits.tables import read_data_file
+
+    return _validate(read_data_file(data_file(FACTS_FILE), "the runtime facts file"))
 
 
-def _validate(raw: dict[str, Any]) -> RuntimeFacts:
-    if raw.get("schema") != 1:
-        raise ValueError("runtime_facts.toml: unsupported schema")
+def _validate(root: Table) -> RuntimeFacts:
+    root.check_keys(("schema", "glibcxx", "cxxabi", "families", "glibc_sonames"), ("glibc_abi",))
+    if root.integer("schema") != 1:
+        raise root.error("schema", "unsupported schema")
+    families = root.table("families")
     return RuntimeFacts(
-        glibcxx=_version_table(raw, "glibcxx"),
-        cxxabi=_version_table(raw, "cxxabi"),
-        families=tuple((name, tuple(members)) for name, members in raw["families"].items()),
-        glibc_sonames=frozenset(raw["glibc_sonames"]),
-        glibc_abi=_glibc_abi(raw.get("glibc_abi", {})),
+        glibcxx=_version_table(root.table("glibcxx")),
+        cxxabi=_version_table(root.table("cxxabi")),
+        families=tuple((name, families.strings(name)) for name in families.data),
+        glibc_sonames=frozenset(root.strings("glibc_sonames")),
+        glibc_abi=_glibc_abi(root.table("glibc_abi", optional=True)),
     )
 
 
-def _glibc_abi(table: dict[str, Any]) -> tuple[GlibcAbiMarker, ...]:
+def _glibc_abi(table: Table) -> tuple[GlibcAbiMarker, ...]:
     markers = []
-    for name, row in table.items():
-        fields = row if isinstance(row, dict) else {}
-        glibc, meaning, source = (fields.get(key) for key in ("glibc", "meaning", "source"))
-        if not (name.startswith("GLIBC_ABI_") and isinstance(glibc, str)
-                and VERSION_KEY.match(glibc) and isinstance(meaning, str) and meaning
-                and isinstance(source, str) and source):
-            raise ValueError(f"runtime_facts.toml: [glibc_abi.{name}] needs a GLIBC_ABI_ name "
-                             f"and glibc (a dotted version), meaning and source (texts)")
-        markers.append(GlibcAbiMarker(name, versions.parse(glibc), meaning, source))
+    for name in table.data:
+        if not name.startswith("GLIBC_ABI_"):
+            raise table.error(name, "needs a GLIBC_ABI_ name (a loader feature's marker)")
+        row = table.table(name)
+        row.check_keys(("glibc", "meaning", "source"))
+        markers.append(GlibcAbiMarker(name, versions.parse(row.text("glibc", VERSION_KEY)),
+                                      row.text("meaning"), row.text("source")))
     return tuple(markers)
 
 
-def _version_table(raw: dict[str, Any], name: str) -> tuple[tuple[tuple[int, ...], str], ...]:
-    table = raw[name]
-    bad = [key for key, value in table.items() if not VERSION_KEY.match(key)
-           or not isinstance(value, str) or not GCC_RELEASE.match(value)]
-    if bad:
-        raise ValueError(f"runtime_facts.toml: [{name}] has invalid entries {bad}")
-    rows = tuple(sorted((versions.parse(key), value) for key, value in table.items()))
+def _version_table(table: Table) -> tuple[tuple[tuple[int, ...], str], ...]:
+    for key in table.data:
+        if not VERSION_KEY.match(key):
+            raise table.error(key, f"{key!r} is not a dotted version")
+    rows = tuple(sorted((versions.parse(key), table.text(key, GCC_RELEASE)) for key in table.data))
     releases = [_gcc_release(value) for _, value in rows]
     backwards = [rows[i + 1][1] for i in range(len(rows) - 1) if releases[i + 1] < releases[i]]
     if backwards:  # a newer symbol version cannot first appear in an older GCC release
-        raise ValueError(f"runtime_facts.toml: [{name}] goes back in GCC releases at {backwards}")
+        raise table.error("", f"goes back in GCC releases at {backwards}")
     return rows
 
 
 def _gcc_release(value: str) -> tuple[int, ...]:
     match = GCC_RELEASE.match(value)
     return versions.parse(match["release"]) if match else ()
-

@@ -66,7 +66,7 @@ def locate_named(args: argparse.Namespace, ctx: Context, client: Client | None) 
 
 
 def _nearest_kit(name: str, ctx: Context) -> str:
-    from ninfer_kits.matrix import did_you_mean
+    from ninfer_kits.tables import did_you_mean
 
     if ctx.matrix is None or name in ctx.matrix.kits:
         return ""

@@ -9,12 +9,12 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ninfer_kits.loader.ldcache import CacheEntry, CacheError, parse
 from ninfer_kits.loader.resolve import LoaderSetup, glibc_release
 from ninfer_kits.loader.rootfs import RootFS
-from ninfer_kits.resources import load_data
+from ninfer_kits.resources import data_file
+from ninfer_kits.tables import Table, read_data_file
 
 FOLDER = re.compile(r"^/[^\0]*$")
 
@@ -37,25 +37,28 @@ class OsRelease:
 
 @functools.cache
 def loader_families() -> tuple[LoaderFamily, ...]:
-    return _validate(load_data("loader_facts.toml"), "loader_facts.toml")
+    return _validate(read_data_file(data_file("loader_facts.toml"), "the loader facts file"))
 
 
-def _validate(raw: dict[str, Any], name: str) -> tuple[LoaderFamily, ...]:
-    if raw.get("schema") != 1:
-        raise ValueError(f"{name}: unsupported schema {raw.get('schema')!r}")
+def _validate(root: Table) -> tuple[LoaderFamily, ...]:
+    root.check_keys(("schema", "families"))
+    schema = root.integer("schema")
+    if schema != 1:
+        raise root.error("schema", f"unsupported schema {schema!r}")
+    section = root.table("families")
     families = []
-    for family, table in raw.get("families", {}).items():
-        dirs, lib, ids = table.get("system_dirs"), table.get("lib"), table.get("ids")
-        if not (isinstance(dirs, list) and dirs and all(isinstance(d, str) and FOLDER.match(d)
-                                                       for d in dirs)):
-            raise ValueError(f"{name}: [families.{family}] system_dirs must be absolute folders")
-        if not (isinstance(lib, str) and lib and not lib.startswith("/")):
-            raise ValueError(f"{name}: [families.{family}] lib must be a relative folder")
-        if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
-            raise ValueError(f"{name}: [families.{family}] ids must be a list of os-release IDs")
-        families.append(LoaderFamily(family, tuple(ids), tuple(dirs), lib))
+    for family in section.data:
+        table = section.table(family)
+        table.check_keys(("ids", "system_dirs", "lib"))
+        dirs = table.texts("system_dirs")
+        if not all(FOLDER.match(d) for d in dirs):
+            raise table.error("system_dirs", "system_dirs must be absolute folders")
+        lib = table.text("lib")
+        if lib.startswith("/"):
+            raise table.error("lib", "lib must be a relative folder")
+        families.append(LoaderFamily(family, table.strings("ids"), dirs, lib))
     if not any(family.name == "generic" for family in families):
-        raise ValueError(f"{name}: a [families.generic] fallback is required")
+        raise section.error("generic", "a [families.generic] fallback is required")
     return tuple(families)
 
 

@@ -47,11 +47,9 @@ from ninfer_kits.matrix.names import (
     arch_id,
     asset_name_problem,
     cmake_arch,
-    did_you_mean,
     git_ref_problem,
     is_valid_arch,
     relative_path_problem,
-    unknown_name,
     version_core,
 )
 
@@ -82,7 +80,6 @@ __all__ = [
     "b2_prefix_problem",
     "cmake_arch",
     "default_matrix_path",
-    "did_you_mean",
     "git_ref_problem",
     "github_api_problem",
     "is_valid_arch",
@@ -92,6 +89,5 @@ __all__ = [
     "resolve_dockerfile",
     "shared_tag",
     "template_placeholders",
-    "unknown_name",
     "version_core",
 ]

@@ -25,8 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ninfer_kits.matrix.model import Kit, template_placeholders
-from ninfer_kits.matrix.names import quote
-from ninfer_kits.matrix.where import Table
+from ninfer_kits.tables import Table, quote
 
 _HEX = frozenset("0123456789abcdef")
 _DIGITS = frozenset(string.digits)

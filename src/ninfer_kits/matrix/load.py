@@ -10,12 +10,11 @@ import argparse
 import dataclasses
 import os
 import re
-import tomllib
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from ninfer_kits import resources
 from ninfer_kits.errors import BadInput, ConfigError, Where
@@ -43,17 +42,20 @@ from ninfer_kits.matrix.names import (
     ARCH_FORMS,
     HEX_REVISION,
     asset_name_problem,
-    did_you_mean,
     git_ref_problem,
     is_valid_arch,
-    printable,
-    quote,
     relative_path_problem,
-    unknown_name,
     version_core,
 )
-from ninfer_kits.matrix.where import Locator, Source, Table
 from ninfer_kits.remote import cleartext_token_problem
+from ninfer_kits.tables import (
+    Table,
+    did_you_mean,
+    parse,
+    printable,
+    quote,
+    unknown_name,
+)
 
 SCHEMA_VERSION: Final = 1
 MATRIX_ENV: Final = "NINFER_KITS_MATRIX"
@@ -104,9 +106,7 @@ def add_matrix_argument(parser: argparse.ArgumentParser) -> None:
 def load_matrix(path: str | os.PathLike[str] | None = None) -> Matrix:
     """Read and check a matrix file; ConfigError says where it is wrong, BadInput if unreadable."""
     path = default_matrix_path() if path is None else Path(path)
-    text = _read_text(path)
-    source = Source(path, Locator(text))
-    return _build(Table(source, (), _parse_toml(path, text)))
+    return _build(parse(path, _read_text(path)))
 
 
 def _read_text(path: Path) -> str:
@@ -124,22 +124,6 @@ def _read_text(path: Path) -> str:
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         raise ConfigError(Where(path, line=line), "not valid UTF-8 text") from None
-
-
-_TOML_AT_LINE = re.compile(r"\(at line ([0-9]+), column [0-9]+\)")
-
-
-def _parse_toml(path: Path, text: str) -> dict[str, Any]:
-    try:
-        document: dict[str, Any] = tomllib.loads(text)
-    except ValueError as error:  # TOMLDecodeError, and int() refusing a huge number
-        message = str(error)
-        match = _TOML_AT_LINE.search(message)
-        line = int(match.group(1)) if match else None
-        if line is None and "end of document" in message:
-            line = len(text.rstrip("\n").split("\n"))
-        raise ConfigError(Where(path, line=line), f"invalid TOML: {printable(message)}") from None
-    return document
 
 
 def _build(root: Table) -> Matrix:

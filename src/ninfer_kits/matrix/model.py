@@ -15,10 +15,9 @@ from ninfer_kits.matrix.names import (
     HEX_REVISION,
     arch_id,
     cmake_arch,
-    quote,
-    unknown_name,
     version_core,
 )
+from ninfer_kits.tables import quote, unknown_name
 
 PLACEHOLDERS: Final = (
     "kit", "upstream", "arch", "arch_id", "cmake_arch",

@@ -6,11 +6,11 @@ tree); nothing here reads a file.
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Iterable, Sequence
 from pathlib import PurePosixPath
 from typing import Final
+
+from ninfer_kits.tables import quote
 
 ARCH_FORMS: Final = "sm_NN, sm_NNN, sm_NNa, sm_NNf, e.g. sm_86, sm_120a"
 
@@ -39,32 +39,6 @@ def version_core(version: str) -> str | None:
     """The leading dotted number of a version: `0.6.1-rtx3090` → `0.6.1`; None if there is none."""
     match = _VERSION_CORE.match(version)
     return match.group(0) if match else None
-
-
-def did_you_mean(word: str, choices: Iterable[str], *, n: int = 1, form: str = "'{}'") -> str:
-    """A '; did you mean ...?' suffix naming up to n close choices, or '' when none is close."""
-    options = [form.format(c) for c in difflib.get_close_matches(word, list(choices), n=n)]
-    if not options:
-        return ""
-    listed = options[0] if len(options) == 1 else ", ".join(options[:-1]) + " or " + options[-1]
-    return f"; did you mean {listed}?"
-
-
-def unknown_name(kind: str, word: str, known: Sequence[str]) -> str:
-    """`unknown kit 'x'; did you mean 'y'?`, or the known names when nothing is close."""
-    hint = did_you_mean(word, known)
-    if not hint:
-        hint = f" (known: {', '.join(known)})" if known else ""
-    return f"unknown {kind} {quote(word)}{hint}"
-
-
-def printable(text: str) -> str:
-    # Messages are printed as one line; a control character from the file must not break that.
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
-
-
-def quote(text: str) -> str:
-    return f"'{printable(text)}'"
 
 
 def relative_path_problem(path: str) -> str | None:

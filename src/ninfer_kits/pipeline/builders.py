@@ -24,9 +24,10 @@ from ninfer_kits import children, resources
 from ninfer_kits.children import probe
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.log import Reporter
-from ninfer_kits.matrix import CudaVersion, Kit, did_you_mean
+from ninfer_kits.matrix import CudaVersion, Kit
 from ninfer_kits.pipeline.hostdeps import ensure_build_dependencies
 from ninfer_kits.pipeline.recipe_report import RecipeReport, read_recipe_report
+from ninfer_kits.tables import did_you_mean
 
 # Part of the tool, never taken from beside the matrix: the repository's build/recipe.py in a
 # checkout, the copy bundled into the package when installed (see ninfer_kits.resources).

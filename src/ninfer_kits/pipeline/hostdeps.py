@@ -26,15 +26,15 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from ninfer_kits.errors import EnvironmentFailure
 from ninfer_kits.log import Reporter
 from ninfer_kits.resources import data_file
+from ninfer_kits.tables import Table, quote, read_data_file, table_name, unknown_name
 
 DATA: Final = data_file("build_deps.toml")
 OS_RELEASE: Final = (Path("/etc/os-release"), Path("/usr/lib/os-release"))
@@ -53,10 +53,6 @@ _WORD = re.compile(r"-{0,2}[A-Za-z0-9][A-Za-z0-9+._=-]*")  # a word of the insta
 class MissingBuildDependencies(EnvironmentFailure):
     """Something the build needs is not on this machine: the environment's failure, not the
     user's input (exit status 3); the message names all of it and gives one install line."""
-
-
-class CatalogError(ValueError):
-    """build_deps.toml is malformed; the message names the file, the table and the key."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,30 +105,23 @@ class Catalog:
 
 
 def load_catalog(path: Path = DATA) -> Catalog:
-    """Read and check build_deps.toml; CatalogError says what is wrong and where."""
-    try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise CatalogError(f"{path}: {error}") from None
-
-    def fail(where: str, message: str) -> CatalogError:
-        return CatalogError(f"{path}: [{where}] {message}")
-
-    _keys(document, "", {"schema", "deps", "families"}, fail)
-    if document["schema"] != 1:
-        raise fail("", f"unsupported schema {document['schema']!r}")
-    deps = tuple(_dependency(name, table, fail)
-                 for name, table in _tables(document, "deps", fail))
-    families = tuple(_family(name, table, deps, fail)
-                     for name, table in _tables(document, "families", fail))
+    """Read and check build_deps.toml; ConfigError names file, line, table and key."""
+    root = read_data_file(path, "the build dependencies file")
+    root.check_keys(("schema", "deps", "families"))
+    schema = root.integer("schema")
+    if schema != 1:
+        raise root.error("schema", f"unsupported schema {schema!r}")
+    deps = tuple(_dependency(table) for table in _tables(root, "deps"))
+    families: list[Family] = []
     seen: dict[str, str] = {}
-    for family in families:
+    for table in _tables(root, "families"):
+        family = _family(table, deps)
         for distro in family.ids:
             if distro in seen:
-                raise fail(f"families.{family.name}", f"ID {distro!r} is already in family "
-                                                      f"{seen[distro]!r}")
+                raise table.error("ids", f"ID {distro!r} is already in family {seen[distro]!r}")
             seen[distro] = family.name
-    return Catalog(deps, families)
+        families.append(family)
+    return Catalog(deps, tuple(families))
 
 
 @functools.cache
@@ -140,74 +129,53 @@ def catalog() -> Catalog:
     return load_catalog()
 
 
-def _keys(table: Mapping[str, Any], where: str, allowed: set[str], fail: Any,
-          required: set[str] | None = None) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise fail(where, f"unknown key {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
-    absent = sorted((allowed if required is None else required) - set(table))
-    if absent:
-        raise fail(where, f"missing key {absent[0]!r}")
-
-
-def _tables(document: Mapping[str, Any], key: str, fail: Any
-            ) -> Iterable[tuple[str, Mapping[str, Any]]]:
-    section = document[key]
-    if not isinstance(section, dict) or not section:
-        raise fail(key, "must be a table of tables, not empty")
-    for name, table in section.items():
-        if not isinstance(table, dict):
-            raise fail(f"{key}.{name}", "must be a table")
+def _tables(root: Table, key: str) -> list[Table]:
+    section = root.table(key)
+    if not section.data:
+        raise root.error(key, "must be a table of tables, not empty")
+    for name in section.data:
         if not _NAME.fullmatch(name):
-            raise fail(f"{key}.{name}", f"invalid name {name!r}")
-        yield name, table
+            raise section.error(name, f"invalid name {name!r}")
+    return [section.table(name) for name in section.data]
 
 
-def _text(table: Mapping[str, Any], key: str, where: str, fail: Any) -> str:
-    value = table[key]
-    if not isinstance(value, str) or not value.strip():
-        raise fail(where, f"{key!r} must be a non-empty string")
-    return value
-
-
-def _dependency(name: str, table: Mapping[str, Any], fail: Any) -> Dependency:
-    where = f"deps.{name}"
-    found_by = {"command"} if "command" in table else {"pkg_config", "header"}
-    _keys(table, where, {"what", "for"} | found_by, fail)
-    purpose = _text(table, "for", where, fail)
+def _dependency(table: Table) -> Dependency:
+    found_by = ("command",) if "command" in table.data else ("pkg_config", "header")
+    table.check_keys(("what", "for", *found_by))
+    purpose = table.text("for")
     if purpose not in PURPOSES:
-        raise fail(where, f"'for' must be one of {', '.join(PURPOSES)}, not {purpose!r}")
-    values = {key: _text(table, key, where, fail) for key in found_by}
-    return Dependency(name=name, what=_text(table, "what", where, fail), purpose=purpose,
+        raise table.error("for", f"'for' must be one of {', '.join(PURPOSES)}, not {purpose!r}")
+    values = {key: table.text(key) for key in found_by}
+    return Dependency(name=table.id, what=table.text("what"), purpose=purpose,
                       command=values.get("command"), pkg_config=values.get("pkg_config"),
                       header=values.get("header"))
 
 
-def _family(name: str, table: Mapping[str, Any], deps: Sequence[Dependency], fail: Any
-            ) -> Family:
-    where = f"families.{name}"
-    _keys(table, where, {"ids", "install", "packages", "automatic", "note"}, fail,
-          required={"ids", "install", "packages"})
-    ids, install = table["ids"], table["install"]
+def _family(table: Table, deps: Sequence[Dependency]) -> Family:
+    table.check_keys(("ids", "install", "packages"), ("automatic", "note"))
+    ids, install = table.texts("ids"), table.texts("install")
     for key, value, form in (("ids", ids, _NAME), ("install", install, _WORD)):
-        if not isinstance(value, list) or not value or not all(
-                isinstance(item, str) and form.fullmatch(item) for item in value):
-            raise fail(where, f"{key!r} must be a non-empty array of plain words")
-    automatic = table.get("automatic", False)
-    if automatic is not False and (automatic is not True or install[0] != "apt-get"):
-        raise fail(where, "'automatic' is only for apt-get (the install this tool runs itself)")
-    packages = table["packages"]
-    if not isinstance(packages, dict):
-        raise fail(f"{where}.packages", "must be a table")
-    _keys(packages, f"{where}.packages", {dep.name for dep in deps}, fail)
-    for dep, package in packages.items():
-        if not isinstance(package, str) or not _PACKAGE.fullmatch(package):
-            raise fail(f"{where}.packages", f"invalid package name {package!r} for {dep!r}")
-    note = table.get("note", "")
-    if not isinstance(note, str):
-        raise fail(where, "'note' must be a string")
-    return Family(name=name, ids=tuple(ids), install=tuple(install), packages=dict(packages),
-                  automatic=bool(automatic), note=note)
+        if not all(form.fullmatch(item) for item in value):
+            raise table.error(key, f"{key!r} must be a non-empty array of plain words")
+    automatic = table.flag("automatic")
+    if automatic and install[0] != "apt-get":
+        raise table.error("automatic", "'automatic' is only for apt-get (the install this tool "
+                                       "runs itself)")
+    packages = table.table("packages")
+    names = [dep.name for dep in deps]
+    for dep in packages.data:
+        if dep not in names:
+            raise packages.error(dep, unknown_name("key", dep, names))
+    absent = sorted(set(names) - set(packages.data))
+    if absent:
+        raise table.error("packages", f"[{table_name(packages.parts)}] missing key "
+                                      f"{quote(absent[0])}")
+    for dep, package in table.text_pairs("packages"):
+        if not _PACKAGE.fullmatch(package):
+            raise packages.error(dep, f"invalid package name {package!r} for {dep!r}")
+    return Family(name=table.id, ids=ids, install=install,
+                  packages=dict(table.text_pairs("packages")), automatic=automatic,
+                  note=table.text("note", empty=True) if "note" in table.data else "")
 
 
 # --------------------------------------------------------------------------- this machine

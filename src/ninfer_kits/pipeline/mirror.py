@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Final
 
 from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
-from ninfer_kits.matrix import Upstream, did_you_mean
+from ninfer_kits.matrix import Upstream
 from ninfer_kits.pipeline import git
+from ninfer_kits.tables import did_you_mean
 
 Log = Callable[[str], None]
 

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits.matrix.where import Table, read_data_file
 from ninfer_kits.resources import data_file
+from ninfer_kits.tables import Table, read_data_file
 
 SCHEMA = 1
 DATA_FILE = data_file("portable_policy.toml")

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from ninfer_kits import versions
-from ninfer_kits.resources import load_data
+from ninfer_kits.resources import data_file
+from ninfer_kits.tables import Table, read_data_file
 from ninfer_kits.versions import CUDA_VERSION, DRIVER_VERSION
 
 RELEASE_NAME: Final = re.compile(r"^(?:GA|Update [1-9]\d*)$")
@@ -53,54 +53,58 @@ class CudaDrivers:
 
 @functools.cache
 def cuda_drivers() -> CudaDrivers:
-    return _validate(load_data("cuda_drivers.toml"), "cuda_drivers.toml")
+    return _validate(read_data_file(data_file("cuda_drivers.toml"), "the CUDA driver facts file"))
 
 
-def _validate(raw: Mapping[str, Any], name: str) -> CudaDrivers:
-    if raw.get("schema") != 1:
-        raise ValueError(f"{name}: unsupported schema {raw.get('schema')!r}")
-    majors_raw = raw.get("majors")
-    if not isinstance(majors_raw, dict) or not majors_raw:
-        raise ValueError(f"{name}: [majors.N] tables are required")
+def _validate(root: Table) -> CudaDrivers:
+    root.check_keys(("schema", "majors"), ("releases",))
+    schema = root.integer("schema")
+    if schema != 1:
+        raise root.error("schema", f"unsupported schema {schema!r}")
+    majors_table = root.table("majors")
+    if not majors_table.data:
+        raise root.error("majors", "[majors.N] tables are required")
     majors: dict[int, str] = {}
-    for key, table in majors_raw.items():
-        driver = table.get("driver") if isinstance(table, dict) else None
-        if not key.isdigit() or not isinstance(driver, str) or not DRIVER_VERSION.match(driver):
-            raise ValueError(f"{name}: [majors.{key}] needs a numeric major and a driver "
-                             f"version such as \"580\" or \"450.80.02\"")
+    for key in majors_table.data:
+        row = majors_table.table(key)
+        row.check_keys(("driver",))
+        driver = row.text("driver")
+        if not key.isdigit() or not DRIVER_VERSION.match(driver):
+            raise majors_table.error(key, f"[majors.{key}] needs a numeric major and a driver "
+                                          f"version such as \"580\" or \"450.80.02\"")
         majors[int(key)] = driver
     releases: list[CudaRelease] = []
-    for index, entry in enumerate(raw.get("releases", []), start=1):
-        where = f"{name}: [[releases]] #{index}"
-        if not isinstance(entry, dict) or set(entry) != {"cuda", "release", "driver"}:
-            raise ValueError(f"{where}: needs exactly cuda, release and driver")
-        cuda, release, driver = entry["cuda"], entry["release"], entry["driver"]
-        match = CUDA_VERSION.match(cuda) if isinstance(cuda, str) else None
+    for entry in root.tables("releases"):
+        if set(entry.data) != {"cuda", "release", "driver"}:
+            raise entry.error("", "needs exactly cuda, release and driver")
+        cuda, release, driver = entry.text("cuda"), entry.text("release"), entry.text("driver")
+        match = CUDA_VERSION.match(cuda)
         if match is None or match["minor"] is None or cuda.count(".") != 1:
-            raise ValueError(f"{where}: cuda must be MAJOR.MINOR, not {cuda!r}")
-        if not isinstance(release, str) or RELEASE_NAME.match(release) is None:
-            raise ValueError(f"{where}: release must be \"GA\" or \"Update N\", not {release!r}")
-        if not isinstance(driver, str) or DRIVER_VERSION.match(driver) is None:
-            raise ValueError(f"{where}: driver must be a version such as 580.65.06")
+            raise entry.error("cuda", f"cuda must be MAJOR.MINOR, not {cuda!r}")
+        if RELEASE_NAME.match(release) is None:
+            raise entry.error("release", f"release must be \"GA\" or \"Update N\", not "
+                                         f"{release!r}")
+        if DRIVER_VERSION.match(driver) is None:
+            raise entry.error("driver", "driver must be a version such as 580.65.06")
         item = CudaRelease((int(match["major"]), int(match["minor"])), release, driver)
         floor = majors.get(item.cuda[0])
         if floor is None:
-            raise ValueError(f"{where}: CUDA {cuda} has no [majors.{item.cuda[0]}]")
+            raise entry.error("cuda", f"CUDA {cuda} has no [majors.{item.cuda[0]}]")
         if versions.parse(driver) < versions.parse(floor):
-            raise ValueError(f"{where}: driver {driver} is below CUDA {item.cuda[0]}'s "
-                             f"floor {floor}")
+            raise entry.error("driver", f"driver {driver} is below CUDA {item.cuda[0]}'s "
+                                        f"floor {floor}")
         if releases:
             newer = releases[-1]
             order = (item.cuda, _update(item.release))
             if order >= (newer.cuda, _update(newer.release)):
-                raise ValueError(f"{where}: {item.label} must come after {newer.label} "
-                                 f"(newest first)")
+                raise entry.error("cuda", f"{item.label} must come after {newer.label} "
+                                          f"(newest first)")
             if versions.parse(driver) > versions.parse(newer.driver):
-                raise ValueError(f"{where}: {item.label} needs {driver}, more than the later "
-                                 f"{newer.label} ({newer.driver})")
+                raise entry.error("driver", f"{item.label} needs {driver}, more than the later "
+                                            f"{newer.label} ({newer.driver})")
         releases.append(item)
     if not releases:
-        raise ValueError(f"{name}: no [[releases]]")
+        raise root.error("releases", "no [[releases]]")
     return CudaDrivers(majors=tuple(sorted(majors.items(), reverse=True)),
                        releases=tuple(releases))
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ninfer_kits import versions
-from ninfer_kits.matrix.where import Table, read_data_file
 from ninfer_kits.resources import data_file
 from ninfer_kits.runtime_facts import GCC_RELEASE, RuntimeFacts, runtime_facts
+from ninfer_kits.tables import Table, read_data_file
 
 SCHEMA = 1
 DATA_FILE = data_file("distros.toml")
@@ -157,26 +157,26 @@ def validate(root: Table, facts: RuntimeFacts | None = None) -> DistroFacts:
         if not _ID.fullmatch(name):
             raise section.error(name, f"invalid name {name!r} (lowercase letters, digits, '-')")
         distros.append(_distro(section.table(name), facts))
-    return DistroFacts(path=root.source.path, as_of=_date(root, "as_of"),
-                       arch=_string(root, "arch", _MACHINE), distros=tuple(distros))
+    return DistroFacts(path=root.source.path, as_of=root.date("as_of"),
+                       arch=root.text("arch", _MACHINE), distros=tuple(distros))
 
 
 def _distro(table: Table, facts: RuntimeFacts) -> Distro:
     table.check_keys(("name", "codename", "os_id", "version_id", "rolling", "glibc",
                       "libstdcxx", "ffmpeg", "libcurl", "cuda"), ("released", "as_of"))
-    rolling = _bool(table, "rolling")
+    rolling = table.boolean("rolling")
     if rolling and "as_of" not in table.data:
         raise table.error("as_of", "a rolling distribution needs as_of (the date of its facts)")
     if not rolling and "released" not in table.data:
         raise table.error("released", "missing required key 'released' (a date)")
     return Distro(
         id=table.id,
-        name=_string(table, "name"),
-        codename=_string(table, "codename", _OS_ID, empty=True),
-        os_id=_string(table, "os_id", _OS_ID),
-        version_id=_string(table, "version_id", versions.DOTTED, empty=rolling),
-        released=_date(table, "released") if "released" in table.data else None,
-        as_of=_date(table, "as_of") if "as_of" in table.data else None,
+        name=table.text("name"),
+        codename=table.text("codename", _OS_ID, empty=True),
+        os_id=table.text("os_id", _OS_ID),
+        version_id=table.text("version_id", versions.DOTTED, empty=rolling),
+        released=table.date("released") if "released" in table.data else None,
+        as_of=table.date("as_of") if "as_of" in table.data else None,
         rolling=rolling,
         glibc=_glibc(table.table("glibc")),
         libstdcxx=_libstdcxx(table.table("libstdcxx"), facts),
@@ -190,9 +190,9 @@ _PROVENANCE_KEYS = ("checked", "source")
 
 
 def _provenance(table: Table, keys: Sequence[str]) -> Provenance:
-    checked = _bool(table, "checked")
-    source = _string(table, "source")
-    unchecked = _strings(table, "unchecked") if "unchecked" in table.data else ()
+    checked = table.boolean("checked")
+    source = table.text("source")
+    unchecked = table.strings("unchecked") if "unchecked" in table.data else ()
     if unchecked and checked:
         raise table.error("unchecked", "names unchecked keys, but checked = true")
     if "unchecked" in table.data and not unchecked:
@@ -207,15 +207,15 @@ def _provenance(table: Table, keys: Sequence[str]) -> Provenance:
 def _glibc(table: Table) -> GlibcFacts:
     keys = ("version",)
     table.check_keys((*keys, *_PROVENANCE_KEYS), ("unchecked",))
-    return GlibcFacts(_string(table, "version", versions.DOTTED), _provenance(table, keys))
+    return GlibcFacts(table.text("version", versions.DOTTED), _provenance(table, keys))
 
 
 def _libstdcxx(table: Table, facts: RuntimeFacts) -> LibstdcxxFacts:
     keys = ("gcc", "glibcxx", "cxxabi", "package")
     table.check_keys((*keys, *_PROVENANCE_KEYS), ("unchecked",))
-    gcc = _string(table, "gcc", _GCC)
-    row = LibstdcxxFacts(gcc, _string(table, "glibcxx", _GLIBCXX),
-                         _string(table, "cxxabi", _CXXABI), _string(table, "package", PACKAGE),
+    gcc = table.text("gcc", _GCC)
+    row = LibstdcxxFacts(gcc, table.text("glibcxx", _GLIBCXX),
+                         table.text("cxxabi", _CXXABI), table.text("package", PACKAGE),
                          _provenance(table, keys))
     for key, prefix, known in (("glibcxx", "GLIBCXX", facts.glibcxx),
                                ("cxxabi", "CXXABI", facts.cxxabi)):
@@ -263,24 +263,24 @@ def _ffmpeg(table: Table, facts: RuntimeFacts) -> FfmpegFacts:
             "note")
     table.check_keys(("version", "sonames", "packages", *_PROVENANCE_KEYS),
                      ("extra_from", "extra_version", "extra_sonames", "note", "unchecked"))
-    version = _string(table, "version", versions.DOTTED, empty=True)
+    version = table.text("version", versions.DOTTED, empty=True)
     sonames = _ffmpeg_sonames(table, "sonames", version, facts)
-    extra_from = _string(table, "extra_from", empty=True) if "extra_from" in table.data else ""
-    extra_version = (_string(table, "extra_version", versions.DOTTED, empty=True)
+    extra_from = table.text("extra_from", empty=True) if "extra_from" in table.data else ""
+    extra_version = (table.text("extra_version", versions.DOTTED, empty=True)
                      if "extra_version" in table.data else "")
     extra = (_ffmpeg_sonames(table, "extra_sonames", extra_version, facts)
              if "extra_sonames" in table.data else ())
     if bool(extra_from) != bool(extra):
         raise table.error("extra_from", "extra_from and extra_sonames go together")
-    packages = _string(table, "packages", empty=not version)
-    note = _string(table, "note") if "note" in table.data else ""
+    packages = table.text("packages", empty=not version)
+    note = table.text("note") if "note" in table.data else ""
     return FfmpegFacts(version, sonames, packages, extra_from, extra_version, extra, note,
                        _provenance(table, keys))
 
 
 def _ffmpeg_sonames(table: Table, key: str, version: str,
                     facts: RuntimeFacts) -> tuple[str, ...]:
-    sonames = _strings(table, key, FFMPEG_SONAME)
+    sonames = table.strings(key, FFMPEG_SONAME)
     version_key = "version" if key == "sonames" else "extra_version"
     if not version:
         if sonames:
@@ -299,87 +299,26 @@ def _ffmpeg_sonames(table: Table, key: str, version: str,
 def _libcurl(table: Table) -> LibcurlFacts:
     keys = ("soname", "package", "versions")
     table.check_keys(("soname", "package", *_PROVENANCE_KEYS), ("versions", "unchecked"))
-    versions = (_strings(table, "versions", _SYMBOL_VERSION)
+    versions = (table.strings("versions", _SYMBOL_VERSION)
                 if "versions" in table.data else None)
-    return LibcurlFacts(_string(table, "soname", LIBCURL_SONAME),
-                        _string(table, "package", PACKAGE), versions, _provenance(table, keys))
+    return LibcurlFacts(table.text("soname", LIBCURL_SONAME),
+                        table.text("package", PACKAGE), versions, _provenance(table, keys))
 
 
 def _cuda(table: Table) -> CudaFacts:
     keys = ("cudart_sonames", "cudart_package", "nvidia_repo", "nvidia_majors", "image",
             "image_since")
     table.check_keys((*keys, *_PROVENANCE_KEYS), ("unchecked",))
-    sonames = _strings(table, "cudart_sonames", _CUDART_SONAME)
-    package = _string(table, "cudart_package", empty=True)
+    sonames = table.strings("cudart_sonames", _CUDART_SONAME)
+    package = table.text("cudart_package", empty=True)
     if bool(sonames) != bool(package):
         raise table.error("cudart_package", "cudart_sonames and cudart_package go together")
-    repo = _string(table, "nvidia_repo", _REPO, empty=True)
-    majors = _integers(table, "nvidia_majors")
+    repo = table.text("nvidia_repo", _REPO, empty=True)
+    majors = table.integers("nvidia_majors")
     if bool(repo) != bool(majors):
         raise table.error("nvidia_majors", "nvidia_repo and nvidia_majors go together")
-    image = _string(table, "image", _IMAGE_OS, empty=True)
-    since = _string(table, "image_since", versions.DOTTED, empty=True)
+    image = table.text("image", _IMAGE_OS, empty=True)
+    since = table.text("image_since", versions.DOTTED, empty=True)
     if bool(image) != bool(since):
         raise table.error("image_since", "image and image_since go together")
     return CudaFacts(sonames, package, repo, majors, image, since, _provenance(table, keys))
-
-
-# Typed values, each failure naming its table and key.
-
-
-def _kind(value: object) -> str:
-    names = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
-             (list, "an array"), (dict, "a table"), (datetime.datetime, "a date-time"),
-             (datetime.date, "a date"))
-    return next((name for kind, name in names if isinstance(value, kind)), "nothing")
-
-
-def _string(table: Table, key: str, pattern: re.Pattern[str] | None = None, *,
-            empty: bool = False) -> str:
-    if key not in table.data:
-        raise table.error(key, f"missing required key {key!r}")
-    value = table.data[key]
-    if not isinstance(value, str):
-        raise table.error(key, f"expected a string, got {_kind(value)}")
-    if not value.strip():
-        if empty and not value:
-            return value
-        raise table.error(key, "must not be empty")
-    if pattern is not None and not pattern.fullmatch(value):
-        raise table.error(key, f"{value!r} is not of the form {pattern.pattern}")
-    return value
-
-
-def _strings(table: Table, key: str,
-             pattern: re.Pattern[str] | None = None) -> tuple[str, ...]:
-    value = table.data.get(key)
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise table.error(key, f"expected an array of strings, got {_kind(value)}")
-    for item in value:
-        if pattern is not None and not pattern.fullmatch(item):
-            raise table.error(key, f"{item!r} is not of the form {pattern.pattern}")
-    if len(set(value)) != len(value):
-        raise table.error(key, "names an entry twice")
-    return tuple(value)
-
-
-def _integers(table: Table, key: str) -> tuple[int, ...]:
-    value = table.data.get(key)
-    if not isinstance(value, list) or not all(isinstance(item, int) and not isinstance(
-            item, bool) and item > 0 for item in value):
-        raise table.error(key, f"expected an array of positive integers, got {_kind(value)}")
-    return tuple(value)
-
-
-def _bool(table: Table, key: str) -> bool:
-    value = table.data.get(key)
-    if not isinstance(value, bool):
-        raise table.error(key, f"expected a boolean, got {_kind(value)}")
-    return value
-
-
-def _date(table: Table, key: str) -> datetime.date:
-    value = table.data.get(key)
-    if isinstance(value, datetime.datetime) or not isinstance(value, datetime.date):
-        raise table.error(key, f"expected a date (YYYY-MM-DD, unquoted), got {_kind(value)}")
-    return value

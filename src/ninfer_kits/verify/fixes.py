@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from ninfer_kits.inspector.floor import CUDART
-from ninfer_kits.resources import data_file, load_data
+from ninfer_kits.resources import data_file
+from ninfer_kits.tables import Table, read_data_file
 from ninfer_kits.verify.distros import (
     FFMPEG_SONAME,
     LIBCURL_SONAME,
@@ -65,46 +65,38 @@ class Advice:
 
 @functools.cache
 def package_facts() -> PackageFacts:
-    return _validate(load_data(DATA_FILE.name), DATA_FILE.name,
+    return _validate(read_data_file(DATA_FILE, "the soname package facts file"),
                      {distro.id for distro in shipped_distros().distros})
 
 
-def _validate(raw: dict[str, Any], name: str, distro_ids: set[str]) -> PackageFacts:
-    if raw.get("schema") != 2:
-        raise ValueError(f"{name}: unsupported schema {raw.get('schema')!r}")
-    unknown = set(raw) - {"schema", "families", "package"}
-    if unknown:
-        raise ValueError(f"{name}: unknown key(s) {', '.join(sorted(unknown))}")
+def _validate(root: Table, distro_ids: set[str]) -> PackageFacts:
+    root.check_keys(("schema",), ("families", "package"))
+    schema = root.integer("schema")
+    if schema != 2:
+        raise root.error("schema", f"unsupported schema {schema!r}")
     families = []
-    for family, table in raw.get("families", {}).items():
-        install, search = table.get("install"), table.get("search")
-        if not (isinstance(install, str) and install and isinstance(search, str)
-                and "{soname}" in search):
-            raise ValueError(f"{name}: [families.{family}] needs install and a search with "
-                             f"{{soname}}")
+    section = root.table("families", optional=True)
+    for family in section.data:
+        table = section.table(family)
+        table.check_keys(("install", "search"))
+        install, search = table.text("install"), table.text("search")
+        if "{soname}" not in search:
+            raise table.error("search", "needs {soname}, where the soname goes")
         families.append((family, FamilyCommands(install, search)))
     rules = []
-    for index, entry in enumerate(raw.get("package", []), start=1):
-        where = f"{name}: [[package]] #{index}"
-        extra = set(entry) - {"soname", "what", "checked", "names"}
-        if extra:
-            raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
-        try:
-            pattern = re.compile(entry["soname"])
-        except (KeyError, re.error, TypeError) as error:
-            raise ValueError(f"{where}: soname must be a regular expression ({error})") from None
-        what, checked, names = entry.get("what"), entry.get("checked"), entry.get("names")
-        if not isinstance(what, str) or not what or not isinstance(checked, bool):
-            raise ValueError(f"{where}: what (a string) and checked (a boolean) are required")
-        if not isinstance(names, dict) or not names:
-            raise ValueError(f"{where}: names must be a table of distribution id = package")
-        for distro_id, package in names.items():
+    for entry in root.tables("package"):
+        entry.check_keys(("soname", "what", "checked", "names"))
+        pattern, what, checked = entry.regex("soname"), entry.text("what"), entry.boolean("checked")
+        names = entry.table("names")
+        if not names.data:
+            raise entry.error("names", "names must be a table of distribution id = package")
+        for distro_id, package in entry.text_pairs("names"):
             if distro_id not in distro_ids:
-                raise ValueError(f"{where}: names {distro_id!r}, not a distribution of "
-                                 f"distros.toml ({', '.join(sorted(distro_ids))})")
-            if not isinstance(package, str) or not PACKAGE.fullmatch(package):
-                raise ValueError(f"{where}: {distro_id} = {package!r} is not a package name")
-        rules.append(PackageRule(pattern, what, tuple(names.items()), checked))
+                raise names.error(distro_id, f"names {distro_id!r}, not a distribution of "
+                                             f"distros.toml ({', '.join(sorted(distro_ids))})")
+            if not PACKAGE.fullmatch(package):
+                raise names.error(distro_id, f"{distro_id} = {package!r} is not a package name")
+        rules.append(PackageRule(pattern, what, entry.text_pairs("names"), checked))
     return PackageFacts(tuple(families), tuple(rules))
 
 

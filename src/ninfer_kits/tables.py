@@ -1,18 +1,49 @@
-"""Where in matrix.toml something is: tomllib reports values, not places, so the raw text is
-scanned for the line of each table and key, and every check reads its values through a Table
-that can say file, line, table and key when it fails."""
+"""TOML files that can say where they are wrong: the matrix and every shipped data file
+(`data/*.toml`) are read by `read_data_file` into a root `Table`, and every check reads its values
+through the Table's typed getters, so that each failure names file, line, table and key
+(ConfigError, exit status 2). tomllib reports values, not places, so the raw text is scanned for
+the line of each table and key.
+
+Each facts module keeps its own rules (what its file must say) and its cache; this is only the
+mechanism, and the few message forms it shares with the matrix (`quote`, `unknown_name`)."""
 
 from __future__ import annotations
 
 import datetime
+import difflib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ninfer_kits.errors import BadInput, ConfigError, Where
-from ninfer_kits.matrix.names import printable, quote, unknown_name
+
+
+def did_you_mean(word: str, choices: Iterable[str], *, n: int = 1, form: str = "'{}'") -> str:
+    """A '; did you mean ...?' suffix naming up to n close choices, or '' when none is close."""
+    options = [form.format(c) for c in difflib.get_close_matches(word, list(choices), n=n)]
+    if not options:
+        return ""
+    listed = options[0] if len(options) == 1 else ", ".join(options[:-1]) + " or " + options[-1]
+    return f"; did you mean {listed}?"
+
+
+def unknown_name(kind: str, word: str, known: Sequence[str]) -> str:
+    """`unknown kit 'x'; did you mean 'y'?`, or the known names when nothing is close."""
+    hint = did_you_mean(word, known)
+    if not hint:
+        hint = f" (known: {', '.join(known)})" if known else ""
+    return f"unknown {kind} {quote(word)}{hint}"
+
+
+def printable(text: str) -> str:
+    # Messages are printed as one line; a control character from the file must not break that.
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+def quote(text: str) -> str:
+    return f"'{printable(text)}'"
 
 
 def _kind(value: object) -> str:
@@ -52,11 +83,12 @@ def _unescape(basic: str) -> str:
     return value if isinstance(value, str) else basic
 
 
-def _header(line: str) -> tuple[str, ...] | None:
-    parsed = _key_path(line, 1) if line.startswith("[") else None
-    if parsed is None or not line.startswith("]", parsed[1]):
+def _header(line: str, brackets: int = 1) -> tuple[str, ...] | None:
+    """The path of a `[table]` header (`[[array]]` with brackets=2), else None."""
+    parsed = _key_path(line, brackets) if line.startswith("[" * brackets) else None
+    if parsed is None or not line.startswith("]" * brackets, parsed[1]):
         return None
-    rest = line[parsed[1] + 1 :].strip()
+    rest = line[parsed[1] + brackets :].strip()
     return parsed[0] if not rest or rest.startswith("#") else None
 
 
@@ -76,6 +108,7 @@ class Locator:
         self.headers: dict[tuple[str, ...], int] = {}
         self.keys: dict[tuple[str, ...], list[tuple[tuple[str, ...], int]]] = {(): []}
         section: tuple[str, ...] | None = ()
+        arrays: dict[tuple[str, ...], int] = {}  # [[name]]: how many items so far
         in_string: str | None = None
         for number, raw in enumerate(text.split("\n"), start=1):
             line = raw.strip(" \t\r")
@@ -83,9 +116,17 @@ class Locator:
                 in_string = None if in_string in line else in_string
                 continue
             if line.startswith("["):
-                # An array of tables is not part of the schema; its keys must not be
-                # credited to the table above it.
-                section = None if line.startswith("[[") else _header(line)
+                # Item N of an array of tables is the table (name, "N"), counted from 1, as
+                # Table.tables names it; a header below an item belongs to that item.
+                array = _header(line, 2)
+                if array is not None:
+                    arrays[array] = arrays.get(array, 0) + 1
+                    section = (*array, str(arrays[array]))
+                else:
+                    section = _header(line)
+                    owner = next((a for a in arrays if section and section[:len(a)] == a), None)
+                    if section is not None and owner is not None:
+                        section = (*owner, str(arrays[owner]), *section[len(owner):])
                 if section is not None:
                     self.headers.setdefault(section, number)
                     self.keys.setdefault(section, [])
@@ -163,12 +204,18 @@ class Table:
             if key not in self.data:
                 raise self.error(key, f"missing required key {quote(key)}")
 
-    def text(self, key: str) -> str:
+    def text(self, key: str, pattern: re.Pattern[str] | None = None, *,
+             empty: bool = False) -> str:
+        """A non-blank string (or "" when `empty`), matching `pattern` when one is given."""
         value = self.data.get(key)
         if not isinstance(value, str):
             raise self.error(key, _expected("a string", value))
         if not value.strip():
+            if empty and not value:
+                return value
             raise self.error(key, "must not be empty")
+        if pattern is not None and not pattern.fullmatch(value):
+            raise self.error(key, f"{value!r} is not of the form {pattern.pattern}")
         return value
 
     def optional_text(self, key: str) -> str | None:
@@ -180,6 +227,13 @@ class Table:
             raise self.error(key, _expected("an integer", value))
         return value
 
+    def boolean(self, key: str) -> bool:
+        """A required true/false."""
+        value = self.data.get(key)
+        if not isinstance(value, bool):
+            raise self.error(key, _expected("a boolean", value))
+        return value
+
     def flag(self, key: str, default: bool = False) -> bool:
         """An optional true/false."""
         if key not in self.data:
@@ -188,6 +242,20 @@ class Table:
         if not isinstance(value, bool):
             raise self.error(key, _expected("true or false", value))
         return value
+
+    def date(self, key: str) -> datetime.date:
+        value = self.data.get(key)
+        if isinstance(value, datetime.datetime) or not isinstance(value, datetime.date):
+            raise self.error(key, _expected("a date (YYYY-MM-DD, unquoted)", value))
+        return value
+
+    def regex(self, key: str) -> re.Pattern[str]:
+        """A regular expression, compiled."""
+        value = self.text(key)
+        try:
+            return re.compile(value)
+        except re.error as error:
+            raise self.error(key, f"must be a regular expression ({error})") from None
 
     def texts(self, key: str) -> tuple[str, ...]:
         """A non-empty array of non-empty strings."""
@@ -203,11 +271,41 @@ class Table:
                 raise self.error(key, "must not contain an empty string")
         return tuple(value)
 
-    def table(self, key: str) -> Table:
-        value = self.data.get(key)
+    def table(self, key: str, *, optional: bool = False) -> Table:
+        """A sub-table; an empty one when it is `optional` and absent."""
+        value = self.data.get(key, {} if optional else None)
         if not isinstance(value, dict):
             raise self.error(key, _expected("a table", value))
         return Table(self.source, (*self.parts, key), value)
+
+    def strings(self, key: str, pattern: re.Pattern[str] | None = None) -> tuple[str, ...]:
+        """An array of distinct strings, possibly empty, each matching `pattern` if given."""
+        value = self.data.get(key)
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise self.error(key, _expected("an array of strings", value))
+        for item in value:
+            if pattern is not None and not pattern.fullmatch(item):
+                raise self.error(key, f"{item!r} is not of the form {pattern.pattern}")
+        if len(set(value)) != len(value):
+            raise self.error(key, "names an entry twice")
+        return tuple(value)
+
+    def integers(self, key: str) -> tuple[int, ...]:
+        """An array of positive integers, possibly empty."""
+        value = self.data.get(key)
+        if not isinstance(value, list) or not all(isinstance(item, int) and not isinstance(
+                item, bool) and item > 0 for item in value):
+            raise self.error(key, _expected("an array of positive integers", value))
+        return tuple(value)
+
+    def tables(self, key: str) -> tuple[Table, ...]:
+        """An array of tables ([[key]]), possibly empty or absent: item N is the table
+        (key, "N")."""
+        value = self.data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+            raise self.error(key, _expected("an array of tables", value))
+        return tuple(Table(self.source, (*self.parts, key, str(number)), item)
+                     for number, item in enumerate(value, start=1))
 
     def text_pairs(self, key: str) -> tuple[tuple[str, str], ...]:
         """A table of strings, as (key, value) pairs in file order."""
@@ -216,11 +314,9 @@ class Table:
 
 
 def read_data_file(path: Path, what: str) -> Table:
-    """A TOML data file as the root Table: BadInput when it cannot be read, ConfigError naming
-    the file and line when it is not UTF-8 or not TOML. `what` names it in messages ("the
-    distributions file")."""
-    import tomllib  # not on the inspect path, which loads no data file
-
+    """A TOML file (the matrix, a shipped data file) as the root Table: BadInput when it cannot
+    be read, ConfigError naming the file and line when it is not UTF-8 or not TOML. `what`
+    names it in messages ("the distributions file")."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -232,10 +328,20 @@ def read_data_file(path: Path, what: str) -> Table:
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         raise ConfigError(Where(path, line=line), "not valid UTF-8 text") from None
+    return parse(path, text)
+
+
+def parse(path: Path, text: str) -> Table:
+    """TOML text read from `path`, as its root Table; ConfigError when it is not TOML."""
+    import tomllib  # not at start-up: only the commands that read a TOML file need it
+
     try:
         raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        found = re.search(r"\(at line ([0-9]+)", str(error))
-        raise ConfigError(Where(path, line=int(found.group(1)) if found else None),
-                          f"invalid TOML: {error}") from None
+    except ValueError as error:  # TOMLDecodeError, and int() refusing a huge number
+        message = str(error)
+        found = re.search(r"\(at line ([0-9]+), column [0-9]+\)", message)
+        line = int(found.group(1)) if found else None
+        if line is None and "end of document" in message:
+            line = len(text.rstrip("\n").split("\n"))
+        raise ConfigError(Where(path, line=line), f"invalid TOML: {printable(message)}") from None
     return Table(Source(path, Locator(text)), (), raw)

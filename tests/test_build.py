@@ -44,13 +44,9 @@ from ninfer_kits.pipeline.builders import (
     make_builder,
     required_cuda,
 )
+from ninfer_kits.pipeline.buildinfo_keys import driver_and_gpu, pipeline_checkout
+from ninfer_kits.pipeline.kit_rules import check_archs, check_search_paths
 from ninfer_kits.pipeline.pack import compressor
-from ninfer_kits.pipeline.stages import (
-    check_archs,
-    check_search_paths,
-    driver_and_gpu,
-    pipeline_checkout,
-)
 
 from tools import ROOT, changed_copy, git, missing, needs_libcurl_headers, nvcc, sha256_of, tool
 

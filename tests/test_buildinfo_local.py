@@ -13,9 +13,10 @@ from ninfer_kits.inspector.inspection import inspect_path
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pipeline.builders import BuilderOptions, Compiled, make_builder
+from ninfer_kits.pipeline.buildinfo_keys import make_buildinfo
 from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.source import SourceTree
-from ninfer_kits.pipeline.stages import BuildRequest, BuildState, make_buildinfo
+from ninfer_kits.pipeline.state import BuildRequest, BuildState
 from test_recipe_report import report
 
 from tools import ROOT, tool

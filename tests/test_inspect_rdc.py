@@ -20,7 +20,7 @@ from ninfer_kits.errors import CheckFailed
 from ninfer_kits.inspector.elf import read_elf
 from ninfer_kits.inspector.floor import KitFloor, kit_floor
 from ninfer_kits.inspector.inspection import inspect_path
-from ninfer_kits.pipeline.stages import check_archs
+from ninfer_kits.pipeline.kit_rules import check_archs
 
 from oracles import (
     as_cuobjdump_names,

@@ -24,7 +24,8 @@ from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pipeline.builders import LocalBuilder, run_logged
 from ninfer_kits.pipeline.source import resolve_revision
-from ninfer_kits.pipeline.stages import BuildRequest, BuildState, publish_to_dist
+from ninfer_kits.pipeline.stage_functions import publish_to_dist
+from ninfer_kits.pipeline.state import BuildRequest, BuildState
 from test_publish_support import KIT, TAG, compile_program, make_kit
 from test_source import make_upstream
 

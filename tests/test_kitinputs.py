@@ -14,7 +14,7 @@ from ninfer_kits import buildinfo, ledger
 from ninfer_kits.errors import BadInput
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.matrix.inputs import PARTS, cache_key, changed_parts, copied_files, kit_inputs
-from ninfer_kits.pipeline.stages import make_buildinfo
+from ninfer_kits.pipeline.buildinfo_keys import make_buildinfo
 from ninfer_kits.publish.stores.local import LocalStore
 from test_buildinfo_local import _state
 from test_publish_support import (

@@ -19,9 +19,10 @@ from ninfer_kits import kitdir, ledger, remote
 from ninfer_kits.errors import BadInput, ConfigError
 from ninfer_kits.matrix import B2Target, GitHubTarget, load_matrix
 from ninfer_kits.publish import credentials, notes
+from ninfer_kits.publish.holdings import PublishConflict
 from ninfer_kits.publish.plan import AssetTooLarge
-from ninfer_kits.publish.stages import PublishBusy, PublishConflict, held_lock
 from ninfer_kits.publish.stores.local import NOTES_FILE, LocalStore
+from ninfer_kits.publish.tag_lock import PublishBusy, held_lock
 from ninfer_kits.retry import RetryPolicy, ServiceFailed, Transient, server_wait
 from test_publish_support import (
     ASSET,
@@ -660,7 +661,7 @@ def test_on_github_actions_steps_fold_and_outputs_name_the_ledger(
 
 def test_github_notes_show_the_pyz_one_liner() -> None:
     """Releases carry ninfer-kits.pyz; GitHub's notes say how to use it with python3 alone."""
-    from ninfer_kits.publish.stages import _fetch_hint
+    from ninfer_kits.publish.stage_functions import _fetch_hint
 
     base = f"https://github.com/o/r/releases/download/{TAG}"
     assert _fetch_hint(base) == " --repository o/r"

@@ -18,7 +18,7 @@ from github_server import GitHubServer
 from ninfer_kits import kitdir, ledger
 from ninfer_kits.errors import BadInput
 from ninfer_kits.matrix import B2Target, GitHubTarget
-from ninfer_kits.publish.stages import PublishConflict
+from ninfer_kits.publish.holdings import PublishConflict
 from ninfer_kits.retry import ServiceFailed
 from test_publish_github import asset_bytes
 from test_publish_support import (

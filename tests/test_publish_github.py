@@ -22,7 +22,7 @@ from github_server import Event, GitHubServer, Snapshot
 from ninfer_kits import kitdir, ledger
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.matrix import GitHubTarget
-from ninfer_kits.publish.stages import PublishConflict, PublishRefused
+from ninfer_kits.publish.holdings import PublishConflict, PublishRefused
 from ninfer_kits.retry import RetryPolicy, ServiceFailed
 from test_publish_support import (
     ASSET,

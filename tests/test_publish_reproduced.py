@@ -16,7 +16,7 @@ from github_server import GitHubServer
 from ninfer_kits import kitdir, ledger
 from ninfer_kits.errors import BadInput
 from ninfer_kits.matrix import B2Target, GitHubTarget
-from ninfer_kits.publish.stages import PublishConflict
+from ninfer_kits.publish.holdings import PublishConflict
 from test_publish_b2 import B2_CANARY, Recording, download, listed
 from test_publish_github import NAMES, asset_bytes, changes
 from test_publish_support import (

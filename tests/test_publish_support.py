@@ -21,7 +21,8 @@ from ninfer_kits.checksums import write_sha1sums, write_sha256sums
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import B2Target, GitHubTarget, Matrix, load_matrix
 from ninfer_kits.pipeline.pack import pack_tree
-from ninfer_kits.publish.stages import Outcome, PublishRequest, run_publish
+from ninfer_kits.publish.stages import run_publish
+from ninfer_kits.publish.state import Outcome, PublishRequest
 from ninfer_kits.publish.store import Store
 from ninfer_kits.remote import Secret
 from ninfer_kits.retry import RetryPolicy

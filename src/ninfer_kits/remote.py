@@ -46,7 +46,7 @@ def register(value: str) -> None:
 
 def redact(text: str) -> str:
     """`text` with every registered secret replaced by ***, and the credentials a URL carries
-    (`https://user:token@host/`) too."""
+    (`https://user:token@host/`) too: any text, no URL known (pipeline.git scrubs its own)."""
     with _lock:
         secrets = sorted(_secrets, key=len, reverse=True)
     for secret in secrets:

@@ -13,7 +13,9 @@ from ninfer_kits.inspector.floor import render_table
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit, Matrix, add_matrix_argument, load_matrix
 from ninfer_kits.pipeline.builders import BUILDERS, BuilderOptions, make_builder
-from ninfer_kits.pipeline.stages import BuildRequest, BuildState, kit_in_place, run_build
+from ninfer_kits.pipeline.stage_functions import kit_in_place
+from ninfer_kits.pipeline.stages import run_build
+from ninfer_kits.pipeline.state import BuildRequest, BuildState
 
 
 def default_cache_dir() -> Path:

@@ -20,15 +20,9 @@ from ninfer_kits.matrix import (
     load_matrix,
 )
 from ninfer_kits.publish import credentials, plan
-from ninfer_kits.publish.stages import (
-    CONFLICT,
-    PUBLISHED,
-    REPRODUCED,
-    Outcome,
-    PublishConflict,
-    PublishRequest,
-    run_publish,
-)
+from ninfer_kits.publish.holdings import PublishConflict
+from ninfer_kits.publish.stages import run_publish
+from ninfer_kits.publish.state import CONFLICT, PUBLISHED, REPRODUCED, Outcome, PublishRequest
 from ninfer_kits.publish.store import Store
 from ninfer_kits.publish.stores import STORE_NAMES, download_base
 from ninfer_kits.publish.stores.local import LocalStore

@@ -17,7 +17,7 @@ from ninfer_kits.verify.target import open_target
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kit", type=Path,
-                        help="a kit archive (.tar.gz), a kit folder, or a finished kit folder "
+                        help="a kit archive (.tar.gz), an unpacked kit, or a kit folder "
                              "(dist/<tag>/, or a published or downloaded release of it); the "
                              "SHA256SUMS beside it is checked first")
     where = parser.add_mutually_exclusive_group()

@@ -99,7 +99,7 @@ class Builder(Protocol):
 
     def smoke_test(self, kit: Kit, kit_roots: Sequence[Path], interpreter: str, log: Path,
                    reporter: Reporter) -> tuple[str, ...]:
-        """Prove every library and symbol version of each kit folder resolves in its runtime
+        """Prove every library and symbol version of each flavour's kit/ resolves in its runtime
         image, and return a verdict per folder (also appended to `log`); "skipped (why)" when
         this builder has no runtime image. CheckFailed names everything that is missing."""
         ...

@@ -63,7 +63,7 @@ from ninfer_kits.tarsafe import extract_all
 
 BASE_LABEL = "org.ninfer-kits.base-image"  # the base image's name, as the matrix gives it
 BASE_ID_LABEL = "org.ninfer-kits.base-image-id"  # its ID on the engine when this image was built
-SECTION = "=== kit "  # the smoke test's output: where each kit folder's trace begins
+SECTION = "=== kit "  # the smoke test's output: where each flavour's kit/ trace begins
 COMPILE_NETWORK = "none"  # the compile needs nothing from the network: the source is fetched
 IMAGE_PREFIX = "ninfer-kits"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -272,8 +272,8 @@ class DockerBuilder:
     @engine_guard()
     def smoke_test(self, kit: Kit, kit_roots: Sequence[Path], interpreter: str, log: Path,
                    reporter: Reporter) -> tuple[str, ...]:
-        """The dynamic loader traces every binary of each kit folder (the plain kit, the
-        portable one) inside the kit's runtime image, in one container; every missing library
+        """The dynamic loader traces every binary of each flavour's kit/ (the plain kit,
+        the portable one) inside the kit's runtime image, in one container; every missing library
         and symbol version is named, in the error and in the build log."""
         recipe = ImageRecipe.runtime_image(kit.toolchain)
         tag = ensure_image(self.client, recipe, reporter).tag
@@ -303,7 +303,7 @@ class DockerBuilder:
                   if not verdict.passed]
         if failed:
             raise CheckFailed("; ".join(f"smoke test ({kit.toolchain.runtime_dockerfile}) "
-                                        f"{verdict.summary()} (kit folder {root})"
+                                        f"{verdict.summary()} (in {root})"
                                         for root, verdict in failed)
                               + f"; the loader's trace is in {log}")
         return tuple(verdict.summary() for verdict in verdicts)

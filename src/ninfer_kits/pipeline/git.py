@@ -18,6 +18,7 @@ from urllib.parse import unquote
 
 from ninfer_kits import children
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
+from ninfer_kits.remote import REDACTED
 
 _SSH_SCHEMES: Final = frozenset({"ssh", "git+ssh", "ssh+git"})
 
@@ -45,7 +46,8 @@ _GIT_CONFIG: Final = (
 
 
 def redact_url(url: str) -> str:
-    """The URL without the credentials it carries: `https://user:token@host/x` → `https://host/x`."""
+    """The URL without the credentials it carries: `https://user:token@host/x` → `https://host/x`.
+    Not remote.redact (`https://***@host/x`): this is a location, and the mirror's cache key."""
     return _split_credentials(url)[0]
 
 
@@ -117,7 +119,8 @@ def _split_credentials(url: str) -> tuple[str, str]:
 
 
 def scrub(text: str, url: str) -> str:
-    """text with url's credentials removed, wherever git may have echoed them."""
+    """text with url's credentials removed, wherever git may have echoed them. Not remote.redact:
+    that knows no URL, this knows the one git was given, and its percent-decoded and Basic forms."""
     clean, userinfo = _split_credentials(url)
     if not userinfo:
         return text
@@ -126,7 +129,7 @@ def scrub(text: str, url: str) -> str:
     secrets = {password, unquote(password), _basic_credentials(userinfo)} if password else \
         {user, unquote(user), _basic_credentials(userinfo)}  # a lone `TOKEN@` is the secret
     for secret in sorted(secrets - {""}, key=len, reverse=True):
-        text = text.replace(secret, "***")
+        text = text.replace(secret, REDACTED)
     return text
 
 

@@ -47,7 +47,7 @@ LIB_RUNPATH = "$ORIGIN"
 LIB_MODE = 0o644  # libraries need no execute bit; pack normalizes modes anyway
 MAX_ROUNDS = 8  # each round can only add libraries; real kits close in two
 PATCHELF_TIMEOUT = 300
-README = "third_party/README"  # in the kit folder: what each bundled library is, its terms
+README = "third_party/README"  # in kit/: what each bundled library is, its terms
 THIRD_PARTY_README = f"kit/{README}"  # the same, relative to the parent of a folder named kit
 
 
@@ -66,11 +66,11 @@ class PatchelfFailed(CheckFailed):
 
 @dataclass(frozen=True)
 class LibraryEnvironment:
-    """Where the kit was built: the root whose libraries it linked, and where the kit folder
-    appears inside that root for resolving."""
+    """Where the kit was built: the root whose libraries it linked, and where kit/ appears
+    inside that root for resolving."""
 
     root: Path  # "/" for this host, or an image's exported root
-    kit_mount: str  # the kit folder as a path inside root
+    kit_mount: str  # kit/ as a path inside root
 
     @classmethod
     def host(cls, kit_root: Path) -> LibraryEnvironment:
@@ -89,7 +89,7 @@ class Bundled:
     sha256: str  # of the shipped file (after patchelf)
     size: int
     origin: Origin
-    notice: str  # its licence text, relative to the kit folder's parent
+    notice: str  # its licence text, relative to kit/'s parent
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class _Pick:
 
 
 class _Kit:
-    """The kit folder as the environment's loader sees it."""
+    """kit/ as the environment's loader sees it."""
 
     def __init__(self, kit_root: Path, env: LibraryEnvironment) -> None:
         self.folder = kit_root.resolve()
@@ -205,7 +205,7 @@ def _patchelf_version(patchelf: str) -> str:
 
 def _entry_points(folder: Path) -> tuple[list[str], list[str]]:
     """ELF files of kit/bin, and those already in kit/lib (the kit's own, maybe dlopened), as
-    paths relative to the kit folder; sorted, symlinks left out (their targets are there)."""
+    paths relative to kit/; sorted, symlinks left out (their targets are there)."""
     if not (folder / "bin").is_dir():
         raise BadInput(f"{folder}: holds no bin/ folder: not a kit to make portable")
     if (folder / README).exists():

@@ -1,6 +1,7 @@
-"""The kit to verify, on disk: a kit folder (the one holding kit/), a kit archive, or a finished
-kit folder under dist/ (its SHA256SUMS is checked first). Archives are unpacked with the
-hardened streaming reader into a private temporary folder, which goes when the `with` ends."""
+"""The kit to verify, on disk: an unpacked kit (the folder holding kit/), a kit archive, or a kit
+folder, dist/<tag>/ or a release of it (its SHA256SUMS is checked first). Archives are unpacked
+with the hardened streaming reader into a private temporary folder, which goes when the `with`
+ends."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def open_kit(path: Path, *, checked: str | None = None) -> Iterator[KitOnDisk]:
             if checked is None:
                 checked = (f"{check_listed(path)}; kit/ as unpacked here"
                            if root == path and (path / SHA256SUMS).is_file()
-                           else "a kit folder: no checksums to check")
+                           else "an unpacked kit: no checksums to check")
             yield _read(str(path), root, checked)
             return
         if tarballs and ((path / SHA256SUMS).is_file() or (path / BUILDINFO).is_file()):
@@ -55,13 +56,13 @@ def open_kit(path: Path, *, checked: str | None = None) -> Iterator[KitOnDisk]:
             with _unpacked(finished.tarball) as root:
                 yield _read(str(path), root, f"SHA256SUMS ok ({len(finished.tarballs) + 1} files)")
             return
-        raise BadInput(f"{path}: neither a kit folder (kit/bin/) nor a finished kit folder "
+        raise BadInput(f"{path}: neither an unpacked kit (kit/bin/) nor a kit folder "
                        f"(a .tar.gz beside SHA256SUMS and BUILDINFO.txt)")
     with path.open("rb") as stream:
         head = stream.read(512)
     if archive_format(head) is None:
         raise BadInput(f"{path}: not a kit archive (.tar.gz, .tar.xz, .tar.bz2 or .tar), "
-                       f"a kit folder or a finished kit folder")
+                       f"an unpacked kit or a kit folder")
     checked = check_beside(path) or "an archive on its own: no SHA256SUMS beside it"
     with _unpacked(path) as root:
         yield _read(str(path), root, checked)

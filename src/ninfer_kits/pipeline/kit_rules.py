@@ -1,0 +1,62 @@
+"""What every kit must carry, and must not: the upstream's license, SASS for its arch and no
+other arch's device code, no search path the loader would read from the current directory."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ninfer_kits.errors import CheckFailed
+from ninfer_kits.inspector.floor import describe_device_code
+from ninfer_kits.inspector.inspection import Inspection
+from ninfer_kits.matrix import Kit
+
+
+def copy_licenses(kit: Kit, source: Path, kit_root: Path) -> tuple[str, ...]:
+    found = sorted({path for pattern in kit.upstream.licenses for path in source.glob(pattern)
+                    if path.is_file()})
+    names = tuple(str(path.relative_to(source)) for path in found)
+    if not any(Path(name).name.upper().startswith(("LICENSE", "COPYING")) for name in names):
+        raise CheckFailed(f"no license file found in {kit.upstream.repository} for patterns "
+                          f"{', '.join(kit.upstream.licenses)}: a kit must carry the upstream's "
+                          f"license")
+    for name in names:
+        target = kit_root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / name, target)
+    return tuple(f"kit/{name}" for name in names)
+
+
+def check_archs(kit: Kit, inspection: Inspection) -> None:
+    """Per kit: some file carries SASS for the kit's arch that the CUDA runtime loads (a helper
+    without device code is fine), and no file carries loaded SASS or PTX for another arch (PTX
+    of the same arch is allowed: compute_86 for sm_86, compute_120a for sm_120a). Relocatable
+    entries (`__nv_relfatbin`, device-link inputs) do not give the kit its SASS, but their PTX
+    is JIT-linked by the CUDA runtime when the SASS does not fit: it must be of the kit's arch."""
+    allowed = {("sass", kit.arch), ("ptx", f"compute_{kit.arch.removeprefix('sm_')}")}
+    floor = inspection.floor
+    if kit.arch not in floor.sass:
+        relocatable = describe_device_code(floor.relocatable)
+        raise CheckFailed(
+            f"kit {kit.id} carries no SASS for {kit.arch} that the CUDA runtime loads (loaded: "
+            f"{', '.join((*floor.sass, *floor.ptx)) or 'no device code'}"
+            + (f"; device-link inputs: {relocatable})" if relocatable else ")"))
+    for info in inspection.files:
+        loaded = {(entry.kind, entry.arch) for entry in info.device_code
+                  if entry.kind == "ptx" or (entry.loadable and entry.kind == "sass")}
+        extra = sorted(arch for _kind, arch in loaded - allowed)
+        if extra:
+            raise CheckFailed(f"{info.path} carries {', '.join(extra)}, which kit {kit.id} "
+                              f"does not declare (it declares {kit.arch})")
+
+
+def check_search_paths(inspection: Inspection) -> None:
+    """No RUNPATH/RPATH entry may be empty or relative (other than $ORIGIN-based): the loader
+    would search the directory the user happens to run the kit from."""
+    for info in inspection.files:
+        for kind, paths in (("RUNPATH", info.runpath), ("RPATH", info.rpath)):
+            bad = [p for p in paths if not p.startswith(("/", "$ORIGIN", "${ORIGIN}"))]
+            if bad:
+                shown = ", ".join(repr(p) for p in bad)
+                raise CheckFailed(f"{info.path}: {kind} {':'.join(paths)!r} has {shown}, which "
+                                  f"the loader reads relative to the current directory")

@@ -1,0 +1,72 @@
+"""What the publish's stages hand on (publish.stages): the request, and the Outcome so far,
+which each stage returns with its own result added; after the last one, what the publish did."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from ninfer_kits.errors import need
+from ninfer_kits.kitdir import KitDir
+from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import Matrix
+from ninfer_kits.publish.store import Found, Release, Store, StoreRecord
+
+PUBLISHED, REPRODUCED, CONFLICT = "published", "reproduced", "conflict"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishRequest:
+    kit_dir: Path  # dist/<tag>/
+    matrix: Matrix
+    stores: tuple[Store, ...]  # in publishing order (B2 first)
+    lock_dir: Path  # <cache>/publish
+    ledger_dir: Path | None  # None: no ledger (a dry run)
+    replace: bool = False
+    wait: float = 0.0  # seconds to wait for another publish of the same tag
+    notes_base: str | None = None  # the download folder the notes show (default: GitHub's,
+    # else B2's, else the local folder's)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """The publish so far: each stage returns it with its own result added (as the build's
+    stages do with BuildState); after the last one, what the publish did."""
+
+    request: PublishRequest
+    held: ExitStack  # the tag's lock and the scratch folder, let go after the last stage
+    read: KitDir | None = None  # the kit folder, checked
+    scratch: Path | None = None  # the store's own copies of a reproduced release's assets
+    planned: Release | None = None
+    found: tuple[Found, ...] = ()  # what each store holds, in the order of request.stores
+    records: tuple[StoreRecord, ...] = ()  # one per store done, in order
+    uploaded: tuple[tuple[str, str], ...] = ()  # (store, asset) put this run
+    changed_stores: tuple[str, ...] = ()  # stores this run changed (uploaded to, published)
+    ledger: Path | None = None
+    ledger_changed: bool = False
+    reproduced: bool = False  # a store held this tag published with the kit's very tarballs
+    kept: tuple[str, ...] = ()  # the assets (BUILDINFO.txt…) the release keeps its own copy
+    # (or its lack) of
+
+    @property
+    def kit(self) -> KitDir:
+        return need(self.read, "kit")
+
+    @property
+    def release(self) -> Release:
+        return need(self.planned, "release")
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changed_stores) or self.ledger_changed
+
+    @property
+    def result(self) -> str:
+        """`published` (this run made or completed a release), or `reproduced` (the release
+        was there, published, with this build's tarballs byte for byte; no store changed)."""
+        return REPRODUCED if self.reproduced and not self.changed_stores else PUBLISHED
+
+
+Stage = Callable[[Outcome, Reporter], Outcome]

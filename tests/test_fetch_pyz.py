@@ -26,8 +26,9 @@ PYTHON_MINBASE = "ninfer-kits/python-minbase:local"
 # (The ledger's reader, ninfer_kits.ledger, is on the ground floor: no publish module loads.)
 NEVER_AT_START = re.compile(
     r"^(docker|requests|urllib3|github|b2sdk|elftools|ninfer_kits\.publish\.\w+"
-    r"|ninfer_kits\.commands\.build_cmd|ninfer_kits\.pipeline\.(stages|builders|docker_builder"
-    r"|source|hostdeps|smoke|probe|workspace|recipe_report|pack))(\.|$)")
+    r"|ninfer_kits\.commands\.build_cmd|ninfer_kits\.pipeline\.(stages|state|stage_functions"
+    r"|kit_rules|buildinfo_keys|builders|docker_builder|source|hostdeps|smoke|probe|workspace"
+    r"|recipe_report|pack))(\.|$)")
 
 
 def build_pyz(output: Path, *extra: str) -> Path:

@@ -23,7 +23,6 @@ import platform
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import sysconfig
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from ninfer_kits.children import probe
 from ninfer_kits.errors import EnvironmentFailure
 from ninfer_kits.log import Reporter
 from ninfer_kits.resources import data_file
@@ -42,6 +42,7 @@ NO_INSTALL_ENV: Final = "NINFER_KITS_NO_INSTALL"
 MIN_CMAKE: Final = (3, 28)
 PURPOSES: Final = ("build", "tests")
 APT_TAIL = 20
+APT_TIMEOUT = 1800.0  # seconds for apt-get update or install: a held dpkg lock must not hang CI
 
 # Package names as each family spells them (Debian Policy 5.6.1; Fedora and Arch alike, with
 # capitals and '_' allowed) — never an option or a shell word.
@@ -222,8 +223,7 @@ def is_present(dep: Dependency, environ: Mapping[str, str]) -> bool:
         return shutil.which(dep.command, path=path) is not None
     pkg_config = environ.get("PKG_CONFIG") or shutil.which("pkg-config", path=path)
     if pkg_config:
-        done = subprocess.run([pkg_config, "--exists", str(dep.pkg_config)], env=dict(environ),
-                              capture_output=True, check=False)
+        done = probe([pkg_config, "--exists", str(dep.pkg_config)], env=environ)
         return done.returncode == 0
     return any((folder / str(dep.header)).is_file() for folder in include_dirs(environ))
 
@@ -233,8 +233,7 @@ def cmake_problem(environ: Mapping[str, str]) -> str | None:
     cmake = shutil.which("cmake", path=search_path(environ))
     if cmake is None:
         return f"CMake not found: the upstreams need CMake 3.28 or newer: {hint}"
-    output = subprocess.run([cmake, "--version"], capture_output=True, text=True,
-                            check=False).stdout
+    output = probe([cmake, "--version"]).stdout
     match = re.search(r"cmake version (\d+)\.(\d+)", output)
     found = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
     if found >= MIN_CMAKE:
@@ -343,8 +342,7 @@ def _apt_install(apt: str, packages: Sequence[str], environ: Mapping[str, str]) 
     env = dict(environ, DEBIAN_FRONTEND="noninteractive")
     for command in ([apt, "update", "-qq"],
                     [apt, "install", "-y", "-qq", "--no-install-recommends", *packages]):
-        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False,
-                              stdin=subprocess.DEVNULL)
+        done = probe(command, env=env, timeout=APT_TIMEOUT)
         if done.returncode != 0:
             tail = (done.stdout + done.stderr).strip().splitlines()[-APT_TAIL:]
             shown = "\n".join(f"  | {line}" for line in tail)

@@ -35,7 +35,6 @@ folder back when the rename fails.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import stat
@@ -44,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ninfer_kits import buildinfo
+from ninfer_kits import buildinfo, locks
 from ninfer_kits.atomic import fsync_dir, hash_file
 from ninfer_kits.buildinfo import PORTABLE_SUFFIX, BuildInfo
 from ninfer_kits.checksums import SHA1, SHA256, parse_sums, read_sha256sums, render_sums
@@ -478,9 +477,5 @@ def install(staging: Path, dist_dir: Path, tag: str, kit: str, *,
 def _locked(folder: Path) -> Iterator[None]:
     """An exclusive lock on the folder itself (flock works on a directory's descriptor), so
     that nothing is left in dist/ but kit folders."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locks.held(folder, wait=None):
         yield
-    finally:
-        os.close(fd)

@@ -21,7 +21,6 @@ without SHA256SUMS, or whose SHA256SUMS does not list the tarball, is refused.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -34,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits import atomic
+from ninfer_kits import atomic, locks
 from ninfer_kits.checksums import SHA1, SHA256, parse_sums
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.fetch.download import (
@@ -298,16 +297,9 @@ class Fetcher:
 @contextmanager
 def _only_fetch_into(dest: Path) -> Iterator[None]:
     """One fetch at a time into a DEST (a lock on the folder itself: nothing is left behind)."""
-    fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise EnvironmentFailure(f"another fetch into {dest} is running; wait for it, or "
-                                     f"give another --dest") from None
+    with locks.held(dest, busy=lambda _: EnvironmentFailure(
+            f"another fetch into {dest} is running; wait for it, or give another --dest")):
         yield
-    finally:
-        os.close(fd)
 
 
 def _clear_stale_staging(dest: Path) -> None:

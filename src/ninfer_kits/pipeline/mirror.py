@@ -8,7 +8,6 @@ touching the folder.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import re
 import shutil
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from ninfer_kits import locks
 from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
 from ninfer_kits.matrix import Upstream
 from ninfer_kits.pipeline import git
@@ -270,8 +270,7 @@ def _safe_name(url: str) -> str:
 def _locked(mirror: Path) -> Iterator[None]:
     """Hold the mirror's lock: parallel builds of one upstream must not fetch into it at once."""
     mirror.parent.mkdir(parents=True, exist_ok=True)
-    with open(mirror.with_name(f"{mirror.name}.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locks.held(mirror.with_name(f"{mirror.name}.lock"), wait=None):
         yield
 
 

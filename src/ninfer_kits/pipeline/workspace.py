@@ -11,13 +11,12 @@ file before it lets go, so a PID found in a free lock file names a build that wa
 
 from __future__ import annotations
 
-import fcntl
-import os
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
+from ninfer_kits import locks
 from ninfer_kits.errors import EnvironmentFailure
 
 
@@ -34,35 +33,14 @@ def held_workspace(work_dir: Path, kit: str) -> Iterator[Path]:
     """The kit's work folder, emptied, for this process alone until the block ends."""
     work_dir.mkdir(parents=True, exist_ok=True)
     workspace = work_dir / kit
-    fd = os.open(lock_path(work_dir, kit), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    held = False
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise WorkFolderBusy(
-                f"kit {kit}: the work folder {workspace} is in use by another build "
-                f"({_holder(fd)}); wait for it to finish, or give this build another "
-                f"--work-dir") from None
-        held = True
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+    def busy(holder: str) -> WorkFolderBusy:
+        return WorkFolderBusy(f"kit {kit}: the work folder {workspace} is in use by another "
+                              f"build ({holder}); wait for it to finish, or give this build "
+                              f"another --work-dir")
+
+    with locks.held(lock_path(work_dir, kit), busy=busy, name_holder=True):
         if workspace.exists():
             shutil.rmtree(workspace)
         workspace.mkdir()
         yield workspace
-    finally:
-        if held:  # our PID goes first: one left in the file names a build killed outright
-            with suppress(OSError):
-                os.ftruncate(fd, 0)
-        os.close(fd)  # releases the lock; the file stays, as the git mirrors' locks do
-
-
-def _holder(fd: int) -> str:
-    """The holding process, by the PID it wrote (not its command line: that may carry a
-    --source URL with a token, and this message goes into CI logs)."""
-    text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
-    if not text.isdigit():
-        return "a process that has not written its PID yet"
-    alive = Path(f"/proc/{text}").exists()
-    return f"PID {text}" + ("" if alive else ", in another PID namespace or just ending")

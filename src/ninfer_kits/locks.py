@@ -1,0 +1,84 @@
+"""Locks between processes of this machine: an exclusive flock, which the kernel drops with the
+descriptor, so that a lock never outlives its holder, however it ends (SIGKILL included).
+
+A folder is locked through its own descriptor (nothing is left in it); a lock file is made
+when missing and stays (the next holder takes it over). A lock file may name its holder: the
+PID it wrote, and only that (a command line may carry a token, and these messages reach CI
+logs); the PID is removed again when the holder lets go, so one left in the file names a
+process that was killed outright.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Final
+
+from ninfer_kits.errors import EnvironmentFailure
+
+POLL: Final = 0.1  # seconds between tries while waiting a bounded time
+
+
+@contextmanager
+def held(path: Path, *, wait: float | None = 0.0,
+         busy: Callable[[str], Exception] | None = None,
+         waiting: Callable[[str], None] | None = None,
+         name_holder: bool = False) -> Iterator[None]:
+    """The lock on `path` for the block. `wait`: seconds to wait for another holder (None: as
+    long as it takes); after them, `busy(holder)` is raised (holder: "PID N", or why no PID can
+    be named), and `waiting(holder)` is called once when waiting starts. `name_holder`: write
+    this process's PID into the lock file while it is held."""
+    flags = os.O_RDONLY | os.O_DIRECTORY if path.is_dir() else os.O_RDWR | os.O_CREAT
+    fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
+    try:
+        _take(fd, path, wait, busy, waiting)
+        if name_holder:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield
+        finally:
+            if name_holder:
+                with suppress(OSError):
+                    os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def _take(fd: int, path: Path, wait: float | None,
+          busy: Callable[[str], Exception] | None,
+          waiting: Callable[[str], None] | None) -> None:
+    if wait is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    deadline = time.monotonic() + max(wait, 0.0)
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = _holder(fd)
+                raise (busy(holder) if busy else EnvironmentFailure(
+                    f"{path} is locked by another process ({holder})")) from None
+            if waiting is not None and not told:
+                waiting(_holder(fd))
+                told = True
+            time.sleep(POLL)
+
+
+def _holder(fd: int) -> str:
+    """The holding process, by the PID it wrote."""
+    try:
+        text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+    except IsADirectoryError:
+        return "a process that cannot be named"
+    if not text.isdigit():
+        return "a process that has not written its PID yet"
+    alive = Path(f"/proc/{text}").exists()
+    return f"PID {text}" + ("" if alive else ", in another PID namespace or just ending")

@@ -40,7 +40,7 @@ from tools import ROOT, tool
 
 TAG = "v0.6.1-rtx3090-linux-sm86"  # what kit ninfer-3090-sm86 of matrix.toml renders
 ASSET = "ninfer-3090-kit-v0.6.1-sm86.tar.gz"
-PORTABLE = "ninfer-3090-kit-v0.6.1-sm86-portable.tar.gz"  # kitdir.portable_name(ASSET)
+PORTABLE = "ninfer-3090-kit-v0.6.1-sm86-portable.tar.gz"  # kitdir.PORTABLE.asset(ASSET)
 KIT = "ninfer-3090-sm86"
 REPOSITORY = "ninfer-kits/ninfer-kits"
 MTIME = 1_700_000_000
@@ -109,7 +109,7 @@ def publish_folder(kit: Path, dist: Path, tag: str = TAG, asset: str = ASSET,
     packed = {asset: pack_tree(kit, folder / asset, mtime=MTIME)}
     info = kit_info()
     if portable is not None:
-        sibling = kitdir.portable_name(asset)
+        sibling = kitdir.PORTABLE.asset(asset)
         packed[sibling] = pack_tree(portable, folder / sibling, mtime=MTIME)
         info = dataclasses.replace(info, portable_asset=sibling)
     text = buildinfo.render(info, with_run=True).encode()
@@ -318,7 +318,7 @@ def write_ledger(matrix: Path, release: Path, urls: dict[str, str], *, tag: str 
         for store, base in urls.items())
     tarballs = [a for a in assets if a.name.endswith(".tar.gz")]
     plain = next(a for a in tarballs if not a.name.endswith("-portable.tar.gz"))
-    portable = next((a for a in tarballs if a.name == kitdir.portable_name(plain.name)), None)
+    portable = next((a for a in tarballs if a.name == kitdir.PORTABLE.asset(plain.name)), None)
     entry = ledger.LedgerEntry(
         tag=tag, kit=kit, card="RTX 3090", upstream="Don-Chad/ninfer-3090",
         upstream_url="https://github.com/Don-Chad/ninfer-3090.git", revision="a" * 40,

@@ -114,7 +114,7 @@ def test_a_release_without_sha1sums_or_one_of_two_tarballs_still_reads(
         (folder / name).unlink()
     kit = kitdir.read_kit_dir(folder)
     assert kit.verified and kit.sha1 is None and kit.portable is None
-    assert kit.absent_portable == PORTABLE
+    assert next(name for name in kit.absent if name.endswith(kitdir.PORTABLE.suffix)) == PORTABLE
     flip_last_byte(folder / ASSET)
     with pytest.raises(KitDirInvalid, match=re.escape(f"{ASSET} does not match SHA256SUMS")):
         kitdir.read_kit_dir(folder)

@@ -39,11 +39,11 @@ def copy(kit: kitdir.KitDir, tmp_path: Path) -> Path:
 
 
 def test_portable_name() -> None:
-    assert kitdir.portable_name(ASSET) == PORTABLE
-    assert kitdir.portable_name("k.tar.gz") == "k-portable.tar.gz"
+    assert kitdir.PORTABLE.asset(ASSET) == PORTABLE
+    assert kitdir.PORTABLE.asset("k.tar.gz") == "k-portable.tar.gz"
     for wrong in ("k.tgz", ".tar.gz", "k.tar"):
         with pytest.raises(ValueError, match="not a kit tarball's name"):
-            kitdir.portable_name(wrong)
+            kitdir.PORTABLE.asset(wrong)
     assert render_sums({"b": "2" * 40, "a": "1" * 40}, SHA1) == \
         f"{'1' * 40}  a\n{'2' * 40}  b\n"
 

@@ -21,8 +21,8 @@ from ninfer_kits.matrix import B2Target, GitHubTarget, load_matrix
 from ninfer_kits.publish import credentials, notes
 from ninfer_kits.publish.holdings import PublishConflict
 from ninfer_kits.publish.plan import AssetTooLarge
+from ninfer_kits.publish.stage_functions import PublishBusy, held_lock
 from ninfer_kits.publish.stores.local import NOTES_FILE, LocalStore
-from ninfer_kits.publish.tag_lock import PublishBusy, held_lock
 from ninfer_kits.retry import RetryPolicy, ServiceFailed, Transient, server_wait
 from test_publish_support import (
     ASSET,

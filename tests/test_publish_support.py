@@ -33,7 +33,7 @@ REVISION = "9899488d" + "0123456789abcdef0123456789abcdef"
 KIT = "example"
 TAG = "example-v0.3.0-linux-sm86"
 ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
-PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"  # kitdir.portable_name(ASSET)
+PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"  # kitdir.PORTABLE.asset(ASSET)
 FAST = RetryPolicy(attempts=6, first_delay=0.001, max_delay=0.01, scale=0.001)
 CANARY = "ghp_CANARY0123456789abcdefCANARY98765"
 B2_CANARY = "K005CANARYb2applicationkey0123456789"
@@ -77,7 +77,7 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     `portable` adds the portable sibling <stem>-portable.tar.gz (see `portable_tree`), named
     in BUILDINFO.txt's portable_asset and listed in both checksum files."""
     info = info or info_for()
-    sibling = kitdir.portable_name(asset) if portable else None
+    sibling = kitdir.PORTABLE.asset(asset) if portable else None
     if sibling is not None:
         info = dataclasses.replace(info, portable_asset=sibling)
     work = dist.parent / f".kit-work-{os.getpid()}-{len(payload)}-{hash(payload) & 0xffff}"

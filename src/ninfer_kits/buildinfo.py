@@ -265,15 +265,6 @@ def bundled_origin(package: str, version: str, manager: str) -> str:
     return origin
 
 
-def split_origin(origin: str) -> tuple[str, str, str]:
-    """(package, version, manager) of a `bundled` line's origin field."""
-    match = BUNDLED_ORIGIN.fullmatch(origin)
-    if match is None:
-        raise BadInput(f"not a bundled library's origin ('<package> <version> (dpkg|wheel)'): "
-                       f"{origin[:80]!r}")
-    return match["package"], match["version"], match["manager"]
-
-
 def _check_flavour(flavour: str, portable_asset: str, where: str) -> None:
     if flavour not in FLAVOURS:
         raise BadInput(f"{where}: flavour {flavour!r} is not one of {', '.join(FLAVOURS)}")

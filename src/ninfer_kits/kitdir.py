@@ -87,12 +87,6 @@ PORTABLE = FlavourKind("portable", PORTABLE_SUFFIX, "portable_asset")
 SIBLINGS = (PORTABLE,)  # in the order their tarballs follow the plain one's
 
 
-def portable_name(asset: str) -> str:
-    """The portable tarball's name beside the plain kit `asset`:
-    ninfer-example-kit-v0.3.0-sm86.tar.gz → ninfer-example-kit-v0.3.0-sm86-portable.tar.gz."""
-    return PORTABLE.asset(asset)
-
-
 class KitDirInvalid(CheckFailed):
     """A folder that should hold a finished kit does not: a file missing or extra, a checksum
     file that disagrees with the files, a BUILDINFO.txt that does not parse."""
@@ -144,10 +138,6 @@ class KitDir:
     @property
     def portable(self) -> Flavour | None:
         return next((item for item in self.siblings if item.name == PORTABLE.name), None)
-
-    @property
-    def absent_portable(self) -> str | None:
-        return next((name for name in self.absent if name.endswith(PORTABLE.suffix)), None)
 
     @property
     def tag(self) -> str:

@@ -2,8 +2,8 @@
 
 The package by job: `model` (the frozen upstreams, toolchains and kits, the tag and asset
 templates, and [publish]: where kits go), `load` (reading the file and checking every table and
-key, with did-you-mean errors that name file, line, table and key), `where` (finding those
-lines), `names` (what a valid arch, revision, tag or path looks like), `collisions` (no two
+key, with did-you-mean errors that name file, line, table and key, through the ground floor's
+`tables`), `names` (what a valid arch, revision, tag or path looks like), `collisions` (no two
 kits can get the same tag) and `inputs` (everything a kit's bytes depend on, hashed: what watch
 compares and BUILDINFO's `inputs` records). Import from here: this is the public API.
 """

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from ninfer_kits import __version__, nvidia_smi
+from ninfer_kits import __version__, buildinfo, nvidia_smi
 from ninfer_kits.atomic import hash_file
 from ninfer_kits.buildinfo import BuildInfo, toolchain_field
 from ninfer_kits.children import ProbeTimeout, probe
@@ -79,7 +79,8 @@ def _flavour_keys(inspection: Inspection, root: Path, licenses: tuple[str, ...])
 
 def _bundled_entry(item: Bundled) -> tuple[str, str, str, str, str]:
     origin = item.origin
-    return (item.soname, item.sha256, f"{origin.package} {origin.version} ({origin.manager})",
+    return (item.soname, item.sha256,
+            buildinfo.bundled_origin(origin.package, origin.version, origin.manager),
             origin.license, item.notice)
 
 

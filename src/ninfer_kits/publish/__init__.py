@@ -5,10 +5,8 @@
     notes.py         the release notes, rendered from BUILDINFO.txt
     stages.py        the publish in order (STAGES) and its runner
     state.py         what the stages hand on: PublishRequest, Outcome
-    stage_functions.py  what each stage does
+    stage_functions.py  what each stage does, with the tag's lock and the ledger entry written last
     holdings.py      what each store holds: conflicts refused up front, what it lacks uploaded
-    tag_lock.py      one publish of a tag at a time on this machine
-    ledger_entry.py  releases/<tag>.toml: written last, atomically (format: ninfer_kits.ledger)
     credentials.py   the B2 key from the environment or an env file
     stores/          local (a folder; --dry-run), b2 (b2sdk), github (PyGithub)
 """

@@ -4,13 +4,16 @@ Outcome so far and returns it with its own result added; its docstring says what
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
-from ninfer_kits import ledger
-from ninfer_kits.errors import need
+from ninfer_kits import ledger, locks
+from ninfer_kits.errors import BadInput, EnvironmentFailure, need
+from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.publish import plan
 from ninfer_kits.publish.holdings import (
@@ -21,11 +24,9 @@ from ninfer_kits.publish.holdings import (
     reproducing_store,
     upload_missing,
 )
-from ninfer_kits.publish.ledger_entry import write_ledger
 from ninfer_kits.publish.state import Outcome
-from ninfer_kits.publish.store import Presence, Store
+from ninfer_kits.publish.store import Presence, Release, Store, StoreRecord
 from ninfer_kits.publish.stores import NOTES_PREFERENCE
-from ninfer_kits.publish.tag_lock import held_lock
 
 
 def read_kit(state: Outcome, reporter: Reporter) -> Outcome:
@@ -129,3 +130,71 @@ def _notes_store(stores: Sequence[Store]) -> Store:
     """The store whose download URLs the notes show (GitHub's, where there is one)."""
     rank = {name: index for index, name in enumerate(NOTES_PREFERENCE)}
     return min(stores, key=lambda store: rank.get(store.name, len(rank)))
+
+
+# ---------------------------------------------------------------- the lock stage
+
+
+class PublishBusy(EnvironmentFailure):
+    """Another publish of the same tag runs on this machine."""
+
+
+@contextmanager
+def held_lock(lock_dir: Path, tag: str, wait: float, reporter: Reporter) -> Iterator[None]:
+    """One publish of `tag` at a time on this machine: <lock_dir>/<tag>.lock (the holder's PID
+    in it). A second publish waits up to `wait` seconds, then stops naming the holder."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    path = lock_dir / f"{tag}.lock"
+
+    def busy(holder: str) -> PublishBusy:
+        return PublishBusy(f"another publish of {tag} is running ({holder}; lock {path}); "
+                           f"wait for it to finish, or give --wait SECONDS")
+
+    def waiting(holder: str) -> None:
+        reporter.info(f"waiting for another publish of {tag} ({holder}) to finish, up to "
+                      f"{wait:.0f} s")
+
+    with locks.held(path, wait=wait, busy=busy, waiting=waiting, name_holder=True):
+        yield
+
+
+# ---------------------------------------------------------------- the ledger stage
+
+
+def ledger_entry(kit: KitDir, release: Release, records: Sequence[StoreRecord],
+                 when: datetime.datetime) -> ledger.LedgerEntry:
+    info = kit.info
+    return ledger.LedgerEntry(
+        tag=kit.tag, kit=kit.kit, card=info.card, upstream=info.upstream,
+        upstream_url=info.upstream_url, revision=info.revision, version=info.version,
+        arch=info.arch, cuda_version=info.cuda_version, toolchain=info.toolchain,
+        asset=kit.asset, published_at=when,
+        portable_asset=kit.portable.asset if kit.portable else None,
+        portable_sha256=kit.portable.sha256 if kit.portable else None,
+        portable_size=kit.portable.size if kit.portable else None,
+        stores=tuple(ledger.LedgerStore(name=record.store, location=record.location,
+                                        details=record.details) for record in records),
+        assets=tuple(ledger.LedgerAsset(
+            name=asset.name, size=asset.size, sha256=asset.sha256, sha1=asset.sha1,
+            urls=tuple((record.store, record.urls[asset.name]) for record in records
+                       if asset.name in record.urls)) for asset in release.assets),
+        floor=info.floor,
+        # what made the kit (BUILDINFO's `inputs`), for watch; a kit without it records none
+        inputs=None if info.inputs == "unknown" else info.inputs, input_parts=info.input_parts)
+
+
+def write_ledger(path: Path, kit: KitDir, release: Release, records: Sequence[StoreRecord],
+                 reporter: Reporter) -> bool:
+    """Write releases/<tag>.toml unless it already records this very release; True when
+    written."""
+    entry = ledger_entry(kit, release, records, datetime.datetime.now(datetime.UTC))
+    if path.exists():
+        try:
+            if ledger.read(path).same_release(entry):
+                reporter.info(f"{path}: already records this release; unchanged")
+                return False
+        except BadInput as error:  # a damaged ledger is written again, saying so
+            reporter.warning(f"{error}; writing it again")
+    ledger.write(path, entry)
+    reporter.info(f"{path}: written")
+    return True

@@ -304,3 +304,66 @@ def test_sign_without_ssh_keygen_names_the_package(tmp_path: Path,
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(EnvironmentFailure, match="install openssh-client"):
         sign(file, tmp_path / "key")
+
+
+# --------------------------------------------------------------------------- [publish.signing]
+
+ED_KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+SIGNING = f"""
+[publish.signing]
+allowed_signers = "allowed_signers"
+identity = "{IDENTITY}"
+"""
+
+
+def _matrix(tmp_path: Path, signing: str = SIGNING,
+            allowed: str = f'{IDENTITY} namespaces="{NAMESPACE}" ssh-ed25519 {ED_KEY}\n') -> Path:
+    from tests.test_matrix import MINIMAL
+
+    (tmp_path / "allowed_signers").write_text(allowed)
+    path = tmp_path / "matrix.toml"
+    path.write_text(MINIMAL + signing)
+    return path
+
+
+def test_matrix_signing_table_loads(tmp_path: Path) -> None:
+    from ninfer_kits.matrix import load_matrix
+
+    signing = load_matrix(_matrix(tmp_path)).publish.signing
+    assert signing is not None
+    assert signing.allowed_signers == tmp_path.absolute() / "allowed_signers"
+    assert signing.trust == Trust(signing.allowed_signers, IDENTITY)
+    from tests.test_matrix import MINIMAL
+
+    (tmp_path / "plain.toml").write_text(MINIMAL)
+    assert load_matrix(tmp_path / "plain.toml").publish.signing is None
+
+
+@pytest.mark.parametrize(("signing", "allowed", "message"), [
+    (SIGNING + 'idenity = "x"\n', None, r"\[publish.signing\] key 'idenity': unknown key "
+                                         r"'idenity'; did you mean 'identity'\?"),
+    (SIGNING.replace(f'identity = "{IDENTITY}"\n', ""), None,
+     r"\[publish.signing\] key 'identity': missing required key"),
+    (SIGNING.replace(IDENTITY, "relase@ninfer-kits"), None,
+     r"key 'identity': allowed_signers lists no key for 'relase@ninfer-kits' .*did you mean "
+     r"'release@ninfer-kits'\?"),
+    (SIGNING.replace('"allowed_signers"', '"../allowed_signers"'), None,
+     r"key 'allowed_signers': invalid path"),
+    (SIGNING.replace('"allowed_signers"', '"missing"'), None,
+     r"key 'allowed_signers': .*missing: no such allowed_signers file"),
+    (SIGNING, f"{IDENTITY} ssh-rsa AAAAB3NzaC1yc2E=\n",
+     r"key 'allowed_signers': .*allowed_signers:1: key type 'ssh-rsa' is not supported"),
+    (SIGNING, f'{IDENTITY} namespaces="git" ssh-ed25519 {ED_KEY}\n',
+     r"key 'identity': allowed_signers allows 'release@ninfer-kits''s key only for other "
+     r"namespaces"),
+])
+def test_matrix_signing_table_says_where(tmp_path: Path, signing: str, allowed: str | None,
+                                         message: str) -> None:
+    from ninfer_kits.errors import ConfigError
+    from ninfer_kits.matrix import load_matrix
+
+    path = _matrix(tmp_path, signing, *(() if allowed is None else (allowed,)))
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_matrix(path)
+    assert str(caught.value).startswith(f"{path}:")
+    assert caught.value.where.line is not None

@@ -367,3 +367,23 @@ def test_matrix_signing_table_says_where(tmp_path: Path, signing: str, allowed: 
         load_matrix(path)
     assert str(caught.value).startswith(f"{path}:")
     assert caught.value.where.line is not None
+
+
+def test_the_pyz_carries_allowed_signers_beside_its_matrix(tmp_path: Path) -> None:
+    from ninfer_kits import pyz, resources
+
+    (tmp_path / "keys").mkdir()
+    path = _matrix(tmp_path, SIGNING.replace('"allowed_signers"', '"keys/allowed_signers"'))
+    (tmp_path / "allowed_signers").rename(tmp_path / "keys" / "allowed_signers")
+    members = dict(pyz.contents(path))
+    base = f"ninfer_kits/{resources.BUNDLED.name}"
+    assert members[f"{base}/keys/allowed_signers"] == \
+        (tmp_path / "keys" / "allowed_signers").read_bytes()
+    assert f"{base}/matrix.toml" in members
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    from tests.test_matrix import MINIMAL
+
+    (plain / "matrix.toml").write_text(MINIMAL)
+    assert not any(name.endswith("allowed_signers") for name in dict(pyz.contents(
+        plain / "matrix.toml")))

@@ -474,16 +474,28 @@ def check_sums(sums: bytes, signature: bytes | None, trust: Trust | None, *,
 
     With `trust` (the matrix says releases are signed) a bad or missing signature is
     BadSignature (exit 1) unless `insecure` (--insecure-no-signature), which only warns.
-    Without it, a signature that is there cannot be checked against anyone's key: said so; none
-    at all is "unsigned", as a kit published before signing is."""
+    Without it, none at all is "unsigned", as a kit published before signing is; a signature
+    that is there is checked with the key it names (named, not trusted: nothing says whose it
+    should be), so that SHA256SUMS changed after signing is refused all the same."""
     if trust is None:
         if signature is None:
             return f"{UNSIGNED} (no {shown}{SIG_SUFFIX})", None
-        parsed = parse_signature(signature, f"{shown}{SIG_SUFFIX}")
-        return (f"{shown}{SIG_SUFFIX} by {parsed.fingerprint} not checked (no "
-                f"[publish.signing] in the matrix: no allowed_signers to check it with)"), None
-    failure: str
-    if signature is None:
+        # No one to trust, but the signature can still say whether SHA256SUMS changed since
+        # it was signed: checked with the key it names, which is then named, not trusted.
+        try:
+            parsed = parse_signature(signature, f"{shown}{SIG_SUFFIX}")
+            itself = AllowedSigner(principals=("*",), namespaces=None,
+                                   key_blob=parsed.key_blob, line=0)
+            verdict = verify(sums, signature, (itself,), "*", shown=shown)
+        except NotASignature as error:
+            failure = str(error)
+        else:
+            if verdict.good:
+                return (f"{shown}{SIG_SUFFIX} holds for key {parsed.fingerprint}, which nothing "
+                        f"vouches for here (no [publish.signing] in the matrix: no "
+                        f"allowed_signers)"), None
+            failure = verdict.reason
+    elif signature is None:
         failure = (f"{shown}{SIG_SUFFIX} is missing, and the matrix says releases are signed "
                    f"(by {trust.identity})")
     else:
@@ -496,7 +508,7 @@ def check_sums(sums: bytes, signature: bytes | None, trust: Trust | None, *,
                 return f"{shown}{SIG_SUFFIX} ok ({verdict.reason})", None
             failure = verdict.reason
     if insecure:
-        return (f"{UNSIGNED}: signature NOT checked (--insecure-no-signature)",
+        return (f"{UNSIGNED}: the signature did NOT hold (--insecure-no-signature)",
                 f"--insecure-no-signature: {failure}; going on WITHOUT a good signature: "
                 f"nothing proves these files are the ones the project published")
     raise BadSignature(f"{failure}: refused (--insecure-no-signature skips this check, at your "

@@ -140,3 +140,20 @@ def test_an_unsigned_matrix_publishes_unsigned_and_says_so(tmp_path: Path,
     assert "unsigned  no SHA256SUMS.sig (no [publish.signing] in the matrix)" in done.stdout
     assert ledger.read(tmp_path / "releases" / f"{TAG}.toml").signed_by is None
     assert "signed_by" not in (tmp_path / "releases" / f"{TAG}.toml").read_text()
+
+
+def test_the_notes_show_how_to_check_the_signature(tmp_path: Path, kit: kitdir.KitDir) -> None:
+    from ninfer_kits.publish.stores.local import NOTES_FILE
+
+    matrix, key, _other = signed_matrix(tmp_path)
+    done = _publish(tmp_path, kit, matrix, {"NINFER_KITS_SIGNING_KEY_FILE": str(key)})
+    assert done.returncode == 0, done.stderr
+    body = (tmp_path / "published" / TAG / NOTES_FILE).read_text()
+    fingerprint = read_allowed_signers(tmp_path / "allowed_signers")[0].fingerprint
+    assert f"OpenSSH signature by `{IDENTITY}` (key `{fingerprint}`)" in body
+    assert (f"ssh-keygen -Y verify -f allowed_signers -I {IDENTITY} -n {NAMESPACE} -s "
+            f"SHA256SUMS.sig < SHA256SUMS") in body
+    from ninfer_kits.publish import notes
+
+    plain = notes.render(kit.info, tag=TAG, asset=ASSET, download_base="https://x/y")
+    assert "SHA256SUMS.sig" not in plain  # an unsigned release's notes are as they were

@@ -223,6 +223,7 @@ def test_not_a_signature_is_named() -> None:
     ("x ssh-ed25519\n", "got 2 fields"),
     ("# nothing\n", "lists no signer"),
     ('x namespaces="a ssh-ed25519 AAAA\n', "an unclosed quote"),
+    ("*,!evil ssh-ed25519 AAAA\n", r"a negated pattern \(!…\) is not supported"),
 ])
 def test_allowed_signers_refused_clearly(text: str, message: str) -> None:
     with pytest.raises(BadInput, match=message) as caught:
@@ -389,3 +390,26 @@ def test_the_pyz_carries_allowed_signers_beside_its_matrix(tmp_path: Path) -> No
     (plain / "matrix.toml").write_text(MINIMAL)
     assert not any(name.endswith("allowed_signers") for name in dict(pyz.contents(
         plain / "matrix.toml")))
+
+
+def test_the_ledger_records_the_signing_key() -> None:
+    import dataclasses
+    import datetime
+
+    from ninfer_kits import ledger
+
+    entry = ledger.LedgerEntry(
+        tag="t", kit="k", card="c", upstream="o/n", upstream_url="https://x/o/n.git",
+        revision="a" * 40, version="", arch="sm_86", cuda_version="13.0", toolchain="tc",
+        asset="k.tar.gz", published_at=datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC),
+        stores=(ledger.LedgerStore(name="local", location="/x"),),
+        assets=(ledger.LedgerAsset(name="k.tar.gz", size=1, sha256="0" * 64, sha1="0" * 40,
+                                   urls=(("local", "file:///x/k.tar.gz"),)),),
+        floor=(), signed_by="SHA256:" + "A" * 43)
+    text = ledger.render(entry)
+    assert 'signed_by = "SHA256:' in text
+    assert ledger.parse(text) == entry
+    assert ledger.parse(ledger.render(dataclasses.replace(entry, signed_by=None))).signed_by \
+        is None
+    with pytest.raises(BadInput, match="signed_by must be a key fingerprint"):
+        ledger.parse(text.replace("SHA256:" + "A" * 43, "md5:xx"))

@@ -320,6 +320,10 @@ def _signer_line(line: str, number: int) -> AllowedSigner:
     if len(rest) < 2:
         raise ValueError(f"expected a key type and a key after the principals, as `{ED25519} "
                          f"AAAAC3Nz…`")
+    if any(p.startswith("!") for p in (*principals, *(namespaces or ()))):
+        # OpenSSH's negation turns a whole list's match into a refusal; read as a plain name it
+        # would allow what ssh-keygen refuses, so it is refused here instead
+        raise ValueError("a negated pattern (!…) is not supported")
     kind, encoded = rest[0], rest[1]
     if kind != ED25519:
         raise ValueError(f"key type {kind!r} is not supported: only {ED25519} (make a key with "

@@ -134,12 +134,16 @@ def _listed(sha1: str | None) -> str:
 
 
 def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
-                 fetch_hint: str | None = None, signature: Asset | None = None) -> Release:
+                 fetch_hint: str | None = None, signature: Asset | None = None,
+                 signed: tuple[str, str] | None = None) -> Release:
+    """The release of `kit`; `signature` its SHA256SUMS.sig and `signed` (identity, key
+    fingerprint) where it is signed."""
     info: BuildInfo = kit.info
     return Release(tag=kit.tag, title=notes.title(info, kit.tag),
                    notes=notes.render(info, tag=kit.tag, asset=kit.asset,
                                       download_base=download_base, fetch_hint=fetch_hint,
-                                      portable=kit.portable.asset if kit.portable else None),
+                                      portable=kit.portable.asset if kit.portable else None,
+                                      signed=signed),
                    assets=assets_of(kit, tools, signature))
 
 

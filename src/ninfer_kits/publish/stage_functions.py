@@ -96,7 +96,7 @@ def sign_sums(state: Outcome, reporter: Reporter) -> Outcome:
                   f"checked against {signing.allowed_signers.name}")
     signature = Asset(name=kitdir.SIGNATURE, path=signed.signature, size=hashed.size,
                       sha256=hashed.sha256, sha1=hashed.sha1, content_type=plan.TEXT_TYPE)
-    return dataclasses.replace(state, signature=signature,
+    return dataclasses.replace(state, signature=signature, signed_by=signed.fingerprint,
                                signed_sums=hash_file(copy).sha256)
 
 
@@ -105,7 +105,10 @@ def plan_release(state: Outcome, reporter: Reporter) -> Outcome:
     request, kit = state.request, state.kit
     base = request.notes_base or _notes_store(request.stores).download_base(kit.tag)
     tools = (plan.pyz_asset(request.lock_dir.parent / "pyz"),)
-    release = plan.make_release(kit, base, tools, _fetch_hint(base), state.signature)
+    signing = request.matrix.publish.signing
+    signed = (signing.identity, need(state.signed_by, "signed_by")) \
+        if state.signature is not None and signing is not None else None
+    release = plan.make_release(kit, base, tools, _fetch_hint(base), state.signature, signed)
     if state.signature is not None and \
             release.asset(kitdir.SHA256SUMS).sha256 != state.signed_sums:
         raise kitdir.KitDirInvalid(f"kit folder {kit.path}: {kitdir.SHA256SUMS} changed after "

@@ -7,7 +7,6 @@ would leave, once every checksum matched:
     DEST/<asset>          the tarball, under its final name only once its sha256 matched
     DEST/SHA256SUMS       as the release has it (`sha256sum -c SHA256SUMS` works there)
     DEST/SHA1SUMS, DEST/BUILDINFO.txt   when the release has them (BUILDINFO.txt checked too)
-
     DEST/SHA256SUMS.sig   when the release is signed (checked before SHA256SUMS is trusted)
 
 SHA256SUMS is checked against the release's SHA256SUMS.sig first (signatures.check_sums): with

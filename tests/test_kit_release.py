@@ -152,6 +152,8 @@ def test_a_build_folder_without_its_portable_tarball_is_still_refused(
 
 # --------------------------------------------------------------------------- verify and floor
 
+UNSIGNED = "; unsigned (no SHA256SUMS.sig)"  # a release made without [publish.signing]
+
 
 @pytest.mark.parametrize("which", ["published", "downloaded"])
 def test_verify_and_floor_check_a_release_folder(which: str,
@@ -159,14 +161,15 @@ def test_verify_and_floor_check_a_release_folder(which: str,
     folder: Path = request.getfixturevalue(which)
     listed = len((folder / "SHA256SUMS").read_text().splitlines())  # what it counts: no extras
     with open_kit(folder) as kit:
-        assert kit.checked == f"SHA256SUMS ok ({listed} files)"
+        assert kit.checked == f"SHA256SUMS ok ({listed} files){UNSIGNED}"
         assert kit.info is not None and kit.info.flavour == "plain"
     floor = cli("floor", folder, "--json")
     assert floor.returncode == 0, floor.stderr
-    assert json.loads(floor.stdout)["checked"] == f"SHA256SUMS ok ({listed} files)"
+    assert json.loads(floor.stdout)["checked"] == f"SHA256SUMS ok ({listed} files){UNSIGNED}"
     verify = cli("verify", folder)
     assert verify.returncode in (0, 1) and "build.log" not in verify.stderr, verify.stderr
-    assert verify.stdout.startswith(f"Kit     {folder} (SHA256SUMS ok ({listed} files))")
+    assert verify.stdout.startswith(f"Kit     {folder} (SHA256SUMS ok ({listed} files)"
+                                    f"{UNSIGNED})")
 
 
 def test_a_tampered_release_folder_fails_verify_and_floor(downloaded: Path,
@@ -180,7 +183,7 @@ def test_a_tampered_release_folder_fails_verify_and_floor(downloaded: Path,
 
 
 def test_verify_and_floor_check_what_fetch_left_in_dest(fetched: Path, tmp_path: Path) -> None:
-    words = f"SHA256SUMS ok (BUILDINFO.txt, {ASSET}); kit/ as unpacked here"
+    words = f"SHA256SUMS ok (BUILDINFO.txt, {ASSET}); kit/ as unpacked here{UNSIGNED}"
     with open_kit(fetched) as kit:
         assert kit.checked == words
     floor = cli("floor", fetched, "--json")
@@ -194,9 +197,9 @@ def test_verify_and_floor_check_what_fetch_left_in_dest(fetched: Path, tmp_path:
 
 def test_a_tarball_beside_its_sha256sums_is_checked(downloaded: Path, tmp_path: Path) -> None:
     with open_kit(downloaded / ASSET) as kit:
-        assert kit.checked == "SHA256SUMS beside it ok, SHA1SUMS ok"
+        assert kit.checked == f"SHA256SUMS beside it ok, SHA1SUMS ok{UNSIGNED}"
     done = cli("floor", downloaded / ASSET, "--json")
-    assert json.loads(done.stdout)["checked"] == "SHA256SUMS beside it ok, SHA1SUMS ok"
+    assert json.loads(done.stdout)["checked"] == f"SHA256SUMS beside it ok, SHA1SUMS ok{UNSIGNED}"
     alone = tmp_path / "alone"
     alone.mkdir()
     shutil.copy2(downloaded / ASSET, alone / ASSET)

@@ -217,7 +217,8 @@ def _cli_environment(env: dict[str, str] | None) -> dict[str, str]:
     environ = {key: value for key, value in os.environ.items()
                if key not in ("GITHUB_TOKEN", "GH_TOKEN", "B2_APPLICATION_KEY_ID",
                               "B2_APPLICATION_KEY", "NINFER_B2_ENV", "GITHUB_ACTIONS",
-                              "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")}
+                              "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY",
+                              "NINFER_KITS_SIGNING_KEY", "NINFER_KITS_SIGNING_KEY_FILE")}
     environ["NINFER_KITS_RETRY_SCALE"] = "0.001"
     environ.update(env or {})
     return environ

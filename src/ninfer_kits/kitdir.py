@@ -16,7 +16,9 @@
 
 Nothing else is in a kit folder as `build` makes it. A release of it (`publish --to local`'s
 <out>/<tag>/, a release's assets downloaded into one folder, `fetch`'s DEST) is the same kit
-without build.log (publish never uploads it), and may hold beside it what a release carries
+without build.log (publish never uploads it), with SHA256SUMS.sig where the release is signed
+(the OpenSSH signature of SHA256SUMS that publish makes, listed nowhere: it signs the list),
+and may hold beside it what a release carries
 (RELEASE.md, the notes of the local store; ninfer-kits.pyz) and kit/, the tarball unpacked
 (`fetch`, or `tar xzf` as the notes say). Its SHA1SUMS may be missing (not downloaded), and of
 a release with a portable sibling one tarball may be missing, when SHA256SUMS lists it
@@ -56,6 +58,7 @@ BUILD_LOG = "build.log"
 TARBALL_SUFFIX = ".tar.gz"
 FIXED_FILES = (BUILDINFO, SHA256SUMS, SHA1SUMS, BUILD_LOG)  # `build` writes them by the tarballs
 REQUIRED = (BUILDINFO, SHA256SUMS)  # what every variant holds
+SIGNATURE = f"{SHA256SUMS}.sig"  # a signed release's signature of SHA256SUMS (not `build`'s)
 NOTES = "RELEASE.md"  # the local store's release notes
 PYZ = "ninfer-kits.pyz"  # the tools a release carries
 UNPACKED = "kit"  # the tarball unpacked beside it (fetch's DEST; `tar xzf` of the notes)
@@ -126,7 +129,8 @@ class KitDir:
     buildinfo_sha256: str  # of BUILDINFO.txt, as SHA256SUMS lists it
     verified: bool  # every hash above (and the siblings') was checked against the bytes
     siblings: tuple[Flavour, ...] = ()  # the tarballs beside <asset> (SIBLINGS), when built
-    held: tuple[str, ...] = FIXED_FILES  # the names of FIXED_FILES and RELEASE_EXTRAS here
+    held: tuple[str, ...] = FIXED_FILES  # the names of FIXED_FILES, SIGNATURE and
+    # RELEASE_EXTRAS here
     absent: tuple[str, ...] = ()  # the sibling tarballs SHA256SUMS lists but not here
 
     @property
@@ -172,8 +176,13 @@ class KitDir:
     def files(self) -> tuple[str, ...]:
         """The kit's files in the folder (the tarballs, BUILDINFO.txt, the checksum files and
         build.log where they are), sorted by name: not a release's extras."""
-        return tuple(sorted((*(name for name in self.held if name in FIXED_FILES),
+        return tuple(sorted((*(name for name in self.held if name in (*FIXED_FILES, SIGNATURE)),
                              *self.tarballs)))
+
+    @property
+    def signature(self) -> Path | None:
+        """SHA256SUMS.sig, where the folder holds one (a signed release)."""
+        return self.path / SIGNATURE if SIGNATURE in self.held else None
 
     @property
     def extras(self) -> tuple[str, ...]:
@@ -222,12 +231,13 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
 
 
 def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[str, str]]:
-    """(the names of FIXED_FILES and RELEASE_EXTRAS the folder holds, the plain tarball's name,
+    """(the names of FIXED_FILES, SIGNATURE and RELEASE_EXTRAS the folder holds, the plain
+    tarball's name,
     the siblings' by flavour), once the folder holds only what a kit folder may hold."""
     names = sorted(os.listdir(path))
     tarballs = [name for name in names if name.endswith(TARBALL_SUFFIX)]
     asset, siblings = _paired(path, tarballs)
-    required, extras = (FIXED_FILES, ()) if built else (REQUIRED, RELEASE_EXTRAS)
+    required, extras = (FIXED_FILES, ()) if built else (REQUIRED, (SIGNATURE, *RELEASE_EXTRAS))
     missing = [name for name in required if name not in names]
     if missing:
         what = f"{', '.join(FIXED_FILES)}" if built else f"{BUILDINFO} and {SHA256SUMS}"
@@ -237,7 +247,7 @@ def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[s
     extra = [name for name in names if name not in tarballs and name not in allowed]
     if extra:
         kept = (f"{', '.join(('<the tarballs>', *FIXED_FILES))}" +
-                ("" if built else f"; a release also {', '.join(RELEASE_EXTRAS)}/"))
+                ("" if built else f"; a release also {', '.join((SIGNATURE, *RELEASE_EXTRAS))}/"))
         raise KitDirInvalid(f"kit folder {path}: holds {', '.join(extra)}, which is not part of "
                             f"a kit folder ({kept})")
     for name in (*tarballs, *(name for name in names if name in allowed)):

@@ -72,6 +72,9 @@ class LedgerEntry:
     # compares with today's; None and () in files written before, or for a kit without them
     inputs: str | None = None
     input_parts: tuple[tuple[str, str], ...] = ()
+    # the fingerprint (SHA256:…, as ssh-keygen shows it) of the key that signed SHA256SUMS
+    # (the release's SHA256SUMS.sig); None for an unsigned release and in files written before
+    signed_by: str | None = None
 
     def url(self, name: str | None = None, store: str | None = None) -> str:
         """The download URL of asset `name` (default: the tarball) from `store` (default: the
@@ -133,6 +136,7 @@ def render(entry: LedgerEntry) -> str:
         *(f"{name} = {_string(getattr(entry, name))}" for name in _SCALARS),
         *_portable_lines(entry),
         *([f"inputs = {_string(entry.inputs)}"] if entry.inputs is not None else []),
+        *([f"signed_by = {_string(entry.signed_by)}"] if entry.signed_by is not None else []),
         f"published_at = {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
     ]
     if entry.input_parts:
@@ -214,10 +218,18 @@ def parse(text: str, source: str = "ledger") -> LedgerEntry:
                   for row in _tables(data, "floor", source, required=False))
     portable = _portable(data, assets, values["asset"], source)
     inputs, input_parts = _inputs(data, source)
+    signed_by = data.get("signed_by")
+    if signed_by is not None and (not isinstance(signed_by, str)
+                                  or _FINGERPRINT.fullmatch(signed_by) is None):
+        raise BadInput(f"{source}: signed_by must be a key fingerprint SHA256:<43 base64 "
+                       f"characters>, got {_shown(signed_by)}")
     return LedgerEntry(format=FORMAT, **values, published_at=when, stores=stores,
                        assets=assets, floor=floor, portable_asset=portable[0],
                        portable_sha256=portable[1], portable_size=portable[2],
-                       inputs=inputs, input_parts=input_parts)
+                       inputs=inputs, input_parts=input_parts, signed_by=signed_by)
+
+
+_FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 
 
 _INPUTS = re.compile(r"sha256:[0-9a-f]{64}")

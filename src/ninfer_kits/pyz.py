@@ -10,7 +10,9 @@ A stdlib zipapp (`zipapp`, with `#!/usr/bin/env python3`) holding:
   is urllib), so neither requests nor PyGithub;
 - the matrix and the ledger as of the build (`_bundled/matrix.toml`, `_bundled/releases/`,
   with the shipped Dockerfiles the matrix names), so that `fetch KIT` and `kit-url KIT` know
-  the repository, the B2 bucket and the published releases on a box that has no checkout.
+  the repository, the B2 bucket and the published releases on a box that has no checkout;
+  and the allowed_signers file of the matrix's [publish.signing], at the same place beside
+  it, so that `fetch` checks a release's signature with the keys of the matrix it carries.
 
 At its first start it unpacks itself into a cache folder named by its content hash
 ($NINFER_KITS_PYZ_CACHE, else $XDG_CACHE_HOME/ninfer-kits/pyz, else ~/.cache/ninfer-kits/pyz;
@@ -165,6 +167,29 @@ def _bundled_files(matrix: Path | None) -> Iterator[tuple[str, bytes]]:
     readme = releases / "README.md"
     if readme.is_file():
         yield f"{base}/releases/README.md", readme.read_bytes()
+    signers = _allowed_signers(matrix)
+    if signers is not None:
+        yield f"{base}/{signers}", (matrix.parent / signers).read_bytes()
+
+
+def _allowed_signers(matrix: Path) -> str | None:
+    """[publish.signing] allowed_signers of the matrix (a path relative to it), or None. Read
+    with tomllib alone: the matrix reader checked it when publish loaded the matrix (and the
+    ground floor does not import it)."""
+    import tomllib
+    from pathlib import PurePosixPath
+
+    with matrix.open("rb") as handle:
+        data = tomllib.load(handle)
+    publish = data.get("publish")
+    signing = publish.get("signing") if isinstance(publish, dict) else None
+    relative = signing.get("allowed_signers") if isinstance(signing, dict) else None
+    if not isinstance(relative, str):
+        return None
+    parts = PurePosixPath(relative).parts
+    if not parts or relative.startswith("/") or ".." in parts:
+        return None  # load_matrix refuses such a path; never a member outside _bundled/
+    return PurePosixPath(*parts).as_posix()
 
 
 def contents(matrix: Path | None) -> list[tuple[str, bytes]]:

@@ -1,6 +1,7 @@
 """`ninfer-kits fetch KIT|TAG`: a published kit, downloaded, checked against its release's
-SHA256SUMS, unpacked, then verified on this host (exit status: verify's). --portable takes the
-release's portable tarball instead."""
+SHA256SUMS (itself checked against SHA256SUMS.sig where the release is signed), unpacked,
+then verified on this host (exit status: verify's). --portable takes the release's portable
+tarball instead."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="the release's portable tarball (<stem>-portable.tar.gz: the kit "
                              "carrying its own libraries, needing only glibc and the NVIDIA "
                              "driver) instead of the plain one; exit 2 when it has none")
+    parser.add_argument("--insecure-no-signature", action="store_true",
+                        help="go on when the release's SHA256SUMS.sig is missing or bad although "
+                             "the matrix says releases are signed (a loud warning): nothing "
+                             "then proves the files are the ones the project published")
     add_location_arguments(parser)
 
 
@@ -45,7 +50,9 @@ def execute(args: argparse.Namespace) -> int:
     dest = args.dest if args.dest is not None else Path(release.tag)
     if dest.exists() and not dest.is_dir():
         raise BadInput(f"--dest {dest}: not a folder")
-    fetched = Fetcher(client, reporter).fetch(release, dest)
+    signing = ctx.matrix.publish.signing if ctx.matrix is not None else None
+    fetched = Fetcher(client, reporter, trust=signing.trust if signing else None,
+                      insecure=args.insecure_no_signature).fetch(release, dest)
     for line in describe(fetched):
         reporter.info(line)
     with open_kit(fetched.dest, checked=fetched.checked) as kit, \

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ninfer_kits import ledger, remote
+from ninfer_kits import kitdir, ledger, remote
 from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import (
@@ -98,19 +98,32 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
     names = _store_names(args.to, matrix)
     github = _github_target(matrix, args.github_api, "github" in names)
     retry = RetryPolicy.from_environment(environ)
+    signing_key, missing = None, []
+    if matrix.publish.signing is not None:
+        try:
+            signing_key = credentials.signing_key(environ)
+        except remote.MissingCredentials as error:
+            if not args.dry_run:  # a dry run writes an unsigned release, saying so
+                missing.append(str(error))
     if args.dry_run:
         out = (args.out or DEFAULT_DRY_RUN_OUT).absolute()
         stores: tuple[Store, ...] = (LocalStore(out),)
         notes_base = _dry_notes_base(names, matrix, github, out, folder.name)
     else:
-        stores = make_stores(names, matrix, github, args, environ, retry, reporter)
+        try:
+            stores = make_stores(names, matrix, github, args, environ, retry, reporter)
+        except remote.MissingCredentials as error:
+            missing.append(str(error))
+        if missing:  # every credential missing named at once, the signing key's too
+            raise remote.MissingCredentials("; ".join(missing))
         notes_base = None
     request = PublishRequest(
         kit_dir=folder, matrix=matrix, stores=stores,
         lock_dir=(args.cache_dir or default_cache_dir()).absolute() / "publish",
         ledger_dir=None if args.dry_run else (
             args.ledger_dir or matrix.path.absolute().parent / "releases"),
-        replace=args.replace or args.dry_run, wait=args.wait, notes_base=notes_base)
+        replace=args.replace or args.dry_run, wait=args.wait, notes_base=notes_base,
+        signing_key=signing_key)
     try:
         outcome = run_publish(request, reporter)
     except PublishConflict as conflict:
@@ -236,6 +249,7 @@ def report(outcome: Outcome, reporter: Reporter, *, dry_run: bool, would: tuple[
     if outcome.ledger is not None:
         lines.append(f"  {'ledger':<{width}}  {outcome.ledger}"
                      + ("" if outcome.ledger_changed else " (unchanged)"))
+    lines.append(_signature_line(outcome, width))
     name_width = max(len(asset.name) for asset in outcome.release.assets)
     lines.append("")
     lines += [f"{asset.name:<{name_width}}  {asset.size:>13,}  {asset.sha256}"
@@ -250,6 +264,18 @@ def report(outcome: Outcome, reporter: Reporter, *, dry_run: bool, would: tuple[
     _github_output({"tag": tag, "changed": str(outcome.changed).lower(),
                     "ledger": str(outcome.ledger or ""), "ledger_mode": ledger_mode,
                     "outcome": would_be or outcome.result})
+
+
+def _signature_line(outcome: Outcome, width: int) -> str:
+    """Whether the release is signed, and by whom: one line of the report."""
+    signing = outcome.request.matrix.publish.signing
+    key = outcome.signed_by
+    if key is not None:
+        who = f"{signing.identity}, " if signing is not None else ""
+        return f"  {'signed':<{width}}  {kitdir.SIGNATURE} by {who}key {key}"
+    why = "no [publish.signing] in the matrix" if signing is None else \
+        "a dry run without the signing key"
+    return f"  {'unsigned':<{width}}  no {kitdir.SIGNATURE} ({why})"
 
 
 def _github_output(values: Mapping[str, str]) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.verify.check import verify
-from ninfer_kits.verify.kit import open_kit
+from ninfer_kits.verify.kit import SignaturePolicy, open_kit
 from ninfer_kits.verify.report import render, to_json
 from ninfer_kits.verify.target import open_target
 
@@ -27,6 +27,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="folders the loader searches first, ':'-separated (default on the "
                              "host: $LD_LIBRARY_PATH; none in a root or an image)")
     parser.add_argument("--json", action="store_true", help="versioned JSON")
+    parser.add_argument("--matrix", metavar="PATH", type=Path, default=None,
+                        help="the matrix whose [publish.signing] says whether releases are "
+                             "signed, and by whom (default: $NINFER_KITS_MATRIX, else "
+                             "./matrix.toml, else the copy inside ninfer-kits.pyz)")
+    parser.add_argument("--insecure-no-signature", action="store_true",
+                        help="go on when SHA256SUMS.sig is missing or bad although the matrix "
+                             "says releases are signed (a loud warning)")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -34,8 +41,10 @@ def execute(args: argparse.Namespace) -> int:
         folder for folder in args.ld_library_path.split(":") if folder)
     if ld_path and any(not folder.startswith("/") for folder in ld_path):
         raise BadInput(f"--ld-library-path {args.ld_library_path}: give absolute folders")
-    with open_kit(args.kit) as kit, open_target(kit.root, root=args.root, image=args.image,
-                                                 ld_library_path=ld_path) as target:
+    policy = signature_policy(args)
+    with open_kit(args.kit, signature=policy) as kit, \
+            open_target(kit.root, root=args.root, image=args.image,
+                        ld_library_path=ld_path) as target:
         report = verify(kit, target)
     if args.json:
         json.dump(to_json(report), sys.stdout, indent=2 if sys.stdout.isatty() else None)
@@ -43,3 +52,16 @@ def execute(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render(report) + "\n")
     return report.exit_code
+
+
+def signature_policy(args: argparse.Namespace) -> SignaturePolicy:
+    """How SHA256SUMS.sig is judged: required when the matrix (--matrix, else the one found as
+    fetch finds it) has [publish.signing]."""
+    from ninfer_kits.fetch.locate import find_matrix
+    from ninfer_kits.log import Reporter
+    from ninfer_kits.matrix import load_matrix
+
+    path = find_matrix(args.matrix)
+    signing = load_matrix(path).publish.signing if path is not None else None
+    return SignaturePolicy(trust=signing.trust if signing else None,
+                           insecure=args.insecure_no_signature, warn=Reporter().warning)

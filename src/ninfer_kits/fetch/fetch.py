@@ -7,6 +7,12 @@ would leave, once every checksum matched:
     DEST/<asset>          the tarball, under its final name only once its sha256 matched
     DEST/SHA256SUMS       as the release has it (`sha256sum -c SHA256SUMS` works there)
     DEST/SHA1SUMS, DEST/BUILDINFO.txt   when the release has them (BUILDINFO.txt checked too)
+    DEST/SHA256SUMS.sig   when the release is signed (checked before SHA256SUMS is trusted)
+
+SHA256SUMS is checked against the release's SHA256SUMS.sig first (signatures.check_sums): with
+the matrix's [publish.signing] a missing or bad signature is refused (exit 1) unless
+--insecure-no-signature (a loud warning); without it, a release without one is "unsigned", as
+every release made before signing is.
 
 With --portable the tarball is the release's `<stem>-portable.tar.gz`, and everything below is
 the same. A release with both tarballs lists both in SHA256SUMS and SHA1SUMS while DEST holds
@@ -33,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits import atomic, locks
+from ninfer_kits import atomic, locks, signatures
 from ninfer_kits.checksums import SHA1, SHA256, parse_sums
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.fetch.download import (
@@ -58,6 +64,7 @@ from ninfer_kits.fetch.locate import (
     plain_file_name,
 )
 from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive, terminate_as_exit
+from ninfer_kits.kitdir import SIGNATURE
 from ninfer_kits.log import Reporter
 
 KIT = "kit"
@@ -82,9 +89,12 @@ class Fetched:
 
 
 class Fetcher:
-    def __init__(self, client: Client, reporter: Reporter) -> None:
+    def __init__(self, client: Client, reporter: Reporter, *,
+                 trust: signatures.Trust | None = None, insecure: bool = False) -> None:
         self.client = client
         self.reporter = reporter
+        self.trust = trust  # the matrix's [publish.signing]: releases must be signed
+        self.insecure = insecure  # --insecure-no-signature
 
     # --- small files ------------------------------------------------------------------------
 
@@ -109,6 +119,21 @@ class Fetcher:
         text = data.decode("utf-8", "replace")
         return parse_sums(text, SHA256, f"{located.where}: {SHA256SUMS}"), data
 
+    def _signature(self, located: Located, sums: bytes) -> tuple[str, bytes | None]:
+        """SHA256SUMS checked against the release's SHA256SUMS.sig, before anything trusts
+        it: (the words for `checked`, the .sig's bytes or None)."""
+        file = located.files.get(SIGNATURE)
+        data = None
+        if file is not None:
+            try:
+                data = self._small(file)
+            except NotFound:
+                data = None
+        words, warning = signatures.check_sums(sums, data, self.trust, insecure=self.insecure)
+        if warning is not None:
+            self.reporter.warning(f"{located.where}: {warning}")
+        return words, data
+
     # --- the job ------------------------------------------------------------------------------
 
     def fetch(self, located: Located, dest: Path) -> Fetched:
@@ -131,6 +156,7 @@ class Fetcher:
                            f"file name: refused")
         _check_replaceable(dest / KIT)
         sums, sums_data = self._sums(located)
+        signed, signature = self._signature(located, sums_data)
         tarball = located.tarball
         sha256 = sums.get(located.asset)
         if sha256 is None:
@@ -148,6 +174,10 @@ class Fetcher:
             result = self._tarball(located, dest, sha256, sha1)
         digests, reused, extraction, resumed_from, reconnects = result
         atomic.write_file(dest / SHA256SUMS, sums_data)
+        if signature is not None:
+            atomic.write_file(dest / SIGNATURE, signature)
+        else:  # an older fetch's .sig must not sit beside another release's SHA256SUMS
+            (dest / SIGNATURE).unlink(missing_ok=True)
         if sha1_text is not None:
             atomic.write_file(dest / SHA1SUMS, sha1_text)
         for name, data in extras.items():
@@ -157,6 +187,7 @@ class Fetcher:
             parts.append(f"{SHA1SUMS} ok" if sha1_text is not None else
                          f"sha1 ok (as {tarball.sha1_by} records it)")
         parts += [f"{who} agrees" for who in agreed]
+        parts.append(signed)
         checked = ", ".join(parts)
         return Fetched(located, dest, dest / located.asset, digests, checked, reused,
                        resumed_from, reconnects, time.monotonic() - started, extraction)

@@ -32,7 +32,7 @@ from ninfer_kits.fetch import ledger as ledger_mod
 from ninfer_kits.fetch.http import Client, NotFound, shown
 from ninfer_kits.fetch.ledger import Recorded, url_of
 from ninfer_kits.inspector.inputs import printable
-from ninfer_kits.kitdir import PORTABLE, SIBLINGS, FlavourKind
+from ninfer_kits.kitdir import PORTABLE, SIBLINGS, SIGNATURE, FlavourKind
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, Matrix, UnresolvedPlaceholders
 from ninfer_kits.remote import github_web, token_for
 
@@ -340,8 +340,15 @@ def _b2(want: Wanted, ctx: Context) -> Located:
                        f"--from github")
     folder = f"{base}/file/{bucket}/{_quote(ctx.b2_prefix + want.tag)}"
     files = {name: RemoteFile(name, f"{folder}/{_quote(name)}")
-             for name in (*_guessed(want, want.asset), SHA256SUMS, SHA1SUMS, BUILDINFO)}
+             for name in (*_guessed(want, want.asset), SHA256SUMS, *_signature(ctx), SHA1SUMS,
+                          BUILDINFO)}
     return Located(want.tag, want.asset, "b2", where, files, kit=_kit_id(want), notes=want.notes)
+
+
+def _signature(ctx: Context) -> tuple[str, ...]:
+    """SHA256SUMS.sig among the files guessed without a listing, where the matrix says
+    releases are signed (an unsigned release has none to list)."""
+    return (SIGNATURE,) if ctx.matrix is not None and ctx.matrix.publish.signing else ()
 
 
 def _folder(want: Wanted, root: Path) -> Located:

@@ -31,6 +31,7 @@ from ninfer_kits.matrix.model import (
     Kit,
     Matrix,
     Publish,
+    Signing,
     Toolchain,
     Upstream,
     merge_cmake_options,
@@ -48,6 +49,7 @@ from ninfer_kits.matrix.names import (
     version_core,
 )
 from ninfer_kits.remote import cleartext_token_problem
+from ninfer_kits.signatures import NAMESPACE, read_allowed_signers
 from ninfer_kits.tables import (
     Table,
     did_you_mean,
@@ -138,7 +140,8 @@ def _build(root: Table) -> Matrix:
     kits = _section(root, "kits", lambda t: _read_kit(t, upstreams, toolchains))
     _check_duplicates(root.table("kits"), kits)
     check_collisions(root.table("kits"), kits)
-    publish = _read_publish(root.table("publish")) if "publish" in root.data else Publish()
+    publish = _read_publish(root.table("publish"), base_dir) if "publish" in root.data \
+        else Publish()
     return Matrix(
         path=root.source.path, schema=schema, upstreams=MappingProxyType(upstreams),
         toolchains=MappingProxyType(toolchains), kits=MappingProxyType(kits), publish=publish,
@@ -511,19 +514,47 @@ _B2_BUCKET = re.compile(r"[A-Za-z0-9-]{6,63}")
 _B2_NAME_BYTES: Final = 1024  # B2's limit on a file name, in UTF-8 bytes
 
 
-def _read_publish(table: Table) -> Publish:
-    """[publish]: optional [publish.github] and [publish.b2], and the ledger mode."""
+def _read_publish(table: Table, base_dir: Path) -> Publish:
+    """[publish]: optional [publish.github], [publish.b2] and [publish.signing], and the ledger
+    mode."""
     if "runner" in table.data:  # rebuild.yml's build runner is the repository's to choose
         raise table.error("runner", "the build runner is no longer set here: rebuild.yml builds "
                                     "on ubuntu-latest unless the repository variable "
                                     "NINFER_KITS_BUILD_RUNNER names a runner label")
-    table.check_keys((), ("github", "b2", "ledger"))
+    table.check_keys((), ("github", "b2", "ledger", "signing"))
     github = _read_github(table.table("github")) if "github" in table.data else None
     b2 = _read_b2(table.table("b2")) if "b2" in table.data else None
     ledger = table.optional_text("ledger") or "commit"
     if ledger not in LEDGER_MODES:
         raise table.error("ledger", unknown_name("ledger mode", ledger, LEDGER_MODES))
-    return Publish(github=github, b2=b2, ledger=ledger)
+    signing = _read_signing(table.table("signing"), base_dir) if "signing" in table.data \
+        else None
+    return Publish(github=github, b2=b2, ledger=ledger, signing=signing)
+
+
+def _read_signing(table: Table, base_dir: Path) -> Signing:
+    """[publish.signing]: the allowed_signers file beside matrix.toml (read now: a bad line
+    fails here, not in a user's fetch) and the identity, which it must list for our
+    namespace."""
+    table.check_keys(("allowed_signers", "identity"))
+    relative = _relative_path(table, "allowed_signers")
+    path = base_dir / relative
+    try:
+        signers = read_allowed_signers(path)
+    except BadInput as error:
+        raise table.error("allowed_signers", str(error)) from None
+    identity = table.text("identity")
+    named = [signer for signer in signers if signer.names(identity)]
+    if not named:
+        principals = [p for signer in signers for p in signer.principals]
+        raise table.error("identity", f"{relative} lists no key for {quote(identity)} (it lists "
+                                      f"{', '.join(principals)})"
+                                      f"{did_you_mean(identity, principals)}")
+    if not any(signer.allows(NAMESPACE) for signer in named):
+        raise table.error("identity", f"{relative} allows {quote(identity)}'s key only for "
+                                      f"other namespaces; add {NAMESPACE} to its "
+                                      f"namespaces=\"...\"")
+    return Signing(allowed_signers=path, identity=identity, relative=relative)
 
 
 def _read_github(table: Table) -> GitHubTarget:

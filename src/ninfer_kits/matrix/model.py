@@ -17,6 +17,7 @@ from ninfer_kits.matrix.names import (
     cmake_arch,
     version_core,
 )
+from ninfer_kits.signatures import Trust
 from ninfer_kits.tables import quote, unknown_name
 
 PLACEHOLDERS: Final = (
@@ -278,6 +279,21 @@ class B2Target:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Signing:
+    """[publish.signing]: releases are signed. `publish` signs SHA256SUMS with the key of
+    `identity`, and `fetch` and `verify` refuse a release whose SHA256SUMS.sig is missing or is
+    not a good signature by a key `allowed_signers` lists for `identity`."""
+
+    allowed_signers: Path  # absolute: the file committed beside matrix.toml
+    identity: str  # the principal the allowed_signers line names (release@ninfer-kits)
+    relative: str  # allowed_signers as matrix.toml gives it (the .pyz carries it there)
+
+    @property
+    def trust(self) -> Trust:
+        return Trust(self.allowed_signers, self.identity)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Publish:
     """[publish]: where `ninfer-kits publish` puts a finished kit (no remote: a local folder),
     and how the workflows land the ledger file releases/<tag>.toml (`commit` it to the branch,
@@ -286,6 +302,7 @@ class Publish:
     github: GitHubTarget | None = None
     b2: B2Target | None = None
     ledger: str = "commit"
+    signing: Signing | None = None
 
     @property
     def remotes(self) -> tuple[str, ...]:

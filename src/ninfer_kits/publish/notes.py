@@ -1,12 +1,14 @@
 """Release notes, rendered from the kit's BUILDINFO.txt: what the kit is for, how to download
-and check it (and its portable sibling, when it has one), what a machine needs to run it (the
-floor table), which upstream revision it is, and under which licenses it is redistributed."""
+and check it (its signature, when it is signed; its portable sibling, when it has one), what a
+machine needs to run it (the floor table), which upstream revision it is, and under which
+licenses it is redistributed."""
 
 from __future__ import annotations
 
 import re
 
 from ninfer_kits.buildinfo import BuildInfo
+from ninfer_kits.signatures import NAMESPACE as SIGNATURE_NAMESPACE
 
 _FORGE_URL = re.compile(r"https://(?:github\.com|gitlab\.com|codeberg\.org)/[^/\s]+/[^/\s]+")
 
@@ -56,11 +58,27 @@ def _portable_lines(base: str, portable: str | None) -> list[str]:
             f"sha256sum -c --ignore-missing SHA256SUMS && tar xzf {portable}", "```", ""]
 
 
+def _signature_lines(base: str, signed: tuple[str, str] | None) -> list[str]:
+    """How to check SHA256SUMS.sig by hand (`signed`: the identity and the key's fingerprint,
+    when the release is signed)."""
+    if signed is None:
+        return []
+    identity, fingerprint = signed
+    return [f"`SHA256SUMS` is signed: `SHA256SUMS.sig` is an OpenSSH signature by `{identity}` "
+            f"(key `{fingerprint}`). With the project's `allowed_signers` file (beside "
+            f"`matrix.toml` in its repository), check it before `sha256sum -c`:", "",
+            "```sh", f"curl -fLO {base}/SHA256SUMS.sig",
+            f"ssh-keygen -Y verify -f allowed_signers -I {identity} -n {SIGNATURE_NAMESPACE} "
+            f"-s SHA256SUMS.sig < SHA256SUMS", "```", ""]
+
+
 def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
-           fetch_hint: str | None = None, portable: str | None = None) -> str:
+           fetch_hint: str | None = None, portable: str | None = None,
+           signed: tuple[str, str] | None = None) -> str:
     """The Markdown body of the release. `download_base` is the folder URL the assets are
     downloaded from (GitHub: https://github.com/OWNER/NAME/releases/download/TAG); `portable`
-    the portable tarball's name, when the release has one."""
+    the portable tarball's name, when the release has one; `signed` the identity and key
+    fingerprint of its SHA256SUMS.sig, when it is signed."""
     base = download_base.rstrip("/")
     version = f" {info.version}" if info.version else ""
     floor = "\n".join(f"| {_cell(requirement)} | {_cell(why)} |"
@@ -90,6 +108,7 @@ def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
         "`SHA1SUMS` holds the tarball's SHA-1 for clients that check only that "
         "(`sha1sum -c SHA1SUMS`).",
         "",
+        *_signature_lines(base, signed),
         *_portable_lines(base, portable),
         *_pyz_lines(base, tag, fetch_hint),
         "## What a machine needs to run it",

@@ -100,10 +100,12 @@ def _check_names(kit: KitDir, matrix: Matrix) -> None:
                        f"{held}: rebuild the kit (or publish with the matrix it was built with)")
 
 
-def assets_of(kit: KitDir, tools: tuple[Asset, ...] = ()) -> tuple[Asset, ...]:
+def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
+              signature: Asset | None = None) -> tuple[Asset, ...]:
     """The release's assets in upload order: the kit's tarballs (the plain kit, then its
-    siblings), BUILDINFO.txt, SHA1SUMS, the tools (ninfer-kits.pyz), and SHA256SUMS last (a
-    client that finds SHA256SUMS finds everything it names)."""
+    siblings), BUILDINFO.txt, SHA1SUMS, the tools (ninfer-kits.pyz), SHA256SUMS.sig where the
+    release is signed, and SHA256SUMS last (a client that finds SHA256SUMS finds everything it
+    names, and its signature)."""
     sha1sums, sha256sums = (hash_file(kit.path / name)
                             for name in (kitdir.SHA1SUMS, kitdir.SHA256SUMS))
     buildinfo = hash_file(kit.buildinfo_path)
@@ -119,6 +121,7 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = ()) -> tuple[Asset, ...]:
         Asset(name=kitdir.SHA1SUMS, path=sha1sums.path, size=sha1sums.size,
               sha256=sha1sums.sha256, sha1=sha1sums.sha1, content_type=TEXT_TYPE),
         *tools,
+        *((signature,) if signature is not None else ()),
         Asset(name=kitdir.SHA256SUMS, path=sha256sums.path, size=sha256sums.size,
               sha256=sha256sums.sha256, sha1=sha256sums.sha1, content_type=TEXT_TYPE),
     )
@@ -131,13 +134,17 @@ def _listed(sha1: str | None) -> str:
 
 
 def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
-                 fetch_hint: str | None = None) -> Release:
+                 fetch_hint: str | None = None, signature: Asset | None = None,
+                 signed: tuple[str, str] | None = None) -> Release:
+    """The release of `kit`; `signature` its SHA256SUMS.sig and `signed` (identity, key
+    fingerprint) where it is signed."""
     info: BuildInfo = kit.info
     return Release(tag=kit.tag, title=notes.title(info, kit.tag),
                    notes=notes.render(info, tag=kit.tag, asset=kit.asset,
                                       download_base=download_base, fetch_hint=fetch_hint,
-                                      portable=kit.portable.asset if kit.portable else None),
-                   assets=assets_of(kit, tools))
+                                      portable=kit.portable.asset if kit.portable else None,
+                                      signed=signed),
+                   assets=assets_of(kit, tools, signature))
 
 
 def pyz_asset(folder: Path) -> Asset:

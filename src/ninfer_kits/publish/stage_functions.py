@@ -11,8 +11,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ninfer_kits import ledger, locks
-from ninfer_kits.errors import BadInput, EnvironmentFailure, need
+from ninfer_kits import kitdir, ledger, locks, signatures
+from ninfer_kits.atomic import hash_file, write_file
+from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, need
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.publish import plan
@@ -25,7 +26,7 @@ from ninfer_kits.publish.holdings import (
     upload_missing,
 )
 from ninfer_kits.publish.state import Outcome
-from ninfer_kits.publish.store import Presence, Release, Store, StoreRecord
+from ninfer_kits.publish.store import Asset, Presence, Release, Store, StoreRecord
 from ninfer_kits.publish.stores import NOTES_PREFERENCE
 
 
@@ -55,12 +56,63 @@ def preflight(state: Outcome, reporter: Reporter) -> Outcome:
     return state
 
 
+class SigningFailed(CheckFailed):
+    """SHA256SUMS could not be signed, or not so that allowed_signers accepts it: nothing was
+    uploaded."""
+
+
+def sign_sums(state: Outcome, reporter: Reporter) -> Outcome:
+    """With [publish.signing]: sign SHA256SUMS (ssh-keygen -Y sign, in the scratch folder: the
+    kit folder is build's and stays as it made it), then check the signature against
+    allowed_signers as fetch will, so that a wrong key fails here, before any upload."""
+    request, kit = state.request, state.kit
+    signing = request.matrix.publish.signing
+    if signing is None:
+        reporter.info(f"unsigned: {request.matrix.path} has no [publish.signing]")
+        return state
+    if request.signing_key is None:  # a dry run without the key
+        reporter.warning(f"no signing key here: this dry run's release is unsigned; the real "
+                         f"publish signs {kitdir.SHA256SUMS} as {signing.identity}")
+        return state
+    sums = (kit.path / kitdir.SHA256SUMS).read_bytes()
+    folder = need(state.scratch, "scratch") / "signed"
+    folder.mkdir(exist_ok=True)
+    copy = folder / kitdir.SHA256SUMS
+    write_file(copy, sums)
+    try:
+        with request.signing_key.as_file() as key:
+            signed = signatures.sign(copy, key)
+    except CheckFailed as error:
+        raise SigningFailed(f"{error}; the key came from {request.signing_key.source}; nothing "
+                            f"was uploaded") from None
+    verdict = signatures.verify(sums, signed.signature.read_bytes(), signing.trust.signers(),
+                                signing.identity)
+    if not verdict.good:
+        raise SigningFailed(f"the signing key from {request.signing_key.source} is not the one "
+                            f"{signing.allowed_signers.name} lists for {signing.identity}: "
+                            f"{verdict.reason}; nothing was uploaded")
+    hashed = hash_file(signed.signature)
+    reporter.info(f"{kitdir.SIGNATURE}: signed as {signing.identity} ({signed.fingerprint}), "
+                  f"checked against {signing.allowed_signers.name}")
+    signature = Asset(name=kitdir.SIGNATURE, path=signed.signature, size=hashed.size,
+                      sha256=hashed.sha256, sha1=hashed.sha1, content_type=plan.TEXT_TYPE)
+    return dataclasses.replace(state, signature=signature, signed_by=signed.fingerprint,
+                               signed_sums=hash_file(copy).sha256)
+
+
 def plan_release(state: Outcome, reporter: Reporter) -> Outcome:
     """The release: title, notes from BUILDINFO.txt, assets in upload order."""
     request, kit = state.request, state.kit
     base = request.notes_base or _notes_store(request.stores).download_base(kit.tag)
     tools = (plan.pyz_asset(request.lock_dir.parent / "pyz"),)
-    release = plan.make_release(kit, base, tools, _fetch_hint(base))
+    signing = request.matrix.publish.signing
+    signed = (signing.identity, need(state.signed_by, "signed_by")) \
+        if state.signature is not None and signing is not None else None
+    release = plan.make_release(kit, base, tools, _fetch_hint(base), state.signature, signed)
+    if state.signature is not None and \
+            release.asset(kitdir.SHA256SUMS).sha256 != state.signed_sums:
+        raise kitdir.KitDirInvalid(f"kit folder {kit.path}: {kitdir.SHA256SUMS} changed after "
+                                   f"it was signed")
     reporter.info(f"release {release.tag}: {', '.join(a.name for a in release.assets)}")
     return dataclasses.replace(state, planned=release)
 
@@ -89,7 +141,7 @@ def inspect_stores(state: Outcome, reporter: Reporter) -> Outcome:
                     for store, held in zip(request.stores, found, strict=True))
     refuse_conflicts(request.stores, found, request.replace)
     return dataclasses.replace(state, planned=release, found=found, reproduced=reproduced,
-                               kept=kept)
+                               kept=kept, signed_by=signed_by(release))
 
 
 # fill_store runs once per store, as a step named after it ("b2", "github", "local")
@@ -180,7 +232,17 @@ def ledger_entry(kit: KitDir, release: Release, records: Sequence[StoreRecord],
                        if asset.name in record.urls)) for asset in release.assets),
         floor=info.floor,
         # what made the kit (BUILDINFO's `inputs`), for watch; a kit without it records none
-        inputs=None if info.inputs == "unknown" else info.inputs, input_parts=info.input_parts)
+        inputs=None if info.inputs == "unknown" else info.inputs, input_parts=info.input_parts,
+        signed_by=signed_by(release))
+
+
+def signed_by(release: Release) -> str | None:
+    """The fingerprint of the key of the release's SHA256SUMS.sig as published (a reproduced
+    release keeps the store's own), or None for an unsigned release."""
+    signature = next((a for a in release.assets if a.name == kitdir.SIGNATURE), None)
+    if signature is None:
+        return None
+    return signatures.parse_signature(signature.path.read_bytes(), signature.name).fingerprint
 
 
 def write_ledger(path: Path, kit: KitDir, release: Release, records: Sequence[StoreRecord],

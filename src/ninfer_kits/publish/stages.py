@@ -2,7 +2,8 @@
 entry.
 
 STAGES is the whole program, in order, beside the build's (pipeline.stages): read and check the
-kit folder, take the tag's lock, check each store's credentials, plan the release, see what
+kit folder, take the tag's lock, check each store's credentials, sign SHA256SUMS (where the
+matrix says releases are signed; checked against allowed_signers), plan the release, see what
 each store holds (refusing every conflict), fill each store in turn (B2 first), and record the
 ledger entry. Nothing is uploaded before every check that can fail has passed. Each stage
 (publish.stage_functions) takes the Outcome so far (publish.state) and returns it with its own
@@ -25,6 +26,7 @@ from ninfer_kits.publish.stage_functions import (
     preflight,
     read_kit,
     record_ledger,
+    sign_sums,
 )
 from ninfer_kits.publish.state import Outcome, PublishRequest, Stage
 
@@ -32,6 +34,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("kit", read_kit),
     ("lock", lock),
     ("preflight", preflight),
+    ("sign", sign_sums),
     ("plan", plan_release),
     ("inspect", inspect_stores),
     (EACH_STORE, fill_store),

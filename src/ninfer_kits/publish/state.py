@@ -12,7 +12,8 @@ from ninfer_kits.errors import need
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Matrix
-from ninfer_kits.publish.store import Found, Release, Store, StoreRecord
+from ninfer_kits.publish.credentials import SigningKey
+from ninfer_kits.publish.store import Asset, Found, Release, Store, StoreRecord
 
 PUBLISHED, REPRODUCED, CONFLICT = "published", "reproduced", "conflict"
 
@@ -28,6 +29,9 @@ class PublishRequest:
     wait: float = 0.0  # seconds to wait for another publish of the same tag
     notes_base: str | None = None  # the download folder the notes show (default: GitHub's,
     # else B2's, else the local folder's)
+    # the key that signs SHA256SUMS when the matrix has [publish.signing]; None there only in
+    # a dry run without one (the release it writes is then unsigned, said so)
+    signing_key: SigningKey | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +43,9 @@ class Outcome:
     held: ExitStack  # the tag's lock and the scratch folder, let go after the last stage
     read: KitDir | None = None  # the kit folder, checked
     scratch: Path | None = None  # the store's own copies of a reproduced release's assets
+    signature: Asset | None = None  # SHA256SUMS.sig, made in scratch, checked (signed releases)
+    signed_sums: str | None = None  # the sha256 of the SHA256SUMS bytes it signs
+    signed_by: str | None = None  # the key fingerprint of the release's SHA256SUMS.sig
     planned: Release | None = None
     found: tuple[Found, ...] = ()  # what each store holds, in the order of request.stores
     records: tuple[StoreRecord, ...] = ()  # one per store done, in order

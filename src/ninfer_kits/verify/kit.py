@@ -1,14 +1,15 @@
 """The kit to verify, on disk: an unpacked kit (the folder holding kit/), a kit archive, or a kit
-folder, dist/<tag>/ or a release of it (its SHA256SUMS is checked first). Archives are unpacked
-with the hardened streaming reader into a private temporary folder, which goes when the `with`
-ends."""
+folder, dist/<tag>/ or a release of it (its SHA256SUMS is checked first, and before it the
+SHA256SUMS.sig beside it: signatures.check_sums, required where the matrix says releases are
+signed). Archives are unpacked with the hardened streaming reader into a private temporary
+folder, which goes when the `with` ends."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,15 @@ from ninfer_kits import buildinfo
 from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.archive import KitArchive, archive_format
 from ninfer_kits.inspector.elf import ElfInfo, is_elf, read_elf
-from ninfer_kits.kitdir import BUILDINFO, SHA256SUMS, check_beside, check_listed, read_kit_dir
+from ninfer_kits.kitdir import (
+    BUILDINFO,
+    SHA256SUMS,
+    SIGNATURE,
+    check_beside,
+    check_listed,
+    read_kit_dir,
+)
+from ninfer_kits.signatures import Trust, check_sums
 
 
 @dataclass(frozen=True)
@@ -30,11 +39,35 @@ class KitOnDisk:
     checked: str  # "SHA256SUMS ok (…)" or why nothing was checked
 
 
+@dataclass(frozen=True)
+class SignaturePolicy:
+    """How the SHA256SUMS.sig beside a kit is judged: `trust` from the matrix's
+    [publish.signing] (None: not required), `insecure` for --insecure-no-signature, `warn` for
+    the loud warning that gives."""
+
+    trust: Trust | None = None
+    insecure: bool = False
+    warn: Callable[[str], None] | None = None
+
+    def check(self, folder: Path) -> str:
+        """The words for the signature of folder/SHA256SUMS (BadSignature when required and
+        missing or bad)."""
+        signature = folder / SIGNATURE
+        words, warning = check_sums((folder / SHA256SUMS).read_bytes(),
+                                    signature.read_bytes() if signature.is_file() else None,
+                                    self.trust, insecure=self.insecure)
+        if warning is not None and self.warn is not None:
+            self.warn(f"{folder}: {warning}")
+        return words
+
+
 @contextmanager
-def open_kit(path: Path, *, checked: str | None = None) -> Iterator[KitOnDisk]:
-    """The kit at `path`, its checksums checked where there are any; `checked`: the words of a
-    caller that has just checked the files beside kit/ itself (fetch), which are not hashed
-    again."""
+def open_kit(path: Path, *, checked: str | None = None,
+             signature: SignaturePolicy | None = None) -> Iterator[KitOnDisk]:
+    """The kit at `path`, its checksums checked where there are any, and SHA256SUMS's
+    signature before them (`signature`: how); `checked`: the words of a caller that has just
+    checked the files beside kit/ itself (fetch), which are not hashed again."""
+    policy = signature or SignaturePolicy()
     if not os.path.lexists(path):
         raise BadInput(f"{path}: no such file or folder")
     if path.is_dir():
@@ -44,17 +77,22 @@ def open_kit(path: Path, *, checked: str | None = None) -> Iterator[KitOnDisk]:
             # fetch's DEST, or a release's files with the tarball unpacked beside them: what
             # SHA256SUMS lists that is here is checked, kit/ is read as it is
             if checked is None:
-                checked = (f"{check_listed(path)}; kit/ as unpacked here"
-                           if root == path and (path / SHA256SUMS).is_file()
-                           else "an unpacked kit: no checksums to check")
+                if root == path and (path / SHA256SUMS).is_file():
+                    signed = policy.check(path)
+                    checked = f"{check_listed(path)}; kit/ as unpacked here; {signed}"
+                else:
+                    checked = "an unpacked kit: no checksums to check"
             yield _read(str(path), root, checked)
             return
         if tarballs and ((path / SHA256SUMS).is_file() or (path / BUILDINFO).is_file()):
             # every file and hash of a kit folder, as `build` makes it or a release of it (a
             # second tarball must be the kit's portable sibling); the plain kit is verified
+            # the signature first; without SHA256SUMS, read_kit_dir says what is missing
+            sums_signed = policy.check(path) if (path / SHA256SUMS).is_file() else ""
             finished = read_kit_dir(path)
             with _unpacked(finished.tarball) as root:
-                yield _read(str(path), root, f"SHA256SUMS ok ({len(finished.tarballs) + 1} files)")
+                yield _read(str(path), root, f"SHA256SUMS ok ({len(finished.tarballs) + 1} files)"
+                            f"; {sums_signed}")
             return
         raise BadInput(f"{path}: neither an unpacked kit (kit/bin/) nor a kit folder "
                        f"(a .tar.gz beside SHA256SUMS and BUILDINFO.txt)")
@@ -63,7 +101,10 @@ def open_kit(path: Path, *, checked: str | None = None) -> Iterator[KitOnDisk]:
     if archive_format(head) is None:
         raise BadInput(f"{path}: not a kit archive (.tar.gz, .tar.xz, .tar.bz2 or .tar), "
                        f"an unpacked kit or a kit folder")
+    beside_signed = policy.check(path.parent) if (path.parent / SHA256SUMS).is_file() else None
     checked = check_beside(path) or "an archive on its own: no SHA256SUMS beside it"
+    if beside_signed is not None:
+        checked = f"{checked}; {beside_signed}"
     with _unpacked(path) as root:
         yield _read(str(path), root, checked)
 

@@ -258,10 +258,10 @@ def from_kit_dir(kit: kitdir.KitDir,
 
 
 def _read_tarball(path: Path, wanted: set[str] | None) -> tuple[BuildInfo, dict[str, bytes]]:
-    """(kit/BUILDINFO.txt, the licence texts) of a tarball; `wanted` None: the licence texts
-    its own BUILDINFO.txt asks for (so its members are read in one pass, in order)."""
+    """(kit/BUILDINFO.txt, the licence texts) of a tarball, in one pass over its members;
+    `wanted` None: the licence texts its own BUILDINFO.txt asks for."""
     infos: list[BuildInfo] = []
-    texts: dict[str, bytes] = {}
+    small: dict[str, bytes] = {}  # what could be a licence text, until BUILDINFO.txt says
     with tarfile.open(path, "r:gz") as archive:
         for member in archive:
             if not member.isfile():
@@ -269,14 +269,14 @@ def _read_tarball(path: Path, wanted: set[str] | None) -> tuple[BuildInfo, dict[
             if member.name == f"{kitdir.UNPACKED}/{kitdir.BUILDINFO}":
                 infos.append(buildinfo_file.parse(_read(path, archive, member).decode("utf-8"),
                                                   f"{path}:{member.name}"))
-                if wanted is None:
-                    wanted = _texts_wanted(infos[0])
-            elif member.name in wanted if wanted is not None else _may_be_licence(member):
-                texts[member.name] = _read(path, archive, member)
+            elif _may_be_licence(member):
+                small[member.name] = _read(path, archive, member)
     if not infos:
         raise BadInput(f"{path}: holds no {kitdir.UNPACKED}/{kitdir.BUILDINFO}")
-    return infos[0], {name: data for name, data in texts.items()
-                      if name in (wanted or set())}
+    wanted = _texts_wanted(infos[0]) if wanted is None else wanted
+    # a `license` path names the file in the tarball, with its kit/ or (older kits) without
+    return infos[0], {name: small[key] for name in wanted
+                      for key in (name, f"{kitdir.UNPACKED}/{name}") if key in small}
 
 
 def _may_be_licence(member: tarfile.TarInfo) -> bool:

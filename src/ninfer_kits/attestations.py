@@ -7,8 +7,10 @@ portable one's inside its tarball, with its `bundled` rows) and the licence text
 carries. So `build` writes them (pipeline `checksums`) and `from_kit_dir` makes them again from a
 finished folder, byte for byte, which lets a test (or publish) check them. Same inputs, same
 bytes: no random serialNumber (a UUID derived from the tarball's sha256), the timestamp is the
-build's SOURCE_DATE_EPOCH, keys and components sorted, nothing of the run but the toolchain
-image's digest (an input: it decides the compiler).
+build's SOURCE_DATE_EPOCH, keys and components sorted. Of the run's own keys only two are
+read: the toolchain image's digest (`run.image`: it decides the compiler) and, in the
+provenance alone, the ninfer-kits checkout's commit (`run.pipeline_revision`, which the issue
+asks the provenance to name); neither is in the tarball, whose bytes they do not change.
 
 What they do not know yet: the toolchain packages compiled into the binaries (CUB's headers
 and the like). `compiled_in` takes them as rows of CompiledIn when the pipeline finds them.

@@ -293,6 +293,9 @@ class Act:
             for name, value in (inputs or {}).items()}} if inputs else {}
         if event == "schedule":
             payload["schedule"] = "23 */6 * * *"
+        # rebuild.yml's attest job skips on it: act has no OIDC token, and GitHub's attest
+        # action cannot be fetched here (act's documented way to skip a job locally)
+        payload["act"] = True
         event_file.write_text(json.dumps(payload), encoding="utf-8")
         # act names each job's container (and its volumes) after the workflow's name and the
         # job's: two act processes running one workflow at once would take the same names. So

@@ -102,8 +102,9 @@ def two_builds(example_repo: tuple[Path, str],
 def test_output_folder_holds_the_finished_kit(two_builds: tuple[Built, Built]) -> None:
     first, _ = two_builds
     assert sorted(p.name for p in first.dist.iterdir()) == [TAG]
-    assert sorted(p.name for p in first.out.iterdir()) == [
-        "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", PORTABLE, ASSET]
+    assert sorted(p.name for p in first.out.iterdir()) == sorted(
+        ("BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", PORTABLE, ASSET,
+         *kitdir.attestation_names((ASSET, PORTABLE))))
     assert "[1/" in (first.out / "build.log").read_text()
 
 
@@ -112,6 +113,9 @@ def test_tarballs_are_byte_identical(two_builds: tuple[Built, Built]) -> None:
     first, second = two_builds
     assert sha256_of(first.out / ASSET) == sha256_of(second.out / ASSET)
     assert sha256_of(first.out / PORTABLE) == sha256_of(second.out / PORTABLE)
+    # their SBOM and provenance too: made from the inputs alone (-j and the folder are not)
+    for name in kitdir.attestation_names((ASSET, PORTABLE)):
+        assert (first.out / name).read_bytes() == (second.out / name).read_bytes(), name
 
 
 def test_buildinfo_differs_only_in_the_run_section(two_builds: tuple[Built, Built]) -> None:

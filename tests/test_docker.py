@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from ninfer_kits import buildinfo, children
+from ninfer_kits import buildinfo, children, kitdir
 from ninfer_kits.engine import LABEL, RUN_ENV, RUN_LABEL
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
@@ -59,8 +59,9 @@ def no_leaks(engine: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def test_example_kit_builds_in_docker_and_loads_in_its_runtime_image(
         docker_builds: tuple[Run, Run]) -> None:
     first, _ = docker_builds
-    assert sorted(p.name for p in first.out.iterdir()) == [
-        "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", PORTABLE, ASSET]
+    assert sorted(p.name for p in first.out.iterdir()) == sorted(
+        ("BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", PORTABLE, ASSET,
+         *kitdir.attestation_names((ASSET, PORTABLE))))
     verdict = first.info().run_value("smoke") or ""
     assert verdict.startswith("passed in ninfer-kits/runtime-trixie-cuda130:"), verdict
     assert "every library and symbol version of 2 binaries resolved" in verdict
@@ -172,8 +173,9 @@ def test_rebuild_after_one_cu_change(engine: Any, docker_builds: tuple[Run, Run]
     again = kept("again", example_repo[0], "--no-portable")  # and the plain kit alone
     assert again.run_value("build_folder") == "kept (0 source entries changed)"
     assert again.run_value("ccache_calls") == "0", again.run
-    assert sorted(path.name for path in (tmp_path / "again/dist" / TAG).iterdir()) == [
-        "BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", ASSET]
+    assert sorted(path.name for path in (tmp_path / "again/dist" / TAG).iterdir()) == sorted(
+        ("BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", ASSET,
+         *kitdir.attestation_names((ASSET,))))
     assert again.portable_asset == "none" and again.binaries == back.binaries
 
 

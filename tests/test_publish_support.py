@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits import buildinfo, kitdir
+from ninfer_kits import attestations, buildinfo, kitdir
 from ninfer_kits.atomic import write_file
 from ninfer_kits.buildinfo import BuildInfo
 from ninfer_kits.checksums import write_sha1sums, write_sha256sums
@@ -71,11 +71,14 @@ def info_for(kit: str = KIT, *, revision: str = REVISION, version: str = "0.3.0"
 
 
 def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo | None = None,
-             tag: str = TAG, asset: str = ASSET, portable: bool = False) -> kitdir.KitDir:
+             tag: str = TAG, asset: str = ASSET, portable: bool = False,
+             attested: bool = False) -> kitdir.KitDir:
     """A finished kit folder dist/<tag>/, made as the build makes one (pack, checksums,
     kitdir.install). `payload` adds a file to the tarball: another payload, another kit.
     `portable` adds the portable sibling <stem>-portable.tar.gz (see `portable_tree`), named
-    in BUILDINFO.txt's portable_asset and listed in both checksum files."""
+    in BUILDINFO.txt's portable_asset and listed in both checksum files. `attested` adds each
+    tarball's SBOM and provenance (ninfer_kits.attestations) as `build` does; without it the
+    folder is a kit built before them."""
     info = info or info_for()
     sibling = kitdir.PORTABLE.asset(asset) if portable else None
     if sibling is not None:
@@ -96,10 +99,19 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     staging.mkdir()
     tarball = pack_tree(tree, staging / asset, mtime=info.source_date_epoch, threads=1)
     sha256s, sha1s = {asset: tarball.sha256}, {asset: tarball.sha1}
+    documents = {}
+    if attested:
+        documents |= _documents(tree, asset, tarball.sha256, info)
     if sibling is not None:
         portable_tree(tree, info)
         packed = pack_tree(tree, staging / sibling, mtime=info.source_date_epoch, threads=1)
         sha256s[sibling], sha1s[sibling] = packed.sha256, packed.sha1
+        if attested:
+            own = buildinfo.read(tree / kitdir.BUILDINFO)
+            documents |= _documents(tree, sibling, packed.sha256, dataclasses.replace(
+                own, run=info.run))
+    for name, data in documents.items():
+        sha256s[name] = write_file(staging / name, data).sha256
     written = write_file(staging / kitdir.BUILDINFO, buildinfo.render(info).encode())
     (staging / kitdir.BUILD_LOG).write_text("[1/1] Linking ninfer\n")
     write_sha256sums(staging / kitdir.SHA256SUMS, {**sha256s, kitdir.BUILDINFO: written.sha256})
@@ -108,6 +120,13 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     placed = kitdir.install(staging, dist, tag, info.kit)
     shutil.rmtree(work, ignore_errors=True)
     return placed
+
+
+def _documents(tree: Path, asset: str, sha256: str, info: BuildInfo) -> dict[str, bytes]:
+    """The SBOM and provenance of the tarball `asset` packed from `tree`, as `build` makes them."""
+    texts = attestations.licence_texts(
+        info, lambda path: (tree / path.removeprefix("kit/")).read_bytes())
+    return attestations.documents(attestations.Subject(asset=asset, sha256=sha256), info, texts)
 
 
 BUNDLED_LIBRARY = b"\x7fELF (a bundled library, for the tests)\n"

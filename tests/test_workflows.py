@@ -22,6 +22,8 @@ import tools
 
 WORKFLOWS = tools.ROOT / ".github" / "workflows"
 FILES = sorted(WORKFLOWS.glob("*.yml"))
+ATTEST_PIN = "96278af6caaf10aea03fd8d33a09a777ca52d62f"  # actions/attest-build-provenance v3.2.0
+ATTEST_WRITES = {"id-token", "attestations"}
 _PINNED = re.compile(r"^\s*(?:-\s+)?uses:\s+([\w.-]+/[\w./-]+)@([0-9a-f]{40}) # v\d[\w.]*\s*$")
 
 
@@ -113,7 +115,27 @@ def test_least_privilege_and_secrets_only_where_published(path: Path) -> None:
         text = repr(job)
         if name != "publish":
             assert "secrets." not in text, f"{path.name}: job {name} sees a secret"
-            assert "write" not in set(job["permissions"].values()), name
+            writes = {scope for scope, value in job["permissions"].items() if value == "write"}
+            # rebuild.yml's attest job alone mints an OIDC token and stores attestations
+            allowed = ATTEST_WRITES if (path.name, name) == ("rebuild.yml", "attest") else set()
+            assert writes == allowed, name
+
+
+def test_the_rebuild_workflow_attests_the_built_tarballs() -> None:
+    """GitHub's attest-build-provenance, pinned (v3.2.0, the newest v3 release when it was
+    added), over the tarballs of the build's artifact, skipped under act."""
+    job = _load(WORKFLOWS / "rebuild.yml")["jobs"]["attest"]
+    step = next(step for step in job["steps"]
+                if step.get("uses", "").startswith("actions/attest-build-provenance@"))
+    assert step["uses"] == f"actions/attest-build-provenance@{ATTEST_PIN}"
+    assert step["with"] == {"subject-path": "dist/*/*.tar.gz"}
+    assert job["needs"] == ["watch", "build"] and "!github.event.act" in job["if"]
+    download = next(s for s in job["steps"] if s.get("id") == "kit")
+    assert download["with"] == {"name": "kit-${{ matrix.kit }}", "path": "dist/"}
+    assert {s for s, v in job["permissions"].items() if v == "write"} == ATTEST_WRITES
+    assert "actions/attest-build-provenance" not in repr(
+        {name: other for name, other in _load(WORKFLOWS / "rebuild.yml")["jobs"].items()
+         if name != "attest"})
 
 
 def test_the_rebuild_workflow_wires_watch_build_and_publish() -> None:
@@ -123,8 +145,8 @@ def test_the_rebuild_workflow_wires_watch_build_and_publish() -> None:
     assert set(triggers["workflow_dispatch"]["inputs"]) == {"kit", "revision", "force", "dry_run"}
     assert workflow["concurrency"]["cancel-in-progress"] is False
     jobs = workflow["jobs"]
-    assert list(jobs) == ["watch", "build", "publish", "summary"]
-    for name in ("build", "publish"):
+    assert list(jobs) == ["watch", "build", "attest", "publish", "summary"]
+    for name in ("build", "attest", "publish"):
         assert jobs[name]["strategy"]["matrix"] == "${{ fromJSON(needs.watch.outputs.matrix) }}"
         assert jobs[name]["strategy"]["fail-fast"] is False
     # GitHub-hosted unless the repository opts in; every job has a timeout.

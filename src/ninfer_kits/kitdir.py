@@ -13,8 +13,14 @@
       SHA1SUMS           the SHA-1 of <asset> and of the portable tarball, one line each,
                          sorted by name (`sha1sum -c`)
       build.log          the configure and compile log
+      <stem>.cdx.json    per tarball (the plain kit's stem, and <stem>-portable's): its CycloneDX
+                         1.6 SBOM (ninfer_kits.attestations; docs/attestations.md)
+      <stem>.intoto.json per tarball: its in-toto Statement v1 with the SLSA Provenance v1
+                         predicate; both listed in SHA256SUMS
 
-Nothing else is in a kit folder as `build` makes it. A release of it (`publish --to local`'s
+Nothing else is in a kit folder as `build` makes it. A kit built before them has no .cdx.json
+or .intoto.json (neither for any tarball): still a kit folder; one built with them has both for
+every tarball. A release of it (`publish --to local`'s
 <out>/<tag>/, a release's assets downloaded into one folder, `fetch`'s DEST) is the same kit
 without build.log (publish never uploads it), with SHA256SUMS.sig where the release is signed
 (the OpenSSH signature of SHA256SUMS that publish makes, listed nowhere: it signs the list),
@@ -22,7 +28,8 @@ and may hold beside it what a release carries
 (RELEASE.md, the notes of the local store; ninfer-kits.pyz) and kit/, the tarball unpacked
 (`fetch`, or `tar xzf` as the notes say). Its SHA1SUMS may be missing (not downloaded), and of
 a release with a portable sibling one tarball may be missing, when SHA256SUMS lists it
-(`sha256sum -c --ignore-missing`). Nothing else is accepted.
+(`sha256sum -c --ignore-missing`), and so may the SBOM and provenance files it lists. Nothing
+else is accepted.
 
 The kit's tarballs are its flavours: the plain kit, then each of SIBLINGS it was built with.
 Which is the plain one is decided by pairing: with more than one, each other one must be a
@@ -40,7 +47,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -63,6 +70,15 @@ NOTES = "RELEASE.md"  # the local store's release notes
 PYZ = "ninfer-kits.pyz"  # the tools a release carries
 UNPACKED = "kit"  # the tarball unpacked beside it (fetch's DEST; `tar xzf` of the notes)
 RELEASE_EXTRAS = (NOTES, PYZ, UNPACKED)  # what a release may hold beside the kit's own files
+SBOM_SUFFIX = ".cdx.json"  # <tarball stem>.cdx.json: its CycloneDX SBOM
+PROVENANCE_SUFFIX = ".intoto.json"  # <tarball stem>.intoto.json: its SLSA provenance statement
+ATTESTATION_SUFFIXES = (SBOM_SUFFIX, PROVENANCE_SUFFIX)
+
+
+def attestation_names(tarballs: Iterable[str]) -> tuple[str, ...]:
+    """The SBOM and provenance files of these tarballs (<stem>.cdx.json, <stem>.intoto.json)."""
+    return tuple(sorted(tarball.removesuffix(TARBALL_SUFFIX) + suffix for tarball in tarballs
+                        for suffix in ATTESTATION_SUFFIXES))
 
 
 @dataclass(frozen=True)
@@ -132,6 +148,9 @@ class KitDir:
     held: tuple[str, ...] = FIXED_FILES  # the names of FIXED_FILES, SIGNATURE and
     # RELEASE_EXTRAS here
     absent: tuple[str, ...] = ()  # the sibling tarballs SHA256SUMS lists but not here
+    # the SBOM and provenance files here (name, sha256 as SHA256SUMS lists it); () in a kit
+    # built before them
+    attestations: tuple[tuple[str, str], ...] = ()
 
     @property
     def flavours(self) -> tuple[Flavour, ...]:
@@ -177,7 +196,7 @@ class KitDir:
         """The kit's files in the folder (the tarballs, BUILDINFO.txt, the checksum files and
         build.log where they are), sorted by name: not a release's extras."""
         return tuple(sorted((*(name for name in self.held if name in (*FIXED_FILES, SIGNATURE)),
-                             *self.tarballs)))
+                             *self.tarballs, *(name for name, _ in self.attestations))))
 
     @property
     def signature(self) -> Path | None:
@@ -203,7 +222,7 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     wrong."""
     if not path.is_dir():
         raise BadInput(f"{path}: not a kit folder (no such folder)")
-    held, asset, siblings = _check_layout(path, built)
+    held, asset, siblings, attested = _check_layout(path, built)
     try:
         info = buildinfo.read(path / BUILDINFO)
         sums = read_sha256sums(path / SHA256SUMS)
@@ -216,7 +235,11 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     _check_flavours(path, info, siblings | absent)
     names = {PLAIN: asset} | siblings
     listed = (*names.values(), *absent.values())
-    expected = sorted((*listed, BUILDINFO))
+    _check_attested(path, attested, names.values(), listed, built)
+    # a release may lack what SHA256SUMS lists of the attestations, as it may lack a tarball
+    missing = () if built else tuple(name for name in attestation_names(listed)
+                                     if name in sums and name not in attested)
+    expected = sorted((*listed, BUILDINFO, *attested, *missing))
     if sorted(sums) != expected:
         raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {', '.join(sorted(sums))}; "
                             f"it must list exactly {', '.join(expected)}")
@@ -226,17 +249,24 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
                         sha1=sha1.get(tarball)) for name, tarball in names.items()]
     kit = KitDir(path=path, asset=asset, info=info, size=flavours[0].size, sha256=sums[asset],
                  sha1=sha1.get(asset), buildinfo_sha256=sums[BUILDINFO], verified=False,
-                 siblings=tuple(flavours[1:]), held=held, absent=tuple(absent.values()))
+                 siblings=tuple(flavours[1:]), held=held, absent=tuple(absent.values()),
+                 attestations=tuple((name, sums[name]) for name in attested))
     return _verified(kit) if verify else kit
 
 
-def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[str, str]]:
+def _check_layout(path: Path, built: bool
+                  ) -> tuple[tuple[str, ...], str, dict[str, str], tuple[str, ...]]:
     """(the names of FIXED_FILES, SIGNATURE and RELEASE_EXTRAS the folder holds, the plain
-    tarball's name,
-    the siblings' by flavour), once the folder holds only what a kit folder may hold."""
+    tarball's name, the siblings' by flavour, the SBOM and provenance files it holds), once the
+    folder holds only what a kit folder may hold."""
     names = sorted(os.listdir(path))
     tarballs = [name for name in names if name.endswith(TARBALL_SUFFIX)]
     asset, siblings = _paired(path, tarballs)
+    # the documents of the plain tarball and of each sibling it may have (held or not)
+    possible = attestation_names((asset, *(kind.asset(asset) for kind in SIBLINGS
+                                           if asset != TARBALL_SUFFIX)))
+    attested = tuple(name for name in names if name in possible)
+    names = [name for name in names if name not in possible]
     required, extras = (FIXED_FILES, ()) if built else (REQUIRED, (SIGNATURE, *RELEASE_EXTRAS))
     missing = [name for name in required if name not in names]
     if missing:
@@ -257,7 +287,25 @@ def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[s
                                 f"is its tarball unpacked)")
         if name != UNPACKED and not stat.S_ISREG(mode):
             raise KitDirInvalid(f"kit folder {path}: {name} is not a regular file")
-    return tuple(name for name in names if name in allowed), asset, siblings
+    for name in attested:
+        if not stat.S_ISREG((path / name).lstat().st_mode):
+            raise KitDirInvalid(f"kit folder {path}: {name} is not a regular file")
+    return tuple(name for name in names if name in allowed), asset, siblings, attested
+
+
+def _check_attested(path: Path, attested: tuple[str, ...], here: Iterable[str],
+                    listed: tuple[str, ...], built: bool) -> None:
+    """The SBOM and provenance files belong to the kit's tarballs; as `build` makes the
+    folder, every tarball has both or (a kit built before them) none has any."""
+    strays = sorted(set(attested) - set(attestation_names(listed)))
+    if strays:
+        raise KitDirInvalid(f"kit folder {path}: holds {', '.join(strays)}, the SBOM or "
+                            f"provenance of a tarball that is not part of this kit")
+    every = attestation_names(here)
+    if built and attested and sorted(attested) != sorted(every):
+        lacking = sorted(set(every) - set(attested))
+        raise KitDirInvalid(f"kit folder {path}: {', '.join(lacking)} missing (a kit folder "
+                            f"holds the SBOM and provenance of every tarball, or of none)")
 
 
 def _paired(path: Path, tarballs: list[str]) -> tuple[str, dict[str, str]]:
@@ -320,6 +368,8 @@ def _verified(kit: KitDir) -> KitDir:
                                            (flavour.sha1, hashed[flavour.asset].sha1, SHA1SUMS))]
     # the plain kit's, BUILDINFO.txt's, then the siblings': the first difference is named
     checks.insert(2, (BUILDINFO, kit.buildinfo_sha256, info.sha256, SHA256SUMS))
+    checks += [(name, listed, hash_file(kit.path / name).sha256, SHA256SUMS)
+               for name, listed in kit.attestations]
     for name, listed, actual, sums in checks:
         if listed is not None and listed != actual:  # None: no SHA1SUMS in this release
             raise KitDirInvalid(f"kit folder {kit.path}: {name} does not match {sums} (listed "

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits import kitdir, resources
+from ninfer_kits import attestations, kitdir, resources
 from ninfer_kits.atomic import hash_file, write_file
-from ninfer_kits.buildinfo import render
+from ninfer_kits.buildinfo import BuildInfo, render
 from ninfer_kits.checksums import write_sha1sums, write_sha256sums
 from ninfer_kits.errors import need
 from ninfer_kits.inspector.floor import render_table
@@ -186,7 +186,8 @@ def pack(state: BuildState, reporter: Reporter) -> BuildState:
 
 
 def checksums(state: BuildState, reporter: Reporter) -> BuildState:
-    """BUILDINFO.txt beside the tarball (with this run's keys), the log, SHA256SUMS, SHA1SUMS."""
+    """BUILDINFO.txt beside the tarball (with this run's keys), the log, each tarball's SBOM
+    and provenance (ninfer_kits.attestations), SHA256SUMS, SHA1SUMS."""
     staging, compiled = need(state.staging, "staging"), need(state.compiled, "compiled")
     info = need(state.plain.buildinfo, "buildinfo")
     published = dataclasses.replace(info, run=run_entries(state, compiled))
@@ -194,13 +195,27 @@ def checksums(state: BuildState, reporter: Reporter) -> BuildState:
     # Its mode fixed as every file of the folder: the umask must not decide it (repro found it).
     write_file(staging / kitdir.BUILD_LOG, compiled.log.read_bytes())
     tarballs = {flavour.asset: need(flavour.tarball, "tarball") for flavour in state.flavours}
+    documents = {name: write_file(staging / name, data).sha256
+                 for flavour in state.flavours
+                 for name, data in _attestations(flavour, published).items()}
     write_sha256sums(staging / kitdir.SHA256SUMS,
                      {**{name: packed.sha256 for name, packed in tarballs.items()},
-                      kitdir.BUILDINFO: buildinfo.sha256})
+                      kitdir.BUILDINFO: buildinfo.sha256, **documents})
     # B2 and older download clients verify by SHA-1; it comes from the same pass as the sha256.
     write_sha1sums(staging / kitdir.SHA1SUMS,
                    {name: packed.sha1 for name, packed in tarballs.items()})
     return state
+
+
+def _attestations(flavour: Flavour, published: BuildInfo) -> dict[str, bytes]:
+    """The SBOM and provenance of one tarball, from its own BUILDINFO.txt (with the run keys of
+    the one beside the tarballs: the toolchain image) and the licence texts in its kit/."""
+    info = dataclasses.replace(need(flavour.buildinfo, "buildinfo"), run=published.run)
+    packed = need(flavour.tarball, "tarball")
+    texts = attestations.licence_texts(
+        info, lambda path: (flavour.root / path.removeprefix(f"{kitdir.UNPACKED}/")).read_bytes())
+    return attestations.documents(attestations.Subject(asset=flavour.asset, sha256=packed.sha256),
+                                  info, texts)
 
 
 def publish_to_dist(state: BuildState, reporter: Reporter) -> BuildState:

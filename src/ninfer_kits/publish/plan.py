@@ -22,6 +22,7 @@ from ninfer_kits.publish.store import Asset, Release
 
 TARBALL_TYPE = "application/gzip"
 TEXT_TYPE = "text/plain; charset=utf-8"
+JSON_TYPE = "application/json"
 
 
 class AssetTooLarge(BadInput):
@@ -103,9 +104,9 @@ def _check_names(kit: KitDir, matrix: Matrix) -> None:
 def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
               signature: Asset | None = None) -> tuple[Asset, ...]:
     """The release's assets in upload order: the kit's tarballs (the plain kit, then its
-    siblings), BUILDINFO.txt, SHA1SUMS, the tools (ninfer-kits.pyz), SHA256SUMS.sig where the
-    release is signed, and SHA256SUMS last (a client that finds SHA256SUMS finds everything it
-    names, and its signature)."""
+    siblings), BUILDINFO.txt, SHA1SUMS, each tarball's SBOM and provenance, the tools
+    (ninfer-kits.pyz), SHA256SUMS.sig where the release is signed, and SHA256SUMS last (a
+    client that finds SHA256SUMS finds everything it names, and its signature)."""
     sha1sums, sha256sums = (hash_file(kit.path / name)
                             for name in (kitdir.SHA1SUMS, kitdir.SHA256SUMS))
     buildinfo = hash_file(kit.buildinfo_path)
@@ -120,11 +121,25 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
               sha256=buildinfo.sha256, sha1=buildinfo.sha1, content_type=TEXT_TYPE),
         Asset(name=kitdir.SHA1SUMS, path=sha1sums.path, size=sha1sums.size,
               sha256=sha1sums.sha256, sha1=sha1sums.sha1, content_type=TEXT_TYPE),
+        *_attestations(kit),
         *tools,
         *((signature,) if signature is not None else ()),
         Asset(name=kitdir.SHA256SUMS, path=sha256sums.path, size=sha256sums.size,
               sha256=sha256sums.sha256, sha1=sha256sums.sha1, content_type=TEXT_TYPE),
     )
+
+
+def _attestations(kit: KitDir) -> tuple[Asset, ...]:
+    """Each tarball's SBOM and provenance (none in a kit built before them), as checked."""
+    assets = []
+    for name, listed in kit.attestations:
+        hashed = hash_file(kit.path / name)
+        if hashed.sha256 != listed:
+            raise kitdir.KitDirInvalid(f"kit folder {kit.path}: {name} changed while it was "
+                                       f"read")
+        assets.append(Asset(name=name, path=hashed.path, size=hashed.size, sha256=hashed.sha256,
+                            sha1=hashed.sha1, content_type=JSON_TYPE))
+    return tuple(assets)
 
 
 def _listed(sha1: str | None) -> str:

@@ -1,0 +1,355 @@
+"""The machine-readable record of each kit tarball: a CycloneDX 1.6 SBOM and an in-toto
+Statement v1 carrying a SLSA Provenance v1 predicate (docs/attestations.md).
+
+Both are pure functions of what the kit folder already holds: the tarball's name and sha256,
+the flavour's BUILDINFO.txt (the plain kit's beside the tarballs, with its run keys; the
+portable one's inside its tarball, with its `bundled` rows) and the licence texts the tarball
+carries. So `build` writes them (pipeline `checksums`) and `from_kit_dir` makes them again from a
+finished folder, byte for byte, which lets a test (or publish) check them. Same inputs, same
+bytes: no random serialNumber (a UUID derived from the tarball's sha256), the timestamp is the
+build's SOURCE_DATE_EPOCH, keys and components sorted. Of the run's own keys only two are
+read: the toolchain image's digest (`run.image`: it decides the compiler) and, in the
+provenance alone, the ninfer-kits checkout's commit (`run.pipeline_revision`, which the issue
+asks the provenance to name); neither is in the tarball, whose bytes they do not change.
+
+What they do not know yet: the toolchain packages compiled into the binaries (CUB's headers
+and the like). `compiled_in` takes them as rows of CompiledIn when the pipeline finds them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import tarfile
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from ninfer_kits import buildinfo as buildinfo_file
+from ninfer_kits import kitdir
+from ninfer_kits.buildinfo import BUNDLED_ORIGIN, BuildInfo
+from ninfer_kits.errors import BadInput
+
+CDX_SPEC = "1.6"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
+PROJECT = "https://github.com/ninfer-kits/ninfer-kits"
+# The build type's documentation: what the parameters mean (SLSA asks for a URI that says it).
+BUILD_TYPE = f"{PROJECT}/blob/main/docs/attestations.md#build-type-v1"
+# Where a builder's identity is not a workflow run (a local or docker build on someone's
+# machine): the builder named by the kind of build; rebuild.yml adds GitHub's own attestation.
+BUILDER_ID = "urn:ninfer-kits:builder:{builder}"
+KIT_REF = "kit"
+# The Debian release's vendor in purls; every toolchain image of the matrix is Debian's.
+DEB_VENDOR = "debian"
+DEB_ARCH = "amd64"
+REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+HEX = re.compile(r"[0-9a-f]+")
+IMAGE_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
+THIRD_PARTY = "kit/third_party/"
+LICENCE_MAX = 1 << 20  # a licence text is smaller; bigger members are not kept in memory
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompiledIn:
+    """A package whose source reached the binaries from outside the upstream's tree (a header
+    of the toolchain's, say): issue 22 item 1 finds these."""
+
+    package: str
+    version: str
+    licence: str  # an SPDX expression where known, else the package's own words
+    files: tuple[str, ...]  # the source files of it that the line tables name
+    manager: str  # "dpkg" or "wheel": where the package comes from (its purl)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subject:
+    """One tarball: what both documents describe."""
+
+    asset: str
+    sha256: str
+
+    @property
+    def stem(self) -> str:
+        return self.asset.removesuffix(kitdir.TARBALL_SUFFIX)
+
+
+# --------------------------------------------------------------------------- the documents
+
+
+def documents(subject: Subject, info: BuildInfo, licence_texts: Mapping[str, bytes],
+              compiled_in: tuple[CompiledIn, ...] = ()) -> dict[str, bytes]:
+    """File name → bytes of the SBOM and the provenance of one tarball. `info` is the
+    flavour's BUILDINFO.txt with the run keys of the one beside the tarballs; `licence_texts`
+    the bytes of each of its `license` paths outside the bundled libraries' notices (the
+    upstream's own and its vendored third_party/)."""
+    return {subject.stem + kitdir.SBOM_SUFFIX: _dump(sbom(subject, info, licence_texts,
+                                                          compiled_in)),
+            subject.stem + kitdir.PROVENANCE_SUFFIX: _dump(provenance(subject, info))}
+
+
+def sbom(subject: Subject, info: BuildInfo, licence_texts: Mapping[str, bytes],
+         compiled_in: tuple[CompiledIn, ...] = ()) -> dict[str, Any]:
+    """The CycloneDX 1.6 document of one tarball (a JSON object)."""
+    upstream = _upstream(info, licence_texts)
+    parts = [upstream, *_vendored(info, licence_texts), *_bundled(info),
+             *(_compiled(row) for row in compiled_in)]
+    images = _images(info)
+    refs = [part["bom-ref"] for part in parts]
+    if len(set(refs + [image["bom-ref"] for image in images])) != len(refs) + len(images):
+        raise BadInput(f"{subject.asset}: two SBOM components share a bom-ref "
+                       f"({', '.join(sorted(refs))})")
+    kit = {"type": "application", "bom-ref": KIT_REF, "name": subject.stem,
+           "version": info.version,
+           "hashes": [_hash(subject.sha256)],
+           "properties": _properties(flavour=info.flavour, kit=info.kit, arch=info.arch,
+                                     sass=info.sass, ptx=info.ptx, glibc_floor=info.glibc_floor)}
+    return {
+        "bomFormat": "CycloneDX", "specVersion": CDX_SPEC, "version": 1,
+        "serialNumber": f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, _subject_uri(subject))}",
+        "metadata": {"timestamp": _timestamp(info.source_date_epoch), "component": kit,
+                     "tools": {"components": [{"type": "application", "name": "ninfer-kits",
+                                               "version": info.pipeline_version}]}},
+        "components": sorted([*parts, *images], key=lambda part: part["bom-ref"]),
+        "dependencies": sorted([{"ref": KIT_REF, "dependsOn": sorted(refs)},
+                                *({"ref": ref} for ref in refs)], key=lambda dep: dep["ref"]),
+    }
+
+
+def provenance(subject: Subject, info: BuildInfo) -> dict[str, Any]:
+    """The in-toto Statement v1 with the SLSA Provenance v1 predicate of one tarball."""
+    upstream: dict[str, Any] = {"repository": info.upstream, "url": info.upstream_url,
+                                "ref": info.tracked_ref, "revision": info.revision}
+    dependencies: list[dict[str, Any]] = [
+        {"uri": f"git+{info.upstream_url}@{info.tracked_ref}", "name": "upstream",
+         "digest": {"gitCommit": info.revision}}]
+    dependencies += [{"uri": f"oci://{image['name']}", "name": image["bom-ref"],
+                      "digest": {"sha256": image["hashes"][0]["content"]}}
+                     for image in _images(info)]
+    commit = info.pipeline_commit
+    # a checkout with uncommitted changes has no commit that holds what ran: no digest then
+    dependencies.append({"uri": f"git+{PROJECT}", "name": "ninfer-kits",
+                         **({"digest": {"gitCommit": commit}} if HEX.fullmatch(commit)
+                            else {"annotations": {"revision": commit}})})
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": subject.asset, "digest": {"sha256": subject.sha256}}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "buildDefinition": {
+                "buildType": BUILD_TYPE,
+                "externalParameters": {"kit": info.kit, "arch": info.arch,
+                                       "flavour": info.flavour, "upstream": upstream,
+                                       "cmake_options": info.cmake_options,
+                                       "toolchain": info.toolchain},
+                "internalParameters": {"source_date_epoch": info.source_date_epoch,
+                                       "recipe": info.recipe, "inputs": info.inputs,
+                                       "builder": info.builder,
+                                       "cuda_version": info.cuda_version,
+                                       "host_compiler": info.host_compiler,
+                                       "cmake_version": info.cmake_version,
+                                       "python_version": info.python_version,
+                                       "compressor": info.zlib_version},
+                "resolvedDependencies": dependencies,
+            },
+            "runDetails": {
+                "builder": {"id": BUILDER_ID.format(builder=info.builder),
+                            "version": {"ninfer-kits": info.pipeline_version}},
+                # what the tarball holds that the build made: its binaries, by their hashes
+                "byproducts": [{"name": path, "digest": {"sha256": digest}}
+                               for digest, path in sorted(info.binaries, key=lambda b: b[1])],
+            },
+        },
+    }
+
+
+def _upstream(info: BuildInfo, texts: Mapping[str, bytes]) -> dict[str, Any]:
+    own = [path for path in info.licenses if not path.startswith(THIRD_PARTY)]
+    part: dict[str, Any] = {
+        "type": "application", "bom-ref": "upstream", "name": info.upstream,
+        "version": info.version,
+        "licenses": [_licence_text(path, texts) for path in sorted(own)],
+        "externalReferences": [{"type": "vcs", "url": info.upstream_url}],
+        "properties": _properties(revision=info.revision, tracked_ref=info.tracked_ref)}
+    if REPOSITORY.fullmatch(info.upstream):
+        owner, name = info.upstream.split("/")
+        part["purl"] = _purl("github", owner.lower(), name.lower(), info.revision)
+    return part
+
+
+def _vendored(info: BuildInfo, texts: Mapping[str, bytes]) -> list[dict[str, Any]]:
+    """The upstream's vendored third_party/ code: a component per folder of licence files the
+    matrix's `licenses` globs copied, with their texts (the kit says no version or hash of
+    the code: the upstream's revision pins it)."""
+    notices = {row[4] for row in info.bundled}
+    folders: dict[str, list[str]] = {}
+    for path in info.licenses:
+        if path.startswith(THIRD_PARTY) and path not in notices and "/" in \
+                path.removeprefix(THIRD_PARTY):
+            folders.setdefault(path.removeprefix(THIRD_PARTY).split("/")[0], []).append(path)
+    return [{"type": "library", "bom-ref": f"third_party/{folder}", "name": folder,
+             "version": info.revision,  # vendored at the upstream's revision
+             "licenses": [_licence_text(path, texts) for path in sorted(paths)],
+             "properties": _properties(vendored_by=info.upstream)}
+            for folder, paths in sorted(folders.items())]
+
+
+def _bundled(info: BuildInfo) -> list[dict[str, Any]]:
+    """A portable kit's kit/lib/ libraries: one component per file, named by its package."""
+    parts = []
+    for soname, digest, origin, licence, notice in info.bundled:
+        match = BUNDLED_ORIGIN.fullmatch(origin)
+        if match is None:
+            raise BadInput(f"BUILDINFO.txt bundled line of {soname}: origin {origin!r} is not "
+                           f"'<package> <version> (dpkg|wheel)'")
+        package, version, manager = match["package"], match["version"], match["manager"]
+        parts.append({"type": "library", "bom-ref": f"kit/lib/{soname}", "name": package,
+                      "version": version, "purl": _package_purl(package, version, manager),
+                      "hashes": [_hash(digest)],
+                      # Debian's copyright files name licences in their own words, not SPDX ids
+                      "licenses": [{"license": {"name": licence}}],
+                      "properties": _properties(file=f"kit/lib/{soname}", notice=notice)})
+    return parts
+
+
+def _compiled(row: CompiledIn) -> dict[str, Any]:
+    purl = _package_purl(row.package, row.version, row.manager)
+    return {"type": "library", "bom-ref": purl, "name": row.package, "version": row.version,
+            "purl": purl, "scope": "required", "licenses": [{"license": {"name": row.licence}}],
+            "properties": [{"name": "ninfer-kits:compiled_in", "value": path}
+                           for path in sorted(row.files)]}
+
+
+def _images(info: BuildInfo) -> list[dict[str, Any]]:
+    """The images the kit was built in (scope `excluded`: they made it, it does not carry
+    them): the base image, and the toolchain image this run used."""
+    images = []
+    base = IMAGE_DIGEST.fullmatch(info.base_image_digest)
+    if base is not None:
+        images.append(("base_image", info.base_image, base[1]))
+    name, _, digest = (info.run_value("image") or "").partition("@")
+    toolchain = IMAGE_DIGEST.fullmatch(digest)
+    if toolchain is not None:
+        images.append(("toolchain_image", name, toolchain[1]))
+    return [{"type": "container", "bom-ref": ref, "name": name, "scope": "excluded",
+             "hashes": [_hash(digest)]} for ref, name, digest in images]
+
+
+# --------------------------------------------------------------------------- from a kit folder
+
+
+def from_kit_dir(kit: kitdir.KitDir,
+                 compiled_in: tuple[CompiledIn, ...] = ()) -> dict[str, bytes]:
+    """The documents of every tarball in a finished kit folder, made again from it alone:
+    the plain kit's from BUILDINFO.txt beside it, a sibling's from the BUILDINFO.txt inside
+    its tarball (with the run keys of the one beside); licence texts from the tarballs."""
+    made: dict[str, bytes] = {}
+    for flavour in kit.flavours:
+        wanted = _texts_wanted(kit.info) if flavour.name == kitdir.PLAIN else None
+        info, texts = _read_tarball(flavour.path, wanted)
+        if flavour.name == kitdir.PLAIN:
+            info = kit.info
+        made |= documents(Subject(asset=flavour.asset, sha256=flavour.sha256),
+                          replace(info, run=kit.info.run), texts, compiled_in)
+    return made
+
+
+def _read_tarball(path: Path, wanted: set[str] | None) -> tuple[BuildInfo, dict[str, bytes]]:
+    """(kit/BUILDINFO.txt, the licence texts) of a tarball, in one pass over its members;
+    `wanted` None: the licence texts its own BUILDINFO.txt asks for."""
+    infos: list[BuildInfo] = []
+    small: dict[str, bytes] = {}  # what could be a licence text, until BUILDINFO.txt says
+    with tarfile.open(path, "r:gz") as archive:
+        for member in archive:
+            if not member.isfile():
+                continue
+            if member.name == f"{kitdir.UNPACKED}/{kitdir.BUILDINFO}":
+                infos.append(buildinfo_file.parse(_read(path, archive, member).decode("utf-8"),
+                                                  f"{path}:{member.name}"))
+            elif _may_be_licence(member):
+                small[member.name] = _read(path, archive, member)
+    if not infos:
+        raise BadInput(f"{path}: holds no {kitdir.UNPACKED}/{kitdir.BUILDINFO}")
+    wanted = _texts_wanted(infos[0]) if wanted is None else wanted
+    # a `license` path names the file in the tarball, with its kit/ or (older kits) without
+    return infos[0], {name: small[key] for name in wanted
+                      for key in (name, f"{kitdir.UNPACKED}/{name}") if key in small}
+
+
+def _may_be_licence(member: tarfile.TarInfo) -> bool:
+    """Before the tarball's own BUILDINFO.txt is read: what could be a licence text (not a
+    binary or a library), kept until it says which are."""
+    return member.size <= LICENCE_MAX and not member.name.startswith(("kit/bin/", "kit/lib/"))
+
+
+def _read(path: Path, archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    handle = archive.extractfile(member)
+    if handle is None:
+        raise BadInput(f"{path}: {member.name} cannot be read")
+    return handle.read()
+
+
+def _texts_wanted(info: BuildInfo) -> set[str]:
+    """The licence paths whose texts the SBOM carries: all but the bundled libraries' notices
+    (Debian's copyright files, a hundred of them, are named instead)."""
+    notices = {row[4] for row in info.bundled} | {f"{THIRD_PARTY}README"}
+    return {path for path in info.licenses if path not in notices}
+
+
+def licence_texts(info: BuildInfo, read: Callable[[str], bytes]) -> dict[str, bytes]:
+    """The texts `documents` needs, each read by `read(path in the tarball)`."""
+    return {path: read(path) for path in sorted(_texts_wanted(info))}
+
+
+# --------------------------------------------------------------------------- small parts
+
+
+def _licence_text(path: str, texts: Mapping[str, bytes]) -> dict[str, Any]:
+    if path not in texts:
+        raise BadInput(f"licence file {path}: BUILDINFO.txt lists it, but its text was not "
+                       f"found in the kit")
+    return {"license": {"name": f"the terms in {path}",
+                        "text": {"contentType": "text/plain", "encoding": "base64",
+                                 "content": base64.b64encode(texts[path]).decode("ascii")}}}
+
+
+def _package_purl(package: str, version: str, manager: str) -> str:
+    if manager == "dpkg":
+        return _purl(f"deb/{DEB_VENDOR}", None, package, version, arch=DEB_ARCH)
+    if manager == "wheel":
+        # the Python packaging name, normalised as the purl spec asks for pypi
+        return _purl("pypi", None, re.sub(r"[-_.]+", "-", package).lower(), version)
+    raise BadInput(f"package {package} {version}: manager {manager!r} is neither dpkg nor wheel")
+
+
+def _purl(kind: str, namespace: str | None, name: str, version: str, **qualifiers: str) -> str:
+    """A package URL (github.com/package-url/purl-spec): each part percent-encoded."""
+    path = "/".join(quote(part, safe="") for part in (namespace, name) if part)
+    tail = "&".join(f"{key}={quote(value, safe='')}" for key, value in sorted(qualifiers.items()))
+    return f"pkg:{kind}/{path}@{quote(version, safe='')}" + (f"?{tail}" if tail else "")
+
+
+def _hash(hex_digest: str) -> dict[str, str]:
+    return {"alg": "SHA-256", "content": hex_digest}
+
+
+def _properties(**values: str) -> list[dict[str, str]]:
+    return [{"name": f"ninfer-kits:{key}", "value": value} for key, value in values.items()]
+
+
+def _timestamp(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _subject_uri(subject: Subject) -> str:
+    return f"urn:ninfer-kits:kit:{subject.asset}:sha256:{subject.sha256}"
+
+
+def _dump(document: Mapping[str, Any]) -> bytes:
+    return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+

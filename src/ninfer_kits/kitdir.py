@@ -13,6 +13,10 @@
       SHA1SUMS           the SHA-1 of <asset> and of the portable tarball, one line each,
                          sorted by name (`sha1sum -c`)
       build.log          the configure and compile log
+      sources/           only for a portable kit that bundles GPL, LGPL or MPL libraries: the
+                         Debian source packages of exactly the bundled versions (.dsc, orig and
+                         debian tarballs), which their licences oblige the kit to publish;
+                         SHA256SUMS lists each as sources/<file>
 
 Nothing else is in a kit folder as `build` makes it. A release of it (`publish --to local`'s
 <out>/<tag>/, a release's assets downloaded into one folder, `fetch`'s DEST) is the same kit
@@ -62,6 +66,7 @@ SIGNATURE = f"{SHA256SUMS}.sig"  # a signed release's signature of SHA256SUMS (n
 NOTES = "RELEASE.md"  # the local store's release notes
 PYZ = "ninfer-kits.pyz"  # the tools a release carries
 UNPACKED = "kit"  # the tarball unpacked beside it (fetch's DEST; `tar xzf` of the notes)
+SOURCES = "sources"  # the bundled copyleft libraries' source packages (pipeline.copyleft)
 RELEASE_EXTRAS = (NOTES, PYZ, UNPACKED)  # what a release may hold beside the kit's own files
 
 
@@ -132,6 +137,7 @@ class KitDir:
     held: tuple[str, ...] = FIXED_FILES  # the names of FIXED_FILES, SIGNATURE and
     # RELEASE_EXTRAS here
     absent: tuple[str, ...] = ()  # the sibling tarballs SHA256SUMS lists but not here
+    sources: tuple[str, ...] = ()  # sources/<file> as SHA256SUMS lists them, sorted
 
     @property
     def flavours(self) -> tuple[Flavour, ...]:
@@ -217,6 +223,8 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     names = {PLAIN: asset} | siblings
     listed = (*names.values(), *absent.values())
     expected = sorted((*listed, BUILDINFO))
+    sources = _check_sources(path, sums, built)
+    sums = {name: sha for name, sha in sums.items() if name not in sources}
     if sorted(sums) != expected:
         raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {', '.join(sorted(sums))}; "
                             f"it must list exactly {', '.join(expected)}")
@@ -226,8 +234,33 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
                         sha1=sha1.get(tarball)) for name, tarball in names.items()]
     kit = KitDir(path=path, asset=asset, info=info, size=flavours[0].size, sha256=sums[asset],
                  sha1=sha1.get(asset), buildinfo_sha256=sums[BUILDINFO], verified=False,
-                 siblings=tuple(flavours[1:]), held=held, absent=tuple(absent.values()))
+                 siblings=tuple(flavours[1:]), held=held, absent=tuple(absent.values()),
+                 sources=tuple(sorted(sources)))
+    if verify:
+        for name, listed_sha in sorted(sources.items()):
+            if (path / name).exists() and hash_file(path / name).sha256 != listed_sha:
+                raise KitDirInvalid(f"kit folder {path}: {name} does not match {SHA256SUMS}")
     return _verified(kit) if verify else kit
+
+
+def _check_sources(path: Path, sums: Mapping[str, str], built: bool) -> dict[str, str]:
+    """The sources/<file> lines of SHA256SUMS (name → sha256), once the folder's sources/
+    holds exactly those files (a release's folder may hold none of them: GitHub's assets are
+    flat, and a fetch downloads only the kit)."""
+    listed = {name: sha for name, sha in sums.items() if name.startswith(f"{SOURCES}/")}
+    folder = path / SOURCES
+    held = sorted(f"{SOURCES}/{name}" for name in os.listdir(folder)) if folder.is_dir() else []
+    if (held or built) and held != sorted(listed):
+        raise KitDirInvalid(f"kit folder {path}: {SOURCES}/ holds "
+                            f"{', '.join(held) or 'nothing'}, but {SHA256SUMS} lists "
+                            f"{', '.join(sorted(listed)) or 'none of it'}")
+    for name in listed:
+        if "/" in name.removeprefix(f"{SOURCES}/") or name == f"{SOURCES}/":
+            raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {name!r}, not a file "
+                                f"of {SOURCES}/")
+        if (path / name).exists() and not stat.S_ISREG((path / name).lstat().st_mode):
+            raise KitDirInvalid(f"kit folder {path}: {name} is not a regular file")
+    return listed
 
 
 def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[str, str]]:
@@ -243,7 +276,7 @@ def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[s
         what = f"{', '.join(FIXED_FILES)}" if built else f"{BUILDINFO} and {SHA256SUMS}"
         raise KitDirInvalid(f"kit folder {path}: {', '.join(missing)} missing (beside its "
                             f"tarball a kit folder holds {what})")
-    allowed = (*FIXED_FILES, *extras)
+    allowed = (*FIXED_FILES, *extras, SOURCES)
     extra = [name for name in names if name not in tarballs and name not in allowed]
     if extra:
         kept = (f"{', '.join(('<the tarballs>', *FIXED_FILES))}" +
@@ -252,12 +285,12 @@ def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[s
                             f"a kit folder ({kept})")
     for name in (*tarballs, *(name for name in names if name in allowed)):
         mode = (path / name).lstat().st_mode
-        if name == UNPACKED and not stat.S_ISDIR(mode):
+        if name in (UNPACKED, SOURCES) and not stat.S_ISDIR(mode):
             raise KitDirInvalid(f"kit folder {path}: {name} is not a folder (a release's kit/ "
-                                f"is its tarball unpacked)")
-        if name != UNPACKED and not stat.S_ISREG(mode):
+                                f"is its tarball unpacked; sources/ holds source packages)")
+        if name not in (UNPACKED, SOURCES) and not stat.S_ISREG(mode):
             raise KitDirInvalid(f"kit folder {path}: {name} is not a regular file")
-    return tuple(name for name in names if name in allowed), asset, siblings
+    return tuple(name for name in names if name in allowed and name != SOURCES), asset, siblings
 
 
 def _paired(path: Path, tarballs: list[str]) -> tuple[str, dict[str, str]]:

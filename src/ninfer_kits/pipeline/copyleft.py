@@ -370,6 +370,7 @@ class _Apt:
             files = _checked(work, package, expected)
             manifest = "".join(f"{item.sha256}  {item.name}\n" for item in files)
             (work / MANIFEST).write_text(manifest, encoding="utf-8")
+            os.chmod(work, 0o755)  # mkdtemp's 0700: the cache is as readable as its files
             final = store / package.stem
             shutil.rmtree(final, ignore_errors=True)  # one that did not check
             work.rename(final)  # whole or not at all: a cache reader never sees half of it

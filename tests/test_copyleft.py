@@ -18,6 +18,7 @@ from ninfer_kits.checksums import SHA256, read_sha256sums, render_sums
 from ninfer_kits.errors import EXIT_BAD_INPUT, ConfigError
 from ninfer_kits.pipeline import copyleft
 from ninfer_kits.pipeline.provenance import Origin
+from ninfer_kits.publish.plan import assets_of
 from test_publish_support import make_kit
 
 from tools import missing
@@ -272,7 +273,18 @@ def test_a_kit_folder_carries_its_sources_listed_and_checked(program: Path,
     (sources / "unlisted.tar.xz").write_text("x")
     with pytest.raises(kitdir.KitDirInvalid, match=r"SHA256SUMS lists sources/x_1-1\.dsc"):
         kitdir.read_kit_dir(kit.path)
-    # a release (GitHub's assets are flat) may hold none of them
-    shutil.rmtree(sources)
+    (sources / "unlisted.tar.xz").unlink()
+    # publish uploads it by its own name: a release's assets are flat
+    assets = {asset.name: asset for asset in assets_of(kitdir.read_kit_dir(kit.path))}
+    assert assets["x_1-1.dsc"].sha256 == sums["sources/x_1-1.dsc"]
+    assert list(assets)[-1] == kitdir.SHA256SUMS
+    # a release holds it flat beside the kit (checked), or not at all (a fetch's DEST)
+    (sources / "x_1-1.dsc").rename(kit.path / "x_1-1.dsc")
+    sources.rmdir()
     (kit.path / kitdir.BUILD_LOG).unlink()
+    assert kitdir.read_kit_dir(kit.path).sources == ("sources/x_1-1.dsc",)
+    (kit.path / "x_1-1.dsc").write_text("swapped\n")
+    with pytest.raises(kitdir.KitDirInvalid, match=r"x_1-1\.dsc does not match"):
+        kitdir.read_kit_dir(kit.path)
+    (kit.path / "x_1-1.dsc").unlink()
     assert kitdir.read_kit_dir(kit.path).sources == ("sources/x_1-1.dsc",)

@@ -238,8 +238,10 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
                  sources=tuple(sorted(sources)))
     if verify:
         for name, listed_sha in sorted(sources.items()):
-            if (path / name).exists() and hash_file(path / name).sha256 != listed_sha:
-                raise KitDirInvalid(f"kit folder {path}: {name} does not match {SHA256SUMS}")
+            place = _source_file(path, name)
+            if place is not None and hash_file(place).sha256 != listed_sha:
+                raise KitDirInvalid(f"kit folder {path}: {place.relative_to(path)} does not "
+                                    f"match {SHA256SUMS}'s {name}")
     return _verified(kit) if verify else kit
 
 
@@ -258,9 +260,20 @@ def _check_sources(path: Path, sums: Mapping[str, str], built: bool) -> dict[str
         if "/" in name.removeprefix(f"{SOURCES}/") or name == f"{SOURCES}/":
             raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {name!r}, not a file "
                                 f"of {SOURCES}/")
-        if (path / name).exists() and not stat.S_ISREG((path / name).lstat().st_mode):
-            raise KitDirInvalid(f"kit folder {path}: {name} is not a regular file")
+        place = _source_file(path, name)
+        if place is not None and not stat.S_ISREG(place.lstat().st_mode):
+            raise KitDirInvalid(f"kit folder {path}: {place.relative_to(path)} is not a regular "
+                                f"file")
     return listed
+
+
+def _source_file(path: Path, listed: str) -> Path | None:
+    """Where the folder holds the source file SHA256SUMS lists as sources/<file>: there, or
+    flat beside the kit in a release; None when it holds neither."""
+    for place in (path / listed, path / listed.removeprefix(f"{SOURCES}/")):
+        if place.exists() or place.is_symlink():
+            return place
+    return None
 
 
 def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[str, str]]:
@@ -276,7 +289,10 @@ def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[s
         what = f"{', '.join(FIXED_FILES)}" if built else f"{BUILDINFO} and {SHA256SUMS}"
         raise KitDirInvalid(f"kit folder {path}: {', '.join(missing)} missing (beside its "
                             f"tarball a kit folder holds {what})")
-    allowed = (*FIXED_FILES, *extras, SOURCES)
+    # a release's copy of sources/<file> is flat (GitHub's assets are): <file> beside the kit
+    flat = () if built else tuple(name.removeprefix(f"{SOURCES}/")
+                                  for name in _listed_sources(path))
+    allowed = (*FIXED_FILES, *extras, SOURCES, *flat)
     extra = [name for name in names if name not in tarballs and name not in allowed]
     if extra:
         kept = (f"{', '.join(('<the tarballs>', *FIXED_FILES))}" +
@@ -290,7 +306,18 @@ def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[s
                                 f"is its tarball unpacked; sources/ holds source packages)")
         if name not in (UNPACKED, SOURCES) and not stat.S_ISREG(mode):
             raise KitDirInvalid(f"kit folder {path}: {name} is not a regular file")
-    return tuple(name for name in names if name in allowed and name != SOURCES), asset, siblings
+    return (tuple(name for name in names if name in allowed and name != SOURCES
+                  and name not in flat), asset, siblings)
+
+
+def _listed_sources(path: Path) -> list[str]:
+    """The sources/<file> lines of the folder's SHA256SUMS, before it is read in earnest."""
+    try:
+        text = (path / SHA256SUMS).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [line.split("  ", 1)[1] for line in text.splitlines()
+            if "  " in line and line.split("  ", 1)[1].startswith(f"{SOURCES}/")]
 
 
 def _paired(path: Path, tarballs: list[str]) -> tuple[str, dict[str, str]]:

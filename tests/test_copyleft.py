@@ -288,3 +288,8 @@ def test_a_kit_folder_carries_its_sources_listed_and_checked(program: Path,
         kitdir.read_kit_dir(kit.path)
     (kit.path / "x_1-1.dsc").unlink()
     assert kitdir.read_kit_dir(kit.path).sources == ("sources/x_1-1.dsc",)
+    # an orig tarball may end in .tar.gz: a source file, not a third kit tarball
+    (kit.path / "y_1.orig.tar.gz").write_bytes(b"y")
+    sums["sources/y_1.orig.tar.gz"] = hash_file(kit.path / "y_1.orig.tar.gz").sha256
+    (kit.path / kitdir.SHA256SUMS).write_text(render_sums(sums, SHA256))
+    assert kitdir.read_kit_dir(kit.path).tarballs == (kit.asset, kitdir.PORTABLE.asset(kit.asset))

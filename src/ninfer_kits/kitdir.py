@@ -281,7 +281,11 @@ def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[s
     tarball's name,
     the siblings' by flavour), once the folder holds only what a kit folder may hold."""
     names = sorted(os.listdir(path))
-    tarballs = [name for name in names if name.endswith(TARBALL_SUFFIX)]
+    # a release's copy of sources/<file> is flat (GitHub's assets are): <file> beside the kit,
+    # and an orig tarball may end in .tar.gz too (gcc-14_14.2.0.orig.tar.gz)
+    flat = () if built else tuple(name.removeprefix(f"{SOURCES}/")
+                                  for name in _listed_sources(path))
+    tarballs = [name for name in names if name.endswith(TARBALL_SUFFIX) and name not in flat]
     asset, siblings = _paired(path, tarballs)
     required, extras = (FIXED_FILES, ()) if built else (REQUIRED, (SIGNATURE, *RELEASE_EXTRAS))
     missing = [name for name in required if name not in names]
@@ -289,9 +293,6 @@ def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[s
         what = f"{', '.join(FIXED_FILES)}" if built else f"{BUILDINFO} and {SHA256SUMS}"
         raise KitDirInvalid(f"kit folder {path}: {', '.join(missing)} missing (beside its "
                             f"tarball a kit folder holds {what})")
-    # a release's copy of sources/<file> is flat (GitHub's assets are): <file> beside the kit
-    flat = () if built else tuple(name.removeprefix(f"{SOURCES}/")
-                                  for name in _listed_sources(path))
     allowed = (*FIXED_FILES, *extras, SOURCES, *flat)
     extra = [name for name in names if name not in tarballs and name not in allowed]
     if extra:

@@ -23,7 +23,9 @@ Nothing else is in a kit folder as `build` makes it. A release of it (`publish -
 without build.log (publish never uploads it), with SHA256SUMS.sig where the release is signed
 (the OpenSSH signature of SHA256SUMS that publish makes, listed nowhere: it signs the list),
 and may hold beside it what a release carries
-(RELEASE.md, the notes of the local store; ninfer-kits.pyz) and kit/, the tarball unpacked
+(RELEASE.md, the notes of the local store; ninfer-kits.pyz), the files SHA256SUMS lists as
+sources/<file>, flat (GitHub's assets are; each checked, none required), and kit/, the
+tarball unpacked
 (`fetch`, or `tar xzf` as the notes say). Its SHA1SUMS may be missing (not downloaded), and of
 a release with a portable sibling one tarball may be missing, when SHA256SUMS lists it
 (`sha256sum -c --ignore-missing`). Nothing else is accepted.

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ninfer_kits import kitdir
 from ninfer_kits.atomic import hash_file
 from ninfer_kits.children import ProbeTimeout, probe
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
@@ -48,7 +49,7 @@ SOURCE = "source"  # GPL, LGPL, MPL: publish the corresponding source beside the
 NOTICE = "notice"  # permissive: the licence file in kit/third_party/ is the whole duty
 OBLIGATIONS = (SOURCE, NOTICE)
 MANAGERS = ("dpkg", "wheel")
-SOURCES = "sources"  # the kit folder's sub-folder, and the cache's, that holds them
+SOURCES = kitdir.SOURCES  # the kit folder's sub-folder, and the cache's, that holds them
 APT_TIMEOUT = 1800  # a cold fetch of the example's sources is ~400 MB
 _NAME = re.compile(r"[a-z0-9][a-z0-9+.-]*")  # a Debian source package's or a wheel's name
 # What apt-get source --print-uris prints per file: 'URI' NAME SIZE SHA256:HEX
@@ -213,15 +214,13 @@ def source_packages(root: Path, binaries: set[str]) -> dict[str, SourcePackage]:
 # ---------------------------------------------------------------------------- fetching
 
 
-def fetch_sources(packages: Sequence[SourcePackage], root: Path, cache_dir: Path | None,
+def fetch_sources(packages: Sequence[SourcePackage], root: Path, cache_dir: Path,
                   log: Callable[[str], None]) -> tuple[SourceFile, ...]:
-    """Each package's source files, checked, from `cache_dir`/sources/<stem>/ or fetched there
-    (into a temporary folder without a cache dir; the caller copies them out before it goes).
+    """Each package's source files, checked, from `cache_dir`/sources/<stem>/ or fetched there.
     SourceUnavailable names each package that the archive no longer has or that did not check."""
     if not packages:
         return ()
-    store = (cache_dir / SOURCES) if cache_dir is not None else \
-        Path(tempfile.mkdtemp(prefix="ninfer-kits-sources-"))
+    store = cache_dir / SOURCES
     files: list[SourceFile] = []
     todo: list[SourcePackage] = []
     for package in packages:

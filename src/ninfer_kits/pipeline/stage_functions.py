@@ -130,8 +130,9 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
         # with that source (pipeline.copyleft; the cache is kept: it is not this build's).
         obligations = classify((item.origin for item in repaired.bundled), root, load_verdicts())
         skipped = sources_skipped(reporter.info)
-        sources = () if skipped else fetch_sources(obligations.sources, root,
-                                                   state.request.cache_dir, reporter.info)
+        # without a cache folder, the work folder (dropped after the build) holds them
+        sources = () if skipped else fetch_sources(
+            obligations.sources, root, state.request.cache_dir or state.workspace, reporter.info)
     with (portable_root / THIRD_PARTY_README.removeprefix("kit/")).open("a",
                                                                        encoding="utf-8") as readme:
         readme.write(readme_section(obligations, sources, state.tag, skipped))

@@ -127,7 +127,8 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
                        LibraryEnvironment.exported(root))
         repaired = repair(portable_root, environment, policy, reporter.info)
         # Before anything is packed: a library whose licence owes its source is shipped only
-        # with that source (pipeline.copyleft; the cache is kept: it is not this build's).
+        # with that source (pipeline.copyleft), fetched while the environment's apt sources
+        # and keys are at hand.
         obligations = classify((item.origin for item in repaired.bundled), root, load_verdicts())
         skipped = sources_skipped(reporter.info)
         # without a cache folder, the work folder (dropped after the build) holds them
@@ -242,6 +243,7 @@ def place_sources(staging: Path, files: list[SourceFile]) -> dict[str, str]:
             os.link(item.path, dest)
         except OSError:
             shutil.copyfile(item.path, dest)
+        os.chmod(dest, 0o644)  # as every file of the folder: the umask must not decide it
         placed = hash_file(dest)
         if placed.sha256 != item.sha256:
             raise CheckFailed(f"{dest}: sha256 {placed.sha256}, but {item.path} was checked "

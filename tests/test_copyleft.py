@@ -15,7 +15,7 @@ import pytest
 from ninfer_kits import kitdir
 from ninfer_kits.atomic import hash_file
 from ninfer_kits.checksums import SHA256, read_sha256sums, render_sums
-from ninfer_kits.errors import EXIT_BAD_INPUT, ConfigError
+from ninfer_kits.errors import EXIT_BAD_INPUT, CheckFailed, ConfigError
 from ninfer_kits.pipeline import copyleft
 from ninfer_kits.pipeline.provenance import Origin
 from ninfer_kits.publish.plan import assets_of
@@ -293,3 +293,22 @@ def test_a_kit_folder_carries_its_sources_listed_and_checked(program: Path,
     sums["sources/y_1.orig.tar.gz"] = hash_file(kit.path / "y_1.orig.tar.gz").sha256
     (kit.path / kitdir.SHA256SUMS).write_text(render_sums(sums, SHA256))
     assert kitdir.read_kit_dir(kit.path).tarballs == (kit.asset, kitdir.PORTABLE.asset(kit.asset))
+
+
+def test_the_build_places_the_sources_beside_the_kit_rechecked(tmp_path: Path) -> None:
+    from ninfer_kits.pipeline.stage_functions import place_sources
+
+    cached = tmp_path / "cache"
+    cached.mkdir()
+    (cached / "x_1.dsc").write_text("dsc\n")
+    item = copyleft.SourceFile("x", "1", "x_1.dsc", cached / "x_1.dsc", 4,
+                               hash_file(cached / "x_1.dsc").sha256)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    assert place_sources(staging, [item, item]) == {"sources/x_1.dsc": item.sha256}
+    assert (staging / "sources/x_1.dsc").read_text() == "dsc\n"
+    assert (staging / "sources/x_1.dsc").stat().st_mode & 0o777 == 0o644
+    shutil.rmtree(staging / "sources")
+    (cached / "x_1.dsc").write_text("changed in the cache since it was checked\n")
+    with pytest.raises(CheckFailed, match="was checked as"):
+        place_sources(staging, [item])

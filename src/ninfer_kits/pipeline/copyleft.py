@@ -440,8 +440,8 @@ Corresponding source: NOT FETCHED
 Some libraries above are licensed under the GNU GPL, the GNU LGPL or the Mozilla Public
 License, which require whoever distributes their object code to make the corresponding source
 available. This kit was built with {variable}=1 (a machine that cannot
-reach Debian's source archive), so their source packages were NOT fetched: it must not be
-distributed. The packages whose source is owed are:
+reach Debian's source archive), so their source packages were NOT fetched:
+it must not be distributed. The packages whose source is owed are:
 """
 
 SKIP_VARIABLE = "NINFER_KITS_NO_SOURCES"

@@ -194,7 +194,9 @@ def _archive(tmp_path: Path) -> Path:
                            "Version: 1.0\n")
     (root / "etc/apt").mkdir(parents=True)
     # copy: so apt copies the files (file: would leave symlinks into the archive)
-    (root / "etc/apt/sources.list").write_text(f"deb [trusted=yes] copy:{archive} ./\n")
+    # and a second archive that has no source index: logged, not fatal
+    (root / "etc/apt/sources.list").write_text(f"deb [trusted=yes] copy:{archive} ./\n"
+                                               f"deb [trusted=yes] copy:{tmp_path}/none ./\n")
     return root
 
 
@@ -209,8 +211,9 @@ def test_fetch_checks_against_the_index_and_the_dsc_and_caches(tmp_path: Path) -
     assert [item.name for item in files] == ["tiny_1.0.dsc", "tiny_1.0.tar.xz"]
     assert all(item.path.read_bytes() == (archive / "pool" / item.name).read_bytes()
                for item in files)
-    assert said == ["sources: fetching 1 source package(s) with apt-get (cached: 0)",
-                    "sources: fetched tiny 1.0"]
+    assert said[0] == "sources: fetching 1 source package(s) with apt-get (cached: 0)"
+    assert said[1].startswith("sources: apt-get update failed") and "none" in said[1]
+    assert said[2:] == ["sources: fetched tiny 1.0"]
     said.clear()
     assert copyleft.fetch_sources([package], root, tmp_path / "cache", said.append) == files
     assert said == []  # from the cache, no apt-get

@@ -234,7 +234,7 @@ def fetch_sources(packages: Sequence[SourcePackage], root: Path, cache_dir: Path
             f"{len(packages) - len(todo)})")
         with tempfile.TemporaryDirectory(prefix="ninfer-kits-apt-") as scratch:
             apt = _Apt(Path(scratch), root)
-            apt.update()
+            apt.update(log)
             for package in todo:
                 files += apt.fetch(package, store)
                 log(f"sources: fetched {package.name} {package.version}")
@@ -344,8 +344,13 @@ class _Apt:
                                     f"{(done.stderr or done.stdout).strip()[-1500:]}")
         return done.stdout
 
-    def update(self) -> None:
-        self._run("update")
+    def update(self, log: Callable[[str], None]) -> None:
+        """Read the archives' source indexes. One that fails (a vendor's repository without
+        deb-src, say) is logged, not fatal: a package it was needed for then fails by name."""
+        try:
+            self._run("update")
+        except SourceUnavailable as error:
+            log(f"sources: {error}")
 
     def fetch(self, package: SourcePackage, store: Path) -> list[SourceFile]:
         spec = f"{package.name}={package.version}"

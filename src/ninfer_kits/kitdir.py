@@ -17,6 +17,10 @@
                          1.6 SBOM (ninfer_kits.attestations; docs/attestations.md)
       <stem>.intoto.json per tarball: its in-toto Statement v1 with the SLSA Provenance v1
                          predicate; both listed in SHA256SUMS
+      sources/           only for a portable kit that bundles GPL, LGPL or MPL libraries: the
+                         Debian source packages of exactly the bundled versions (.dsc, orig and
+                         debian tarballs), which their licences oblige the kit to publish;
+                         SHA256SUMS lists each as sources/<file>
 
 Nothing else is in a kit folder as `build` makes it. A kit built before them has no .cdx.json
 or .intoto.json (neither for any tarball): still a kit folder; one built with them has both for
@@ -25,7 +29,9 @@ every tarball. A release of it (`publish --to local`'s
 without build.log (publish never uploads it), with SHA256SUMS.sig where the release is signed
 (the OpenSSH signature of SHA256SUMS that publish makes, listed nowhere: it signs the list),
 and may hold beside it what a release carries
-(RELEASE.md, the notes of the local store; ninfer-kits.pyz) and kit/, the tarball unpacked
+(RELEASE.md, the notes of the local store; ninfer-kits.pyz), the files SHA256SUMS lists as
+sources/<file>, flat (GitHub's assets are; each checked, none required), and kit/, the
+tarball unpacked
 (`fetch`, or `tar xzf` as the notes say). Its SHA1SUMS may be missing (not downloaded), and of
 a release with a portable sibling one tarball may be missing, when SHA256SUMS lists it
 (`sha256sum -c --ignore-missing`), and so may the SBOM and provenance files it lists. Nothing
@@ -69,6 +75,7 @@ SIGNATURE = f"{SHA256SUMS}.sig"  # a signed release's signature of SHA256SUMS (n
 NOTES = "RELEASE.md"  # the local store's release notes
 PYZ = "ninfer-kits.pyz"  # the tools a release carries
 UNPACKED = "kit"  # the tarball unpacked beside it (fetch's DEST; `tar xzf` of the notes)
+SOURCES = "sources"  # the bundled copyleft libraries' source packages (pipeline.copyleft)
 RELEASE_EXTRAS = (NOTES, PYZ, UNPACKED)  # what a release may hold beside the kit's own files
 SBOM_SUFFIX = ".cdx.json"  # <tarball stem>.cdx.json: its CycloneDX SBOM
 PROVENANCE_SUFFIX = ".intoto.json"  # <tarball stem>.intoto.json: its SLSA provenance statement
@@ -151,6 +158,7 @@ class KitDir:
     # the SBOM and provenance files here (name, sha256 as SHA256SUMS lists it); () in a kit
     # built before them
     attestations: tuple[tuple[str, str], ...] = ()
+    sources: tuple[str, ...] = ()  # sources/<file> as SHA256SUMS lists them, sorted
 
     @property
     def flavours(self) -> tuple[Flavour, ...]:
@@ -240,6 +248,8 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     missing = () if built else tuple(name for name in attestation_names(listed)
                                      if name in sums and name not in attested)
     expected = sorted((*listed, BUILDINFO, *attested, *missing))
+    sources = _check_sources(path, sums, built)
+    sums = {name: sha for name, sha in sums.items() if name not in sources}
     if sorted(sums) != expected:
         raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {', '.join(sorted(sums))}; "
                             f"it must list exactly {', '.join(expected)}")
@@ -250,8 +260,46 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     kit = KitDir(path=path, asset=asset, info=info, size=flavours[0].size, sha256=sums[asset],
                  sha1=sha1.get(asset), buildinfo_sha256=sums[BUILDINFO], verified=False,
                  siblings=tuple(flavours[1:]), held=held, absent=tuple(absent.values()),
-                 attestations=tuple((name, sums[name]) for name in attested))
+                 attestations=tuple((name, sums[name]) for name in attested),
+                 sources=tuple(sorted(sources)))
+    if verify:
+        for name, listed_sha in sorted(sources.items()):
+            place = _source_file(path, name)
+            if place is not None and hash_file(place).sha256 != listed_sha:
+                raise KitDirInvalid(f"kit folder {path}: {place.relative_to(path)} does not "
+                                    f"match {SHA256SUMS}'s {name}")
     return _verified(kit) if verify else kit
+
+
+def _check_sources(path: Path, sums: Mapping[str, str], built: bool) -> dict[str, str]:
+    """The sources/<file> lines of SHA256SUMS (name → sha256), once the folder's sources/
+    holds exactly those files (a release's folder may hold none of them: GitHub's assets are
+    flat, and a fetch downloads only the kit)."""
+    listed = {name: sha for name, sha in sums.items() if name.startswith(f"{SOURCES}/")}
+    folder = path / SOURCES
+    held = sorted(f"{SOURCES}/{name}" for name in os.listdir(folder)) if folder.is_dir() else []
+    if (held or built) and held != sorted(listed):
+        raise KitDirInvalid(f"kit folder {path}: {SOURCES}/ holds "
+                            f"{', '.join(held) or 'nothing'}, but {SHA256SUMS} lists "
+                            f"{', '.join(sorted(listed)) or 'none of it'}")
+    for name in listed:
+        if "/" in name.removeprefix(f"{SOURCES}/") or name == f"{SOURCES}/":
+            raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {name!r}, not a file "
+                                f"of {SOURCES}/")
+        place = _source_file(path, name)
+        if place is not None and not stat.S_ISREG(place.lstat().st_mode):
+            raise KitDirInvalid(f"kit folder {path}: {place.relative_to(path)} is not a regular "
+                                f"file")
+    return listed
+
+
+def _source_file(path: Path, listed: str) -> Path | None:
+    """Where the folder holds the source file SHA256SUMS lists as sources/<file>: there, or
+    flat beside the kit in a release; None when it holds neither."""
+    for place in (path / listed, path / listed.removeprefix(f"{SOURCES}/")):
+        if place.exists() or place.is_symlink():
+            return place
+    return None
 
 
 def _check_layout(path: Path, built: bool
@@ -260,7 +308,11 @@ def _check_layout(path: Path, built: bool
     tarball's name, the siblings' by flavour, the SBOM and provenance files it holds), once the
     folder holds only what a kit folder may hold."""
     names = sorted(os.listdir(path))
-    tarballs = [name for name in names if name.endswith(TARBALL_SUFFIX)]
+    # a release's copy of sources/<file> is flat (GitHub's assets are): <file> beside the kit,
+    # and an orig tarball may end in .tar.gz too (gcc-14_14.2.0.orig.tar.gz)
+    flat = () if built else tuple(name.removeprefix(f"{SOURCES}/")
+                                  for name in _listed_sources(path))
+    tarballs = [name for name in names if name.endswith(TARBALL_SUFFIX) and name not in flat]
     asset, siblings = _paired(path, tarballs)
     # the documents of the plain tarball and of each sibling it may have (held or not)
     possible = attestation_names((asset, *(kind.asset(asset) for kind in SIBLINGS
@@ -273,7 +325,7 @@ def _check_layout(path: Path, built: bool
         what = f"{', '.join(FIXED_FILES)}" if built else f"{BUILDINFO} and {SHA256SUMS}"
         raise KitDirInvalid(f"kit folder {path}: {', '.join(missing)} missing (beside its "
                             f"tarball a kit folder holds {what})")
-    allowed = (*FIXED_FILES, *extras)
+    allowed = (*FIXED_FILES, *extras, SOURCES, *flat)
     extra = [name for name in names if name not in tarballs and name not in allowed]
     if extra:
         kept = (f"{', '.join(('<the tarballs>', *FIXED_FILES))}" +
@@ -282,15 +334,16 @@ def _check_layout(path: Path, built: bool
                             f"a kit folder ({kept})")
     for name in (*tarballs, *(name for name in names if name in allowed)):
         mode = (path / name).lstat().st_mode
-        if name == UNPACKED and not stat.S_ISDIR(mode):
+        if name in (UNPACKED, SOURCES) and not stat.S_ISDIR(mode):
             raise KitDirInvalid(f"kit folder {path}: {name} is not a folder (a release's kit/ "
-                                f"is its tarball unpacked)")
-        if name != UNPACKED and not stat.S_ISREG(mode):
+                                f"is its tarball unpacked; sources/ holds source packages)")
+        if name not in (UNPACKED, SOURCES) and not stat.S_ISREG(mode):
             raise KitDirInvalid(f"kit folder {path}: {name} is not a regular file")
     for name in attested:
         if not stat.S_ISREG((path / name).lstat().st_mode):
             raise KitDirInvalid(f"kit folder {path}: {name} is not a regular file")
-    return tuple(name for name in names if name in allowed), asset, siblings, attested
+    return (tuple(name for name in names if name in allowed and name != SOURCES
+                  and name not in flat), asset, siblings, attested)
 
 
 def _check_attested(path: Path, attested: tuple[str, ...], here: Iterable[str],
@@ -306,6 +359,16 @@ def _check_attested(path: Path, attested: tuple[str, ...], here: Iterable[str],
         lacking = sorted(set(every) - set(attested))
         raise KitDirInvalid(f"kit folder {path}: {', '.join(lacking)} missing (a kit folder "
                             f"holds the SBOM and provenance of every tarball, or of none)")
+
+
+def _listed_sources(path: Path) -> list[str]:
+    """The sources/<file> lines of the folder's SHA256SUMS, before it is read in earnest."""
+    try:
+        text = (path / SHA256SUMS).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [line.split("  ", 1)[1] for line in text.splitlines()
+            if "  " in line and line.split("  ", 1)[1].startswith(f"{SOURCES}/")]
 
 
 def _paired(path: Path, tarballs: list[str]) -> tuple[str, dict[str, str]]:

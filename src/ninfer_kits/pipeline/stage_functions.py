@@ -4,6 +4,7 @@ state so far and returns it with its own result added; its docstring says what."
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +15,7 @@ from ninfer_kits import attestations, kitdir, resources
 from ninfer_kits.atomic import hash_file, write_file
 from ninfer_kits.buildinfo import BuildInfo, render
 from ninfer_kits.checksums import write_sha1sums, write_sha256sums
-from ninfer_kits.errors import need
+from ninfer_kits.errors import CheckFailed, need
 from ninfer_kits.inspector.floor import render_table
 from ninfer_kits.inspector.inspection import inspect_path
 from ninfer_kits.log import Reporter
@@ -24,6 +25,15 @@ from ninfer_kits.pipeline.buildinfo_keys import (
     pipeline_checkout,
     run_entries,
     sibling_buildinfo,
+)
+from ninfer_kits.pipeline.copyleft import (
+    SOURCES,
+    SourceFile,
+    classify,
+    fetch_sources,
+    load_verdicts,
+    readme_section,
+    sources_skipped,
 )
 from ninfer_kits.pipeline.kit_rules import check_archs, check_search_paths, copy_licenses
 from ninfer_kits.pipeline.pack import pack_tree
@@ -116,16 +126,31 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
         environment = (LibraryEnvironment.host(portable_root) if root == Path("/") else
                        LibraryEnvironment.exported(root))
         repaired = repair(portable_root, environment, policy, reporter.info)
+        # Before anything is packed: a library whose licence owes its source is shipped only
+        # with that source (pipeline.copyleft), fetched while the environment's apt sources
+        # and keys are at hand.
+        obligations = classify((item.origin for item in repaired.bundled), root, load_verdicts())
+        skipped = sources_skipped(reporter.info)
+        # without a cache folder, the work folder (dropped after the build) holds them
+        sources = () if skipped else fetch_sources(
+            obligations.sources, root, state.request.cache_dir or state.workspace, reporter.info)
+    with (portable_root / THIRD_PARTY_README.removeprefix("kit/")).open("a",
+                                                                       encoding="utf-8") as readme:
+        readme.write(readme_section(obligations, sources, state.tag, skipped))
     after = inspect_path(portable_root)
     check_search_paths(after)
     size = sum(item.size for item in repaired.bundled)
     reporter.info(f"bundled {len(repaired.bundled)} libraries ({size / 1e6:.1f} MB) in kit/lib")
+    reporter.info(f"copyleft: {len(obligations.sources)} source packages owe their source; "
+                  f"{len(sources)} files, {sum(f.size for f in sources) / 1e6:.1f} MB, published "
+                  f"in {SOURCES}/")
     reporter.info("floor before the repair:\n" + render_table(inspection.floor.table))
     reporter.info("floor after the repair:\n" + render_table(after.floor.table))
     notices = sorted({item.notice for item in repaired.bundled} | {THIRD_PARTY_README})
     portable = Flavour(name=kitdir.PORTABLE.name, root=portable_root,
                        asset=kitdir.PORTABLE.asset(state.asset), inspection=after,
-                       licenses=(*state.licenses, *notices), bundled=repaired.bundled)
+                       licenses=(*state.licenses, *notices), bundled=repaired.bundled,
+                       sources=sources)
     return dataclasses.replace(state, flavours=(*state.flavours, portable))
 
 
@@ -198,9 +223,11 @@ def checksums(state: BuildState, reporter: Reporter) -> BuildState:
     documents = {name: write_file(staging / name, data).sha256
                  for flavour in state.flavours
                  for name, data in _attestations(flavour, published).items()}
+    sources = place_sources(staging, [item for flavour in state.flavours
+                                      for item in flavour.sources])
     write_sha256sums(staging / kitdir.SHA256SUMS,
                      {**{name: packed.sha256 for name, packed in tarballs.items()},
-                      kitdir.BUILDINFO: buildinfo.sha256, **documents})
+                      kitdir.BUILDINFO: buildinfo.sha256, **documents, **sources})
     # B2 and older download clients verify by SHA-1; it comes from the same pass as the sha256.
     write_sha1sums(staging / kitdir.SHA1SUMS,
                    {name: packed.sha1 for name, packed in tarballs.items()})
@@ -216,6 +243,28 @@ def _attestations(flavour: Flavour, published: BuildInfo) -> dict[str, bytes]:
         info, lambda path: (flavour.root / path.removeprefix(f"{kitdir.UNPACKED}/")).read_bytes())
     return attestations.documents(attestations.Subject(asset=flavour.asset, sha256=packed.sha256),
                                   info, texts)
+
+
+def place_sources(staging: Path, files: list[SourceFile]) -> dict[str, str]:
+    """The copyleft libraries' source files in staging/sources/ (hard links to the cache where
+    it can, copies else), rechecked as they are placed: sources/<name> → sha256."""
+    listed: dict[str, str] = {}
+    for item in files:
+        dest = staging / SOURCES / item.name
+        if f"{SOURCES}/{item.name}" in listed:
+            continue  # two flavours carrying the same library: one file
+        dest.parent.mkdir(exist_ok=True)
+        try:
+            os.link(item.path, dest)
+        except OSError:
+            shutil.copyfile(item.path, dest)
+        os.chmod(dest, 0o644)  # as every file of the folder: the umask must not decide it
+        placed = hash_file(dest)
+        if placed.sha256 != item.sha256:
+            raise CheckFailed(f"{dest}: sha256 {placed.sha256}, but {item.path} was checked "
+                              f"as {item.sha256} against Debian's archive")
+        listed[f"{SOURCES}/{item.name}"] = item.sha256
+    return listed
 
 
 def publish_to_dist(state: BuildState, reporter: Reporter) -> BuildState:

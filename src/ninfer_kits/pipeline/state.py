@@ -16,6 +16,7 @@ from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
 from ninfer_kits.pipeline.builders import Builder, Compiled, PreparedToolchain
+from ninfer_kits.pipeline.copyleft import SourceFile
 from ninfer_kits.pipeline.repair import Bundled
 from ninfer_kits.pipeline.source import SourceTree
 
@@ -84,6 +85,7 @@ class Flavour:
     inspection: Inspection  # of its files: its floor
     licenses: tuple[str, ...]
     bundled: tuple[Bundled, ...] = ()  # the libraries it carries (the portable repair's)
+    sources: tuple[SourceFile, ...] = ()  # the copyleft ones' source packages, published beside
     buildinfo: BuildInfo | None = None  # its own BUILDINFO.txt, inputs only
     tarball: PackedFile | None = None
     smoke: str = ""  # the smoke test's verdict

@@ -23,6 +23,7 @@ from ninfer_kits.publish.store import Asset, Release
 TARBALL_TYPE = "application/gzip"
 TEXT_TYPE = "text/plain; charset=utf-8"
 JSON_TYPE = "application/json"
+SOURCE_TYPE = "application/octet-stream"  # .dsc, .orig.tar.xz, .asc: one type for all
 
 
 class AssetTooLarge(BadInput):
@@ -68,7 +69,7 @@ def read_kit(folder: Path, matrix: Matrix, limits: Sequence[tuple[str, int | Non
         raise kitdir.KitDirInvalid(f"kit folder {folder}: {kitdir.SHA1SUMS} missing (a release "
                                    f"carries it, for B2 and sha1sum)")
     for store, limit in limits:
-        for name in unchecked.files:
+        for name in (*unchecked.files, *unchecked.sources):
             if name == kitdir.BUILD_LOG or limit is None:
                 continue
             size = (folder / name).stat().st_size
@@ -122,6 +123,7 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
         Asset(name=kitdir.SHA1SUMS, path=sha1sums.path, size=sha1sums.size,
               sha256=sha1sums.sha256, sha1=sha1sums.sha1, content_type=TEXT_TYPE),
         *_attestations(kit),
+        *_sources(kit),
         *tools,
         *((signature,) if signature is not None else ()),
         Asset(name=kitdir.SHA256SUMS, path=sha256sums.path, size=sha256sums.size,
@@ -139,6 +141,18 @@ def _attestations(kit: KitDir) -> tuple[Asset, ...]:
                                        f"read")
         assets.append(Asset(name=name, path=hashed.path, size=hashed.size, sha256=hashed.sha256,
                             sha1=hashed.sha1, content_type=JSON_TYPE))
+    return tuple(assets)
+
+
+def _sources(kit: KitDir) -> tuple[Asset, ...]:
+    """The source packages a portable kit's copyleft libraries oblige it to publish, by their
+    own names (a release's assets are flat; SHA256SUMS lists each as sources/<name>)."""
+    assets = []
+    for listed in kit.sources:
+        hashed = hash_file(kit.path / listed)
+        assets.append(Asset(name=listed.removeprefix(f"{kitdir.SOURCES}/"), path=hashed.path,
+                            size=hashed.size, sha256=hashed.sha256, sha1=hashed.sha1,
+                            content_type=SOURCE_TYPE))
     return tuple(assets)
 
 

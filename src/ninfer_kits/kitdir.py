@@ -18,7 +18,8 @@ Nothing else is in a kit folder as `build` makes it. A release of it (`publish -
 <out>/<tag>/, a release's assets downloaded into one folder, `fetch`'s DEST) is the same kit
 without build.log (publish never uploads it), with SHA256SUMS.sig where the release is signed
 (the OpenSSH signature of SHA256SUMS that publish makes, listed nowhere: it signs the list),
-and may hold beside it what a release carries
+with REPRODUCTION.json where an independent rebuild was recorded (`reproduction`; then
+SHA256SUMS lists it, so the signature covers it), and may hold beside it what a release carries
 (RELEASE.md, the notes of the local store; ninfer-kits.pyz) and kit/, the tarball unpacked
 (`fetch`, or `tar xzf` as the notes say). Its SHA1SUMS may be missing (not downloaded), and of
 a release with a portable sibling one tarball may be missing, when SHA256SUMS lists it
@@ -59,6 +60,7 @@ TARBALL_SUFFIX = ".tar.gz"
 FIXED_FILES = (BUILDINFO, SHA256SUMS, SHA1SUMS, BUILD_LOG)  # `build` writes them by the tarballs
 REQUIRED = (BUILDINFO, SHA256SUMS)  # what every variant holds
 SIGNATURE = f"{SHA256SUMS}.sig"  # a signed release's signature of SHA256SUMS (not `build`'s)
+REPRODUCTION = "REPRODUCTION.json"  # a release's record of its independent rebuild (publish's)
 NOTES = "RELEASE.md"  # the local store's release notes
 PYZ = "ninfer-kits.pyz"  # the tools a release carries
 UNPACKED = "kit"  # the tarball unpacked beside it (fetch's DEST; `tar xzf` of the notes)
@@ -176,13 +178,20 @@ class KitDir:
     def files(self) -> tuple[str, ...]:
         """The kit's files in the folder (the tarballs, BUILDINFO.txt, the checksum files and
         build.log where they are), sorted by name: not a release's extras."""
-        return tuple(sorted((*(name for name in self.held if name in (*FIXED_FILES, SIGNATURE)),
+        return tuple(sorted((*(name for name in self.held
+                               if name in (*FIXED_FILES, SIGNATURE, REPRODUCTION)),
                              *self.tarballs)))
 
     @property
     def signature(self) -> Path | None:
         """SHA256SUMS.sig, where the folder holds one (a signed release)."""
         return self.path / SIGNATURE if SIGNATURE in self.held else None
+
+    @property
+    def reproduction(self) -> Path | None:
+        """REPRODUCTION.json, where the folder holds one (a release whose rebuild was
+        recorded); SHA256SUMS lists it, and `verify` checked its hash."""
+        return self.path / REPRODUCTION if REPRODUCTION in self.held else None
 
     @property
     def extras(self) -> tuple[str, ...]:
@@ -216,7 +225,8 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     _check_flavours(path, info, siblings | absent)
     names = {PLAIN: asset} | siblings
     listed = (*names.values(), *absent.values())
-    expected = sorted((*listed, BUILDINFO))
+    recorded = (REPRODUCTION,) if REPRODUCTION in held else ()
+    expected = sorted((*listed, BUILDINFO, *recorded))
     if sorted(sums) != expected:
         raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {', '.join(sorted(sums))}; "
                             f"it must list exactly {', '.join(expected)}")
@@ -224,6 +234,8 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     flavours = [Flavour(name=name, folder=path, asset=tarball,
                         size=(path / tarball).stat().st_size, sha256=sums[tarball],
                         sha1=sha1.get(tarball)) for name, tarball in names.items()]
+    if recorded and verify and hash_file(path / REPRODUCTION).sha256 != sums[REPRODUCTION]:
+        raise KitDirInvalid(f"kit folder {path}: {REPRODUCTION} does not match {SHA256SUMS}")
     kit = KitDir(path=path, asset=asset, info=info, size=flavours[0].size, sha256=sums[asset],
                  sha1=sha1.get(asset), buildinfo_sha256=sums[BUILDINFO], verified=False,
                  siblings=tuple(flavours[1:]), held=held, absent=tuple(absent.values()))
@@ -237,7 +249,8 @@ def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[s
     names = sorted(os.listdir(path))
     tarballs = [name for name in names if name.endswith(TARBALL_SUFFIX)]
     asset, siblings = _paired(path, tarballs)
-    required, extras = (FIXED_FILES, ()) if built else (REQUIRED, (SIGNATURE, *RELEASE_EXTRAS))
+    required, extras = (FIXED_FILES, ()) if built else \
+        (REQUIRED, (SIGNATURE, REPRODUCTION, *RELEASE_EXTRAS))
     missing = [name for name in required if name not in names]
     if missing:
         what = f"{', '.join(FIXED_FILES)}" if built else f"{BUILDINFO} and {SHA256SUMS}"
@@ -247,7 +260,8 @@ def _check_layout(path: Path, built: bool) -> tuple[tuple[str, ...], str, dict[s
     extra = [name for name in names if name not in tarballs and name not in allowed]
     if extra:
         kept = (f"{', '.join(('<the tarballs>', *FIXED_FILES))}" +
-                ("" if built else f"; a release also {', '.join((SIGNATURE, *RELEASE_EXTRAS))}/"))
+                ("" if built else
+                 f"; a release also {', '.join((SIGNATURE, REPRODUCTION, *RELEASE_EXTRAS))}/"))
         raise KitDirInvalid(f"kit folder {path}: holds {', '.join(extra)}, which is not part of "
                             f"a kit folder ({kept})")
     for name in (*tarballs, *(name for name in names if name in allowed)):

@@ -29,6 +29,7 @@ from test_publish_support import (
     matrix_file,
     publish,
 )
+from test_verify import validate_schema
 
 RUN = "https://github.com/o/r/actions/runs/4242"
 WHEN = datetime.datetime(2026, 12, 1, 6, 23, 45, tzinfo=datetime.UTC)
@@ -57,6 +58,7 @@ def verify_json(folder: Path) -> dict[str, Any]:
     done = cli("verify", folder, "--json", "--matrix", folder.parent.parent / "matrix.toml")
     assert done.returncode in (0, 1), done.stderr  # 1: the host lacks what the kit needs
     document: dict[str, Any] = json.loads(done.stdout)
+    validate_schema(document)  # data/verify.schema.json describes the new key
     return document
 
 
@@ -236,3 +238,54 @@ def test_github_release_carries_it_and_fetch_brings_it(server: GitHubServer,
     assert (dest / reproduction.NAME).read_bytes() == record.read_bytes()
     shown = cli("verify", dest, "--json", "--matrix", matrix)
     assert json.loads(shown.stdout)["reproduction"]["result"] == "identical", shown.stderr
+
+
+# --------------------------------------------------------------------------- repro --record
+
+
+def test_repro_records_a_failed_rebuild_and_says_it_failed(tmp_path: Path,
+                                                           kit: kitdir.KitDir) -> None:
+    """The rebuild's failure (here: an upstream that is not there, so nothing compiles) is
+    recorded as `failed`, naming the kit compared with, and repro still fails as it would."""
+    record = tmp_path / "out" / reproduction.NAME
+    record.parent.mkdir()
+    done = cli("repro", "example", "--matrix", matrix_file(tmp_path), "--against", kit.path,
+               "--record", record, "--run", RUN, "--source", tmp_path / "no-such-upstream",
+               "--work", tmp_path / "work")
+    assert done.returncode != 0, done.stderr
+    written = reproduction.read(record)
+    assert (written.result, written.kit, written.tag, written.run) == \
+        ("failed", kit.kit, kit.tag, RUN)
+    assert dict(written.compared) == {kit.asset: kit.sha256}
+    assert "build of example failed" in written.summary
+    assert written.words().startswith("NOT reproduced: the independent rebuild on ")
+    # and publish takes it: the release says the rebuild failed
+    assert publish_local(tmp_path, kit, "--reproduction", record).returncode == 0
+    assert "failed (repro: the second build of example failed" in \
+        (tmp_path / "published" / TAG / "RELEASE.md").read_text()
+
+
+def test_repro_record_needs_against_and_a_run(tmp_path: Path, kit: kitdir.KitDir) -> None:
+    alone = cli("repro", "example", "--matrix", matrix_file(tmp_path), "--record",
+                tmp_path / "r.json", "--run", RUN)
+    assert alone.returncode == 2 and "--record needs --against DIST" in alone.stderr
+    env = {"GITHUB_SERVER_URL": "", "GITHUB_REPOSITORY": "", "GITHUB_RUN_ID": ""}
+    nobody = cli("repro", "example", "--matrix", matrix_file(tmp_path), "--against", kit.path,
+                 "--record", tmp_path / "r.json", env=env)
+    assert nobody.returncode == 2 and "say who ran this reproduction with --run" in nobody.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_what_differs_is_one_line_per_file_with_its_causes(tmp_path: Path,
+                                                          program: Path) -> None:
+    from ninfer_kits.commands.repro_cmd import _differences
+    from ninfer_kits.repro.diff import compare
+    from test_publish_support import make_kit
+
+    one = make_kit(tmp_path / "a", program, payload=b"one")
+    two = make_kit(tmp_path / "b", program, payload=b"two")
+    lines = _differences(compare(one.path, two.path))
+    assert lines and all(": " in line for line in lines)
+    assert f"{one.asset}/kit/share/payload.bin: differs (text-lines)" in lines, lines
+    assert not any(line.startswith("build.log") for line in lines)  # expected to differ
+    assert _differences(compare(one.path, one.path)) == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from github_server import GitHubServer
 from ninfer_kits import kitdir, ledger, reproduction
+from ninfer_kits.errors import BadInput
 from ninfer_kits.matrix import GitHubTarget
 from test_publish_support import (
     CANARY,
@@ -289,3 +291,21 @@ def test_what_differs_is_one_line_per_file_with_its_causes(tmp_path: Path,
     assert f"{one.asset}/kit/share/payload.bin: differs (text-lines)" in lines, lines
     assert not any(line.startswith("build.log") for line in lines)  # expected to differ
     assert _differences(compare(one.path, one.path)) == []
+
+
+def test_the_ledger_table_reads_back_and_a_wrong_one_is_named(tmp_path: Path,
+                                                              kit: kitdir.KitDir) -> None:
+    record = write_record(kit, tmp_path / "reproduction.json")
+    assert publish_local(tmp_path, kit, "--reproduction", record).returncode == 0
+    path = tmp_path / "releases" / f"{TAG}.toml"
+    text = path.read_text()
+    for old, new, said in (
+            ('result = "identical"', 'result = "maybe"', "reproduction.result must be one of"),
+            ('[reproduction]\n', '[reproduction]\nextra = "x"\n',
+             "reproduction.extra is not a key of [reproduction]")):
+        with pytest.raises(BadInput, match=re.escape(said)):
+            ledger.parse(text.replace(old, new, 1), str(path))
+    digest = ledger.read(path).reproduction.sha256  # type: ignore[union-attr]
+    with pytest.raises(BadInput, match=r"reproduction\.sha256 is not that of an asset"):
+        ledger.parse(text.replace(f'sha256 = "{digest}"\n\n[[floor]]', 'sha256 = "'
+                                  + "0" * 64 + '"\n\n[[floor]]', 1), str(path))

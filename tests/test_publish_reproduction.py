@@ -309,3 +309,18 @@ def test_the_ledger_table_reads_back_and_a_wrong_one_is_named(tmp_path: Path,
     with pytest.raises(BadInput, match=r"reproduction\.sha256 is not that of an asset"):
         ledger.parse(text.replace(f'sha256 = "{digest}"\n\n[[floor]]', 'sha256 = "'
                                   + "0" * 64 + '"\n\n[[floor]]', 1), str(path))
+
+
+def test_a_release_folder_published_again_keeps_its_record(tmp_path: Path,
+                                                           kit: kitdir.KitDir) -> None:
+    record = write_record(kit, tmp_path / "reproduction.json")
+    assert publish_local(tmp_path, kit, "--reproduction", record).returncode == 0
+    first = tmp_path / "published" / TAG
+    done = cli("publish", first, "--matrix", tmp_path / "matrix.toml", "--out",
+               tmp_path / "again", "--cache-dir", tmp_path / "cache", "--ledger-dir",
+               tmp_path / "again-releases")
+    assert done.returncode == 0, done.stderr
+    second = tmp_path / "again" / TAG
+    assert (second / reproduction.NAME).read_bytes() == record.read_bytes()
+    assert (second / kitdir.SHA256SUMS).read_bytes() == (first / kitdir.SHA256SUMS).read_bytes()
+    assert "Independently reproduced on 2026-12-01" in (second / "RELEASE.md").read_text()

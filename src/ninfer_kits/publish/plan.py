@@ -108,6 +108,10 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
     tools (ninfer-kits.pyz), SHA256SUMS.sig where the release is signed, and SHA256SUMS last (a
     client that finds SHA256SUMS finds everything it names, and its signature). `sums`: the
     SHA256SUMS that lists `record` (publish's, in scratch) instead of the kit folder's."""
+    if record is None and kit.reproduction is not None:  # a release folder published again
+        held = hash_file(kit.reproduction)
+        record = Asset(name=kitdir.REPRODUCTION, path=held.path, size=held.size,
+                       sha256=held.sha256, sha1=held.sha1, content_type=TEXT_TYPE)
     sha1sums = hash_file(kit.path / kitdir.SHA1SUMS)
     sha256sums = hash_file(sums.path if sums else kit.path / kitdir.SHA256SUMS)
     buildinfo = hash_file(kit.buildinfo_path)
@@ -144,13 +148,14 @@ def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
     fingerprint) where it is signed; `record` its REPRODUCTION.json and `sums` the SHA256SUMS
     that lists it, where the rebuild was recorded."""
     info: BuildInfo = kit.info
+    shown = record.path if record is not None else kit.reproduction
     return Release(tag=kit.tag, title=notes.title(info, kit.tag),
                    notes=notes.render(info, tag=kit.tag, asset=kit.asset,
                                       download_base=download_base, fetch_hint=fetch_hint,
                                       portable=kit.portable.asset if kit.portable else None,
                                       signed=signed,
-                                      reproduced=reproduction.read(record.path)
-                                      if record is not None else None),
+                                      reproduced=reproduction.read(shown)
+                                      if shown is not None else None),
                    assets=assets_of(kit, tools, signature, record=record, sums=sums))
 
 

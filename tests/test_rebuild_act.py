@@ -108,7 +108,9 @@ class World:
         if run_id is None:
             self.sync()
         return self.act.run(event, inputs=inputs or None, secrets={"GITHUB_TOKEN": TOKEN},
-                            variables={"NINFER_KITS_GITHUB_API": self.server.base_url},
+                            # no reproduce legs: each would be one more cold build
+                            variables={"NINFER_KITS_GITHUB_API": self.server.base_url,
+                                       "NINFER_KITS_REPRODUCE": "off"},
                             run_id=run_id, cache=cache)
 
     def result(self, run: int, kit: str) -> dict[str, Any]:

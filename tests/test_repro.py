@@ -8,6 +8,7 @@ repro alone ends its build the way the build ends on SIGTERM."""
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -49,10 +50,18 @@ def test_the_example_kit_is_reproducible(tmp_path: Path) -> None:
     assert "-j1, umask 022" in done.stderr and "umask 077" in done.stderr
     assert "TZ=Pacific/Kiritimati" in done.stderr
     first = next((tmp_path / "w" / "a" / "dist").iterdir())
+    # as the rebuild workflow's reproduce job runs it: its record is what publish publishes
+    record = tmp_path / "REPRODUCTION.json"
     against = repro("--against", os.path.relpath(first, ROOT), "--work",
-                    str(tmp_path / "again"), cwd=ROOT, matrix=None)
+                    str(tmp_path / "again"), "--record", str(record), "--run", "a test run",
+                    cwd=ROOT, matrix=None)
     assert against.returncode == 0, against.stdout[-3000:] + against.stderr[-3000:]
     assert "reproducible: identical bytes" in against.stdout
+    written = json.loads(record.read_text())
+    assert (written["result"], written["run"], written["tag"], written["differences"]) == \
+        ("identical", "a test run", first.name, [])
+    assert written["compared"] == {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+                                   for path in first.glob("*.tar.gz")}
 
 
 def test_a_bad_matrix_or_kit_is_said_before_any_build(tmp_path: Path) -> None:

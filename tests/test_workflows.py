@@ -145,8 +145,8 @@ def test_the_rebuild_workflow_wires_watch_build_and_publish() -> None:
     assert set(triggers["workflow_dispatch"]["inputs"]) == {"kit", "revision", "force", "dry_run"}
     assert workflow["concurrency"]["cancel-in-progress"] is False
     jobs = workflow["jobs"]
-    assert list(jobs) == ["watch", "build", "attest", "publish", "summary"]
-    for name in ("build", "attest", "publish"):
+    assert list(jobs) == ["watch", "build", "attest", "reproduce", "publish", "summary"]
+    for name in ("build", "attest", "reproduce", "publish"):
         assert jobs[name]["strategy"]["matrix"] == "${{ fromJSON(needs.watch.outputs.matrix) }}"
         assert jobs[name]["strategy"]["fail-fast"] is False
     # GitHub-hosted unless the repository opts in; every job has a timeout.
@@ -165,6 +165,42 @@ def test_the_rebuild_workflow_wires_watch_build_and_publish() -> None:
     for step in jobs["publish"]["steps"]:
         if "secrets." in repr(step):
             assert step.get("id") == "publish", step
+
+
+def test_the_reproduce_job_rebuilds_cold_elsewhere_and_hands_its_record_to_publish() -> None:
+    """Issue 22 item 6: each kit built again on another runner, after build, with no compiler
+    cache, compared with the build's own kit artifact; its record (uploaded whatever it says)
+    reaches publish's --reproduction, and publish waits for it."""
+    jobs = _load(WORKFLOWS / "rebuild.yml")["jobs"]
+    reproduce, publish = jobs["reproduce"], jobs["publish"]
+    assert reproduce["needs"] == ["watch", "build"]
+    assert "reproduce" in publish["needs"] and "!cancelled()" in reproduce["if"]
+    # another machine: a fresh GitHub-hosted runner, never the build's self-hosted one
+    assert reproduce["runs-on"] == "ubuntu-latest"
+    text = repr(reproduce)
+    assert "actions/cache" not in text and "ccache" not in text  # cold: no cache restored
+    assert "secrets." not in text and reproduce["permissions"] == {"contents": "read"}
+    steps = reproduce["steps"]
+    kit = next(s for s in steps if s.get("with", {}).get("name") == "kit-${{ matrix.kit }}")
+    assert kit["uses"].startswith("actions/download-artifact@") and kit["id"] == "kit"
+    rebuild = next(s for s in steps if "ninfer-kits repro" in s.get("run", ""))
+    assert "--against" in rebuild["run"] and "--builder docker" in rebuild["run"]
+    assert '--record "$RUNNER_TEMP/reproduction/REPRODUCTION.json"' in rebuild["run"]
+    upload = next(s for s in steps if s.get("with", {}).get("name") ==
+                  "reproduction-${{ matrix.kit }}")
+    assert upload["uses"].startswith("actions/upload-artifact@")
+    assert "always()" in upload["if"]  # a differing or failed rebuild's record too
+    assert upload["with"]["path"] == "${{ runner.temp }}/reproduction/"
+    # publish downloads that record where its publish step looks for it
+    got = next(s for s in publish["steps"] if s.get("with", {}).get("name") ==
+               "reproduction-${{ matrix.kit }}")
+    assert got["uses"].startswith("actions/download-artifact@") and got["continue-on-error"]
+    assert got["with"]["path"] == "${{ runner.temp }}/reproduction"
+    step = next(s for s in publish["steps"] if s.get("id") == "publish")
+    assert 'record="$RUNNER_TEMP/reproduction/REPRODUCTION.json"' in step["run"]
+    assert '--reproduction "$record"' in step["run"]
+    names = [s.get("name", "") for s in publish["steps"]]
+    assert names.index("The reproduction's record") < names.index("Publish ${{ matrix.kit }}")
 
 
 def test_ci_runs_every_python_that_requires_python_allows() -> None:

@@ -28,7 +28,8 @@ every tarball. A release of it (`publish --to local`'s
 <out>/<tag>/, a release's assets downloaded into one folder, `fetch`'s DEST) is the same kit
 without build.log (publish never uploads it), with SHA256SUMS.sig where the release is signed
 (the OpenSSH signature of SHA256SUMS that publish makes, listed nowhere: it signs the list),
-and may hold beside it what a release carries
+with REPRODUCTION.json where an independent rebuild was recorded (`reproduction`; then
+SHA256SUMS lists it, so the signature covers it), and may hold beside it what a release carries
 (RELEASE.md, the notes of the local store; ninfer-kits.pyz), the files SHA256SUMS lists as
 sources/<file>, flat (GitHub's assets are; each checked, none required), and kit/, the
 tarball unpacked
@@ -72,6 +73,7 @@ TARBALL_SUFFIX = ".tar.gz"
 FIXED_FILES = (BUILDINFO, SHA256SUMS, SHA1SUMS, BUILD_LOG)  # `build` writes them by the tarballs
 REQUIRED = (BUILDINFO, SHA256SUMS)  # what every variant holds
 SIGNATURE = f"{SHA256SUMS}.sig"  # a signed release's signature of SHA256SUMS (not `build`'s)
+REPRODUCTION = "REPRODUCTION.json"  # a release's record of its independent rebuild (publish's)
 NOTES = "RELEASE.md"  # the local store's release notes
 PYZ = "ninfer-kits.pyz"  # the tools a release carries
 UNPACKED = "kit"  # the tarball unpacked beside it (fetch's DEST; `tar xzf` of the notes)
@@ -203,13 +205,20 @@ class KitDir:
     def files(self) -> tuple[str, ...]:
         """The kit's files in the folder (the tarballs, BUILDINFO.txt, the checksum files and
         build.log where they are), sorted by name: not a release's extras."""
-        return tuple(sorted((*(name for name in self.held if name in (*FIXED_FILES, SIGNATURE)),
+        return tuple(sorted((*(name for name in self.held
+                               if name in (*FIXED_FILES, SIGNATURE, REPRODUCTION)),
                              *self.tarballs, *(name for name, _ in self.attestations))))
 
     @property
     def signature(self) -> Path | None:
         """SHA256SUMS.sig, where the folder holds one (a signed release)."""
         return self.path / SIGNATURE if SIGNATURE in self.held else None
+
+    @property
+    def reproduction(self) -> Path | None:
+        """REPRODUCTION.json, where the folder holds one (a release whose rebuild was
+        recorded); SHA256SUMS lists it, and `verify` checked its hash."""
+        return self.path / REPRODUCTION if REPRODUCTION in self.held else None
 
     @property
     def extras(self) -> tuple[str, ...]:
@@ -247,7 +256,8 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     # a release may lack what SHA256SUMS lists of the attestations, as it may lack a tarball
     missing = () if built else tuple(name for name in attestation_names(listed)
                                      if name in sums and name not in attested)
-    expected = sorted((*listed, BUILDINFO, *attested, *missing))
+    recorded = (REPRODUCTION,) if REPRODUCTION in held else ()
+    expected = sorted((*listed, BUILDINFO, *attested, *missing, *recorded))
     sources = _check_sources(path, sums, built)
     sums = {name: sha for name, sha in sums.items() if name not in sources}
     if sorted(sums) != expected:
@@ -257,6 +267,8 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     flavours = [Flavour(name=name, folder=path, asset=tarball,
                         size=(path / tarball).stat().st_size, sha256=sums[tarball],
                         sha1=sha1.get(tarball)) for name, tarball in names.items()]
+    if recorded and verify and hash_file(path / REPRODUCTION).sha256 != sums[REPRODUCTION]:
+        raise KitDirInvalid(f"kit folder {path}: {REPRODUCTION} does not match {SHA256SUMS}")
     kit = KitDir(path=path, asset=asset, info=info, size=flavours[0].size, sha256=sums[asset],
                  sha1=sha1.get(asset), buildinfo_sha256=sums[BUILDINFO], verified=False,
                  siblings=tuple(flavours[1:]), held=held, absent=tuple(absent.values()),
@@ -319,7 +331,8 @@ def _check_layout(path: Path, built: bool
                                            if asset != TARBALL_SUFFIX)))
     attested = tuple(name for name in names if name in possible)
     names = [name for name in names if name not in possible]
-    required, extras = (FIXED_FILES, ()) if built else (REQUIRED, (SIGNATURE, *RELEASE_EXTRAS))
+    required, extras = (FIXED_FILES, ()) if built else \
+        (REQUIRED, (SIGNATURE, REPRODUCTION, *RELEASE_EXTRAS))
     missing = [name for name in required if name not in names]
     if missing:
         what = f"{', '.join(FIXED_FILES)}" if built else f"{BUILDINFO} and {SHA256SUMS}"
@@ -329,7 +342,8 @@ def _check_layout(path: Path, built: bool
     extra = [name for name in names if name not in tarballs and name not in allowed]
     if extra:
         kept = (f"{', '.join(('<the tarballs>', *FIXED_FILES))}" +
-                ("" if built else f"; a release also {', '.join((SIGNATURE, *RELEASE_EXTRAS))}/"))
+                ("" if built else
+                 f"; a release also {', '.join((SIGNATURE, REPRODUCTION, *RELEASE_EXTRAS))}/"))
         raise KitDirInvalid(f"kit folder {path}: holds {', '.join(extra)}, which is not part of "
                             f"a kit folder ({kept})")
     for name in (*tarballs, *(name for name in names if name in allowed)):

@@ -45,6 +45,21 @@ class LedgerStore:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LedgerReproduction:
+    """What the release's REPRODUCTION.json says: the independent rebuild's result."""
+
+    result: str  # identical, differs, failed
+    date: str  # UTC, YYYY-MM-DDTHH:MM:SSZ, when it ran
+    run: str  # the GitHub Actions run (URL) that ran it
+    summary: str
+    sha256: str  # of REPRODUCTION.json, one of `assets`
+
+
+_REPRODUCTION_KEYS = ("result", "date", "run", "summary", "sha256")
+_RESULTS = ("identical", "differs", "failed")
+
+
+@dataclass(frozen=True, kw_only=True)
 class LedgerEntry:
     format: int = FORMAT
     tag: str
@@ -75,6 +90,9 @@ class LedgerEntry:
     # the fingerprint (SHA256:…, as ssh-keygen shows it) of the key that signed SHA256SUMS
     # (the release's SHA256SUMS.sig); None for an unsigned release and in files written before
     signed_by: str | None = None
+    # the release's REPRODUCTION.json, as [reproduction]; None for a release without one and in
+    # files written before
+    reproduction: LedgerReproduction | None = None
 
     def url(self, name: str | None = None, store: str | None = None) -> str:
         """The download URL of asset `name` (default: the tarball) from `store` (default: the
@@ -150,6 +168,10 @@ def render(entry: LedgerEntry) -> str:
                   f"sha256 = {_string(asset.sha256)}", f"sha1 = {_string(asset.sha1)}",
                   "[assets.urls]"]
         lines += [f"{_key(store)} = {_string(url)}" for store, url in asset.urls]
+    if entry.reproduction is not None:
+        lines += ["", "[reproduction]"]
+        lines += [f"{key} = {_string(getattr(entry.reproduction, key))}"
+                  for key in _REPRODUCTION_KEYS]
     for requirement, why in entry.floor:
         lines += ["", "[[floor]]", f"requirement = {_string(requirement)}",
                   f"why = {_string(why)}"]
@@ -226,7 +248,30 @@ def parse(text: str, source: str = "ledger") -> LedgerEntry:
     return LedgerEntry(format=FORMAT, **values, published_at=when, stores=stores,
                        assets=assets, floor=floor, portable_asset=portable[0],
                        portable_sha256=portable[1], portable_size=portable[2],
-                       inputs=inputs, input_parts=input_parts, signed_by=signed_by)
+                       inputs=inputs, input_parts=input_parts, signed_by=signed_by,
+                       reproduction=_reproduction(data, assets, source))
+
+
+def _reproduction(data: Mapping[str, Any], assets: tuple[LedgerAsset, ...],
+                  source: str) -> LedgerReproduction | None:
+    """[reproduction]: optional (files written before it, and releases without a
+    REPRODUCTION.json, have none); its sha256 that of an asset REPRODUCTION.json."""
+    table = data.get("reproduction")
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise BadInput(f"{source}: reproduction must be a table")
+    extra = sorted(key for key in table if key not in _REPRODUCTION_KEYS)
+    if extra:
+        raise BadInput(f"{source}: reproduction.{extra[0]} is not a key of [reproduction]")
+    values = {key: _text(table, key, f"{source}: [reproduction]") for key in _REPRODUCTION_KEYS}
+    if values["result"] not in _RESULTS:
+        raise BadInput(f"{source}: reproduction.result must be one of {', '.join(_RESULTS)}")
+    recorded = next((a for a in assets if a.name == "REPRODUCTION.json"), None)
+    if recorded is None or recorded.sha256 != values["sha256"]:
+        raise BadInput(f"{source}: reproduction.sha256 is not that of an asset "
+                       f"REPRODUCTION.json among [[assets]]")
+    return LedgerReproduction(**values)
 
 
 _FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ninfer_kits import kitdir, ledger, remote
+from ninfer_kits import kitdir, ledger, remote, reproduction
 from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import (
@@ -65,6 +65,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="write tag, outcome, changed, ledger and ledger_mode to "
                              "$GITHUB_OUTPUT (done on GitHub Actions anyway; this makes a "
                              "missing $GITHUB_OUTPUT an error)")
+    parser.add_argument("--reproduction", type=Path, default=None, metavar="FILE",
+                        help="REPRODUCTION.json of an independent rebuild of this kit (`repro "
+                             "--against DIST --record FILE`): published with the release, "
+                             "listed in SHA256SUMS, shown in the notes and the ledger")
     parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                         help="wait this long for another publish of the same tag on this "
                              "machine (default: stop at once, naming it)")
@@ -95,6 +99,8 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
     if getattr(args, "github_output", False) and not environ.get("GITHUB_OUTPUT"):
         raise BadInput("--github-output: $GITHUB_OUTPUT is not set")
     folder = plan.find_kit_dir(args.kit, args.dist, matrix)
+    if args.reproduction is not None:  # a bad record is said before any store is asked
+        reproduction.read(args.reproduction)
     names = _store_names(args.to, matrix)
     github = _github_target(matrix, args.github_api, "github" in names)
     retry = RetryPolicy.from_environment(environ)
@@ -123,7 +129,7 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
         ledger_dir=None if args.dry_run else (
             args.ledger_dir or matrix.path.absolute().parent / "releases"),
         replace=args.replace or args.dry_run, wait=args.wait, notes_base=notes_base,
-        signing_key=signing_key)
+        signing_key=signing_key, reproduction=args.reproduction)
     try:
         outcome = run_publish(request, reporter)
     except PublishConflict as conflict:

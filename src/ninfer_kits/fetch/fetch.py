@@ -64,7 +64,7 @@ from ninfer_kits.fetch.locate import (
     plain_file_name,
 )
 from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive, terminate_as_exit
-from ninfer_kits.kitdir import SIGNATURE
+from ninfer_kits.kitdir import REPRODUCTION, SIGNATURE
 from ninfer_kits.log import Reporter
 
 KIT = "kit"
@@ -182,6 +182,8 @@ class Fetcher:
             atomic.write_file(dest / SHA1SUMS, sha1_text)
         for name, data in extras.items():
             atomic.write_file(dest / name, data)
+        if REPRODUCTION not in extras:  # an older fetch's record is not this release's
+            (dest / REPRODUCTION).unlink(missing_ok=True)
         parts = [f"{SHA256SUMS} ok"]
         if sha1 is not None:
             parts.append(f"{SHA1SUMS} ok" if sha1_text is not None else
@@ -212,16 +214,25 @@ class Fetcher:
         return listed, data
 
     def _extras(self, located: Located, sums: dict[str, str]) -> dict[str, bytes]:
-        """BUILDINFO.txt, when the release has it and SHA256SUMS lists it (checked)."""
+        """BUILDINFO.txt, when the release has it and SHA256SUMS lists it, and REPRODUCTION.json
+        (the independent rebuild's record), which a release has whenever SHA256SUMS lists it:
+        each checked against SHA256SUMS."""
         extras = {}
-        file = located.files.get(BUILDINFO)
-        if file is not None and BUILDINFO in sums:
+        for name in (BUILDINFO, REPRODUCTION):
+            file = located.files.get(name)
+            if name not in sums:
+                continue
+            if file is None:
+                if name == BUILDINFO:
+                    continue
+                raise CheckFailed(f"{located.where}: {SHA256SUMS} lists {name}, which the "
+                                  f"release does not hold")
             data = self._small(file)
             actual = hashlib.sha256(data).hexdigest()
-            if actual != sums[BUILDINFO]:
-                raise CheckFailed(f"{located.where}: {BUILDINFO} does not match {SHA256SUMS} "
-                                  f"(listed {sums[BUILDINFO]}, the file hashes to {actual})")
-            extras[BUILDINFO] = data
+            if actual != sums[name]:
+                raise CheckFailed(f"{located.where}: {name} does not match {SHA256SUMS} "
+                                  f"(listed {sums[name]}, the file hashes to {actual})")
+            extras[name] = data
         return extras
 
     def _source(self, file: RemoteFile) -> Source:

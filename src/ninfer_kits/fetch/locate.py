@@ -32,7 +32,7 @@ from ninfer_kits.fetch import ledger as ledger_mod
 from ninfer_kits.fetch.http import Client, NotFound, shown
 from ninfer_kits.fetch.ledger import Recorded, url_of
 from ninfer_kits.inspector.inputs import printable
-from ninfer_kits.kitdir import PORTABLE, SIBLINGS, SIGNATURE, FlavourKind
+from ninfer_kits.kitdir import PORTABLE, REPRODUCTION, SIBLINGS, SIGNATURE, FlavourKind
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, Matrix, UnresolvedPlaceholders
 from ninfer_kits.remote import github_web, token_for
 
@@ -265,7 +265,8 @@ def _github(want: Wanted, ctx: Context, client: Client | None) -> Located:
                            f"the GitHub API (fetch finds it)")
         base = f"{ctx.web}/{repository}/releases/download/{_quote(want.tag)}"
         files = {name: RemoteFile(name, f"{base}/{_quote(name)}")
-                 for name in (*_guessed(want, want.asset), SHA256SUMS, BUILDINFO)}
+                 for name in (*_guessed(want, want.asset), SHA256SUMS, BUILDINFO,
+                              REPRODUCTION)}
         note = (f"{want.tag} is not in the ledger ({ctx.ledger_words}): the URL follows from "
                 f"the matrix's tag and asset; it answers once that release is published")
         return Located(want.tag, want.asset, "github", where, files, kit=_kit_id(want),
@@ -341,7 +342,7 @@ def _b2(want: Wanted, ctx: Context) -> Located:
     folder = f"{base}/file/{bucket}/{_quote(ctx.b2_prefix + want.tag)}"
     files = {name: RemoteFile(name, f"{folder}/{_quote(name)}")
              for name in (*_guessed(want, want.asset), SHA256SUMS, *_signature(ctx), SHA1SUMS,
-                          BUILDINFO)}
+                          BUILDINFO, REPRODUCTION)}
     return Located(want.tag, want.asset, "b2", where, files, kit=_kit_id(want), notes=want.notes)
 
 

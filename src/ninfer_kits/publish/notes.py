@@ -1,5 +1,6 @@
 """Release notes, rendered from the kit's BUILDINFO.txt: what the kit is for, how to download
-and check it (its signature, when it is signed; its portable sibling, when it has one), what a
+and check it (its signature, when it is signed; its portable sibling, when it has one), whether
+an independent rebuild reproduced it (REPRODUCTION.json, when the release has one), what a
 machine needs to run it (the floor table), which upstream revision it is, and under which
 licenses it is redistributed."""
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 import re
 
 from ninfer_kits.buildinfo import BuildInfo
+from ninfer_kits.reproduction import NAME as REPRODUCTION
+from ninfer_kits.reproduction import Reproduction
 from ninfer_kits.signatures import NAMESPACE as SIGNATURE_NAMESPACE
 
 _FORGE_URL = re.compile(r"https://(?:github\.com|gitlab\.com|codeberg\.org)/[^/\s]+/[^/\s]+")
@@ -72,13 +75,29 @@ def _signature_lines(base: str, signed: tuple[str, str] | None) -> list[str]:
             f"-s SHA256SUMS.sig < SHA256SUMS", "```", ""]
 
 
+def _reproduction_lines(reproduced: Reproduction | None) -> list[str]:
+    """What the independent rebuild found (`reproduced`: the release's REPRODUCTION.json), or
+    that there was none: said either way, a difference with what differs."""
+    if reproduced is None:
+        return ["## Reproduced?", "", "Not independently reproduced: no second build was "
+                "compared with this kit before it was published.", ""]
+    lines = ["## Reproduced?", "", f"{reproduced.words()[0].upper()}{reproduced.words()[1:]}. "
+             f"`{REPRODUCTION}` (listed in `SHA256SUMS`) is the record; "
+             f"`ninfer-kits verify` shows it.", ""]
+    if reproduced.differences:
+        lines[-1:-1] = ["", *(f"- {_cell(line)}" for line in reproduced.differences)]
+    return lines
+
+
 def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
            fetch_hint: str | None = None, portable: str | None = None,
-           signed: tuple[str, str] | None = None) -> str:
+           signed: tuple[str, str] | None = None,
+           reproduced: Reproduction | None = None) -> str:
     """The Markdown body of the release. `download_base` is the folder URL the assets are
     downloaded from (GitHub: https://github.com/OWNER/NAME/releases/download/TAG); `portable`
     the portable tarball's name, when the release has one; `signed` the identity and key
-    fingerprint of its SHA256SUMS.sig, when it is signed."""
+    fingerprint of its SHA256SUMS.sig, when it is signed; `reproduced` its REPRODUCTION.json,
+    when an independent rebuild was recorded."""
     base = download_base.rstrip("/")
     version = f" {info.version}" if info.version else ""
     floor = "\n".join(f"| {_cell(requirement)} | {_cell(why)} |"
@@ -111,6 +130,7 @@ def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
         *_signature_lines(base, signed),
         *_portable_lines(base, portable),
         *_pyz_lines(base, tag, fetch_hint),
+        *_reproduction_lines(reproduced),
         "## What a machine needs to run it",
         "",
         "| Requirement | Why |",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ninfer_kits import buildinfo, kitdir
+from ninfer_kits import buildinfo, kitdir, reproduction
 from ninfer_kits.atomic import hash_file
 from ninfer_kits.buildinfo import BuildInfo
 from ninfer_kits.errors import BadInput, NinferKitsError
@@ -103,13 +103,21 @@ def _check_names(kit: KitDir, matrix: Matrix) -> None:
 
 
 def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
-              signature: Asset | None = None) -> tuple[Asset, ...]:
+              signature: Asset | None = None, *, record: Asset | None = None,
+              sums: Asset | None = None) -> tuple[Asset, ...]:
     """The release's assets in upload order: the kit's tarballs (the plain kit, then its
-    siblings), BUILDINFO.txt, SHA1SUMS, each tarball's SBOM and provenance, the tools
-    (ninfer-kits.pyz), SHA256SUMS.sig where the release is signed, and SHA256SUMS last (a
-    client that finds SHA256SUMS finds everything it names, and its signature)."""
-    sha1sums, sha256sums = (hash_file(kit.path / name)
-                            for name in (kitdir.SHA1SUMS, kitdir.SHA256SUMS))
+    siblings), BUILDINFO.txt, SHA1SUMS, each tarball's SBOM and provenance, the source
+    packages of a portable kit's copyleft libraries, REPRODUCTION.json where the rebuild was
+    recorded, the tools (ninfer-kits.pyz), SHA256SUMS.sig where the release is signed, and
+    SHA256SUMS last (a client that finds SHA256SUMS finds everything it names, and its
+    signature). `sums`: the SHA256SUMS that lists `record` (publish's, in scratch) instead of
+    the kit folder's."""
+    if record is None and kit.reproduction is not None:  # a release folder published again
+        held = hash_file(kit.reproduction)
+        record = Asset(name=kitdir.REPRODUCTION, path=held.path, size=held.size,
+                       sha256=held.sha256, sha1=held.sha1, content_type=TEXT_TYPE)
+    sha1sums = hash_file(kit.path / kitdir.SHA1SUMS)
+    sha256sums = hash_file(sums.path if sums else kit.path / kitdir.SHA256SUMS)
     buildinfo = hash_file(kit.buildinfo_path)
     if buildinfo.sha256 != kit.buildinfo_sha256:
         raise kitdir.KitDirInvalid(f"kit folder {kit.path}: {kitdir.BUILDINFO} changed while "
@@ -124,6 +132,7 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
               sha256=sha1sums.sha256, sha1=sha1sums.sha1, content_type=TEXT_TYPE),
         *_attestations(kit),
         *_sources(kit),
+        *((record,) if record is not None else ()),
         *tools,
         *((signature,) if signature is not None else ()),
         Asset(name=kitdir.SHA256SUMS, path=sha256sums.path, size=sha256sums.size,
@@ -164,16 +173,21 @@ def _listed(sha1: str | None) -> str:
 
 def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
                  fetch_hint: str | None = None, signature: Asset | None = None,
-                 signed: tuple[str, str] | None = None) -> Release:
+                 signed: tuple[str, str] | None = None, *, record: Asset | None = None,
+                 sums: Asset | None = None) -> Release:
     """The release of `kit`; `signature` its SHA256SUMS.sig and `signed` (identity, key
-    fingerprint) where it is signed."""
+    fingerprint) where it is signed; `record` its REPRODUCTION.json and `sums` the SHA256SUMS
+    that lists it, where the rebuild was recorded."""
     info: BuildInfo = kit.info
+    shown = record.path if record is not None else kit.reproduction
     return Release(tag=kit.tag, title=notes.title(info, kit.tag),
                    notes=notes.render(info, tag=kit.tag, asset=kit.asset,
                                       download_base=download_base, fetch_hint=fetch_hint,
                                       portable=kit.portable.asset if kit.portable else None,
-                                      signed=signed),
-                   assets=assets_of(kit, tools, signature))
+                                      signed=signed,
+                                      reproduced=reproduction.read(shown)
+                                      if shown is not None else None),
+                   assets=assets_of(kit, tools, signature, record=record, sums=sums))
 
 
 def pyz_asset(folder: Path) -> Asset:

@@ -11,8 +11,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ninfer_kits import kitdir, ledger, locks, signatures
+from ninfer_kits import kitdir, ledger, locks, reproduction, signatures
 from ninfer_kits.atomic import hash_file, write_file
+from ninfer_kits.checksums import SHA256, parse_sums, render_sums
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, need
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
@@ -56,6 +57,63 @@ def preflight(state: Outcome, reporter: Reporter) -> Outcome:
     return state
 
 
+class ReproductionMismatch(BadInput):
+    """The reproduction record handed to publish is of another kit, tag or build."""
+
+
+def record_reproduction(state: Outcome, reporter: Reporter) -> Outcome:
+    """With --reproduction: check that the record is of this very kit (its tag, and the
+    sha256 of each tarball it was compared with), then make, in scratch, REPRODUCTION.json
+    (its bytes as handed over) and the release's SHA256SUMS: the kit's lines and its line, so
+    that the signature covers it. A record that says `differs` or `failed` is published too,
+    saying so: the release is the build job's kit, checked; the record tells what the second
+    build found."""
+    request, kit = state.request, state.kit
+    path = need(request.reproduction, "reproduction")
+    data = _read_record(path)
+    record = reproduction.parse(data, str(path))
+    tarballs = {flavour.asset: flavour.sha256 for flavour in kit.flavours}
+    if (record.kit, record.tag) != (kit.kit, kit.tag):
+        raise ReproductionMismatch(f"{path}: a reproduction of kit {record.kit} ({record.tag}), "
+                                   f"not of {kit.kit} ({kit.tag}) in {kit.path}")
+    for name, digest in record.compared:
+        if tarballs.get(name) != digest:
+            held = f"holds it as {tarballs[name]}" if name in tarballs else "holds no such file"
+            raise ReproductionMismatch(f"{path}: key 'compared' names {name} {digest}; the kit "
+                                       f"folder {kit.path} {held}: the record is of another "
+                                       f"build")
+    if kit.asset not in dict(record.compared):
+        raise ReproductionMismatch(f"{path}: key 'compared' does not name the kit's tarball "
+                                   f"{kit.asset}")
+    folder = need(state.scratch, "scratch") / "reproduction"
+    folder.mkdir(exist_ok=True)
+    written = write_file(folder / reproduction.NAME, data)
+    sums_text = (kit.path / kitdir.SHA256SUMS).read_text(encoding="utf-8")
+    sums = parse_sums(sums_text, SHA256, str(kit.path / kitdir.SHA256SUMS))
+    listed = write_file(folder / kitdir.SHA256SUMS, render_sums(
+        {**sums, reproduction.NAME: written.sha256}).encode("utf-8"))
+    reporter.info(f"{reproduction.NAME}: {record.words()}")
+    if not record.identical:
+        reporter.warning(f"{kit.tag}: {record.words()}; published saying so (docs/repro.md)")
+    return dataclasses.replace(
+        state, record=_text_asset(reproduction.NAME, written.path),
+        sums=_text_asset(kitdir.SHA256SUMS, listed.path))
+
+
+def _read_record(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise BadInput(f"--reproduction {path}: cannot read it ({error.strerror or error})") \
+            from None
+
+
+def _text_asset(name: str, path: Path) -> Asset:
+    hashed = hash_file(path)
+    return Asset(name=name, path=path, size=hashed.size, sha256=hashed.sha256, sha1=hashed.sha1,
+                 content_type=plan.TEXT_TYPE)
+
+
 class SigningFailed(CheckFailed):
     """SHA256SUMS could not be signed, or not so that allowed_signers accepts it: nothing was
     uploaded."""
@@ -74,7 +132,7 @@ def sign_sums(state: Outcome, reporter: Reporter) -> Outcome:
         reporter.warning(f"no signing key here: this dry run's release is unsigned; the real "
                          f"publish signs {kitdir.SHA256SUMS} as {signing.identity}")
         return state
-    sums = (kit.path / kitdir.SHA256SUMS).read_bytes()
+    sums = (state.sums.path if state.sums else kit.path / kitdir.SHA256SUMS).read_bytes()
     folder = need(state.scratch, "scratch") / "signed"
     folder.mkdir(exist_ok=True)
     copy = folder / kitdir.SHA256SUMS
@@ -108,7 +166,8 @@ def plan_release(state: Outcome, reporter: Reporter) -> Outcome:
     signing = request.matrix.publish.signing
     signed = (signing.identity, need(state.signed_by, "signed_by")) \
         if state.signature is not None and signing is not None else None
-    release = plan.make_release(kit, base, tools, _fetch_hint(base), state.signature, signed)
+    release = plan.make_release(kit, base, tools, _fetch_hint(base), state.signature, signed,
+                                record=state.record, sums=state.sums)
     if state.signature is not None and \
             release.asset(kitdir.SHA256SUMS).sha256 != state.signed_sums:
         raise kitdir.KitDirInvalid(f"kit folder {kit.path}: {kitdir.SHA256SUMS} changed after "
@@ -233,7 +292,18 @@ def ledger_entry(kit: KitDir, release: Release, records: Sequence[StoreRecord],
         floor=info.floor,
         # what made the kit (BUILDINFO's `inputs`), for watch; a kit without it records none
         inputs=None if info.inputs == "unknown" else info.inputs, input_parts=info.input_parts,
-        signed_by=signed_by(release))
+        signed_by=signed_by(release), reproduction=reproduction_of(release))
+
+
+def reproduction_of(release: Release) -> ledger.LedgerReproduction | None:
+    """What the release's REPRODUCTION.json (as published: a reproduced release keeps the
+    store's own) says, for the ledger; None without one."""
+    asset = next((a for a in release.assets if a.name == reproduction.NAME), None)
+    if asset is None:
+        return None
+    record = reproduction.read(asset.path)
+    return ledger.LedgerReproduction(result=record.result, date=record.date, run=record.run,
+                                     summary=record.summary, sha256=asset.sha256)
 
 
 def signed_by(release: Release) -> str | None:

@@ -2,7 +2,8 @@
 entry.
 
 STAGES is the whole program, in order, beside the build's (pipeline.stages): read and check the
-kit folder, take the tag's lock, check each store's credentials, sign SHA256SUMS (where the
+kit folder, take the tag's lock, check each store's credentials, add the independent
+rebuild's REPRODUCTION.json (where the run hands one over) to SHA256SUMS, sign SHA256SUMS (where the
 matrix says releases are signed; checked against allowed_signers), plan the release, see what
 each store holds (refusing every conflict), fill each store in turn (B2 first), and record the
 ledger entry. Nothing is uploaded before every check that can fail has passed. Each stage
@@ -26,6 +27,7 @@ from ninfer_kits.publish.stage_functions import (
     preflight,
     read_kit,
     record_ledger,
+    record_reproduction,
     sign_sums,
 )
 from ninfer_kits.publish.state import Outcome, PublishRequest, Stage
@@ -34,6 +36,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("kit", read_kit),
     ("lock", lock),
     ("preflight", preflight),
+    ("reproduction", record_reproduction),
     ("sign", sign_sums),
     ("plan", plan_release),
     ("inspect", inspect_stores),
@@ -47,6 +50,8 @@ def _steps(name: str, request: PublishRequest) -> tuple[str, ...]:
     of a run that writes none (a dry run)."""
     if name == EACH_STORE:
         return tuple(store.name for store in request.stores)
+    if name == "reproduction" and request.reproduction is None:
+        return ()
     return () if name == "ledger" and request.ledger_dir is None else (name,)
 
 

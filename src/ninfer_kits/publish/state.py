@@ -32,6 +32,8 @@ class PublishRequest:
     # the key that signs SHA256SUMS when the matrix has [publish.signing]; None there only in
     # a dry run without one (the release it writes is then unsigned, said so)
     signing_key: SigningKey | None = None
+    # REPRODUCTION.json from the reproduce job (`--reproduction`): published with the release
+    reproduction: Path | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +45,10 @@ class Outcome:
     held: ExitStack  # the tag's lock and the scratch folder, let go after the last stage
     read: KitDir | None = None  # the kit folder, checked
     scratch: Path | None = None  # the store's own copies of a reproduced release's assets
+    # REPRODUCTION.json and the SHA256SUMS that lists it beside the kit's files, made in
+    # scratch (the kit folder stays as build made it); None: the kit folder's own
+    record: Asset | None = None
+    sums: Asset | None = None
     signature: Asset | None = None  # SHA256SUMS.sig, made in scratch, checked (signed releases)
     signed_sums: str | None = None  # the sha256 of the SHA256SUMS bytes it signs
     signed_by: str | None = None  # the key fingerprint of the release's SHA256SUMS.sig

@@ -23,6 +23,7 @@ def verify(kit: KitOnDisk, target: Target) -> VerifyReport:
     rows = [*library_rows(floor, resolutions, target.system, kit),
             *driver_rows(kit, floor, target)]
     return VerifyReport(kit=kit.shown, target=target.description, checked=kit.checked,
+                        reproduction=kit.reproduction,
                         rows=tuple(rows), resolutions=resolutions)
 
 

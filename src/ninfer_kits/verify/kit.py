@@ -1,7 +1,9 @@
 """The kit to verify, on disk: an unpacked kit (the folder holding kit/), a kit archive, or a kit
 folder, dist/<tag>/ or a release of it (its SHA256SUMS is checked first, and before it the
 SHA256SUMS.sig beside it: signatures.check_sums, required where the matrix says releases are
-signed). Archives are unpacked with the hardened streaming reader into a private temporary
+signed), and the REPRODUCTION.json beside it where the release has one (listed in SHA256SUMS,
+its hash checked, of the tarball SHA256SUMS lists: what an independent rebuild found). Archives
+are unpacked with the hardened streaming reader into a private temporary
 folder, which goes when the `with` ends."""
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits import buildinfo
+from ninfer_kits import buildinfo, reproduction
+from ninfer_kits.atomic import hash_file
+from ninfer_kits.checksums import SHA256, parse_sums
 from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.archive import KitArchive, archive_format
 from ninfer_kits.inspector.elf import ElfInfo, is_elf, read_elf
 from ninfer_kits.kitdir import (
     BUILDINFO,
+    REPRODUCTION,
     SHA256SUMS,
     SIGNATURE,
+    KitDirInvalid,
     check_beside,
     check_listed,
     read_kit_dir,
@@ -37,6 +43,8 @@ class KitOnDisk:
     files: tuple[ElfInfo, ...]  # every ELF of the kit (programs and kit/lib), paths kit/...
     info: buildinfo.BuildInfo | None
     checked: str  # "SHA256SUMS ok (…)" or why nothing was checked
+    # the release's REPRODUCTION.json, checked against SHA256SUMS; None: there is none
+    reproduction: reproduction.Reproduction | None = None
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,7 @@ def open_kit(path: Path, *, checked: str | None = None,
                     checked = f"{check_listed(path)}; kit/ as unpacked here; {signed}"
                 else:
                     checked = "an unpacked kit: no checksums to check"
-            yield _read(str(path), root, checked)
+            yield _read(str(path), root, checked, _reproduction(root))
             return
         if tarballs and ((path / SHA256SUMS).is_file() or (path / BUILDINFO).is_file()):
             # every file and hash of a kit folder, as `build` makes it or a release of it (a
@@ -91,8 +99,9 @@ def open_kit(path: Path, *, checked: str | None = None,
             sums_signed = policy.check(path) if (path / SHA256SUMS).is_file() else ""
             finished = read_kit_dir(path)
             with _unpacked(finished.tarball) as root:
-                yield _read(str(path), root, f"SHA256SUMS ok ({len(finished.tarballs) + 1} files)"
-                            f"; {sums_signed}")
+                listed = len(finished.tarballs) + 1 + (finished.reproduction is not None)
+                yield _read(str(path), root, f"SHA256SUMS ok ({listed} files); {sums_signed}",
+                            _reproduction(path))
             return
         raise BadInput(f"{path}: neither an unpacked kit (kit/bin/) nor a kit folder "
                        f"(a .tar.gz beside SHA256SUMS and BUILDINFO.txt)")
@@ -106,7 +115,7 @@ def open_kit(path: Path, *, checked: str | None = None,
     if beside_signed is not None:
         checked = f"{checked}; {beside_signed}"
     with _unpacked(path) as root:
-        yield _read(str(path), root, checked)
+        yield _read(str(path), root, checked, _reproduction(path.parent))
 
 
 @contextmanager
@@ -143,7 +152,30 @@ def _unpacked(archive_path: Path) -> Iterator[Path]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _read(shown: str, root: Path, checked: str) -> KitOnDisk:
+def _reproduction(folder: Path) -> reproduction.Reproduction | None:
+    """The REPRODUCTION.json in `folder`, once SHA256SUMS lists it with its hash and it names
+    the tarball SHA256SUMS lists (KitDirInvalid otherwise: it is not this release's); None
+    without one. A record that does not read is bad input naming the file and key."""
+    path = folder / REPRODUCTION
+    if not path.is_file():
+        return None
+    sums_path = folder / SHA256SUMS
+    sums = parse_sums(sums_path.read_text(encoding="utf-8", errors="replace"), SHA256,
+                      str(sums_path), KitDirInvalid) if sums_path.is_file() else {}
+    if REPRODUCTION not in sums:
+        raise KitDirInvalid(f"{path}: the {SHA256SUMS} beside it does not list it, so nothing "
+                            f"vouches for it")
+    if hash_file(path).sha256 != sums[REPRODUCTION]:
+        raise KitDirInvalid(f"{path} does not match the {SHA256SUMS} beside it")
+    record = reproduction.read(path)
+    if not any(sums.get(name) == digest for name, digest in record.compared):
+        raise KitDirInvalid(f"{path}: its key 'compared' names none of the tarballs "
+                            f"{SHA256SUMS} lists with their sha256: the record of another build")
+    return record
+
+
+def _read(shown: str, root: Path, checked: str,
+          record: reproduction.Reproduction | None = None) -> KitOnDisk:
     bin_dir = root / "kit" / "bin"
     programs = tuple(p for p in sorted(bin_dir.iterdir()) if p.is_file() and is_elf(p)) \
         if bin_dir.is_dir() else ()
@@ -154,4 +186,4 @@ def _read(shown: str, root: Path, checked: str) -> KitOnDisk:
     files = tuple(read_elf(p, str(p.relative_to(root))) for p in elfs)
     info_path = root / "kit" / "BUILDINFO.txt"
     info = buildinfo.read(info_path) if info_path.is_file() else None
-    return KitOnDisk(shown, root, programs, files, info, checked)
+    return KitOnDisk(shown, root, programs, files, info, checked, record)

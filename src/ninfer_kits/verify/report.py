@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ninfer_kits import versions
 from ninfer_kits.inspector.floor import KitFloor, SymbolVersion, highest_needed
 from ninfer_kits.loader.resolve import Found, NotFound, Resolution, VersionGap
+from ninfer_kits.reproduction import NOT_REPRODUCED, Reproduction
 from ninfer_kits.runtime_facts import runtime_facts
 from ninfer_kits.verify.distros import DRIVER_SONAMES
 from ninfer_kits.verify.fixes import Advice, System, fix_for, too_old
@@ -37,6 +38,16 @@ class VerifyReport:
     checked: str
     rows: tuple[Row, ...]
     resolutions: tuple[Resolution, ...]
+    # the release's REPRODUCTION.json (checked); None: not independently reproduced
+    reproduction: Reproduction | None = None
+
+    @property
+    def reproduced(self) -> str:
+        """"independently reproduced on <date> by <run>", what differed, or that there was no
+        independent rebuild."""
+        if self.reproduction is None:
+            return NOT_REPRODUCED
+        return self.reproduction.words()
 
     @property
     def met(self) -> bool:
@@ -260,7 +271,8 @@ def render(report: VerifyReport) -> str:
     header = ("Requirement", "Found here", "Status")
     cells = [header, *((row.requirement, row.found, row.status) for row in report.rows)]
     widths = [max(len(cell[i]) for cell in cells) for i in range(2)]
-    lines = [f"Kit     {report.kit} ({report.checked})", f"Target  {report.target}", ""]
+    lines = [f"Kit     {report.kit} ({report.checked})", f"Repro   {report.reproduced}",
+             f"Target  {report.target}", ""]
     lines.append(f"| {header[0].ljust(widths[0])} | {header[1].ljust(widths[1])} | Status |")
     lines.append(f"|{'-' * (widths[0] + 2)}|{'-' * (widths[1] + 2)}|--------|")
     lines += [f"| {r.requirement.ljust(widths[0])} | {r.found.ljust(widths[1])} | {r.status} |"
@@ -277,6 +289,15 @@ def render(report: VerifyReport) -> str:
     return "\n".join(lines)
 
 
+def _reproduction_json(report: VerifyReport) -> dict[str, object]:
+    record = report.reproduction
+    return {"result": "none" if record is None else record.result, "words": report.reproduced,
+            "date": None if record is None else record.date,
+            "run": None if record is None else record.run,
+            "summary": None if record is None else record.summary,
+            "differences": [] if record is None else list(record.differences)}
+
+
 def to_json(report: VerifyReport) -> dict[str, object]:
     return {
         "schema_version": JSON_SCHEMA_VERSION,
@@ -284,6 +305,7 @@ def to_json(report: VerifyReport) -> dict[str, object]:
         "target": report.target,
         "checked": report.checked,
         "met": report.met,
+        "reproduction": _reproduction_json(report),
         "rows": [{"requirement": r.requirement, "found": r.found, "status": r.status,
                   "fix": r.fix} for r in report.rows],
         "programs": [{

@@ -51,7 +51,7 @@ class Deps:
 
     build: str  # the build folder, in the build environment
     source: str  # the upstream's tree, in the build environment
-    files: tuple[str, ...]  # every dependency, absolute and normalised, sorted, unique
+    files: tuple[str, ...]  # every dependency, made absolute, sorted, unique
 
 
 def device_sources(folder: Path) -> tuple[str, ...]:
@@ -128,7 +128,9 @@ def parse_ninja_deps(text: str, build: str, shown: Path | str, first_line: int =
         elif line[0] in " \t":
             if not in_target:
                 raise BadInput(f"{shown}:{number}: a dependency before any target line")
-            found.add(posixpath.normpath(posixpath.join(build, line.strip())))
+            # Joined, not normalised: `..` after a symlink (/usr/local/cuda/bin/../targets/…)
+            # is for the root's own lookup to follow (provenance canonicalises inside it).
+            found.add(posixpath.join(build, line.strip()))
         elif ": #deps " in line:
             in_target = True
         else:
@@ -143,6 +145,7 @@ def is_upstream(path: str, deps: Deps) -> bool:
     /proc/self/cwd/…; both lie in the build."""
     if not path.startswith("/") or path.startswith("/proc/self/cwd/"):
         return True
+    path = posixpath.normpath(path)  # the build's own folders hold no symlinks of ours
     return NVCC_TEMPORARY.match(path) is not None or any(
         path == folder or path.startswith(folder.rstrip("/") + "/")
         for folder in (deps.build, deps.source))

@@ -154,3 +154,10 @@ def test_a_dependency_log_of_another_form_is_refused(tmp_path: Path) -> None:
         read_deps(saved)
     with pytest.raises(BadInput, match=r"x:2: not a line of `ninja -t deps`"):
         parse_ninja_deps("main.o: #deps 1, deps mtime 1 (VALID)\nwhat is this\n", "/b", "x")
+
+
+def test_a_stale_record_is_not_listed() -> None:
+    """An object whose output is gone (or was made otherwise since) did not reach the binaries."""
+    text = ("a.o: #deps 2, deps mtime 5 (VALID)\n    ../src/a.c\n    /usr/include/stdio.h\n\n"
+            "b.o: #deps 1, deps mtime 6 (STALE)\n    /usr/include/zlib.h\n\n")
+    assert parse_ninja_deps(text, "/b", "x") == ("/b/../src/a.c", "/usr/include/stdio.h")

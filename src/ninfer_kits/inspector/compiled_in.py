@@ -37,6 +37,7 @@ DEPS_BUILD, DEPS_SOURCE = "# build folder: ", "# source folder: "  # its first t
 DEVICE, HOST = "device", "host"
 INFLATE_LIMIT = 512 << 20  # one cubin; the largest of a real kit is a few MB
 PTX_FILE = re.compile(rb'^\s*\.file\s+\d+\s+"([^"]+)"', re.MULTILINE)
+NINJA_TARGET = re.compile(r".+: #deps \d+, deps mtime \d+ \((?P<state>VALID|STALE)\)")
 # nvcc's own intermediate files (cudafe1 stubs), generated from the upstream's source
 NVCC_TEMPORARY = re.compile(r"^/tmp/tmpxft_")
 
@@ -117,24 +118,26 @@ def read_deps(path: Path) -> Deps:
 
 def parse_ninja_deps(text: str, build: str, shown: Path | str, first_line: int = 1
                      ) -> tuple[str, ...]:
-    """The dependencies `ninja -t deps` lists (sorted, unique), relative ones joined to the
-    build folder. Its form: `target: #deps N, deps mtime T (VALID)`, then one indented path a
-    line, then a blank line."""
+    """The dependencies `ninja -t deps` lists (sorted, unique) for every target whose record is
+    VALID, relative ones joined to the build folder. Its form: `target: #deps N, deps mtime T
+    (VALID)`, then one indented path a line, then a blank line."""
     found: set[str] = set()
-    in_target = False
+    target: re.Match[str] | None = None
     for number, line in enumerate(text.splitlines(), first_line):
         if not line.strip():
-            in_target = False
+            target = None
         elif line[0] in " \t":
-            if not in_target:
+            if target is None:
                 raise BadInput(f"{shown}:{number}: a dependency before any target line")
-            # Joined, not normalised: `..` after a symlink (/usr/local/cuda/bin/../targets/…)
-            # is for the root's own lookup to follow (provenance canonicalises inside it).
-            found.add(posixpath.join(build, line.strip()))
-        elif ": #deps " in line:
-            in_target = True
+            if target["state"] == "VALID":  # STALE: its output is gone, or made otherwise since
+                # Joined, not normalised: `..` after a symlink (/usr/local/cuda/bin/../targets/…)
+                # is for the root's own lookup to follow (provenance canonicalises inside it).
+                found.add(posixpath.join(build, line.strip()))
         else:
-            raise BadInput(f"{shown}:{number}: not a line of `ninja -t deps`: {line[:120]!r}")
+            target = NINJA_TARGET.fullmatch(line)
+            if target is None:
+                raise BadInput(f"{shown}:{number}: not a line of `ninja -t deps`: "
+                               f"{line[:120]!r}")
     return tuple(sorted(found))
 
 

@@ -101,7 +101,9 @@ def test_the_example_kits_cubins_name_cub(example_dist: Path, tmp_path: Path) ->
     assert "Redistributions in binary form must reproduce" in notice
     assert "Copyright (c)" in notice and "NVIDIA CORPORATION" in notice
     shipped = root / "kit" / "third_party"
-    assert (shipped / "nvidia-cuda-cccl" / "cub.LICENSE").read_text() == notice
+    # the build's own also holds the notices of the CUB headers host code included
+    built = (shipped / "nvidia-cuda-cccl" / "cub.LICENSE").read_text()
+    assert all(block in built for block in notice.split("\n\n"))
     assert "nvidia-cuda-cccl" in (shipped / "README").read_text()
 
 

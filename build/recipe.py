@@ -84,6 +84,10 @@ MODULE_SUFFIXES = (".cppm", ".ixx", ".mpp", ".cxxm", ".c++m", ".ccm")
 MODULE_DECLARATION = re.compile(rb"^[ \t]*(?:export[ \t]+)?(?:module|import)[ \t]+[A-Za-z_:<\"]",
                                 re.MULTILINE)
 GIB = 1 << 30
+DEPS_FILE = "ninja-deps.txt"  # ninfer_kits.inspector.compiled_in.DEPS_FILE
+# Its first two lines (ninfer_kits.inspector.compiled_in reads them): where relative paths are
+# relative to, and the upstream's own files.
+DEPS_BUILD, DEPS_SOURCE = "# build folder: ", "# source folder: "
 REPORT_SCHEMA = 1  # ninfer_kits.pipeline.recipe_report.SCHEMA
 PROBE_TIMEOUT = 60  # seconds for `tool --version` and ccache's statistics: a hung tool fails
 MEMORY_PER_JOB = 2 * GIB  # nvcc on the upstreams' larger kernels peaks near 2 GiB per job
@@ -543,6 +547,24 @@ def clear_products(out: Path) -> None:
     if (out / "kit").exists():
         shutil.rmtree(out / "kit")
     (out / "recipe.json").unlink(missing_ok=True)
+    (out / DEPS_FILE).unlink(missing_ok=True)
+
+
+def write_deps(ninja: str, build: Path, source: Path, out: Path, env: dict[str, str]) -> None:
+    """OUT/ninja-deps.txt: every header each object was compiled from, as the compilers' depfiles
+    told Ninja (`ninja -t deps`), run here because only here do its paths mean what they say
+    (the container's, for the docker builder). The pipeline reads it for the licences of the
+    headers compiled in (ninfer_kits.inspector.compiled_in): the files outside the upstream's
+    tree. Every object's list, not only the targets' (a kept tree may hold more): a superset."""
+    done = subprocess.run([ninja, "-C", str(build), "-t", "deps"], env=env, check=False,
+                          capture_output=True, text=True, errors="surrogateescape")
+    if done.returncode != 0:
+        raise RecipeError(EXIT_COMPILE, f"ninja -t deps failed: {done.stderr.strip()[-500:]}")
+    temporary = out / f".{DEPS_FILE}.tmp"
+    head = f"{DEPS_BUILD}{build.resolve()}\n{DEPS_SOURCE}{source.resolve()}\n"
+    temporary.write_text(head + done.stdout, encoding="utf-8",
+                         errors="surrogateescape")
+    temporary.replace(out / DEPS_FILE)
 
 
 def write_report(out: Path, report: dict[str, object]) -> None:
@@ -582,6 +604,7 @@ def main(argv: list[str]) -> int:
         configured = time.monotonic()
         compile_targets(args, cmake, jobs, env, targets)
         copy_targets(args, targets)
+        write_deps(ninja, args.build_dir, args.source, args.out, env)
         finished = time.monotonic()
         report: dict[str, object] = {
             "schema": REPORT_SCHEMA,

@@ -274,3 +274,7 @@ def test_a_fresh_folder_and_a_clean_environment_are_enough(example_dist: Path,
                and Path(path).name not in GLIBC_SONAMES]
     assert done.returncode == 0 and loaded and not outside, (outside, done.stderr[-2000:])
     assert any(path.endswith("/kit/lib/libcudart.so.13") for path in loaded), loaded
+    # the CUB the top_k kernel compiles in: named after the bundled libraries, its notice shipped
+    readme = (unpacked / "kit/third_party/README").read_text()
+    assert "Attachment A" in readme and "nvidia-cuda-cccl" in readme and "cub" in readme
+    assert (unpacked / "kit/third_party/nvidia-cuda-cccl/cub.LICENSE").is_file()

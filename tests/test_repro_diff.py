@@ -261,7 +261,7 @@ def test_a_source_files_time_in_the_device_codes_line_table(built: dict[str, Pat
 
 
 def test_the_line_table_reader_gives_up_on_what_it_does_not_know() -> None:
-    from ninfer_kits.repro.linetable import file_entries
+    from ninfer_kits.inspector.linetable import file_entries
 
     version_5 = struct.pack("<IH", 2, 5)
     assert file_entries(version_5) is None

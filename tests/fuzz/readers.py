@@ -150,7 +150,7 @@ def read_linetable(data: bytes, scratch: Path) -> object:
     """A cubin's `.debug_line` as `diff` reads it for the source files' times (None, a table it
     does not read, counts as refused)."""
     from ninfer_kits.errors import BadInput
-    from ninfer_kits.repro.linetable import file_entries
+    from ninfer_kits.inspector.linetable import file_entries
 
     entries = file_entries(data)
     if entries is None:
@@ -189,7 +189,7 @@ READERS: dict[str, Reader] = {reader.name: reader for reader in (
                    b"# --- this run", b"-portable.tar.gz", b" (dpkg)", b" (wheel)")),
     Reader("sha256sums", "checksums.read_sha256sums", read_sha256sums, max_len=8 << 10,
            tokens=(b"  ", b" *", b"\n", b"0123456789abcdef" * 4)),
-    Reader("linetable", "repro.linetable.file_entries", read_linetable, max_len=8 << 10,
+    Reader("linetable", "inspector.linetable.file_entries", read_linetable, max_len=8 << 10,
            tokens=(b"\x02\x00", b"\x04\x00", b"\x05\x00", b"\xff\xff\xff\xff", b".cu\0")),
     Reader("ledger", "ledger.read through fetch.ledger.read_entry", read_ledger,
            max_len=16 << 10,

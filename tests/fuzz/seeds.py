@@ -390,7 +390,7 @@ def _line_table(version: int, files: list[tuple[bytes, int, int, int]]) -> bytes
 
 
 def linetable_seeds() -> dict[str, bytes]:
-    from ninfer_kits.repro.elfread import read_layout, section_text
+    from ninfer_kits.inspector.elfread import read_layout, section_text
 
     files = [(b"kernel.cu", 0, 1000, 42), (b"common.cuh", 1, 2000, 7)]
     seeds = {"v2": _line_table(2, files), "v4": _line_table(4, files),

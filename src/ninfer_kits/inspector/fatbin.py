@@ -69,7 +69,7 @@ KIND_LTOIR = 8  # LTO-IR (NVVM IR): nvcc 13 writes it for `code=lto_86` with -rd
 KIND_NAMES = {KIND_PTX: "ptx", KIND_SASS: "sass", KIND_LTOIR: "ltoir"}
 ARCH_PREFIXES = {KIND_PTX: "compute", KIND_SASS: "sm", KIND_LTOIR: "lto"}
 FLAG_ZSTD = 0x8000  # zstd: nvcc's default --compress-mode (PTX always; SASS with -compress-all)
-FLAG_COMPRESSED = FLAG_ZSTD  # the name repro/device.py reads zstd's flag by
+FLAG_COMPRESSED = FLAG_ZSTD  # the name inspector/payload.py reads zstd's flag by
 FLAG_LZ4 = 0x2000  # LZ4 block format: --compress-mode=speed
 COMPRESSION_FLAGS = FLAG_ZSTD | FLAG_LZ4
 # The arch-specific ("a") and family-specific ("f") variants are flag bits, not arch numbers.

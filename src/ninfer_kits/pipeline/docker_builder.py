@@ -259,7 +259,7 @@ class DockerBuilder:
                 yield root
             return
         key = toolchain.image_id.removeprefix("sha256:")[:16] or "unknown"
-        root = cache_dir / "environments" / f"{kit.toolchain.id}-{key}"
+        root = cache_dir / "environments" / f"{kit.toolchain.id}-{key}-{ENVIRONMENT_LAYOUT}"
         if not (root / "etc").is_dir():
             reporter.info(f"reading the libraries and packages of {toolchain.image} into {root}")
             with engine_guard(), exported_image(self.client, toolchain.image,
@@ -317,9 +317,16 @@ _SKIPPED_FOR_REPAIR = ("usr/include/", "usr/src/", "proc/", "sys/", "dev/", "tmp
 _CUDA_PROGRAMS = re.compile(r"usr/local/cuda[^/]*/(bin|nvvm|include|targets/[^/]+/include)/")
 _DPKG_RECORDS = re.compile(r"var/lib/dpkg/(status|info/[^/]+\.(list|md5sums))")
 _COPYRIGHT = re.compile(r"usr/share/doc/[^/]+/copyright")
+_HEADERS = re.compile(r"usr/include/|usr/lib/gcc/[^/]+/[^/]+/include/|"
+                      r"usr/local/cuda[^/]*/(include|targets/[^/]+/include)/")
+# Part of an exported environment's folder name: a new one when what is exported changes (the
+# headers were added for the compiled-in licences), since the image ID alone would not say so.
+ENVIRONMENT_LAYOUT = 2
 
 
 def _build_environment_file(name: str) -> bool:
+    if _HEADERS.match(name):  # what compiled-in code comes from, for its package and licence
+        return True
     if name.startswith(_SKIPPED_FOR_REPAIR) or _CUDA_PROGRAMS.match(name):
         return False
     if name.startswith("var/"):

@@ -16,6 +16,7 @@ from ninfer_kits.atomic import hash_file, write_file
 from ninfer_kits.buildinfo import BuildInfo, render
 from ninfer_kits.checksums import write_sha1sums, write_sha256sums
 from ninfer_kits.errors import CheckFailed, need
+from ninfer_kits.inspector.compiled_in import DEPS_FILE, device_sources, outside, read_deps
 from ninfer_kits.inspector.floor import render_table
 from ninfer_kits.inspector.inspection import inspect_path
 from ninfer_kits.log import Reporter
@@ -26,6 +27,7 @@ from ninfer_kits.pipeline.buildinfo_keys import (
     run_entries,
     sibling_buildinfo,
 )
+from ninfer_kits.pipeline.compiled_in import find_licences, load_table, write_licences
 from ninfer_kits.pipeline.copyleft import (
     SOURCES,
     SourceFile,
@@ -152,6 +154,28 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
                        licenses=(*state.licenses, *notices), bundled=repaired.bundled,
                        sources=sources)
     return dataclasses.replace(state, flavours=(*state.flavours, portable))
+
+
+def compiled_in(state: BuildState, reporter: Reporter) -> BuildState:
+    """The files from outside the upstream's tree that reached the binaries (the cubins' line
+    tables, the compile's dependency output), their packages in the build environment, and those
+    packages' licence texts in kit/third_party/ of every flavour, listed in its README."""
+    compiled, kit = need(state.compiled, "compiled"), state.request.kit
+    deps = read_deps(compiled.bin_dir.parent.parent / DEPS_FILE)
+    found = outside(device_sources(state.plain.root / "bin"), deps)
+    table = load_table()
+    with state.request.builder.build_environment(kit, reporter,
+                                                 state.request.cache_dir) as root:
+        rows, texts = find_licences(found, root, table)
+    device = sum(1 for where in found.values() if "device" in where)
+    reporter.info(f"compiled in from outside {kit.upstream.repository}: {len(found)} files "
+                  f"({device} in device code) of {len({r.package for r in rows})} packages: "
+                  f"{', '.join(sorted({f'{r.package} ({r.licence})' for r in rows}))}")
+    flavours = tuple(dataclasses.replace(flavour, licenses=tuple(sorted(
+        {*flavour.licenses, *write_licences(flavour.root, rows, texts,
+                                            kit.upstream.repository)})))
+        for flavour in state.flavours)
+    return dataclasses.replace(state, flavours=flavours, compiled_in=rows)
 
 
 def start_smoke_test(state: BuildState, reporter: Reporter) -> BuildState:

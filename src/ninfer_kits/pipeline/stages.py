@@ -2,7 +2,8 @@
 
 STAGES is the whole program, in order: check the toolchain, fetch the upstream at its revision,
 compile it with the recipe, assemble kit/ (binaries and licenses), inspect it (its floor; the
-arch and search-path rules), make each sibling flavour (the portable repair), start the smoke
+arch and search-path rules), make each sibling flavour (the portable repair), ship the licences
+of the toolchain code compiled into the binaries (compiled-in), start the smoke
 test, write each flavour's BUILDINFO.txt, pack the tarballs, wait for the smoke verdict, write
 the checksums, and put the kit folder in dist/. Each stage (pipeline.stage_functions) takes the
 state so far (pipeline.state) and returns it with its own result added. The kit is a tuple of
@@ -27,6 +28,7 @@ from ninfer_kits.pipeline.stage_functions import (
     assemble,
     checksums,
     compile_kit,
+    compiled_in,
     fetch,
     in_place,
     inspect_kit,
@@ -48,6 +50,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("assemble", assemble),
     ("inspect", inspect_kit),
     ("repair", repair_portable),
+    ("compiled-in", compiled_in),
     ("smoke", start_smoke_test),
     ("buildinfo", write_buildinfo),
     ("pack", pack),

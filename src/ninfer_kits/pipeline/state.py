@@ -16,6 +16,7 @@ from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
 from ninfer_kits.pipeline.builders import Builder, Compiled, PreparedToolchain
+from ninfer_kits.pipeline.compiled_in import CompiledIn
 from ninfer_kits.pipeline.copyleft import SourceFile
 from ninfer_kits.pipeline.repair import Bundled
 from ninfer_kits.pipeline.source import SourceTree
@@ -67,6 +68,9 @@ class BuildState:
     flavours: tuple[Flavour, ...] = ()
     background: Executor | None = None  # work that overlaps later stages (the smoke test)
     smoke_pending: Future[tuple[str, ...]] | None = None
+    # the toolchain's code compiled into the binaries, by package (`compiled-in`): the SBOM's
+    # components beside the upstream's own
+    compiled_in: tuple[CompiledIn, ...] = ()
 
     @property
     def plain(self) -> Flavour:

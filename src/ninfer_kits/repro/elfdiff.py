@@ -23,16 +23,7 @@ from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 
 from ninfer_kits.errors import NotAnElf
-from ninfer_kits.inspector.fatbin import FATBIN_SECTIONS
-from ninfer_kits.inspector.inputs import ByteSource
-from ninfer_kits.repro import device, model
-from ninfer_kits.repro.bytesdiff import (
-    differing,
-    first_difference,
-    read_as,
-    text_around,
-)
-from ninfer_kits.repro.elfread import (
+from ninfer_kits.inspector.elfread import (
     SHF_EXECINSTR,
     SHT_DYNSYM,
     SHT_NOTE,
@@ -47,7 +38,16 @@ from ninfer_kits.repro.elfread import (
     section_text,
     symbols,
 )
-from ninfer_kits.repro.linetable import file_entries
+from ninfer_kits.inspector.fatbin import FATBIN_SECTIONS
+from ninfer_kits.inspector.inputs import ByteSource
+from ninfer_kits.inspector.linetable import file_entries
+from ninfer_kits.repro import device, model
+from ninfer_kits.repro.bytesdiff import (
+    differing,
+    first_difference,
+    read_as,
+    text_around,
+)
 from ninfer_kits.repro.model import Cause, Extent, Limits, SectionDiff
 from ninfer_kits.repro.textdiff import differing_runs
 

@@ -1,7 +1,11 @@
 // Top-k of each row of x [rows, cols] (top-k sampling, MoE routing): k rounds of a block-wide
 // argmax, each over the entries ranked after the previous pick (value descending, then index
 // ascending), so nothing needs to be marked and ties go to the lowest index. One block per row.
+// The block-wide argmax is CUB's BlockReduce, as the upstreams use CUB (ninfer-3090's sampling
+// includes cub/block/block_merge_sort.cuh): the kit's third_party/ must then carry CUB's
+// BSD-3-Clause notice, and this kernel is what makes CI prove it does.
 #include <algorithm>
+#include <cub/block/block_reduce.cuh>
 #include <numeric>
 
 #include "common.cuh"
@@ -19,47 +23,49 @@ __device__ __host__ inline bool ranks_before(float value, int at, float other, i
   return value > other || (value == other && at < other_at);
 }
 
+// One candidate of a round: its value and column (cols when there is none).
+struct Pick {
+  float value;
+  int at;
+};
+
+// The better of two candidates: CUB's reduction operator (associative and commutative, since
+// ranks_before is a strict total order on (value, at)).
+struct Better {
+  __device__ Pick operator()(const Pick& a, const Pick& b) const {
+    return ranks_before(b.value, b.at, a.value, a.at) ? b : a;
+  }
+};
+
 template <typename T, int kBlock>
 __global__ void __launch_bounds__(kBlock)
     top_k_kernel(const T* __restrict__ x, float* __restrict__ values,
                  std::int32_t* __restrict__ indices, int cols, int k) {
-  __shared__ float best_value[kBlock];
-  __shared__ int best_index[kBlock];
+  using Reduce = cub::BlockReduce<Pick, kBlock>;
+  __shared__ typename Reduce::TempStorage storage;
+  __shared__ Pick winner;
   const int tid = static_cast<int>(threadIdx.x);
   const T* row = x + static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(cols);
-  float last_value = INFINITY;  // the previous pick; round 0 may take anything
-  int last_index = -1;
+  Pick last{INFINITY, -1};  // the previous pick; round 0 may take anything
   for (int round = 0; round < k; ++round) {
-    float value = -INFINITY;
-    int at = cols;  // "nothing" ranks after every real entry of equal value
+    Pick mine{-INFINITY, cols};  // "nothing" ranks after every real entry of equal value
     for (int i = tid; i < cols; i += kBlock) {
       const float v = to_float(row[i]);
-      if (ranks_before(last_value, last_index, v, i) && ranks_before(v, i, value, at)) {
-        value = v;
-        at = i;
+      if (ranks_before(last.value, last.at, v, i) && ranks_before(v, i, mine.value, mine.at)) {
+        mine = Pick{v, i};
       }
     }
-    best_value[tid] = value;
-    best_index[tid] = at;
-    __syncthreads();
-    for (int stride = kBlock / 2; stride > 0; stride /= 2) {
-      if (tid < stride &&
-          ranks_before(best_value[tid + stride], best_index[tid + stride], best_value[tid],
-                       best_index[tid])) {
-        best_value[tid] = best_value[tid + stride];
-        best_index[tid] = best_index[tid + stride];
-      }
-      __syncthreads();
-    }
-    last_value = best_value[0];
-    last_index = best_index[0];
-    __syncthreads();  // everyone has read the winner before the next round overwrites it
+    const Pick best = Reduce(storage).Reduce(mine, Better{});  // valid in thread 0 only
+    if (tid == 0) winner = best;
+    __syncthreads();  // the winner is seen by all, and storage may be reused
+    last = winner;
     if (tid == 0) {
       const std::size_t out = static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(k) +
                               static_cast<std::size_t>(round);
-      values[out] = last_value;
-      indices[out] = last_index;
+      values[out] = last.value;
+      indices[out] = last.at;
     }
+    __syncthreads();  // everyone has read the winner before the next round overwrites it
   }
 }
 

@@ -1,0 +1,240 @@
+"""The licences of code compiled into a kit's binaries from outside the upstream's tree.
+
+inspector.compiled_in lists the files (device: the cubins' line tables; host: the compile's
+dependency output). Each is mapped to the package that installed it in the build environment
+(pipeline.provenance: dpkg's file lists, a wheel's RECORD; the path canonical inside the root),
+and the package to its licence: its own (the dpkg copyright file, the wheel's licence file), or,
+for header-only toolchain code whose package declares a licence its files do not carry (CCCL in
+the CUDA wheels), the part of data/compiled_licences.toml that claims the file. The texts go to
+kit/third_party/<package>/ and a section of kit/third_party/README names each package, its
+version and licence, and every file that reached the binaries, host or device.
+
+A file no package claims, a package whose licence cannot be determined, or a file of a package
+the table names that no part of it claims, fails the build naming it (provenance.LicenseUnknown):
+a kit must not carry code it cannot name the terms of.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ninfer_kits.errors import CheckFailed
+from ninfer_kits.loader.rootfs import RootFS
+from ninfer_kits.pipeline.provenance import (
+    LicenseUnknown,
+    Origin,
+    PackageIndex,
+    licence_path,
+    package_folder,
+)
+from ninfer_kits.resources import data_file
+from ninfer_kits.tables import Table, read_data_file
+
+SCHEMA = 1
+DATA_FILE = data_file("compiled_licences.toml")
+TEXTS = data_file("licences")
+README = "third_party/README"  # in kit/, as pipeline.repair writes it for bundled libraries
+SECTION = "Source code compiled into the binaries"
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*\.txt")
+# A leading comment: one /* … */ block, or a run of // lines.
+_BLOCK = re.compile(r"\A\s*(/\*.*?\*/)", re.DOTALL)
+_LINES = re.compile(r"\A\s*((?://[^\n]*\n?)+)")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One [parts.NAME] of data/compiled_licences.toml."""
+
+    name: str
+    package: str
+    paths: tuple[str, ...]
+    licence: str
+    header: str  # "" when the header's own comment is not shipped
+    texts: tuple[str, ...]
+
+    def claims(self, package: str, canonical: str) -> bool:
+        return package == self.package and any(fnmatch.fnmatchcase(canonical, pattern)
+                                               for pattern in self.paths)
+
+
+@dataclass(frozen=True)
+class LicenceTable:
+    path: Path
+    parts: tuple[Part, ...]
+
+    @property
+    def packages(self) -> frozenset[str]:
+        return frozenset(part.package for part in self.parts)
+
+
+@dataclass(frozen=True)
+class CompiledFile:
+    path: str  # as the build named it, in the build environment
+    where: tuple[str, ...]  # "device", "host" or both
+
+
+@dataclass(frozen=True)
+class CompiledIn:
+    """One package (or one part of it, from the table) whose code reached the binaries: the
+    row the kit's third_party/README shows, and what an SBOM lists as a component."""
+
+    package: str
+    version: str
+    manager: str  # "dpkg" or "wheel"
+    part: str  # the table's part ("cub"), or "" for the whole package under its own licence
+    licence: str  # an SPDX expression (table), or the package's own names (provenance)
+    terms: tuple[str, ...]  # its licence texts, relative to kit/'s parent
+    files: tuple[CompiledFile, ...]
+
+
+def load_table(path: Path | None = None) -> LicenceTable:
+    """The shipped table, or the file at `path`; BadInput names file, line, table and key."""
+    root = read_data_file(path or DATA_FILE, "the compiled-in licence table")
+    root.check_keys(("schema", "parts"))
+    if (schema := root.integer("schema")) != SCHEMA:
+        raise root.error("schema", f"unsupported schema {schema} (this ninfer-kits reads "
+                                   f"schema {SCHEMA})")
+    section = root.table("parts")
+    parts = []
+    for name in section.data:
+        if not _NAME.fullmatch(name):
+            raise section.error(name, f"invalid part name {name!r} (lowercase letters, digits, "
+                                      "'-')")
+        parts.append(_part(section.table(name)))
+    return LicenceTable(root.source.path, tuple(parts))
+
+
+def _part(table: Table) -> Part:
+    table.check_keys(("package", "paths", "licence"), ("header", "texts"))
+    texts = table.strings("texts", _TEXT) if "texts" in table.data else ()
+    for text in texts:
+        if not (TEXTS / text).is_file():
+            raise table.error("texts", f"{text}: no such licence text in {TEXTS}")
+    header = table.optional_text("header") or ""
+    if not header and not texts:
+        raise table.error("texts", "no licence text: give `texts`, `header`, or both")
+    return Part(table.id, table.text("package"), table.texts("paths"), table.text("licence"),
+                header, texts)
+
+
+def find_licences(files: Mapping[str, tuple[str, ...]], root: Path, table: LicenceTable
+                  ) -> tuple[tuple[CompiledIn, ...], dict[str, bytes]]:
+    """The rows for `files` (path → where, from inspector.compiled_in.outside), and the licence
+    texts to ship: path under kit/ → bytes. LicenseUnknown names every file that fails."""
+    rootfs = RootFS(root)
+    origins = PackageIndex(rootfs).origins(list(files))
+    failed = [str(origin) for origin in origins if isinstance(origin, LicenseUnknown)]
+    groups: dict[tuple[str, str], tuple[Origin, Part | None, list[str]]] = {}
+    for path, origin in zip(files, origins, strict=True):
+        if isinstance(origin, LicenseUnknown):
+            continue
+        canonical = rootfs.canonical(path) or path
+        part = next((p for p in table.parts if p.claims(origin.package, canonical)), None)
+        if part is None and origin.package in table.packages:
+            failed.append(f"{path} ({canonical}): package {origin.package} {origin.version} is "
+                          f"in {table.path}, but none of its parts' paths match this file, so "
+                          "its licence cannot be determined")
+            continue
+        key = (origin.package, part.name if part else "")
+        groups.setdefault(key, (origin, part, []))[2].append(path)
+    if failed:
+        raise LicenseUnknown(f"{len(failed)} files compiled into the kit's binaries have no "
+                             "licence we can name:\n" + "\n".join(f"  {f}" for f in failed))
+    rows: list[CompiledIn] = []
+    texts: dict[str, bytes] = {}
+    for (_, _), (origin, part, paths) in sorted(groups.items()):
+        terms = _terms(rootfs, origin, part, paths)
+        for relative, data in terms.items():
+            if texts.setdefault(relative, data) != data:
+                raise CheckFailed(f"kit/{relative}: two licence texts would be written there")
+        rows.append(CompiledIn(
+            package=origin.package, version=origin.version, manager=origin.manager,
+            part=part.name if part else "", licence=part.licence if part else origin.license,
+            terms=tuple(f"kit/{relative}" for relative in terms),
+            files=tuple(CompiledFile(path, files[path]) for path in sorted(paths))))
+    return tuple(rows), texts
+
+
+def _terms(rootfs: RootFS, origin: Origin, part: Part | None, paths: list[str]
+           ) -> dict[str, bytes]:
+    folder = f"third_party/{package_folder(origin)}"
+    if part is None:  # the package's own licence file, named as the portable repair names it
+        name = "copyright" if origin.manager == "dpkg" else "LICENSE"
+        return {f"{folder}/{name}": licence_path(rootfs, origin).read_bytes()}
+    terms: dict[str, bytes] = {}
+    if part.header:
+        comments = {_leading_comment(rootfs, path) for path in paths}
+        notices = sorted(comment for comment in comments if part.header in comment)
+        if not notices:
+            raise LicenseUnknown(f"{', '.join(sorted(paths))}: part {part.name} of package "
+                                 f"{origin.package} {origin.version} ships each file's own notice, "
+                                 f"but none of them holds {part.header!r}")
+        terms[f"{folder}/{part.name}.LICENSE"] = "\n\n".join(notices).encode() + b"\n"
+    for text in part.texts:
+        terms[f"{folder}/{text}"] = (TEXTS / text).read_bytes()
+    return terms
+
+
+def _leading_comment(rootfs: RootFS, path: str) -> str:
+    data = rootfs.read_bytes(path)
+    text = (data or b"")[:65536].decode("utf-8", errors="replace")
+    match = _BLOCK.match(text) or _LINES.match(text)
+    return match.group(1).rstrip() if match else ""
+
+
+def write_licences(kit_root: Path, rows: tuple[CompiledIn, ...], texts: dict[str, bytes],
+                   upstream: str) -> tuple[str, ...]:
+    """The texts into kit_root, and the README's section (appended to the portable repair's,
+    or a README of its own); returns the files written, relative to kit/'s parent. A text the
+    repair wrote already must be the same bytes."""
+    for relative, data in sorted(texts.items()):
+        dest = kit_root / relative
+        if dest.exists() and dest.read_bytes() != data:
+            raise CheckFailed(f"{dest}: holds another text than the licence of the code "
+                              "compiled in (two packages of one name?)")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+        os.chmod(dest, 0o644)
+    readme = kit_root / README
+    before = readme.read_text(encoding="utf-8") + "\n" if readme.exists() else ""
+    readme.parent.mkdir(parents=True, exist_ok=True)
+    readme.write_text(before + render_section(rows, upstream, kit_root.name), encoding="utf-8")
+    os.chmod(readme, 0o644)
+    return tuple(sorted({f"{kit_root.name}/{relative}" for relative in (*texts, README)}))
+
+
+SECTION_HEAD = """\
+{title}
+{rule}
+
+The programs in {kit}/bin contain code compiled from these files of the build environment,
+outside {upstream}'s own tree (whose licence files are in {kit}/). Device code: the files
+named by the line tables of the binaries' cubins (nvcc -lineinfo). Host code: the files the
+compiler's dependency output lists (`ninja -t deps`), which names every header an object
+included, whether it produced code or not: a superset. Each is named with the package that
+installed it, that package's version and licence, and the files here holding its terms.
+"""
+
+
+def render_section(rows: tuple[CompiledIn, ...], upstream: str, kit: str) -> str:
+    title = f"{SECTION} ({kit}/bin)"
+    parts = [SECTION_HEAD.format(title=title, rule="=" * len(title), kit=kit,
+                                 upstream=upstream)]
+    if not rows:
+        parts.append("None: only the upstream's own files reached the binaries.\n")
+    for row in rows:
+        manager = "Debian package" if row.manager == "dpkg" else "Python wheel"
+        part = f", its {row.part} files" if row.part else ""
+        lines = [f"{row.package} {row.version} ({manager}{part})",
+                 f"  licence:  {row.licence}",
+                 f"  terms:    {', '.join(row.terms)}",
+                 f"  files ({len(row.files)}):"]
+        lines += [f"    {'+'.join(f.where):<11} {f.path}" for f in row.files]
+        parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)

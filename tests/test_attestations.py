@@ -121,8 +121,18 @@ def test_the_example_kits_documents_are_valid_and_made_again_from_the_folder(
     plain = load_json(example_dist / f"{kit.asset.removesuffix('.tar.gz')}.cdx.json")
     vendored = {part["name"] for part in plain["components"]
                 if part["bom-ref"].startswith("third_party/")}
+    compiled = {part["name"]: part for part in plain["components"]
+                if any(prop["name"] == "ninfer-kits:compiled_in"
+                       for prop in part.get("properties", ()))}
+    # CUB, in the example's top_k kernel: its package, its licence, the header it came from
+    cccl = compiled["nvidia-cuda-cccl"]
+    assert "BSD-3-Clause" in cccl["licenses"][0]["license"]["name"]
+    assert any(prop["value"].endswith("cub/block/block_reduce.cuh")
+               for prop in cccl["properties"])
+    terms = {prop["value"] for part in compiled.values() for prop in part["properties"]
+             if prop["name"] == "ninfer-kits:terms"}
     assert vendored == {path.split("/")[2] for path in kit.info.licenses
-                        if path.startswith("kit/third_party/")}
+                        if path.startswith("kit/third_party/") and path not in terms} - {"README"}
 
 
 # --------------------------------------------------------------------------- made by hand, cheap

@@ -12,8 +12,10 @@ read: the toolchain image's digest (`run.image`: it decides the compiler) and, i
 provenance alone, the ninfer-kits checkout's commit (`run.pipeline_revision`, which the issue
 asks the provenance to name); neither is in the tarball, whose bytes they do not change.
 
-What they do not know yet: the toolchain packages compiled into the binaries (CUB's headers
-and the like). `compiled_in` takes them as rows of CompiledIn when the pipeline finds them.
+The toolchain packages compiled into the binaries (CUB's headers and the like: the build's
+`compiled-in` stage finds them) are components too, read from the list the tarball carries,
+kit/third_party/compiled-in.json (`compiled_in_json` writes it, `read_compiled_in` reads it),
+so that the folder alone still makes the same documents.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import json
 import re
 import tarfile
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +55,7 @@ HEX = re.compile(r"[0-9a-f]+")
 IMAGE_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 THIRD_PARTY = "kit/third_party/"
 LICENCE_MAX = 1 << 20  # a licence text is smaller; bigger members are not kept in memory
+COMPILED_IN = "third_party/compiled-in.json"  # in kit/: the packages compiled into bin/
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +68,7 @@ class CompiledIn:
     licence: str  # an SPDX expression where known, else the package's own words
     files: tuple[str, ...]  # the source files of it that the line tables name
     manager: str  # "dpkg" or "wheel": where the package comes from (its purl)
+    terms: tuple[str, ...] = ()  # its licence texts in the tarball (kit/third_party/...)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,7 +101,8 @@ def sbom(subject: Subject, info: BuildInfo, licence_texts: Mapping[str, bytes],
          compiled_in: tuple[CompiledIn, ...] = ()) -> dict[str, Any]:
     """The CycloneDX 1.6 document of one tarball (a JSON object)."""
     upstream = _upstream(info, licence_texts)
-    parts = [upstream, *_vendored(info, licence_texts), *_bundled(info),
+    claimed = {path for row in compiled_in for path in row.terms}
+    parts = [upstream, *_vendored(info, licence_texts, claimed), *_bundled(info),
              *(_compiled(row) for row in compiled_in)]
     images = _images(info)
     refs = [part["bom-ref"] for part in parts]
@@ -182,11 +187,12 @@ def _upstream(info: BuildInfo, texts: Mapping[str, bytes]) -> dict[str, Any]:
     return part
 
 
-def _vendored(info: BuildInfo, texts: Mapping[str, bytes]) -> list[dict[str, Any]]:
+def _vendored(info: BuildInfo, texts: Mapping[str, bytes],
+              claimed: set[str]) -> list[dict[str, Any]]:
     """The upstream's vendored third_party/ code: a component per folder of licence files the
     matrix's `licenses` globs copied, with their texts (the kit says no version or hash of
     the code: the upstream's revision pins it)."""
-    notices = {row[4] for row in info.bundled}
+    notices = {row[4] for row in info.bundled} | claimed  # (the compiled-in packages' terms)
     folders: dict[str, list[str]] = {}
     for path in info.licenses:
         if path.startswith(THIRD_PARTY) and path not in notices and "/" in \
@@ -221,8 +227,10 @@ def _compiled(row: CompiledIn) -> dict[str, Any]:
     purl = _package_purl(row.package, row.version, row.manager)
     return {"type": "library", "bom-ref": purl, "name": row.package, "version": row.version,
             "purl": purl, "scope": "required", "licenses": [{"license": {"name": row.licence}}],
-            "properties": [{"name": "ninfer-kits:compiled_in", "value": path}
-                           for path in sorted(row.files)]}
+            "properties": [*({"name": "ninfer-kits:terms", "value": path}
+                             for path in sorted(row.terms)),
+                           *({"name": "ninfer-kits:compiled_in", "value": path}
+                             for path in sorted(row.files))]}
 
 
 def _images(info: BuildInfo) -> list[dict[str, Any]]:
@@ -243,8 +251,7 @@ def _images(info: BuildInfo) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- from a kit folder
 
 
-def from_kit_dir(kit: kitdir.KitDir,
-                 compiled_in: tuple[CompiledIn, ...] = ()) -> dict[str, bytes]:
+def from_kit_dir(kit: kitdir.KitDir) -> dict[str, bytes]:
     """The documents of every tarball in a finished kit folder, made again from it alone:
     the plain kit's from BUILDINFO.txt beside it, a sibling's from the BUILDINFO.txt inside
     its tarball (with the run keys of the one beside); licence texts from the tarballs."""
@@ -254,8 +261,10 @@ def from_kit_dir(kit: kitdir.KitDir,
         info, texts = _read_tarball(flavour.path, wanted)
         if flavour.name == kitdir.PLAIN:
             info = kit.info
+        listed = texts.get(f"{kitdir.UNPACKED}/{COMPILED_IN}")
+        rows = () if listed is None else read_compiled_in(listed, f"{flavour.path}:{COMPILED_IN}")
         made |= documents(Subject(asset=flavour.asset, sha256=flavour.sha256),
-                          replace(info, run=kit.info.run), texts, compiled_in)
+                          replace(info, run=kit.info.run), texts, rows)
     return made
 
 
@@ -275,7 +284,8 @@ def _read_tarball(path: Path, wanted: set[str] | None) -> tuple[BuildInfo, dict[
                 small[member.name] = _read(path, archive, member)
     if not infos:
         raise BadInput(f"{path}: holds no {kitdir.UNPACKED}/{kitdir.BUILDINFO}")
-    wanted = _texts_wanted(infos[0]) if wanted is None else wanted
+    wanted = {*(_texts_wanted(infos[0]) if wanted is None else wanted),
+              f"{kitdir.UNPACKED}/{COMPILED_IN}"}
     # a `license` path names the file in the tarball, with its kit/ or (older kits) without
     return infos[0], {name: small[key] for name in wanted
                       for key in (name, f"{kitdir.UNPACKED}/{name}") if key in small}
@@ -299,6 +309,30 @@ def _texts_wanted(info: BuildInfo) -> set[str]:
     (Debian's copyright files, a hundred of them, are named instead)."""
     notices = {row[4] for row in info.bundled} | {f"{THIRD_PARTY}README"}
     return {path for path in info.licenses if path not in notices}
+
+
+def compiled_in_json(rows: Iterable[CompiledIn]) -> bytes:
+    """kit/third_party/compiled-in.json: one entry per package, sorted, files sorted."""
+    return _dump({"schema": 1, "packages": [
+        {"package": row.package, "version": row.version, "manager": row.manager,
+         "licence": row.licence, "terms": sorted(row.terms), "files": sorted(row.files)}
+        for row in sorted(rows, key=lambda row: (row.package, row.version))]})
+
+
+def read_compiled_in(data: bytes, where: str) -> tuple[CompiledIn, ...]:
+    """The rows of a compiled-in.json; BadInput names the file and what is wrong."""
+    try:
+        document = json.loads(data)
+        rows = tuple(CompiledIn(package=str(item["package"]), version=str(item["version"]),
+                                licence=str(item["licence"]), manager=str(item["manager"]),
+                                files=tuple(str(path) for path in item["files"]),
+                                terms=tuple(str(path) for path in item["terms"]))
+                     for item in document["packages"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise BadInput(f"{where}: not a list of compiled-in packages ({error})") from None
+    if document.get("schema") != 1:
+        raise BadInput(f"{where}: schema {document.get('schema')!r}, this ninfer-kits reads 1")
+    return rows
 
 
 def licence_texts(info: BuildInfo, read: Callable[[str], bytes]) -> dict[str, bytes]:

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ninfer_kits import attestations
 from ninfer_kits.errors import CheckFailed
 from ninfer_kits.loader.rootfs import RootFS
 from ninfer_kits.pipeline.provenance import (
@@ -201,12 +202,30 @@ def write_licences(kit_root: Path, rows: tuple[CompiledIn, ...], texts: dict[str
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(data)
         os.chmod(dest, 0o644)
+    listed = kit_root / attestations.COMPILED_IN  # what the SBOM lists as components
+    listed.parent.mkdir(parents=True, exist_ok=True)
+    listed.write_bytes(attestations.compiled_in_json(_components(rows)))
+    os.chmod(listed, 0o644)
     readme = kit_root / README
     before = readme.read_text(encoding="utf-8") + "\n" if readme.exists() else ""
     readme.parent.mkdir(parents=True, exist_ok=True)
     readme.write_text(before + render_section(rows, upstream, kit_root.name), encoding="utf-8")
     os.chmod(readme, 0o644)
     return tuple(sorted({f"{kit_root.name}/{relative}" for relative in (*texts, README)}))
+
+
+def _components(rows: tuple[CompiledIn, ...]) -> list[attestations.CompiledIn]:
+    """One SBOM component per package: the table's parts of one package (cccl's cub, thrust,
+    libcudacxx) are one package to a purl, under all their licences."""
+    merged: dict[tuple[str, str, str], list[CompiledIn]] = {}
+    for row in rows:
+        merged.setdefault((row.package, row.version, row.manager), []).append(row)
+    return [attestations.CompiledIn(
+        package=package, version=version, manager=manager,
+        licence=" AND ".join(sorted({part.licence for part in parts})),
+        files=tuple(sorted({item.path for part in parts for item in part.files})),
+        terms=tuple(sorted({path for part in parts for path in part.terms})))
+        for (package, version, manager), parts in sorted(merged.items())]
 
 
 SECTION_HEAD = """\

@@ -265,8 +265,11 @@ def _attestations(flavour: Flavour, published: BuildInfo) -> dict[str, bytes]:
     packed = need(flavour.tarball, "tarball")
     texts = attestations.licence_texts(
         info, lambda path: (flavour.root / path.removeprefix(f"{kitdir.UNPACKED}/")).read_bytes())
+    listed = flavour.root / attestations.COMPILED_IN
+    rows = attestations.read_compiled_in(listed.read_bytes(), str(listed)) \
+        if listed.exists() else ()
     return attestations.documents(attestations.Subject(asset=flavour.asset, sha256=packed.sha256),
-                                  info, texts)
+                                  info, texts, rows)
 
 
 def place_sources(staging: Path, files: list[SourceFile]) -> dict[str, str]:

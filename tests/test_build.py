@@ -148,7 +148,8 @@ def test_sha256sums_verify_with_coreutils(two_builds: tuple[Built, Built]) -> No
                           text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = (out / "SHA256SUMS").read_text().splitlines()
-    assert [line.split("  ")[1] for line in lines] == sorted(["BUILDINFO.txt", ASSET, PORTABLE])
+    assert [line.split("  ")[1] for line in lines] == sorted(
+        ["BUILDINFO.txt", ASSET, PORTABLE, *kitdir.attestation_names((ASSET, PORTABLE))])
 
 
 def test_sha1_of_the_tarball_is_recorded(two_builds: tuple[Built, Built]) -> None:

@@ -154,12 +154,19 @@ def is_upstream(path: str, deps: Deps) -> bool:
         for folder in (deps.build, deps.source))
 
 
+# The link's dependency output names the shared libraries it linked against too (FFmpeg's, and
+# through them every library they need): their code is loaded at run time, not compiled in
+# (the floor names them), so they are left out. Archives and objects (libgcc.a, crtbeginS.o) are
+# copied into the binary and stay.
+SHARED_OBJECT = re.compile(r"\.so(\.[0-9]+)*$")
+
+
 def outside(device: tuple[str, ...], deps: Deps) -> dict[str, tuple[str, ...]]:
     """path → where it reached the binaries ("device", "host" or both), for every file not the
     upstream's own, sorted by path."""
     where: dict[str, set[str]] = {}
     for side, paths in ((DEVICE, device), (HOST, deps.files)):
         for path in paths:
-            if not is_upstream(path, deps):
+            if not is_upstream(path, deps) and not SHARED_OBJECT.search(path):
                 where.setdefault(path, set()).add(side)
     return {path: tuple(sorted(where[path])) for path in sorted(where)}

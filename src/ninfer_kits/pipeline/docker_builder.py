@@ -317,11 +317,14 @@ _SKIPPED_FOR_REPAIR = ("usr/include/", "usr/src/", "proc/", "sys/", "dev/", "tmp
 _CUDA_PROGRAMS = re.compile(r"usr/local/cuda[^/]*/(bin|nvvm|include|targets/[^/]+/include)/")
 _DPKG_RECORDS = re.compile(r"var/lib/dpkg/(status|info/[^/]+\.(list|md5sums))")
 _COPYRIGHT = re.compile(r"usr/share/doc/[^/]+/copyright")
-_HEADERS = re.compile(r"usr/include/|usr/lib/gcc/[^/]+/[^/]+/include/|"
+# The link's inputs from GCC's own folder (crt*.o, libgcc.a, libstdc++.so) are compiled-in code
+# too: the dependency output names them beside the headers. Its programs (cc1plus) are not.
+_HEADERS = re.compile(r"usr/include/|usr/lib/gcc/[^/]+/[^/]+/(include/|[^/]+\.(o|a|so)$)|"
                       r"usr/local/cuda[^/]*/(include|targets/[^/]+/include)/")
 # Part of an exported environment's folder name: a new one when what is exported changes (the
-# headers were added for the compiled-in licences), since the image ID alone would not say so.
-ENVIRONMENT_LAYOUT = 2
+# headers and link inputs were added for the compiled-in licences), since the image ID alone
+# would not say so.
+ENVIRONMENT_LAYOUT = 3
 
 
 def _build_environment_file(name: str) -> bool:

@@ -143,9 +143,11 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
     check_search_paths(after)
     size = sum(item.size for item in repaired.bundled)
     reporter.info(f"bundled {len(repaired.bundled)} libraries ({size / 1e6:.1f} MB) in kit/lib")
+    megabytes = sum(item.size for item in sources) / 1e6
+    published = "NOT fetched (this kit must not be distributed)" if skipped else \
+        f"{len(sources)} files, {megabytes:.1f} MB, published in {SOURCES}/"
     reporter.info(f"copyleft: {len(obligations.sources)} source packages owe their source; "
-                  f"{len(sources)} files, {sum(f.size for f in sources) / 1e6:.1f} MB, published "
-                  f"in {SOURCES}/")
+                  f"{published}")
     reporter.info("floor before the repair:\n" + render_table(inspection.floor.table))
     reporter.info("floor after the repair:\n" + render_table(after.floor.table))
     notices = sorted({item.notice for item in repaired.bundled} | {THIRD_PARTY_README})

@@ -321,7 +321,7 @@ identity = "{IDENTITY}"
 
 def _matrix(tmp_path: Path, signing: str = SIGNING,
             allowed: str = f'{IDENTITY} namespaces="{NAMESPACE}" ssh-ed25519 {ED_KEY}\n') -> Path:
-    from tests.test_matrix import MINIMAL
+    from test_matrix import MINIMAL
 
     (tmp_path / "allowed_signers").write_text(allowed)
     path = tmp_path / "matrix.toml"
@@ -336,7 +336,7 @@ def test_matrix_signing_table_loads(tmp_path: Path) -> None:
     assert signing is not None
     assert signing.allowed_signers == tmp_path.absolute() / "allowed_signers"
     assert signing.trust == Trust(signing.allowed_signers, IDENTITY)
-    from tests.test_matrix import MINIMAL
+    from test_matrix import MINIMAL
 
     (tmp_path / "plain.toml").write_text(MINIMAL)
     assert load_matrix(tmp_path / "plain.toml").publish.signing is None
@@ -385,7 +385,7 @@ def test_the_pyz_carries_allowed_signers_beside_its_matrix(tmp_path: Path) -> No
     assert f"{base}/matrix.toml" in members
     plain = tmp_path / "plain"
     plain.mkdir()
-    from tests.test_matrix import MINIMAL
+    from test_matrix import MINIMAL
 
     (plain / "matrix.toml").write_text(MINIMAL)
     assert not any(name.endswith("allowed_signers") for name in dict(pyz.contents(

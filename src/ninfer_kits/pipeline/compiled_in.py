@@ -129,13 +129,14 @@ def find_licences(files: Mapping[str, tuple[str, ...]], root: Path, table: Licen
     """The rows for `files` (path → where, from inspector.compiled_in.outside), and the licence
     texts to ship: path under kit/ → bytes. LicenseUnknown names every file that fails."""
     rootfs = RootFS(root)
-    origins = PackageIndex(rootfs).origins(list(files))
+    index = PackageIndex(rootfs)
+    origins = index.origins(list(files))
     failed = [str(origin) for origin in origins if isinstance(origin, LicenseUnknown)]
     groups: dict[tuple[str, str], tuple[Origin, Part | None, list[str]]] = {}
     for path, origin in zip(files, origins, strict=True):
         if isinstance(origin, LicenseUnknown):
             continue
-        canonical = rootfs.canonical(path) or path
+        canonical = index.canonical(path) or path
         part = next((p for p in table.parts if p.claims(origin.package, canonical)), None)
         if part is None and origin.package in table.packages:
             failed.append(f"{path} ({canonical}): package {origin.package} {origin.version} is "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import csv
 import email.parser
+import functools
 import hashlib
 import io
 import posixpath
@@ -86,6 +87,20 @@ class _Wheel:
     base: str  # the folder RECORD paths are relative to
     record: dict[str, str]  # path → "sha256=..." ("" when not hashed)
 
+    def listed(self, relative: str) -> str | None:
+        """The RECORD hash of the first entry that is `relative` or ends in it, or None."""
+        return next((hashed for entry, hashed in self._by_name.get(posixpath.basename(relative),
+                                                                    ())
+                     if entry == relative or entry.endswith("/" + relative)), None)
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, list[tuple[str, str]]]:
+        # RECORD order kept: the first entry that matches wins, as when scanning it whole.
+        by_name: dict[str, list[tuple[str, str]]] = {}
+        for entry, hashed in self.record.items():
+            by_name.setdefault(posixpath.basename(entry), []).append((entry, hashed))
+        return by_name
+
 
 class PackageIndex:
     """The packages of one root, read once and asked about many files."""
@@ -95,6 +110,12 @@ class PackageIndex:
         self._dpkg: dict[str, list[tuple[str, str]]] | None = None  # basename → (package, path)
         self._status: dict[str, list[tuple[str, str]]] | None = None  # name → (arch, version)
         self._wheels: dict[str, _Wheel | None] = {}
+        self._wheel_folders: dict[str, tuple[_Wheel, ...]] = {}  # base → the wheels there
+        self._canonical: dict[str, str | None] = {}  # path → rootfs.canonical(path)
+        # Per package, not per file: a kit's compiled-in headers are a thousand files of a
+        # dozen packages, and libc6-dev's copyright and md5sums are large.
+        self._md5sums: dict[str, dict[str, str]] = {}  # package → listed path → md5
+        self._package_origins: dict[str, Origin] = {}  # package (or dist-info) → its Origin
 
     def origins(self, paths: Iterable[str]) -> list[Origin | LicenseUnknown]:
         """`origin` of each path, hashed in parallel (hashlib releases the GIL): the
@@ -110,10 +131,17 @@ class PackageIndex:
 
         return in_parallel(one, paths)
 
+    def canonical(self, path: str) -> str | None:
+        """rootfs.canonical, asked once per path: the root does not change while it is read,
+        and every header of one name (types.h) is a candidate for every other."""
+        if path not in self._canonical:
+            self._canonical[path] = self.rootfs.canonical(path)
+        return self._canonical[path]
+
     def origin(self, path: str) -> Origin:
         """The package that installed the file at `path` (a path in the root), with its
         licence; LicenseUnknown when there is none or it has no licence we can name."""
-        canonical = self.rootfs.canonical(path)
+        canonical = self.canonical(path)
         if canonical is None or not self.rootfs.is_file(canonical):
             raise LicenseUnknown(f"{path}: not a file in root {self.rootfs.root}")
         owner = self._dpkg_owner(path, canonical)
@@ -140,7 +168,7 @@ class PackageIndex:
         claims = set()
         for name in {posixpath.basename(canonical), posixpath.basename(path)}:
             for package, listed in index.get(name, ()):
-                if listed == canonical or self.rootfs.canonical(listed) == canonical:
+                if listed == canonical or self.canonical(listed) == canonical:
                     # A list naming the file by its canonical path is the better witness.
                     claims.add((listed != canonical, package, listed))
         return min(claims)[1:] if claims else None
@@ -148,9 +176,7 @@ class PackageIndex:
     def _check_md5(self, path: str, canonical: str, package: str, listed: str) -> None:
         """The file must be the one dpkg installed (its md5sums), not a copy put over it: the
         package's licence covers only what the package shipped."""
-        data = self.rootfs.read_bytes(f"{DPKG_INFO}/{package}.md5sums")
-        want = next((line.split()[0] for line in (data or b"").decode(errors="replace")
-                     .splitlines() if line.split()[1:] == [listed.lstrip("/")]), None)
+        want = self._md5sums_of(package).get(listed.lstrip("/"))
         if want is None:
             return  # dpkg keeps no sum for it (older packages, conffiles): nothing to compare
         if _digest(self.rootfs, canonical, hashlib.md5(usedforsecurity=False)) != want:
@@ -158,6 +184,17 @@ class PackageIndex:
                                  f"{package} installed ({DPKG_INFO}/{package}.md5sums in root "
                                  f"{self.rootfs.root}): changed after installation, so that "
                                  "package's licence does not tell what it is")
+
+    def _md5sums_of(self, package: str) -> dict[str, str]:
+        if package not in self._md5sums:
+            data = self.rootfs.read_bytes(f"{DPKG_INFO}/{package}.md5sums") or b""
+            sums: dict[str, str] = {}
+            for line in data.decode(errors="replace").splitlines():
+                digest, _, listed = line.partition("  ")
+                if listed:
+                    sums.setdefault(listed, digest)
+            self._md5sums[package] = sums
+        return self._md5sums[package]
 
     def _dpkg_index(self) -> dict[str, list[tuple[str, str]]]:
         if self._dpkg is None:  # made whole, then published, as _status_index
@@ -173,6 +210,8 @@ class PackageIndex:
         return self._dpkg
 
     def _dpkg_origin(self, path: str, package: str) -> Origin:
+        if (known := self._package_origins.get(package)) is not None:
+            return known
         name, _, arch = package.partition(":")
         version = self._dpkg_version(name, arch)
         if version is None:
@@ -190,7 +229,9 @@ class PackageIndex:
             raise LicenseUnknown(f"{path}: the copyright file of package {name} {version} "
                                  f"({copyright_file} in root {self.rootfs.root}) names no "
                                  "licence we recognise")
-        return Origin(name, version, "dpkg", licence, copyright_file)
+        origin = self._package_origins[package] = Origin(name, version, "dpkg", licence,
+                                                         copyright_file)
+        return origin
 
     def _status_index(self) -> dict[str, list[tuple[str, str]]]:
         # Made whole, then published: threads asking at once make it twice, never see half.
@@ -219,8 +260,7 @@ class PackageIndex:
         for base in _ancestors(posixpath.dirname(canonical)):
             relative = posixpath.relpath(canonical, base)
             for wheel in self._wheels_in(base):
-                listed = next((hashed for entry, hashed in wheel.record.items()
-                               if entry == relative or entry.endswith("/" + relative)), None)
+                listed = wheel.listed(relative)
                 if listed is None:
                     continue
                 if listed:
@@ -231,7 +271,12 @@ class PackageIndex:
                 return wheel, ""
         return None, other_build
 
-    def _wheels_in(self, base: str) -> Iterator[_Wheel]:
+    def _wheels_in(self, base: str) -> tuple[_Wheel, ...]:
+        if base not in self._wheel_folders:
+            self._wheel_folders[base] = tuple(self._find_wheels(base))
+        return self._wheel_folders[base]
+
+    def _find_wheels(self, base: str) -> Iterator[_Wheel]:
         for folder in (base, posixpath.join(base, "dist-info")):
             real = self.rootfs.real(folder)
             if real is None or not real.is_dir():
@@ -251,6 +296,8 @@ class PackageIndex:
         return self._wheels[key]
 
     def _wheel_origin(self, path: str, wheel: _Wheel) -> Origin:
+        if (known := self._package_origins.get(wheel.folder)) is not None:
+            return known
         data = self.rootfs.read_bytes(f"{wheel.folder}/METADATA") or b""
         metadata = email.parser.HeaderParser().parsestr(data.decode("utf-8", errors="replace"))
         name, version = metadata.get("Name", ""), metadata.get("Version", "")
@@ -268,7 +315,9 @@ class PackageIndex:
         if licence_file is None:
             raise LicenseUnknown(f"{path}: wheel {name} {version} ({wheel.folder}) carries no "
                                  "licence file (License-File, licenses/, LICENSE*)")
-        return Origin(name, version, "wheel", licence, licence_file)
+        origin = self._package_origins[wheel.folder] = Origin(name, version, "wheel", licence,
+                                                              licence_file)
+        return origin
 
     def _wheel_licence_file(self, wheel: _Wheel, declared: list[str]) -> str | None:
         candidates = [f"{wheel.folder}/{sub}{name}" for name in declared

@@ -101,7 +101,7 @@ Wanted = Callable[[str], bool]  # a member's path, without the leading "/"
 
 @contextmanager
 def exported_image(client: Any, image: str, wanted: Wanted, *,
-                   what: str = "--image") -> Iterator[Path]:
+                   what: str = "--image", into: Path | None = None) -> Iterator[Path]:
     import docker.errors
 
     try:
@@ -110,7 +110,8 @@ def exported_image(client: Any, image: str, wanted: Wanted, *,
         raise BadInput(f"{what} {image}: no such image on the engine (docker pull it first)") \
             from None
 
-    folder = Path(tempfile.mkdtemp(prefix="ninfer-kits-image-"))
+    # `into`: a folder on the file system where the caller will keep it (one rename, no copy)
+    folder = Path(tempfile.mkdtemp(prefix=".ninfer-kits-image-", dir=into))
     container = client.containers.create(image, command=["/nonexistent"], detach=True,
                                          labels=container_labels("export"))
     try:

@@ -262,11 +262,12 @@ class DockerBuilder:
         root = cache_dir / "environments" / f"{kit.toolchain.id}-{key}-{ENVIRONMENT_LAYOUT}"
         if not (root / "etc").is_dir():
             reporter.info(f"reading the libraries and packages of {toolchain.image} into {root}")
+            root.parent.mkdir(parents=True, exist_ok=True)
             with engine_guard(), exported_image(self.client, toolchain.image,
                                                 _build_environment_file,
-                                                what="toolchain image") as fresh:
-                root.parent.mkdir(parents=True, exist_ok=True)
-                _replace_folder(fresh, root)
+                                                what="toolchain image",
+                                                into=root.parent) as fresh:
+                _keep_folder(fresh, root)
         yield root
 
     @engine_guard()
@@ -342,17 +343,14 @@ def _build_environment_file(name: str) -> bool:
     return True
 
 
-def _replace_folder(source: Path, dest: Path) -> None:
-    """Move `source` to `dest` in one rename (on dest's file system): a second build that
-    exported the same image at the same time leaves one complete copy."""
-    partial = dest.with_name(f".{dest.name}.{os.getpid()}")
-    shutil.copytree(source, partial, symlinks=True)
+def _keep_folder(source: Path, dest: Path) -> None:
+    """Move `source` to `dest` in one rename (both in one folder): a second build that exported
+    the same image at the same time leaves one complete copy."""
     try:
-        partial.rename(dest)
+        source.rename(dest)
     except OSError:
         if not (dest / "etc").is_dir():
             raise
-        shutil.rmtree(partial, ignore_errors=True)
 
 
 @dataclass(frozen=True)

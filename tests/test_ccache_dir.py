@@ -35,6 +35,7 @@ from ninfer_kits.pipeline.docker_builder import (
     ccache_from_dir,
 )
 
+from docker_fixtures import cache_sharing_environments
 from tools import ROOT
 
 pytestmark = pytest.mark.slow
@@ -190,7 +191,8 @@ def test_build_with_a_ccache_dir(engine: Any, example_repo: tuple[Path, str], ru
     done = subprocess.run(
         [sys.executable, "-m", "ninfer_kits", "build", "example", "--builder", "docker",
          "--matrix", str(ROOT / "matrix.toml"), "--source", str(example_repo[0]),
-         "--dist", str(tmp_path / "dist"), "--cache-dir", str(tmp_path / "cache"),
+         "--dist", str(tmp_path / "dist"),
+         "--cache-dir", str(cache_sharing_environments(tmp_path / "cache")),
          "--ccache-dir", str(folder), "--ccache-max-size", "500M", "--no-portable"],
         capture_output=True, text=True, check=False,
         env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})

@@ -109,6 +109,7 @@ def check_folder(kit: kitdir.KitDir) -> None:
 # --------------------------------------------------------------------------- the real kit
 
 
+@pytest.mark.slow
 def test_the_example_kits_documents_are_valid_and_made_again_from_the_folder(
         example_dist: Path) -> None:
     kit = kitdir.read_kit_dir(example_dist, built=True)

@@ -84,6 +84,7 @@ def test_system_headers_map_to_their_debian_packages(ninja_log: Deps, tmp_path: 
     assert (again / "third_party/README").read_bytes() == (kit / "third_party/README").read_bytes()
 
 
+@pytest.mark.slow
 def test_the_example_kits_cubins_name_cub(example_dist: Path, tmp_path: Path) -> None:
     """The example's top_k kernel uses cub::BlockReduce: its cubin's line table names CUB's
     headers, the data table gives them BSD-3-Clause, and the notice is the headers' own."""

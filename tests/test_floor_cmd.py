@@ -141,6 +141,7 @@ def _host_debian() -> Distro:
     raise AssertionError
 
 
+@pytest.mark.slow
 def test_the_example_kit_runs_only_on_the_debian_it_was_built_on(example_dist: Path) -> None:
     """Built here, the example links this host's FFmpeg, which no other known distribution has:
     every other answer is no, for its FFmpeg sonames; the CUDA runtime comes from NVIDIA."""

@@ -106,6 +106,7 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> kitdir.KitDir:
     return make_kit(folder / "dist", compile_program(folder))
 
 
+@pytest.mark.slow
 def test_random_fault_schedules_never_publish_a_broken_release(kit: kitdir.KitDir,
                                                               tmp_path: Path) -> None:
     started = time.monotonic()

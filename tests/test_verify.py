@@ -103,6 +103,7 @@ def row(report: VerifyReport, start: str) -> tuple[str, str, str, str]:
 # --------------------------------------------------------------------------- the example kit
 
 
+@pytest.mark.slow
 def test_example_kit_on_this_host(example_dist: Path) -> None:
     """Built here, its libraries all resolve here; whether it runs is the driver's and the
     GPU's to say: this machine kind has neither, so then the verdict is no, and why."""
@@ -147,6 +148,7 @@ def test_example_kit_in_a_root_agrees_with_its_loader(example_dist: Path, roots:
         assert "libavformat59" not in ffmpeg[3]
 
 
+@pytest.mark.slow
 def test_verify_an_image_reads_it_as_a_root(example_dist: Path, roots: dict[str, Path]) -> None:
     """--image exports the image's filesystem (nothing runs in it): the same rows as the
     exported root, plus the driver, which only a host supplies."""
@@ -237,6 +239,7 @@ def _trixie_cxx_file(trixie: Path) -> Path:
 # --------------------------------------------------------------------------- bad input
 
 
+@pytest.mark.slow
 def test_bad_input(tmp_path: Path, example_dist: Path) -> None:
     not_a_kit = tmp_path / "notes.txt"
     not_a_kit.write_text("hello\n")
@@ -254,6 +257,7 @@ def test_bad_input(tmp_path: Path, example_dist: Path) -> None:
         assert needle in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
 
 
+@pytest.mark.slow
 def test_a_damaged_download_is_refused(tmp_path: Path, example_dist: Path) -> None:
     copy = tmp_path / "dist"
     shutil.copytree(example_dist, copy)

@@ -19,7 +19,7 @@ from ninfer_kits.errors import EXIT_BAD_INPUT, CheckFailed, ConfigError
 from ninfer_kits.pipeline import copyleft
 from ninfer_kits.pipeline.provenance import Origin
 from ninfer_kits.publish.plan import assets_of
-from test_publish_support import make_kit
+from test_publish_support import cli, make_kit, matrix_file
 
 from tools import missing
 
@@ -317,3 +317,31 @@ def test_the_build_places_the_sources_beside_the_kit_rechecked(tmp_path: Path) -
     (cached / "x_1.dsc").write_text("changed in the cache since it was checked\n")
     with pytest.raises(CheckFailed, match="was checked as"):
         place_sources(staging, [item])
+
+
+def test_a_kit_built_without_its_sources_is_published_only_when_told_again(
+        program: Path, tmp_path: Path) -> None:
+    """A portable kit built with NINFER_KITS_NO_SOURCES=1 says so in its README; publish refuses
+    it (bad input, nothing published) unless the publish is told the same, and then warns."""
+    readme = (copyleft.NOT_FETCHED.format(variable=copyleft.SKIP_VARIABLE)
+              + "  libx 1.0-1 (LGPL-2.1+)\n")
+    kit = make_kit(tmp_path / "dist", program, portable=True, portable_readme=readme)
+    assert kitdir.sources_not_fetched(kit)
+    assert not kitdir.sources_not_fetched(make_kit(tmp_path / "other", program, portable=True))
+    matrix = matrix_file(tmp_path, portable=True)
+
+    def publish(flag: str) -> subprocess.CompletedProcess[str]:
+        return cli("publish", kit.path, "--to", "local", "--out", tmp_path / flag, "--matrix",
+                   matrix, "--cache-dir", tmp_path / "cache",
+                   env={kitdir.NO_SOURCES_VARIABLE: flag})
+
+    refused = publish("0")
+    assert refused.returncode == EXIT_BAD_INPUT, refused.stderr
+    assert "NINFER_KITS_NO_SOURCES=1" in refused.stderr and "nothing was published" in \
+        refused.stderr and kitdir.PORTABLE.asset(kit.asset) in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not (tmp_path / "0").exists() or not any((tmp_path / "0").iterdir())
+    told = publish("1")
+    assert told.returncode == 0, told.stderr
+    assert "this release must not be distributed" in told.stderr
+    assert kitdir.read_kit_dir(tmp_path / "1" / kit.tag).portable is not None

@@ -72,13 +72,14 @@ def info_for(kit: str = KIT, *, revision: str = REVISION, version: str = "0.3.0"
 
 def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo | None = None,
              tag: str = TAG, asset: str = ASSET, portable: bool = False,
-             attested: bool = False) -> kitdir.KitDir:
+             attested: bool = False, portable_readme: str = "") -> kitdir.KitDir:
     """A finished kit folder dist/<tag>/, made as the build makes one (pack, checksums,
     kitdir.install). `payload` adds a file to the tarball: another payload, another kit.
     `portable` adds the portable sibling <stem>-portable.tar.gz (see `portable_tree`), named
     in BUILDINFO.txt's portable_asset and listed in both checksum files. `attested` adds each
     tarball's SBOM and provenance (ninfer_kits.attestations) as `build` does; without it the
-    folder is a kit built before them."""
+    folder is a kit built before them. `portable_readme`: the portable kit's
+    third_party/README, as the build writes it (none without)."""
     info = info or info_for()
     sibling = kitdir.PORTABLE.asset(asset) if portable else None
     if sibling is not None:
@@ -104,6 +105,8 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
         documents |= _documents(tree, asset, tarball.sha256, info)
     if sibling is not None:
         portable_tree(tree, info)
+        if portable_readme:
+            (tree / kitdir.PORTABLE_README.removeprefix("kit/")).write_text(portable_readme)
         packed = pack_tree(tree, staging / sibling, mtime=info.source_date_epoch, threads=1)
         sha256s[sibling], sha1s[sibling] = packed.sha256, packed.sha1
         if attested:

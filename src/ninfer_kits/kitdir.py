@@ -54,6 +54,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import tarfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -78,6 +79,12 @@ NOTES = "RELEASE.md"  # the local store's release notes
 PYZ = "ninfer-kits.pyz"  # the tools a release carries
 UNPACKED = "kit"  # the tarball unpacked beside it (fetch's DEST; `tar xzf` of the notes)
 SOURCES = "sources"  # the bundled copyleft libraries' source packages (pipeline.copyleft)
+# A build on a machine that cannot reach Debian's source archive may skip those (the variable
+# set to 1); the portable kit's third_party/README then opens its copyleft part with the heading
+# below and says the kit must not be distributed, and publish refuses it.
+NO_SOURCES_VARIABLE = "NINFER_KITS_NO_SOURCES"
+SOURCES_NOT_FETCHED = "Corresponding source: NOT FETCHED"
+PORTABLE_README = "kit/third_party/README"
 RELEASE_EXTRAS = (NOTES, PYZ, UNPACKED)  # what a release may hold beside the kit's own files
 SBOM_SUFFIX = ".cdx.json"  # <tarball stem>.cdx.json: its CycloneDX SBOM
 PROVENANCE_SUFFIX = ".intoto.json"  # <tarball stem>.intoto.json: its SLSA provenance statement
@@ -606,3 +613,20 @@ def _locked(folder: Path) -> Iterator[None]:
     that nothing is left in dist/ but kit folders."""
     with locks.held(folder, wait=None):
         yield
+
+
+def sources_not_fetched(kit: KitDir) -> bool:
+    """Whether the kit's portable tarball says its copyleft libraries' sources were not fetched
+    (NO_SOURCES_VARIABLE at build time): its third_party/README holds SOURCES_NOT_FETCHED."""
+    if kit.portable is None or not kit.portable.path.is_file():
+        return False
+    try:
+        with tarfile.open(kit.portable.path, mode="r:gz") as archive:
+            for member in archive:
+                if member.name == PORTABLE_README and member.isfile():
+                    readme = archive.extractfile(member)
+                    return readme is not None and SOURCES_NOT_FETCHED.encode() in readme.read()
+    except (OSError, tarfile.TarError, EOFError) as error:
+        raise KitDirInvalid(f"{kit.portable.path}: cannot be read as a gzip tarball "
+                            f"({error})") from None
+    return False

@@ -438,18 +438,18 @@ for three years from the release's date to any third party.
 """
 
 
-NOT_FETCHED = """\
-Corresponding source: NOT FETCHED
----------------------------------
+NOT_FETCHED = f"""\
+{kitdir.SOURCES_NOT_FETCHED}
+{"-" * len(kitdir.SOURCES_NOT_FETCHED)}
 
 Some libraries above are licensed under the GNU GPL, the GNU LGPL or the Mozilla Public
 License, which require whoever distributes their object code to make the corresponding source
-available. This kit was built with {variable}=1 (a machine that cannot
+available. This kit was built with {{variable}}=1 (a machine that cannot
 reach Debian's source archive), so their source packages were NOT fetched:
 it must not be distributed. The packages whose source is owed are:
 """
 
-SKIP_VARIABLE = "NINFER_KITS_NO_SOURCES"
+SKIP_VARIABLE = kitdir.NO_SOURCES_VARIABLE
 
 
 def sources_skipped(log: Callable[[str], None]) -> bool:

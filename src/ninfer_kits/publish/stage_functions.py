@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import os
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -36,7 +37,32 @@ def read_kit(state: Outcome, reporter: Reporter) -> Outcome:
     matrix renders, every hash."""
     request = state.request
     limits = [(store.describe(), store.max_asset_size) for store in request.stores]
-    return dataclasses.replace(state, read=plan.read_kit(request.kit_dir, request.matrix, limits))
+    read = plan.read_kit(request.kit_dir, request.matrix, limits)
+    refuse_withheld_sources(read, reporter, os.environ.get(kitdir.NO_SOURCES_VARIABLE) == "1")
+    return dataclasses.replace(state, read=read)
+
+
+class SourcesNotFetched(BadInput):
+    """A portable kit built without its copyleft libraries' sources, published without the
+    same escape hatch: their licences forbid distributing it."""
+
+
+def refuse_withheld_sources(kit: KitDir, reporter: Reporter, allowed: bool) -> None:
+    """A portable kit whose build skipped the copyleft sources (its README says so) is not
+    published, unless the publish, too, is told that sources are not fetched here (tests, a
+    private store); then it says so, loudly."""
+    if not kit.sources and kitdir.sources_not_fetched(kit):
+        portable = need(kit.portable, "portable")
+        said = (f"{portable.path}: built with {kitdir.NO_SOURCES_VARIABLE}=1, so the GPL, "
+                "LGPL and MPL libraries it carries come without their source, which their "
+                "licences require beside them")
+        if not allowed:
+            raise SourcesNotFetched(
+                f"{said}; nothing was published. Build the kit again where Debian's source "
+                f"archive is reachable (without {kitdir.NO_SOURCES_VARIABLE}), or, for a release "
+                f"no one else will download, publish with {kitdir.NO_SOURCES_VARIABLE}=1")
+        reporter.info(f"WARNING: {said}; published anyway ({kitdir.NO_SOURCES_VARIABLE}=1): "
+                      "this release must not be distributed")
 
 
 def lock(state: Outcome, reporter: Reporter) -> Outcome:

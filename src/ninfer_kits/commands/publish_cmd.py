@@ -129,7 +129,8 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
         ledger_dir=None if args.dry_run else (
             args.ledger_dir or matrix.path.absolute().parent / "releases"),
         replace=args.replace or args.dry_run, wait=args.wait, notes_base=notes_base,
-        signing_key=signing_key, reproduction=args.reproduction)
+        signing_key=signing_key, reproduction=args.reproduction,
+        without_sources=environ.get(kitdir.NO_SOURCES_VARIABLE) == "1")
     try:
         outcome = run_publish(request, reporter)
     except PublishConflict as conflict:

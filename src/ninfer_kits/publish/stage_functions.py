@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import os
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -38,7 +37,7 @@ def read_kit(state: Outcome, reporter: Reporter) -> Outcome:
     request = state.request
     limits = [(store.describe(), store.max_asset_size) for store in request.stores]
     read = plan.read_kit(request.kit_dir, request.matrix, limits)
-    refuse_withheld_sources(read, reporter, os.environ.get(kitdir.NO_SOURCES_VARIABLE) == "1")
+    refuse_withheld_sources(read, reporter, request.without_sources)
     return dataclasses.replace(state, read=read)
 
 

@@ -34,6 +34,9 @@ class PublishRequest:
     signing_key: SigningKey | None = None
     # REPRODUCTION.json from the reproduce job (`--reproduction`): published with the release
     reproduction: Path | None = None
+    # kitdir.NO_SOURCES_VARIABLE=1 at publish: a portable kit built without its copyleft
+    # sources is published (warned about) instead of refused
+    without_sources: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

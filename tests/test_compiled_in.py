@@ -26,7 +26,7 @@ from ninfer_kits.pipeline.compiled_in import (
 from ninfer_kits.pipeline.provenance import LicenseUnknown
 from ninfer_kits.tarsafe import extract_all
 
-from tools import tool
+from tools import nvcc, run, tool
 
 CUB = "/include/cccl/cub/"
 NINJA = """\
@@ -106,6 +106,36 @@ def test_the_example_kits_cubins_name_cub(example_dist: Path, tmp_path: Path) ->
     built = (shipped / "nvidia-cuda-cccl" / "cub.LICENSE").read_text()
     assert all(block in built for block in notice.split("\n\n"))
     assert "nvidia-cuda-cccl" in (shipped / "README").read_text()
+
+
+SHARED_KERNEL = """\
+__global__ void pick(const float* in, float* out) {
+  __shared__ float staged[4096];  // 16 KiB of static shared memory: a section bigger than the file
+  staged[threadIdx.x] = in[threadIdx.x];
+  __syncthreads();
+  out[threadIdx.x] = staged[blockDim.x - 1 - threadIdx.x];
+}
+"""
+
+
+def test_a_relocatable_cubins_shared_memory_section_is_not_read_from_the_file(
+        tmp_path: Path) -> None:
+    """A device-link input's `.nv.shared.<kernel>` section (NVIDIA's type 0x7000000a) has no
+    bytes in the file, whatever its size says: Don-Chad/ninfer-3090's argmax kernel made one
+    that ends past its cubin's end, and the line table of that cubin must still be read."""
+    source = tmp_path / "pick.cu"
+    source.write_text(SHARED_KERNEL)
+    cubin, built = tmp_path / "pick.cubin", tmp_path / "objects"
+    built.mkdir()
+    flags = ["-rdc=true", "-lineinfo", "-arch=sm_86"]
+    run(nvcc(), *flags, "-cubin", "-o", cubin, source)
+    headers = run("readelf", "-S", "-W", cubin)
+    shared = [line for line in headers.splitlines() if ".nv.shared." in line and "pick" in line]
+    assert shared and "LOPROC+0xa" in shared[0], headers
+    offset, size = (int(field, 16) for field in shared[0].split("LOPROC+0xa")[1].split()[1:3])
+    assert offset + size > cubin.stat().st_size, headers  # what tripped the bounds check
+    run(nvcc(), *flags, "-c", "-o", built / "pick.o", source)
+    assert str(source) in device_sources(built)
 
 
 def test_a_file_no_package_claims_fails_naming_it(tmp_path: Path) -> None:

@@ -48,6 +48,12 @@ TYPES = {0: "NONE", 1: "REL", 2: "EXEC", 3: "DYN", 4: "CORE"}
 PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE = 1, 2, 3, 4
 SHT_PROGBITS, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS = 1, 6, 7, 8
 SHT_GNU_VERDEF, SHT_GNU_VERNEED = 0x6FFFFFFD, 0x6FFFFFFE
+# A relocatable cubin's `.nv.shared.<kernel>` sections (the kernel's static shared memory, in
+# the device-link inputs of __nv_relfatbin) are of this NVIDIA processor-specific type and, like
+# NOBITS, take no bytes of the file: the size is the shared memory's, the offset a placeholder
+# (seen on nvcc 13.0 with a 4 KiB array, its "end" 2 KiB past the file's).
+SHT_CUDA_SHARED = 0x7000000A
+FILELESS = frozenset({SHT_NOBITS, SHT_CUDA_SHARED})  # section types with no bytes in the file
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29
 DT_VERSYM, DT_VERDEF, DT_VERNEED = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE
@@ -275,7 +281,7 @@ class _Elf:
         ]
 
     def _names(self, rows: list[tuple[int, ...]], index: int) -> _NameReader:
-        if not 0 < index < len(rows) or rows[index][1] == SHT_NOBITS:
+        if not 0 < index < len(rows) or rows[index][1] in FILELESS:
             if index:
                 self.remarks.append(f"section names unreadable (e_shstrndx {index})")
             return _NameReader(self, 0, 0)
@@ -320,7 +326,7 @@ class _Elf:
                 delta = address - segment.vaddr
                 return segment.offset + delta, segment.filesz - delta
         for section in self.sections:  # files without PT_LOAD (objects) keep them in sections
-            if section.type != SHT_NOBITS and section.addr <= address < (
+            if section.type not in FILELESS and section.addr <= address < (
                     section.addr + section.size) and section.flags & SHF_ALLOC:
                 delta = address - section.addr
                 return section.offset + delta, section.size - delta
@@ -526,7 +532,7 @@ class _Elf:
         sections claim it: one that overlaps bytes already claimed is left out, and said to be."""
         wanted = []
         for section in self.sections:
-            if not section.size or section.type == SHT_NOBITS:
+            if not section.size or section.type in FILELESS:
                 continue
             if section.name in FATBIN_SECTIONS:
                 wanted.append((FATBIN_SECTIONS.index(section.name), section))

@@ -19,10 +19,10 @@ import zlib
 from dataclasses import dataclass
 
 from ninfer_kits.errors import NotAnElf
-from ninfer_kits.inspector.elf import ELF_MAGIC
+from ninfer_kits.inspector.elf import ELF_MAGIC, FILELESS
 from ninfer_kits.inspector.inputs import ByteSource
 
-SHT_SYMTAB, SHT_STRTAB, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 2, 3, 7, 8, 11
+SHT_SYMTAB, SHT_STRTAB, SHT_NOTE, SHT_DYNSYM = 2, 3, 7, 11
 SHF_ALLOC, SHF_EXECINSTR, SHF_STRINGS, SHF_COMPRESSED = 0x2, 0x4, 0x20, 0x800
 STT_FUNC, STT_FILE = 2, 4
 SHN_UNDEF, SHN_LORESERVE, SHN_XINDEX = 0, 0xFF00, 0xFFFF
@@ -48,11 +48,11 @@ class Section:
 
     @property
     def has_bytes(self) -> bool:
-        return self.type != SHT_NOBITS and self.size > 0
+        return self.type not in FILELESS and self.size > 0
 
     @property
     def end(self) -> int:
-        return self.offset + (0 if self.type == SHT_NOBITS else self.size)
+        return self.offset + (0 if self.type in FILELESS else self.size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +123,7 @@ def _layout(data: ByteSource) -> ElfLayout:
         names = _names(data, rows, shstrndx)
         for number, (name, kind, flags, addr, offset, length, link, _info, _align,
                      entsize) in enumerate(rows):
-            if kind != SHT_NOBITS and offset + length > size:
+            if kind not in FILELESS and offset + length > size:
                 raise _Corrupt(f"section {number} ({length} bytes at {offset:#x}) runs past the "
                                f"end of the file ({size} bytes)")
             sections.append(Section(number, names(name), kind, flags, addr, offset, length,
@@ -134,7 +134,7 @@ def _layout(data: ByteSource) -> ElfLayout:
 
 
 def _names(data: ByteSource, rows: list[tuple[int, ...]], index: int) -> _NameTable:
-    if 0 < index < len(rows) and rows[index][1] != SHT_NOBITS:
+    if 0 < index < len(rows) and rows[index][1] not in FILELESS:
         offset, length = rows[index][4], rows[index][5]
         if offset + length <= len(data):
             return _NameTable(bytes(data[offset:offset + length]))

@@ -14,9 +14,11 @@ The runs, each starting from the checkout as the server's git remote has it then
 run on GitHub checks out the default branch as it is):
 
 1. scheduled, both kits missing from the ledger: both built (docker builder, compiler cache
-   restored and saved by actions/cache), both published (releases on the server holding the
-   built tarballs), both ledger files landed on the remote; the next scheduled run builds
-   nothing (watch: 0 stale, no build or publish legs);
+   restored and saved by actions/cache), both rebuilt cold by the reproduce legs and found
+   identical, both published (releases on the server holding the built tarballs and the
+   reproduction's record, their notes saying so), both ledger files landed on the remote; the
+   next scheduled run builds nothing (watch: 0 stale, no build or publish legs). The later
+   runs switch the reproduce legs off (NINFER_KITS_REPRODUCE=off): each is a cold build;
 2. a dispatch with force=true of a published kit: rebuilt with a warm compiler cache, publish's
    outcome is `reproduced`, the run is green and the release is unchanged (asset ids, bytes);
 3. both upstreams moved, beta's new head does not build: alpha's kit is still published, the
@@ -29,6 +31,7 @@ run on GitHub checks out the default branch as it is):
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -103,15 +106,16 @@ class World:
         git("reset", "-q", "--hard", "FETCH_HEAD", cwd=self.checkout)
 
     def run(self, event: str = "schedule", run_id: int | None = None,
-            cache: Path | None = None, **inputs: object) -> ActRun:
-        """One run of rebuild.yml, from the default branch as the remote has it now."""
+            cache: Path | None = None, reproduce: bool = False, **inputs: object) -> ActRun:
+        """One run of rebuild.yml, from the default branch as the remote has it now. Only a
+        run given `reproduce` has the reproduce legs: each is one more cold build."""
         if run_id is None:
             self.sync()
+        variables = {"NINFER_KITS_GITHUB_API": self.server.base_url}
+        if not reproduce:
+            variables["NINFER_KITS_REPRODUCE"] = "off"
         return self.act.run(event, inputs=inputs or None, secrets={"GITHUB_TOKEN": TOKEN},
-                            # no reproduce legs: each would be one more cold build
-                            variables={"NINFER_KITS_GITHUB_API": self.server.base_url,
-                                       "NINFER_KITS_REPRODUCE": "off"},
-                            run_id=run_id, cache=cache)
+                            variables=variables, run_id=run_id, cache=cache)
 
     def result(self, run: int, kit: str) -> dict[str, Any]:
         """The result file the run's publish leg of `kit` wrote (ninfer-kits summary's input)."""
@@ -220,9 +224,19 @@ def _published_from(world: World, run: int, kit: str, release: ReleaseView) -> N
     assert all(asset.state == "uploaded" for asset in release.assets), release
     tarballs = [name for name in built if name.endswith(".tar.gz")]
     assert tarballs, sorted(built)
-    for name in [*tarballs, "SHA256SUMS", "BUILDINFO.txt"]:
+    for name in [*tarballs, "BUILDINFO.txt"]:
         asset = release.asset(name)
         assert asset is not None and asset.data == built[name], name
+    # The release's SHA256SUMS is the build's, plus the line of the reproduction's record.
+    sums = release.asset("SHA256SUMS")
+    assert sums is not None
+    lines = sums.data.decode().splitlines()
+    record = release.asset("REPRODUCTION.json")
+    if record is not None:
+        line = f"{hashlib.sha256(record.data).hexdigest()}  REPRODUCTION.json"
+        assert line in lines, lines
+        lines.remove(line)
+    assert lines == built["SHA256SUMS"].decode().splitlines()
 
 
 @dataclass(frozen=True)
@@ -236,7 +250,7 @@ class First:
 
 @pytest.fixture(scope="module")
 def first(world: World) -> First:
-    run = world.run()
+    run = world.run(reproduce=True)
     releases, entries, history = world.releases(), world.ledger(), world.history()
     again = world.run()
     return First(run, again, releases, entries, history)
@@ -248,6 +262,7 @@ def test_a_scheduled_run_builds_publishes_and_lands_both_stale_kits(world: World
     assert run.returncode == 0, run.text[-6000:]
     assert set(run.jobs.values()) == {"success"}, run.jobs
     assert len(run.legs("build")) == 2 and len(run.legs("publish")) == 2, run.jobs
+    assert len(run.legs("reproduce")) == 2, run.jobs
     assert len(first.releases) == 2
     for tag, release in first.releases.items():
         entry = first.ledger[tag]
@@ -256,6 +271,25 @@ def test_a_scheduled_run_builds_publishes_and_lands_both_stale_kits(world: World
         assert release.asset(entry.asset) is not None
         assert f"releases: {tag}" in first.history
     assert set(first.ledger) == set(first.releases)
+
+
+def test_each_kit_of_the_first_run_was_reproduced_and_its_release_says_so(
+        world: World, first: First) -> None:
+    """The reproduce legs rebuilt each kit cold beside the build and compared; publish put
+    their record in the release and its notes."""
+    from ninfer_kits import reproduction
+
+    for tag, release in first.releases.items():
+        kit = first.ledger[tag].kit
+        record = world.artifact(1, f"reproduction-{kit}")[reproduction.NAME]
+        asset = release.asset(reproduction.NAME)
+        assert asset is not None and asset.data == record, (tag, sorted(a.name for a in
+                                                                         release.assets))
+        found = reproduction.parse(record, f"{tag}/{reproduction.NAME}")
+        assert (found.kit, found.tag) == (kit, tag)
+        assert found.identical, found.to_json()
+        assert found.run.endswith("/actions/runs/1"), found.run
+        assert found.words() in (release.body or ""), release.body
 
 
 def test_the_next_scheduled_run_builds_nothing(world: World, first: First) -> None:

@@ -289,7 +289,8 @@ def test_each_kit_of_the_first_run_was_reproduced_and_its_release_says_so(
         assert (found.kit, found.tag) == (kit, tag)
         assert found.identical, found.to_json()
         assert found.run.endswith("/actions/runs/1"), found.run
-        assert found.words() in (release.body or ""), release.body
+        words = found.words()  # the notes start the sentence with it, capitalised
+        assert f"{words[0].upper()}{words[1:]}" in (release.body or ""), release.body
 
 
 def test_the_next_scheduled_run_builds_nothing(world: World, first: First) -> None:

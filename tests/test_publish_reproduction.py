@@ -324,3 +324,21 @@ def test_a_release_folder_published_again_keeps_its_record(tmp_path: Path,
     assert (second / reproduction.NAME).read_bytes() == record.read_bytes()
     assert (second / kitdir.SHA256SUMS).read_bytes() == (first / kitdir.SHA256SUMS).read_bytes()
     assert "Independently reproduced on 2026-12-01" in (second / "RELEASE.md").read_text()
+
+
+def test_a_rebuild_published_without_a_record_keeps_the_releases_and_its_ledger(
+        tmp_path: Path, kit: kitdir.KitDir) -> None:
+    """A forced rebuild of a reproduced kit (its tarballs the same, no --reproduction): the
+    release stays as it is, record included, and its ledger file is not written again."""
+    record = write_record(kit, tmp_path / "reproduction.json")
+    assert publish_local(tmp_path, kit, "--reproduction", record).returncode == 0
+    folder, ledger_file = tmp_path / "published" / TAG, tmp_path / "releases" / f"{TAG}.toml"
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    recorded = ledger_file.read_bytes()
+    again = publish_local(tmp_path, kit)
+    assert again.returncode == 0, again.stderr
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+    assert ledger_file.read_bytes() == recorded
+    assert ledger.read(ledger_file).reproduction is not None
+    assert f"keeps its own {reproduction.NAME}" in again.stderr + again.stdout
+    assert "already records this release; unchanged" in again.stderr + again.stdout

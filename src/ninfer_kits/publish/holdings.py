@@ -8,11 +8,14 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+from ninfer_kits import kitdir, reproduction
 from ninfer_kits.atomic import hash_file
+from ninfer_kits.checksums import SHA256, parse_sums
 from ninfer_kits.errors import CheckFailed
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
-from ninfer_kits.publish.store import Found, Presence, Release, Store
+from ninfer_kits.publish import plan
+from ninfer_kits.publish.store import Asset, Found, Presence, Release, Store
 
 
 class PublishConflict(CheckFailed):
@@ -130,7 +133,32 @@ def held_release(store: Store, held: Found, release: Release, scratch: Path,
                                               sha256=hashed.sha256, sha1=hashed.sha1))
         else:  # absent there (an older release without the pyz): recorded as it is
             reporter.info(f"{store.name}: the published release has no {asset.name}; left so")
-    return dataclasses.replace(release, assets=tuple(assets))
+    record = _held_record(store, tuple(assets), scratch, reporter)
+    return dataclasses.replace(release, assets=plan.with_record(tuple(assets), record)
+                               if record is not None else tuple(assets))
+
+
+def _held_record(store: Store, assets: tuple[Asset, ...], scratch: Path,
+                 reporter: Reporter) -> Asset | None:
+    """The store's REPRODUCTION.json, where its SHA256SUMS lists one and this build (published
+    without --reproduction: a forced rebuild) has none: the release keeps its record."""
+    if any(asset.name == reproduction.NAME for asset in assets):
+        return None
+    sums = next(asset for asset in assets if asset.name == kitdir.SHA256SUMS)
+    listed = parse_sums(sums.path.read_text(encoding="utf-8"), SHA256,
+                        f"{store.describe()}: {kitdir.SHA256SUMS}").get(reproduction.NAME)
+    if listed is None:
+        return None
+    dest = scratch / reproduction.NAME
+    store.download(reproduction.NAME, dest)
+    hashed = hash_file(dest)
+    if hashed.sha256 != listed:
+        raise PublishRefused(f"{store.describe()}: {reproduction.NAME} is sha256 "
+                             f"{hashed.sha256}, its {kitdir.SHA256SUMS} lists {listed}; nothing "
+                             f"was changed")
+    reporter.info(f"{store.name}: keeps its own {reproduction.NAME} (this build has none)")
+    return Asset(name=reproduction.NAME, path=dest, size=hashed.size, sha256=hashed.sha256,
+                 sha1=hashed.sha1, content_type=plan.TEXT_TYPE)
 
 
 def upload_missing(store: Store, found: Found, release: Release, reporter: Reporter) -> list[str]:

@@ -122,7 +122,7 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
     if buildinfo.sha256 != kit.buildinfo_sha256:
         raise kitdir.KitDirInvalid(f"kit folder {kit.path}: {kitdir.BUILDINFO} changed while "
                                    f"it was read")
-    return (
+    assets = (
         *(Asset(name=flavour.asset, path=flavour.path, size=flavour.size, sha256=flavour.sha256,
                 sha1=_listed(flavour.sha1), content_type=TARBALL_TYPE)
           for flavour in kit.flavours),
@@ -132,12 +132,23 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
               sha256=sha1sums.sha256, sha1=sha1sums.sha1, content_type=TEXT_TYPE),
         *_attestations(kit),
         *_sources(kit),
-        *((record,) if record is not None else ()),
         *tools,
         *((signature,) if signature is not None else ()),
         Asset(name=kitdir.SHA256SUMS, path=sha256sums.path, size=sha256sums.size,
               sha256=sha256sums.sha256, sha1=sha256sums.sha1, content_type=TEXT_TYPE),
     )
+    return with_record(assets, record) if record is not None else assets
+
+
+# what assets_of puts after REPRODUCTION.json: the tools, the signature, SHA256SUMS
+_AFTER_RECORD = frozenset({kitdir.PYZ, kitdir.SIGNATURE, kitdir.SHA256SUMS})
+
+
+def with_record(assets: tuple[Asset, ...], record: Asset) -> tuple[Asset, ...]:
+    """`assets` (in upload order) with REPRODUCTION.json in its place: also where a rebuild
+    without a record keeps the one its store published."""
+    at = next(index for index, asset in enumerate(assets) if asset.name in _AFTER_RECORD)
+    return (*assets[:at], record, *assets[at:])
 
 
 def _attestations(kit: KitDir) -> tuple[Asset, ...]:

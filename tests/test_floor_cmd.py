@@ -20,7 +20,7 @@ from ninfer_kits.inspector.elf import is_elf, read_elf
 from ninfer_kits.inspector.floor import SymbolVersion
 from ninfer_kits.loader.facts import os_release
 from ninfer_kits.loader.rootfs import RootFS
-from ninfer_kits.verify.distros import DATA_FILE, Distro, load_distros, shipped_distros
+from ninfer_kits.platforms.distros import DATA_FILE, Distro, load_distros, shipped_distros
 
 from tools import tool
 

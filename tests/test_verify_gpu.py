@@ -20,10 +20,10 @@ import pytest
 
 from ninfer_kits.errors import ConfigError
 from ninfer_kits.inspector.elf import read_elf
+from ninfer_kits.platforms import cuda_drivers as drivers
+from ninfer_kits.platforms.cuda_drivers import cuda_drivers
 from ninfer_kits.tables import Locator, Source, Table, read_data_file
-from ninfer_kits.verify import cuda_drivers as drivers
 from ninfer_kits.verify import gpu_host
-from ninfer_kits.verify.cuda_drivers import cuda_drivers
 from ninfer_kits.verify.gpu import (
     CANNOT_RUN,
     MISSING,

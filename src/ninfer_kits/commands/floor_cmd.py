@@ -1,5 +1,5 @@
 """`ninfer-kits floor KIT`: which known distributions meet the kit's runtime floor, each with its
-answer and why, from the kit's ELF files and data/distros.toml (verify.distros). Exit status 0
+answer and why, from the kit's ELF files and data/distros.toml (platforms.distros). Exit status 0
 whenever it printed, whatever the answers; 2 for bad input."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from ninfer_kits.verify.distros import DATA_FILE, load_distros, shipped_distros
+from ninfer_kits.platforms.distros import DATA_FILE, load_distros, shipped_distros
 from ninfer_kits.verify.floor_report import floor_verdicts, render, to_json
 from ninfer_kits.verify.kit import open_kit
 

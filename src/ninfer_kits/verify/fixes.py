@@ -12,15 +12,15 @@ import re
 from dataclasses import dataclass
 
 from ninfer_kits.inspector.floor import CUDART
-from ninfer_kits.resources import data_file
-from ninfer_kits.tables import Table, read_data_file
-from ninfer_kits.verify.distros import (
+from ninfer_kits.platforms.distros import (
     FFMPEG_SONAME,
     LIBCURL_SONAME,
     PACKAGE,
     Distro,
     shipped_distros,
 )
+from ninfer_kits.resources import data_file
+from ninfer_kits.tables import Table, read_data_file
 
 DATA_FILE = data_file("soname_packages.toml")
 

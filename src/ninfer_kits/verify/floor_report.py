@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ninfer_kits.inspector.floor import kit_floor
-from ninfer_kits.verify.distro_verdict import Verdict, floor_summary, judge_all
-from ninfer_kits.verify.distros import DistroFacts
+from ninfer_kits.platforms.distro_verdict import Verdict, floor_summary, judge_all
+from ninfer_kits.platforms.distros import DistroFacts
 from ninfer_kits.verify.kit import KitOnDisk
 
 JSON_SCHEMA_VERSION = 1

@@ -1,6 +1,6 @@
 """Will a kit's CUDA runtime and device code run on this host's driver and GPUs, as the CUDA
 driver would decide (`check_driver`, `check_gpu`, `check_gpus`, `check_gpu_side`), given what
-verify.gpu_host found and the driver facts of verify.cuda_drivers.
+verify.gpu_host found and the driver facts of platforms.cuda_drivers.
 
 The driver must offer the kit's CUDA major (minor version compatibility: any 13.x runtime on a
 580+ driver); each GPU runs the kit natively when some SASS arch reaches its compute capability,
@@ -27,7 +27,7 @@ from ninfer_kits.inspector.floor import (
     _reach,
     _union,
 )
-from ninfer_kits.verify.cuda_drivers import CudaDrivers, cuda_drivers
+from ninfer_kits.platforms.cuda_drivers import CudaDrivers, cuda_drivers
 from ninfer_kits.verify.gpu_host import Gpu, GpuReport
 from ninfer_kits.verify.report import CANNOT_RUN, MISSING, OK, TOO_OLD
 from ninfer_kits.versions import CUDA_VERSION

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from ninfer_kits import versions
 from ninfer_kits.inspector.floor import KitFloor, SymbolVersion, highest_needed
 from ninfer_kits.loader.resolve import Found, NotFound, Resolution, VersionGap
+from ninfer_kits.platforms.distros import DRIVER_SONAMES
 from ninfer_kits.reproduction import NOT_REPRODUCED, Reproduction
 from ninfer_kits.runtime_facts import runtime_facts
-from ninfer_kits.verify.distros import DRIVER_SONAMES
 from ninfer_kits.verify.fixes import Advice, System, fix_for, too_old
 from ninfer_kits.verify.kit import KitOnDisk
 

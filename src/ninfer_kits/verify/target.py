@@ -13,7 +13,7 @@ from ninfer_kits.errors import BadInput
 from ninfer_kits.loader.facts import KIT_MOUNT, OsRelease, family_of, loader_setup, os_release
 from ninfer_kits.loader.resolve import LoaderSetup
 from ninfer_kits.loader.rootfs import RootFS
-from ninfer_kits.verify.distros import DRIVER_SONAMES
+from ninfer_kits.platforms.distros import DRIVER_SONAMES
 from ninfer_kits.verify.fixes import System, system_of
 
 SKIPPED_IN_IMAGES = ("usr/share/", "usr/include/", "usr/src/", "var/", "proc/", "sys/", "dev/",

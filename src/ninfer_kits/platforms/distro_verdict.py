@@ -1,5 +1,5 @@
 """Which known distributions meet a kit's floor: a verdict per distribution, requirement by
-requirement, derived from the kit's KitFloor alone and the facts of verify.distros; every answer
+requirement, derived from the kit's KitFloor alone and the facts of platforms.distros; every answer
 names the unconfirmed facts it rests on."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from ninfer_kits import versions
 from ninfer_kits.inspector.floor import BASE_VERSION, CUDART, KitFloor, SymbolVersion
-from ninfer_kits.runtime_facts import RuntimeFacts, runtime_facts
-from ninfer_kits.verify.distros import (
+from ninfer_kits.platforms.distros import (
     DRIVER_SONAMES,
     FFMPEG_SONAME,
     GCC_SONAMES,
@@ -21,6 +20,7 @@ from ninfer_kits.verify.distros import (
     DistroFacts,
     Provenance,
 )
+from ninfer_kits.runtime_facts import RuntimeFacts, runtime_facts
 
 MET, NOT_MET, NOT_KNOWN = "met", "not met", "not known"
 YES, NO, UNKNOWN = "yes", "no", "not known"

@@ -1,6 +1,6 @@
 """The known distributions' runtime facts (data/distros.toml, validated on load: every key typed
 and formatted, and the libstdc++ and FFmpeg rows checked against runtime_facts.toml); which of
-them meet a kit's floor is verify.distro_verdict's to judge.
+them meet a kit's floor is platforms.distro_verdict's to judge.
 
 Each fact table says whether its values were confirmed (`checked`, `unchecked`) and where they
 come from (`source`), so that every answer can name the unconfirmed facts it rests on."""

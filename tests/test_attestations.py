@@ -25,8 +25,8 @@ from ninfer_kits import attestations, buildinfo, kitdir
 from ninfer_kits.checksums import read_sha256sums
 from test_publish_support import (
     ASSET,
-    BUNDLED_LIBRARY,
     TAG,
+    bundled_library,
     cli,
     info_for,
     make_kit,
@@ -157,7 +157,7 @@ def test_a_kits_documents_are_valid_and_the_same_for_the_same_inputs(
                    if part["bom-ref"] == "kit/lib/libbundled.so.1")
     assert library["purl"] == "pkg:deb/debian/libbundled1@1.0-1?arch=amd64"
     assert library["hashes"] == [{"alg": "SHA-256",
-                                  "content": hashlib.sha256(BUNDLED_LIBRARY).hexdigest()}]
+                                  "content": hashlib.sha256(bundled_library()).hexdigest()}]
     assert sbom["metadata"]["timestamp"] == "2023-11-14T22:13:20Z"  # SOURCE_DATE_EPOCH
 
 

@@ -5,11 +5,13 @@ B2 through b2sdk's RawSimulator, and a sink that collects every text the tests c
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -132,7 +134,15 @@ def _documents(tree: Path, asset: str, sha256: str, info: BuildInfo) -> dict[str
     return attestations.documents(attestations.Subject(asset=asset, sha256=sha256), info, texts)
 
 
-BUNDLED_LIBRARY = b"\x7fELF (a bundled library, for the tests)\n"
+@functools.cache
+def bundled_library() -> bytes:
+    """A real shared library, libbundled.so.1 (what a portable kit carries in kit/lib/)."""
+    with tempfile.TemporaryDirectory() as folder:
+        source, library = Path(folder) / "bundled.c", Path(folder) / "libbundled.so.1"
+        source.write_text("int bundled(void) { return 1; }\n")
+        subprocess.run([tool("gcc"), "-O1", "-shared", "-fPIC", "-Wl,-soname,libbundled.so.1",
+                        "-o", str(library), str(source)], check=True)
+        return library.read_bytes()
 
 
 def portable_tree(tree: Path, info: BuildInfo) -> None:
@@ -142,12 +152,12 @@ def portable_tree(tree: Path, info: BuildInfo) -> None:
     import hashlib
 
     (tree / "lib").mkdir(exist_ok=True)
-    (tree / "lib" / "libbundled.so.1").write_bytes(BUNDLED_LIBRARY)
+    (tree / "lib" / "libbundled.so.1").write_bytes(bundled_library())
     notice = tree / "third_party" / "libbundled1" / "copyright"
     notice.parent.mkdir(parents=True)
     notice.write_text("Copyright: the bundled library's authors\nLicense: MIT\n")
     own = dataclasses.replace(info, flavour="portable", portable_asset="none", bundled=(
-        ("libbundled.so.1", hashlib.sha256(BUNDLED_LIBRARY).hexdigest(),
+        ("libbundled.so.1", hashlib.sha256(bundled_library()).hexdigest(),
          "libbundled1 1.0-1 (dpkg)", "MIT", "kit/third_party/libbundled1/copyright"),))
     (tree / kitdir.BUILDINFO).write_text(buildinfo.render(own, with_run=False))
 

@@ -21,7 +21,7 @@ import pytest
 from ninfer_kits.errors import ConfigError
 from ninfer_kits.inspector.elf import read_elf
 from ninfer_kits.platforms import cuda_drivers as drivers
-from ninfer_kits.platforms.cuda_drivers import cuda_drivers
+from ninfer_kits.platforms.cuda_drivers import cuda_drivers, kit_cuda_version
 from ninfer_kits.tables import Locator, Source, Table, read_data_file
 from ninfer_kits.verify import gpu_host
 from ninfer_kits.verify.gpu import (
@@ -34,7 +34,6 @@ from ninfer_kits.verify.gpu import (
     check_gpu,
     check_gpu_side,
     gpu_requirement,
-    kit_cuda_version,
 )
 from ninfer_kits.verify.gpu_host import (
     Gpu,

@@ -60,6 +60,39 @@ _RESULTS = ("identical", "differs", "failed")
 
 
 @dataclass(frozen=True, kw_only=True)
+class LedgerNeeds:
+    """What a flavour's ELF files need, read from them at publish (inspector.floor)."""
+
+    glibc: str | None  # "2.38"; None when it references no GLIBC_ version
+    symbol_versions: tuple[str, ...]  # the highest of each prefix: GLIBCXX_3.4.32, …
+    sonames: tuple[str, ...]  # what the system must provide
+    sass: tuple[str, ...]  # loaded by the CUDA runtime
+    ptx: tuple[str, ...]
+    relocatable_sass: tuple[str, ...]  # device-link inputs (-rdc)
+    relocatable_ptx: tuple[str, ...]
+
+
+_NEEDS_LISTS = ("symbol_versions", "sonames", "sass", "ptx", "relocatable_sass",
+                "relocatable_ptx")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LedgerFlavour:
+    """One tarball of the release as [[flavours]]: its needs and the distributions that meet
+    them, as judged at publish; None for both in files written before (then only the name and
+    tarball are known, from `asset` and `portable_asset`)."""
+
+    flavour: str  # "plain", "portable"
+    asset: str  # one of `assets`
+    needs: LedgerNeeds | None = None
+    meets: tuple[str, ...] | None = None  # ids of data/distros.toml where it runs
+    not_known: tuple[str, ...] = ()  # ids whose facts could not decide
+
+
+_FLAVOURS = ("plain", "portable")
+
+
+@dataclass(frozen=True, kw_only=True)
 class LedgerEntry:
     format: int = FORMAT
     tag: str
@@ -93,6 +126,26 @@ class LedgerEntry:
     # the release's REPRODUCTION.json, as [reproduction]; None for a release without one and in
     # files written before
     reproduction: LedgerReproduction | None = None
+    # the oldest driver that runs a kit of its CUDA major (data/cuda_drivers.toml), the date of
+    # the distribution facts its flavours were judged by, and each tarball's facts; None, ""
+    # and () in files written before
+    driver_minimum: str | None = None
+    distributions_as_of: str = ""
+    flavours: tuple[LedgerFlavour, ...] = ()
+
+    def flavour_facts(self) -> tuple[LedgerFlavour, ...]:
+        """[[flavours]], or for a file written before them the tarballs it names, unjudged."""
+        if self.flavours:
+            return self.flavours
+        portable = (LedgerFlavour(flavour="portable", asset=self.portable_asset),) \
+            if self.portable_asset is not None else ()
+        return (LedgerFlavour(flavour="plain", asset=self.asset), *portable)
+
+    def asset_named(self, name: str) -> LedgerAsset:
+        asset = next((a for a in self.assets if a.name == name), None)
+        if asset is None:
+            raise KeyError(f"{self.tag}: no asset {name!r}")
+        return asset
 
     def url(self, name: str | None = None, store: str | None = None) -> str:
         """The download URL of asset `name` (default: the tarball) from `store` (default: the
@@ -156,6 +209,10 @@ def render(entry: LedgerEntry) -> str:
         *([f"inputs = {_string(entry.inputs)}"] if entry.inputs is not None else []),
         *([f"signed_by = {_string(entry.signed_by)}"] if entry.signed_by is not None else []),
         f"published_at = {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        *([f"driver_minimum = {_string(entry.driver_minimum)}"]
+          if entry.driver_minimum is not None else []),
+        *([f"distributions_as_of = {_string(entry.distributions_as_of)}"]
+          if entry.distributions_as_of else []),
     ]
     if entry.input_parts:
         lines += ["", "[input_parts]"]
@@ -175,7 +232,27 @@ def render(entry: LedgerEntry) -> str:
     for requirement, why in entry.floor:
         lines += ["", "[[floor]]", f"requirement = {_string(requirement)}",
                   f"why = {_string(why)}"]
+    for flavour in entry.flavours:
+        lines += ["", *_flavour_lines(flavour)]
     return "\n".join(lines) + "\n"
+
+
+def _flavour_lines(flavour: LedgerFlavour) -> list[str]:
+    lines = ["[[flavours]]", f"flavour = {_string(flavour.flavour)}",
+             f"asset = {_string(flavour.asset)}"]
+    if flavour.meets is not None:
+        lines += [f"meets = {_strings(flavour.meets)}",
+                  f"not_known = {_strings(flavour.not_known)}"]
+    if flavour.needs is not None:
+        needs = flavour.needs
+        lines += ["[flavours.needs]",
+                  *([f"glibc = {_string(needs.glibc)}"] if needs.glibc is not None else []),
+                  *(f"{key} = {_strings(getattr(needs, key))}" for key in _NEEDS_LISTS)]
+    return lines
+
+
+def _strings(items: tuple[str, ...]) -> str:
+    return "[" + ", ".join(_string(item) for item in items) + "]"
 
 
 def _portable_lines(entry: LedgerEntry) -> list[str]:
@@ -245,11 +322,63 @@ def parse(text: str, source: str = "ledger") -> LedgerEntry:
                                   or _FINGERPRINT.fullmatch(signed_by) is None):
         raise BadInput(f"{source}: signed_by must be a key fingerprint SHA256:<43 base64 "
                        f"characters>, got {_shown(signed_by)}")
+    flavours = tuple(_flavour(row, assets, source)
+                     for row in _tables(data, "flavours", source, required=False))
+    as_of = _optional_text(data, "distributions_as_of", source)
+    if any(flavour.meets is not None for flavour in flavours) and \
+            _DATE.fullmatch(as_of or "") is None:
+        raise BadInput(f"{source}: distributions_as_of must be a date YYYY-MM-DD beside "
+                       f"[[flavours]] that say where they run")
     return LedgerEntry(format=FORMAT, **values, published_at=when, stores=stores,
                        assets=assets, floor=floor, portable_asset=portable[0],
                        portable_sha256=portable[1], portable_size=portable[2],
                        inputs=inputs, input_parts=input_parts, signed_by=signed_by,
-                       reproduction=_reproduction(data, assets, source))
+                       reproduction=_reproduction(data, assets, source),
+                       driver_minimum=_optional_text(data, "driver_minimum", source),
+                       distributions_as_of=as_of or "", flavours=flavours)
+
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _flavour(row: Mapping[str, Any], assets: tuple[LedgerAsset, ...],
+             source: str) -> LedgerFlavour:
+    name = _text(row, "flavour", source)
+    where = f"{source}: [[flavours]] {name!r:.40}"
+    if name not in _FLAVOURS:
+        raise BadInput(f"{where}: flavour must be one of {', '.join(_FLAVOURS)}")
+    asset = _text(row, "asset", where)
+    if asset not in {item.name for item in assets}:
+        raise BadInput(f"{where}: asset {asset!r:.80} is not among [[assets]]")
+    extra = sorted(set(row) - {"flavour", "asset", "meets", "not_known", "needs"})
+    if extra:
+        raise BadInput(f"{where}: {extra[0]} is not a key of [[flavours]]")
+    meets = _string_list(row, "meets", where) if "meets" in row else None
+    not_known = _string_list(row, "not_known", where) if "not_known" in row else ()
+    needs = row.get("needs")
+    if needs is not None and not isinstance(needs, dict):
+        raise BadInput(f"{where}: needs must be a table")
+    return LedgerFlavour(flavour=name, asset=asset, meets=meets, not_known=not_known,
+                         needs=None if needs is None else _needs(needs, f"{where}: needs"))
+
+
+def _needs(table: Mapping[str, Any], where: str) -> LedgerNeeds:
+    extra = sorted(set(table) - {"glibc", *_NEEDS_LISTS})
+    if extra:
+        raise BadInput(f"{where}: {extra[0]} is not a key of [flavours.needs]")
+    lists = {key: _string_list(table, key, where) for key in _NEEDS_LISTS}
+    return LedgerNeeds(glibc=_optional_text(table, "glibc", where), **lists)
+
+
+def _string_list(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = table.get(key)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise BadInput(f"{where}: {key} must be a list of strings")
+    return tuple(value)
+
+
+def _optional_text(table: Mapping[str, Any], key: str, source: str) -> str | None:
+    return _text(table, key, source) if key in table else None
 
 
 def _reproduction(data: Mapping[str, Any], assets: tuple[LedgerAsset, ...],

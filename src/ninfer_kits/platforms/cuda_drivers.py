@@ -111,3 +111,19 @@ def _validate(root: Table) -> CudaDrivers:
 
 def _update(release: str) -> int:
     return 0 if release == "GA" else int(release.split()[1])
+
+
+def kit_cuda_version(text: str | int) -> tuple[int, int | None]:
+    """The kit's CUDA version from BUILDINFO's cuda_version ("13.0.88") or the runtime's soname
+    major ("13", 13): (13, 0) or (13, None)."""
+    match = CUDA_VERSION.match(str(text).strip())
+    if match is None:
+        raise ValueError(f"not a CUDA version: {text!r}")
+    minor = match["minor"]
+    return int(match["major"]), None if minor is None else int(minor)
+
+
+def driver_minimum(kit_cuda: str, table: CudaDrivers | None = None) -> str | None:
+    """The oldest Linux driver that runs a kit of CUDA `kit_cuda` ("13.0.88"): its major's
+    floor (minor version compatibility), e.g. "580"; None when the table has none."""
+    return (table or cuda_drivers()).major_floor(kit_cuda_version(kit_cuda)[0])

@@ -11,13 +11,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ninfer_kits import kitdir, ledger, locks, reproduction, signatures
+from ninfer_kits import kitdir, kitindex, ledger, locks, reproduction, signatures
 from ninfer_kits.atomic import hash_file, write_file
 from ninfer_kits.checksums import SHA256, parse_sums, render_sums
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, need
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
-from ninfer_kits.publish import plan
+from ninfer_kits.publish import needs, plan
 from ninfer_kits.publish.holdings import (
     held_release,
     inspect_each,
@@ -62,6 +62,16 @@ def refuse_withheld_sources(kit: KitDir, reporter: Reporter, allowed: bool) -> N
                 f"no one else will download, publish with {kitdir.NO_SOURCES_VARIABLE}=1")
         reporter.info(f"WARNING: {said}; published anyway ({kitdir.NO_SOURCES_VARIABLE}=1): "
                       "this release must not be distributed")
+
+
+def judge_needs(state: Outcome, reporter: Reporter) -> Outcome:
+    """Each tarball's ELF files: what they need (glibc, symbol versions, sonames, SASS and
+    PTX), and the known distributions where that is met, for the ledger and the kit index."""
+    judged = needs.judge(state.kit)
+    for flavour in judged.flavours:
+        reporter.info(f"{flavour.asset}: runs on {', '.join(flavour.meets or ()) or 'none'} "
+                      f"of the known distributions (facts of {judged.distributions_as_of})")
+    return dataclasses.replace(state, judged=judged)
 
 
 def lock(state: Outcome, reporter: Reporter) -> Outcome:
@@ -248,8 +258,35 @@ def fill_store(state: Outcome, reporter: Reporter) -> Outcome:
 def record_ledger(state: Outcome, reporter: Reporter) -> Outcome:
     """releases/<tag>.toml, atomically, once every store holds the whole release."""
     path = ledger.path_for(need(state.request.ledger_dir, "ledger_dir"), state.kit.tag)
-    changed = write_ledger(path, state.kit, state.release, state.records, reporter)
+    entry = ledger_entry(state.kit, state.release, state.records, need(state.judged, "judged"),
+                         datetime.datetime.now(datetime.UTC))
+    changed = write_ledger(path, entry, reporter)
     return dataclasses.replace(state, ledger=path, ledger_changed=changed)
+
+
+class IndexMismatch(CheckFailed):
+    """The kit index made from the ledger says of this release other files or hashes than
+    the stores hold: it is not written."""
+
+
+def write_index(state: Outcome, reporter: Reporter) -> Outcome:
+    """index.json and index.html beside the ledger files, made again from all of them, once
+    checked against this release as the stores hold it (nothing is written otherwise)."""
+    folder, tag = need(state.request.ledger_dir, "ledger_dir"), state.kit.tag
+    try:
+        entries = ledger.read_all(folder)
+    except BadInput as error:
+        raise BadInput(f"{error}; {tag} is published and in the ledger, but the kit index was "
+                       f"not made again: mend the file, then run `ninfer-kits index "
+                       f"--ledger-dir {folder}`") from None
+    index = kitindex.document(entries)
+    problems = kitindex.mismatches(index, tag, {a.name: a.sha256 for a in state.release.assets})
+    if problems:
+        raise IndexMismatch(f"the kit index made from {folder} differs from the release on "
+                            f"the stores; it was not written:\n  " + "\n  ".join(problems))
+    paths = kitindex.write(folder, index)
+    reporter.info(f"{', '.join(str(path) for path in paths)}: {len(entries)} releases")
+    return dataclasses.replace(state, index=paths[0])
 
 
 GITHUB_DOWNLOAD = re.compile(r"^https://github\.com/(?P<repo>[^/]+/[^/]+)/releases/download/")
@@ -298,7 +335,7 @@ def held_lock(lock_dir: Path, tag: str, wait: float, reporter: Reporter) -> Iter
 
 
 def ledger_entry(kit: KitDir, release: Release, records: Sequence[StoreRecord],
-                 when: datetime.datetime) -> ledger.LedgerEntry:
+                 judged: needs.Judged, when: datetime.datetime) -> ledger.LedgerEntry:
     info = kit.info
     return ledger.LedgerEntry(
         tag=kit.tag, kit=kit.kit, card=info.card, upstream=info.upstream,
@@ -317,7 +354,9 @@ def ledger_entry(kit: KitDir, release: Release, records: Sequence[StoreRecord],
         floor=info.floor,
         # what made the kit (BUILDINFO's `inputs`), for watch; a kit without it records none
         inputs=None if info.inputs == "unknown" else info.inputs, input_parts=info.input_parts,
-        signed_by=signed_by(release), reproduction=reproduction_of(release))
+        signed_by=signed_by(release), reproduction=reproduction_of(release),
+        driver_minimum=judged.driver_minimum,
+        distributions_as_of=judged.distributions_as_of, flavours=judged.flavours)
 
 
 def reproduction_of(release: Release) -> ledger.LedgerReproduction | None:
@@ -340,11 +379,9 @@ def signed_by(release: Release) -> str | None:
     return signatures.parse_signature(signature.path.read_bytes(), signature.name).fingerprint
 
 
-def write_ledger(path: Path, kit: KitDir, release: Release, records: Sequence[StoreRecord],
-                 reporter: Reporter) -> bool:
+def write_ledger(path: Path, entry: ledger.LedgerEntry, reporter: Reporter) -> bool:
     """Write releases/<tag>.toml unless it already records this very release; True when
     written."""
-    entry = ledger_entry(kit, release, records, datetime.datetime.now(datetime.UTC))
     if path.exists():
         try:
             if ledger.read(path).same_release(entry):

@@ -2,11 +2,13 @@
 entry.
 
 STAGES is the whole program, in order, beside the build's (pipeline.stages): read and check the
-kit folder, take the tag's lock, check each store's credentials, add the independent
-rebuild's REPRODUCTION.json (where the run hands one over) to SHA256SUMS, sign SHA256SUMS (where the
-matrix says releases are signed; checked against allowed_signers), plan the release, see what
-each store holds (refusing every conflict), fill each store in turn (B2 first), and record the
-ledger entry. Nothing is uploaded before every check that can fail has passed. Each stage
+kit folder, read what each of its tarballs needs to run and judge where that is met, take the
+tag's lock, check each store's credentials, add the independent rebuild's REPRODUCTION.json
+(where the run hands one over) to SHA256SUMS, sign SHA256SUMS (where the matrix says releases
+are signed; checked against allowed_signers), plan the release, see what each store holds
+(refusing every conflict), fill each store in turn (B2 first), record the ledger entry, and
+make the kit index again from the whole ledger. Nothing is uploaded before every check that can
+fail has passed. Each stage
 (publish.stage_functions) takes the Outcome so far (publish.state) and returns it with its own
 result added, as a step of the Reporter (a fold group on GitHub Actions). The kit's tarballs
 are its flavours (kitdir): a release is this kit when a store holds every one of them byte for
@@ -22,6 +24,7 @@ from ninfer_kits.publish.stage_functions import (
     EACH_STORE,
     fill_store,
     inspect_stores,
+    judge_needs,
     lock,
     plan_release,
     preflight,
@@ -29,11 +32,13 @@ from ninfer_kits.publish.stage_functions import (
     record_ledger,
     record_reproduction,
     sign_sums,
+    write_index,
 )
 from ninfer_kits.publish.state import Outcome, PublishRequest, Stage
 
 STAGES: tuple[tuple[str, Stage], ...] = (
     ("kit", read_kit),
+    ("needs", judge_needs),
     ("lock", lock),
     ("preflight", preflight),
     ("reproduction", record_reproduction),
@@ -42,6 +47,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("inspect", inspect_stores),
     (EACH_STORE, fill_store),
     ("ledger", record_ledger),
+    ("index", write_index),
 )
 
 
@@ -52,7 +58,7 @@ def _steps(name: str, request: PublishRequest) -> tuple[str, ...]:
         return tuple(store.name for store in request.stores)
     if name == "reproduction" and request.reproduction is None:
         return ()
-    return () if name == "ledger" and request.ledger_dir is None else (name,)
+    return () if name in ("ledger", "index") and request.ledger_dir is None else (name,)
 
 
 def run_publish(request: PublishRequest, reporter: Reporter) -> Outcome:

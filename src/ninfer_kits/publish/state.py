@@ -13,6 +13,7 @@ from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Matrix
 from ninfer_kits.publish.credentials import SigningKey
+from ninfer_kits.publish.needs import Judged
 from ninfer_kits.publish.store import Asset, Found, Release, Store, StoreRecord
 
 PUBLISHED, REPRODUCED, CONFLICT = "published", "reproduced", "conflict"
@@ -47,6 +48,7 @@ class Outcome:
     request: PublishRequest
     held: ExitStack  # the tag's lock and the scratch folder, let go after the last stage
     read: KitDir | None = None  # the kit folder, checked
+    judged: Judged | None = None  # what each tarball needs, and where that is met
     scratch: Path | None = None  # the store's own copies of a reproduced release's assets
     # REPRODUCTION.json and the SHA256SUMS that lists it beside the kit's files, made in
     # scratch (the kit folder stays as build made it); None: the kit folder's own
@@ -62,6 +64,7 @@ class Outcome:
     changed_stores: tuple[str, ...] = ()  # stores this run changed (uploaded to, published)
     ledger: Path | None = None
     ledger_changed: bool = False
+    index: Path | None = None  # <ledger_dir>/index.json, made again from the whole ledger
     reproduced: bool = False  # a store held this tag published with the kit's very tarballs
     kept: tuple[str, ...] = ()  # the assets (BUILDINFO.txt…) the release keeps its own copy
     # (or its lack) of

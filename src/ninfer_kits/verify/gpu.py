@@ -27,10 +27,9 @@ from ninfer_kits.inspector.floor import (
     _reach,
     _union,
 )
-from ninfer_kits.platforms.cuda_drivers import CudaDrivers, cuda_drivers
+from ninfer_kits.platforms.cuda_drivers import CudaDrivers, cuda_drivers, kit_cuda_version
 from ninfer_kits.verify.gpu_host import Gpu, GpuReport
 from ninfer_kits.verify.report import CANNOT_RUN, MISSING, OK, TOO_OLD
-from ninfer_kits.versions import CUDA_VERSION
 
 # Statuses: verify's report's own words, plus what the probe could not find out.
 UNKNOWN: Final = "unknown"
@@ -79,16 +78,6 @@ class GpuSide:
         if self.gpus and all(check.status == CANNOT_RUN for check in self.gpus):
             return False
         return False if self.missing_gpu.startswith("no GPU") else None
-
-
-def kit_cuda_version(text: str | int) -> tuple[int, int | None]:
-    """The kit's CUDA version from BUILDINFO's cuda_version ("13.0.88") or the runtime's soname
-    major ("13", 13): (13, 0) or (13, None)."""
-    match = CUDA_VERSION.match(str(text).strip())
-    if match is None:
-        raise ValueError(f"not a CUDA version: {text!r}")
-    minor = match["minor"]
-    return int(match["major"]), None if minor is None else int(minor)
 
 
 def check_driver(report: GpuReport, kit_cuda: str | int,

@@ -1,0 +1,52 @@
+"""What each tarball of a kit needs to run, and the known distributions where that is met:
+read from its ELF files as `inspect` reads them, judged as `floor` judges them, for the
+ledger's [[flavours]] and through it the kit index (a client chooses before it downloads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ninfer_kits.inspector.floor import KitFloor
+from ninfer_kits.inspector.inspection import inspect_path
+from ninfer_kits.kitdir import Flavour, KitDir
+from ninfer_kits.ledger import LedgerFlavour, LedgerNeeds
+from ninfer_kits.platforms.cuda_drivers import driver_minimum
+from ninfer_kits.platforms.distro_verdict import UNKNOWN, YES, judge_all
+from ninfer_kits.platforms.distros import DistroFacts, shipped_distros
+
+GLIBC = "GLIBC"
+
+
+@dataclass(frozen=True)
+class Judged:
+    flavours: tuple[LedgerFlavour, ...]  # in the kit folder's order, the plain kit first
+    distributions_as_of: str  # the date of data/distros.toml's facts
+    driver_minimum: str | None
+
+
+def judge(kit: KitDir) -> Judged:
+    known = shipped_distros()
+    cuda = kit.info.cuda_version
+    return Judged(tuple(_flavour(flavour, known, cuda) for flavour in kit.flavours),
+                  known.as_of.isoformat(), driver_minimum(cuda))
+
+
+def _flavour(flavour: Flavour, known: DistroFacts, cuda_version: str) -> LedgerFlavour:
+    floor = inspect_path(flavour.path).floor
+    verdicts = judge_all(floor, known, cuda_version=cuda_version)
+    return LedgerFlavour(
+        flavour=flavour.name, asset=flavour.asset, needs=needs_of(floor),
+        meets=tuple(v.distro.id for v in verdicts if v.answer == YES),
+        not_known=tuple(v.distro.id for v in verdicts if v.answer == UNKNOWN))
+
+
+def needs_of(floor: KitFloor) -> LedgerNeeds:
+    glibc = next((p.version for p in floor.prefix_floors if p.prefix == GLIBC), None)
+    return LedgerNeeds(
+        glibc=glibc, symbol_versions=tuple(p.name for p in floor.prefix_floors),
+        sonames=floor.sonames, sass=floor.sass, ptx=floor.ptx,
+        relocatable_sass=_archs(floor, "sass"), relocatable_ptx=_archs(floor, "ptx"))
+
+
+def _archs(floor: KitFloor, kind: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(code.arch for code in floor.relocatable if code.kind == kind))

@@ -23,7 +23,9 @@ OpenAPI description (`@octokit/openapi`) and public reports describe them:
 - git over smart HTTP (`add_git_remote`): `git http-backend` as CGI behind the API's port at
   `{web_url}/{owner}/{repo}.git` for a repository registered with a bare repository's path;
   reads of a public repository need no credentials, a push needs a token that may write, as
-  Basic auth `x-access-token:<token>` (what actions/checkout's `http.extraheader` sends);
+  Basic auth `x-access-token:<token>` (what actions/checkout's `http.extraheader` sends), and
+  its files at a ref as `{web_url}/{owner}/{repo}/raw/{ref}/{path}` (a 302, as to
+  raw.githubusercontent.com, then the file as text/plain);
 - `events`: every request, state change and fault, in order; `observe()` calls a function with
   a snapshot after every state change, so a test can check an invariant at every moment.
 
@@ -72,6 +74,8 @@ STORAGE = "/api/storage/releases"
 REPO = r"/repos/(?P<o>[^/]+)/(?P<r>[^/]+)"
 GIT_PATH = re.compile(r"/(?P<o>[^/]+)/(?P<r>[^/]+?)\.git(?P<rest>/info/refs|/git-upload-pack"
                       r"|/git-receive-pack|/HEAD|/objects/.+)")
+RAW_PATH = re.compile(r"(?P<served>/_raw)?/(?P<o>[^/_][^/]*)/(?P<r>[^/]+)/raw/(?P<ref>[^/]+)/"
+                      r"(?P<path>[^?]+)")
 DOCS = "https://docs.github.com/rest"
 GIB = 1024**3
 MAX_ASSET_SIZE = 2 * GIB  # "Each file included in a release must be under 2 GiB."
@@ -1374,8 +1378,31 @@ class GitHubServer:
         location = f"{self.storage_base}/{repo.id}/{asset.id}?{query}"
         return _Response(302, b"", {"Location": location})
 
+    def _raw(self, req: _Request, match: re.Match[str]) -> _Response:
+        """`/{owner}/{repo}/raw/{ref}/{path}`: github.com answers a 302 to
+        raw.githubusercontent.com, which serves the file at that ref (HEAD: the default
+        branch) as text/plain; here the same redirect, to `/_raw/…` on this host, and the file
+        read from the repository's git remote (`add_git_remote`). 404 for anything else."""
+        full_name = f"{match['o']}/{match['r']}".lower()
+        with self._lock:
+            bare, repo = self._git_remotes.get(full_name), self._repos.get(full_name)
+        if bare is None or repo is None or not self._may_read(req.token, repo):
+            return _Response(404, b"404: Not Found", {"Content-Type": "text/plain; charset=utf-8"})
+        if not match["served"]:
+            return _Response(302, b"", {"Location": f"{self.web_url}/_raw{req.path}"})
+        shown = subprocess.run(["git", "--git-dir", str(bare), "show",
+                                f"{match['ref']}:{match['path']}"],
+                               capture_output=True, timeout=60, check=False)
+        if shown.returncode != 0:
+            return _Response(404, b"404: Not Found", {"Content-Type": "text/plain; charset=utf-8"})
+        return _Response(200, shown.stdout, {"Content-Type": "text/plain; charset=utf-8"})
+
     def _web(self, req: _Request) -> _Response:
-        """`browser_download_url`: /{owner}/{repo}/releases/download/{tag}/{name}."""
+        """`browser_download_url`: /{owner}/{repo}/releases/download/{tag}/{name}; raw files
+        (`_raw`)."""
+        raw = RAW_PATH.fullmatch(req.path)
+        if raw is not None and req.method in ("GET", "HEAD"):
+            return self._raw(req, raw)
         match = re.fullmatch(r"/([^/]+)/([^/]+)/releases/download/([^/]+)/([^/]+)", req.path)
         if req.method not in ("GET", "HEAD") or match is None:
             return _Response(404, b"Not Found", {"Content-Type": "text/plain; charset=utf-8"})

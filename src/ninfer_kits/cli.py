@@ -43,6 +43,7 @@ SUBCOMMANDS: dict[str, str] = {
     "repro": "ninfer_kits.commands.repro_cmd",
     "alert": "ninfer_kits.commands.alert_cmd",
     "summary": "ninfer_kits.commands.summary_cmd",
+    "index": "ninfer_kits.commands.index_cmd",
 }
 
 SUMMARIES: dict[str, str] = {
@@ -62,6 +63,7 @@ SUMMARIES: dict[str, str] = {
              "it is fixed",
     "summary": "the rebuild run's summary (built, published, reproduced, skipped, failed) from "
                "each kit's result file",
+    "index": "make the kit index (index.json, index.html) again from the ledger, or --check it",
 }
 
 

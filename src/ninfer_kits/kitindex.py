@@ -12,6 +12,7 @@ ledger's one reader, as if releases/ were here.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ FORMAT = 1
 JSON_NAME = "index.json"
 HTML_NAME = "index.html"
 SCHEMA = "index.schema.json"  # in ninfer_kits/data/
+MAX_SIZE = 64 << 20  # what a client reads of one: some ten thousand releases
 
 
 def document(entries: Sequence[LedgerEntry]) -> dict[str, Any]:
@@ -110,6 +112,15 @@ def mismatches(index: Mapping[str, Any], tag: str, held: Mapping[str, str]) -> l
     problems += [f"{tag}: the index lists {name}, which the release does not hold"
                  for name in listed if name not in held]
     return problems
+
+
+def stale(folder: Path, index: Mapping[str, Any]) -> list[Path]:
+    """The index files in `folder` that are missing or not what `write` would write there."""
+    with tempfile.TemporaryDirectory() as scratch:
+        made = write(Path(scratch), index)
+        return [folder / path.name for path in made
+                if not (folder / path.name).is_file()
+                or (folder / path.name).read_bytes() != path.read_bytes()]
 
 
 # --------------------------------------------------------------------------- reading

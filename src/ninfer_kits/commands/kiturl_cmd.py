@@ -1,4 +1,5 @@
-"""`ninfer-kits kit-url KIT`: the URL a client fetches a kit's tarball from (no network)."""
+"""`ninfer-kits kit-url KIT`: the URL a client fetches a kit's tarball from (no network but
+the kit index, read when the ledger does not record the release)."""
 
 from __future__ import annotations
 

@@ -16,9 +16,10 @@ from ninfer_kits.ledger import LedgerAsset, LedgerEntry
 
 @dataclass(frozen=True)
 class Recorded:
-    """One ledger file, read and checked."""
+    """One release's ledger entry, read and checked: from a ledger file, or from the kit
+    index (fetch.index), which carries each file's text."""
 
-    path: Path
+    source: str  # for messages: the ledger file, or the kit index
     entry: LedgerEntry
 
     @property
@@ -69,12 +70,12 @@ def read_entry(folder: Path | None, tag: str) -> Recorded | None:
     path = ledger.path_for(folder, tag)
     if not path.is_file():
         return None
-    return Recorded(path, ledger.read_listed(path))
+    return Recorded(f"the ledger {path}", ledger.read_listed(path))
 
 
 def entries_of(folder: Path | None, kit: str) -> list[Recorded]:
     """Every release of `kit` in the ledger, oldest first (by when it was published)."""
     if folder is None:
         return []
-    return [Recorded(ledger.path_for(folder, entry.tag), entry)
+    return [Recorded(f"the ledger {ledger.path_for(folder, entry.tag)}", entry)
             for entry in ledger.read_all(folder) if entry.kit == kit]

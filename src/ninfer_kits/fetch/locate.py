@@ -30,6 +30,7 @@ from ninfer_kits import resources
 from ninfer_kits.errors import BadInput
 from ninfer_kits.fetch import ledger as ledger_mod
 from ninfer_kits.fetch.http import Client, NotFound, shown
+from ninfer_kits.fetch.index import COMMITTED, INDEX_ENV, IndexSource, index_location
 from ninfer_kits.fetch.ledger import Recorded, url_of
 from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.kitdir import PORTABLE, REPRODUCTION, SIBLINGS, SIGNATURE, FlavourKind
@@ -84,6 +85,26 @@ class Context:
     api: str
     b2_bucket: str | None
     b2_prefix: str
+    index: IndexSource | None = None  # read when a name is not in the ledger
+
+    def recorded(self, tag: str) -> Recorded | None:
+        """The release `tag` as the ledger records it, else as the kit index does."""
+        entry = ledger_mod.read_entry(self.releases, tag) if self.releases else None
+        if entry is None and self.index is not None:
+            entry = self.index.entry(tag)
+        return entry
+
+    def recorded_of(self, kit: str) -> list[Recorded]:
+        """Every release of `kit`, oldest first: the ledger's, else the kit index's."""
+        entries = ledger_mod.entries_of(self.releases, kit) if self.releases else []
+        if not entries and self.index is not None:
+            entries = self.index.entries_of(kit)
+        return entries
+
+    @property
+    def index_note(self) -> str:
+        """Why the kit index told nothing, when it was asked and had nothing to tell."""
+        return self.index.note if self.index is not None else ""
 
     @property
     def ledger_words(self) -> str:
@@ -92,6 +113,14 @@ class Context:
         if self.releases.parent == resources.BUNDLED:
             return "the ledger inside ninfer-kits.pyz, as of its build"
         return str(self.releases)
+
+    @property
+    def recorded_words(self) -> str:
+        """Where releases are looked up, for a message that none was found."""
+        if self.index is None:
+            return f"the ledger ({self.ledger_words})"
+        note = f"; {self.index.note}" if self.index.note else ""
+        return f"the ledger ({self.ledger_words}) or {self.index.words}{note}"
 
     @property
     def web(self) -> str:
@@ -122,18 +151,22 @@ def find_matrix(given: Path | None, environ: Mapping[str, str] | None = None) ->
 
 
 def context(matrix_path: Path | None, *, repository: str | None = None,
-            api: str | None = None) -> Context:
+            api: str | None = None, index: str | None = None) -> Context:
+    """What locating reads; `index` (a URL or file) where the kit index is, when not where
+    fetch.index finds it, or NO_INDEX: none."""
     from ninfer_kits.matrix import load_matrix
 
     matrix = load_matrix(matrix_path) if matrix_path is not None else None
     github = matrix.publish.github if matrix is not None else None
     b2 = matrix.publish.b2 if matrix is not None else None
     releases = matrix.path.parent / "releases" if matrix is not None else None
+    repository = repository or (github.repository if github else None)
+    api = (api or (github.api if github else DEFAULT_GITHUB_API)).rstrip("/")
+    location = index_location(index, repository, github_web(api))
     return Context(
-        matrix=matrix, releases=releases,
-        repository=repository or (github.repository if github else None),
-        api=(api or (github.api if github else DEFAULT_GITHUB_API)).rstrip("/"),
+        matrix=matrix, releases=releases, repository=repository, api=api,
         b2_bucket=b2.bucket if b2 else None, b2_prefix=b2.prefix if b2 else "",
+        index=IndexSource(location) if location else None,
     )
 
 
@@ -155,7 +188,7 @@ def wanted(name: str, ctx: Context) -> Wanted:
     """The release `name` (a kit or a tag) means."""
     kit = ctx.matrix.kits.get(name) if ctx.matrix is not None else None
     if kit is None:
-        entry = ledger_mod.read_entry(ctx.releases, name) if ctx.releases else None
+        entry = ctx.recorded(name)
         return Wanted(tag=name, kit=_kit_of(ctx, entry), asset=entry.asset if entry else None,
                       entry=entry)
     try:
@@ -163,7 +196,7 @@ def wanted(name: str, ctx: Context) -> Wanted:
         asset = kit.render_asset()
     except UnresolvedPlaceholders as error:
         return _from_ledger(kit, ctx, error)
-    entry = ledger_mod.read_entry(ctx.releases, tag) if ctx.releases else None
+    entry = ctx.recorded(tag)
     return Wanted(tag=tag, kit=kit, asset=entry.asset if entry else asset, entry=entry)
 
 
@@ -175,15 +208,14 @@ def _kit_of(ctx: Context, entry: Recorded | None) -> Kit | None:
 
 def _from_ledger(kit: Kit, ctx: Context, error: UnresolvedPlaceholders) -> Wanted:
     needs = ", ".join(f"{{{name}}}" for name in error.names)
-    entries = ledger_mod.entries_of(ctx.releases, kit.id) if ctx.releases else []
+    entries = ctx.recorded_of(kit.id)
     if not entries:
-        where = ctx.ledger_words
         raise BadInput(f"kit {kit.id}: its tag {kit.tag!r} needs {needs}, which only a build "
-                       f"of it knows, and the ledger ({where}) has no release of it: name the "
+                       f"of it knows, and {ctx.recorded_words} has no release of it: name the "
                        f"release's tag instead of the kit")
     newest = entries[-1]
     note = (f"kit {kit.id}: its tag {kit.tag!r} needs {needs}, known after a build; the "
-            f"ledger's newest release of it is {newest.tag} ({newest.path.name})")
+            f"newest release of it is {newest.tag} ({newest.source})")
     return Wanted(tag=newest.tag, kit=kit, asset=newest.asset, entry=newest, notes=(note,))
 
 
@@ -213,7 +245,7 @@ def _portable(found: Located, want: Wanted) -> Located:
                if want.kit is not None and not want.kit.portable else
                f"no {name or 'portable tarball'} among its files: {listed}")
         if found.ledger is not None and found.ledger.portable_asset is None:
-            why += f"; the ledger {found.ledger.path} records none"
+            why += f"; {found.ledger.source} records none"
         raise BadInput(f"release {found.tag} has no portable kit ({found.where}: {why}); "
                        f"leave out --portable for the plain kit")
     return dataclasses.replace(found, asset=name,
@@ -240,6 +272,9 @@ def _from_entry(want: Wanted, store: str, where: str) -> Located | None:
         return None
     files: dict[str, RemoteFile] = {}
     for asset in entry.assets:
+        if not plain_file_name(asset.name):  # the kit index comes from elsewhere: never a path
+            raise BadInput(f"{entry.source}: release {entry.tag} names an asset "
+                           f"{printable(asset.name)}: not a plain file name; refused")
         url = url_of(asset, store)
         if url:
             files[asset.name] = RemoteFile(asset.name, url, size=asset.size, sha256=asset.sha256,
@@ -247,7 +282,7 @@ def _from_entry(want: Wanted, store: str, where: str) -> Located | None:
     if entry.asset not in files:
         return None
     return Located(want.tag, entry.asset, store, where, files, kit=entry.kit, ledger=entry,
-                   notes=(*want.notes, f"the release as {entry.path} records it"))
+                   notes=(*want.notes, f"the release as {entry.source} records it"))
 
 
 def _github(want: Wanted, ctx: Context, client: Client | None) -> Located:
@@ -267,8 +302,8 @@ def _github(want: Wanted, ctx: Context, client: Client | None) -> Located:
         files = {name: RemoteFile(name, f"{base}/{_quote(name)}")
                  for name in (*_guessed(want, want.asset), SHA256SUMS, BUILDINFO,
                               REPRODUCTION)}
-        note = (f"{want.tag} is not in the ledger ({ctx.ledger_words}): the URL follows from "
-                f"the matrix's tag and asset; it answers once that release is published")
+        note = (f"{want.tag} is not in {ctx.recorded_words}: the URL follows from the "
+                f"matrix's tag and asset; it answers once that release is published")
         return Located(want.tag, want.asset, "github", where, files, kit=_kit_id(want),
                        notes=(*want.notes, note))
     return _github_api(want, ctx, client, repository, where, located)
@@ -407,10 +442,15 @@ def add_location_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api", metavar="URL", default=None,
                         help="the GitHub REST API's base URL (default: the matrix's, else "
                              f"{DEFAULT_GITHUB_API})")
+    parser.add_argument("--index", metavar="URL|FILE|none", default=None,
+                        help=f"the kit index, read for a release the ledger does not record "
+                             f"(default: ${INDEX_ENV}, else the GitHub repository's "
+                             f"{COMMITTED}); `none`: read none (the matrix's names then)")
 
 
 def offline_context(args: argparse.Namespace) -> Context:
-    return context(find_matrix(args.matrix), repository=args.repository, api=args.api)
+    return context(find_matrix(args.matrix), repository=args.repository, api=args.api,
+                   index=args.index)
 
 
 def client_for(args: argparse.Namespace) -> tuple[Client, Context]:

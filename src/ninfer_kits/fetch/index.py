@@ -1,0 +1,86 @@
+"""The kit index (index.json) as fetch and kit-url read it: the releases published since the
+ledger here (a checkout's releases/, or the one inside ninfer-kits.pyz as of its build) was
+written, with their real asset names, sizes, hashes and URLs.
+
+Where it is: --index URL|FILE (`none`: nowhere), else $NINFER_KITS_INDEX, else the GitHub
+repository's committed releases/index.json (`<web>/OWNER/NAME/raw/HEAD/releases/index.json`:
+no API, no token). It is read once, when a name is not in the ledger; none there (404, or no
+answer) is not an error: locating goes on as it did before the index. An index that is there
+but is not one is bad input naming it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from ninfer_kits import kitindex
+from ninfer_kits.errors import BadInput
+from ninfer_kits.fetch.http import Client, HttpFailure, NotFound, shown
+from ninfer_kits.fetch.ledger import Recorded
+from ninfer_kits.inspector.inputs import printable
+from ninfer_kits.ledger import LedgerEntry
+
+INDEX_ENV = "NINFER_KITS_INDEX"
+COMMITTED = "releases/" + kitindex.JSON_NAME  # where the rebuild workflow commits it
+ATTEMPTS = 2  # an index that does not answer is only a fallback's loss; do not wait long
+TIMEOUT = 15.0
+
+
+NO_INDEX = "none"  # --index none: locate as before there was an index
+
+
+def index_location(given: str | None, repository: str | None, web: str,
+                   environ: Mapping[str, str] | None = None) -> str | None:
+    """Where the kit index is: --index, else $NINFER_KITS_INDEX, else the repository's
+    committed one; None for `none`, or without a repository."""
+    env = os.environ if environ is None else environ
+    chosen = given or env.get(INDEX_ENV)
+    if chosen:
+        return None if chosen == NO_INDEX else chosen
+    return f"{web}/{repository}/raw/HEAD/{COMMITTED}" if repository else None
+
+
+class IndexSource:
+    """The index at `location`, read at most once, when first asked."""
+
+    def __init__(self, location: str, client: Client | None = None) -> None:
+        self.location = location
+        self._client = client or Client(attempts=ATTEMPTS, timeout=TIMEOUT)
+        self._entries: tuple[LedgerEntry, ...] | None = None
+        self.note = ""  # why there was none, once asked
+
+    @property
+    def words(self) -> str:
+        return f"the kit index {shown(self.location)}"
+
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        if self._entries is None:
+            self._entries = self._read()
+        return self._entries
+
+    def entry(self, tag: str) -> Recorded | None:
+        found = next((entry for entry in self.entries() if entry.tag == tag), None)
+        return Recorded(self.words, found) if found is not None else None
+
+    def entries_of(self, kit: str) -> list[Recorded]:
+        """Every release of `kit` in the index, oldest first (the index's order)."""
+        return [Recorded(self.words, entry) for entry in self.entries() if entry.kit == kit]
+
+    def _read(self) -> tuple[LedgerEntry, ...]:
+        if "://" not in self.location:
+            return kitindex.read(Path(self.location))
+        try:
+            data = self._client.get_bytes(self.location, limit=kitindex.MAX_SIZE)
+        except NotFound:
+            self.note = f"no kit index at {shown(self.location)} (404)"
+            return ()
+        except HttpFailure as error:
+            self.note = f"the kit index did not answer: {printable(str(error))}"
+            return ()
+        try:
+            return kitindex.parse(data, shown(self.location))
+        except BadInput as error:
+            raise BadInput(f"{error} (give --index URL|FILE for another, or --index "
+                           f"{NO_INDEX} to go without one)") from None

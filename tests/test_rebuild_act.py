@@ -25,8 +25,8 @@ run on GitHub checks out the default branch as it is):
    run is red, the summary names beta and its step, and one issue is opened; a second failing
    run opens no second issue;
 4. two runs at once, after both upstreams moved again: afterwards every release is complete
-   and alone for its tag, the ledger files parse and both landed, and the ledger's history
-   has no conflict markers.
+   and alone for its tag, the ledger files parse and both landed, the kit index on main is
+   the one the whole ledger makes, and the ledger's history has no conflict markers.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from act_runner import (
     wheelhouse,
 )
 from github_server import GitHubServer, IssueView, ReleaseView
-from ninfer_kits import ledger
+from ninfer_kits import kitindex, ledger
 from rebuild_matrix import rebuild_matrix
 
 from docker_fixtures import BASE_IMAGE, MINBASE_IMAGE, ensure_base_image, ensure_engine
@@ -142,6 +142,11 @@ class World:
                 entry = ledger.read(path)
                 out[entry.tag] = entry
         return out
+
+    def index(self) -> dict[str, ledger.LedgerEntry]:
+        """releases/index.json on the remote's main, as fetch reads it: tag → entry."""
+        text = git("show", "main:releases/index.json", cwd=self.remotes[REPO])
+        return {entry.tag: entry for entry in kitindex.parse(text.encode(), "index.json")}
 
     def history(self) -> list[str]:
         return git("log", "--format=%s", "main", cwd=self.remotes[REPO]).splitlines()
@@ -479,6 +484,8 @@ def test_two_runs_at_once_leave_whole_releases_and_both_ledger_files(
             assert asset is not None and asset.sha256 == digest, name
     entries = world.ledger()  # every file parses
     assert set(entries) == {r.tag_name for r in releases}
+    # the kit index landed with them, made from the whole ledger: the other run's too
+    assert world.index() == entries
     landed = {entry.revision for entry in entries.values()}
     assert set(concurrent.heads.values()) <= landed
     _no_conflict_markers(world)

@@ -23,6 +23,7 @@ import tools
 WORKFLOWS = tools.ROOT / ".github" / "workflows"
 FILES = sorted(WORKFLOWS.glob("*.yml"))
 ATTEST_PIN = "96278af6caaf10aea03fd8d33a09a777ca52d62f"  # actions/attest-build-provenance v3.2.0
+PAGES_WRITES = {"pages", "id-token"}
 ATTEST_WRITES = {"id-token", "attestations"}
 _PINNED = re.compile(r"^\s*(?:-\s+)?uses:\s+([\w.-]+/[\w./-]+)@([0-9a-f]{40}) # v\d[\w.]*\s*$")
 
@@ -116,8 +117,10 @@ def test_least_privilege_and_secrets_only_where_published(path: Path) -> None:
         if name != "publish":
             assert "secrets." not in text, f"{path.name}: job {name} sees a secret"
             writes = {scope for scope, value in job["permissions"].items() if value == "write"}
-            # rebuild.yml's attest job alone mints an OIDC token and stores attestations
-            allowed = ATTEST_WRITES if (path.name, name) == ("rebuild.yml", "attest") else set()
+            # rebuild.yml's attest job alone mints an OIDC token and stores attestations; its
+            # pages job alone deploys (with an OIDC token, as deploy-pages needs)
+            allowed = {("rebuild.yml", "attest"): ATTEST_WRITES,
+                       ("rebuild.yml", "pages"): PAGES_WRITES}.get((path.name, name), set())
             assert writes == allowed, name
 
 
@@ -145,7 +148,8 @@ def test_the_rebuild_workflow_wires_watch_build_and_publish() -> None:
     assert set(triggers["workflow_dispatch"]["inputs"]) == {"kit", "revision", "force", "dry_run"}
     assert workflow["concurrency"]["cancel-in-progress"] is False
     jobs = workflow["jobs"]
-    assert list(jobs) == ["watch", "build", "attest", "reproduce", "publish", "summary"]
+    assert list(jobs) == ["watch", "build", "attest", "reproduce", "publish", "pages",
+                          "summary"]
     for name in ("build", "attest", "reproduce", "publish"):
         assert jobs[name]["strategy"]["matrix"] == "${{ fromJSON(needs.watch.outputs.matrix) }}"
         assert jobs[name]["strategy"]["fail-fast"] is False
@@ -165,6 +169,23 @@ def test_the_rebuild_workflow_wires_watch_build_and_publish() -> None:
     for step in jobs["publish"]["steps"]:
         if "secrets." in repr(step):
             assert step.get("id") == "publish", step
+
+
+def test_the_kit_index_lands_with_each_ledger_file_and_its_page_is_deployed() -> None:
+    """Issue 23 item 1: each landing makes the index again from the branch's whole ledger (a
+    run that landed meanwhile included) and commits it with the ledger file; the pages job
+    deploys that releases/ folder, pinned, skipped under act (no Pages API there)."""
+    jobs = _load(WORKFLOWS / "rebuild.yml")["jobs"]
+    for step_id in ("land", "pull-request"):
+        run = next(s for s in jobs["publish"]["steps"] if s.get("id") == step_id)["run"]
+        made, added = run.index("ninfer-kits index --ledger-dir"), run.index("git add --")
+        assert made < added and '"$folder/index.json" "$folder/index.html"' in run[added:]
+    pages = jobs["pages"]
+    assert pages["needs"] == ["watch", "publish"] and "!github.event.act" in pages["if"]
+    steps = {s["uses"].split("@")[0]: s for s in pages["steps"] if "uses" in s}
+    assert steps["actions/checkout"]["with"]["ref"] == "${{ github.ref_name }}"
+    assert steps["actions/upload-pages-artifact"]["with"] == {"path": "releases"}
+    assert "actions/deploy-pages" in steps and "secrets." not in repr(pages)
 
 
 def test_the_reproduce_job_rebuilds_cold_elsewhere_and_hands_its_record_to_publish() -> None:

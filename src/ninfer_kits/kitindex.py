@@ -82,10 +82,15 @@ def _flavour(entry: LedgerEntry, flavour: LedgerFlavour) -> dict[str, Any]:
 
 
 def write(folder: Path, index: Mapping[str, Any]) -> tuple[Path, ...]:
-    """index.json in `folder`, complete or not at all (a temporary name, then a rename)."""
-    path = folder / JSON_NAME
-    write_file(path, render(index))
-    return (path,)
+    """index.json and index.html (the same data as a page for people) in `folder`, each
+    complete or not at all (a temporary name, then a rename): (json_path, html_path)."""
+    # imported here: the readers of the index (fetch, kit-url) never render the page
+    from ninfer_kits.kitindex_page import render_page
+
+    json_path, html_path = folder / JSON_NAME, folder / HTML_NAME
+    write_file(json_path, render(index))
+    write_file(html_path, render_page(index))
+    return (json_path, html_path)
 
 
 # --------------------------------------------------------------------------- checking

@@ -226,6 +226,8 @@ def locate(name: str, origin: str, ctx: Context, client: Client | None = None, *
            portable: bool = False) -> Located:
     """The release `name` means on `origin` ("github", "b2" or a folder's path); with
     `portable`, its portable tarball is the asset (BadInput when the release has none)."""
+    if origin not in ("github", "b2"):  # a folder here says what it holds: no index read
+        ctx = dataclasses.replace(ctx, index=None)
     want = wanted(name, ctx)
     if origin == "github":
         found = _github(want, ctx, client)

@@ -60,7 +60,9 @@ def _asset(tag: str, name: str, size: int) -> dict[str, Any]:
 
 def _needs(*, glibc: str, sass: Sequence[str], ptx: Sequence[str],
            sonames: Sequence[str]) -> dict[str, Any]:
-    return {"glibc": glibc, "symbol_versions": [f"GLIBC_{glibc}", "GLIBCXX_3.4.30"],
+    return {"glibc": glibc, "versions": {"libc.so.6": [f"GLIBC_{glibc}"],
+                                         "libstdc++.so.6": ["GLIBCXX_3.4.30"]},
+            "runpath": [],
             "sonames": list(sonames), "sass": list(sass), "ptx": list(ptx),
             "relocatable_sass": [], "relocatable_ptx": []}
 

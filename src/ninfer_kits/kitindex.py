@@ -70,8 +70,9 @@ def _flavour(entry: LedgerEntry, flavour: LedgerFlavour) -> dict[str, Any]:
         "sha256": asset.sha256, "urls": dict(asset.urls),
         "needs": None if flavour.needs is None else {
             "glibc": flavour.needs.glibc,
-            "symbol_versions": list(flavour.needs.symbol_versions),
-            "sonames": list(flavour.needs.sonames), "sass": list(flavour.needs.sass),
+            "versions": {library: list(names) for library, names in flavour.needs.versions},
+            "sonames": list(flavour.needs.sonames), "runpath": list(flavour.needs.runpath),
+            "sass": list(flavour.needs.sass),
             "ptx": list(flavour.needs.ptx),
             "relocatable_sass": list(flavour.needs.relocatable_sass),
             "relocatable_ptx": list(flavour.needs.relocatable_ptx)},

@@ -64,16 +64,18 @@ class LedgerNeeds:
     """What a flavour's ELF files need, read from them at publish (inspector.floor)."""
 
     glibc: str | None  # "2.38"; None when it references no GLIBC_ version
-    symbol_versions: tuple[str, ...]  # the highest of each prefix: GLIBCXX_3.4.32, …
     sonames: tuple[str, ...]  # what the system must provide
+    runpath: tuple[str, ...]  # where its programs look first ($ORIGIN: inside the kit)
     sass: tuple[str, ...]  # loaded by the CUDA runtime
     ptx: tuple[str, ...]
     relocatable_sass: tuple[str, ...]  # device-link inputs (-rdc)
     relocatable_ptx: tuple[str, ...]
+    # each system library's symbol versions it needs (those in the kit aside), as the loader
+    # checks them: ("libstdc++.so.6", ("CXXABI_1.3", …, "GLIBCXX_3.4.32")), …
+    versions: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-_NEEDS_LISTS = ("symbol_versions", "sonames", "sass", "ptx", "relocatable_sass",
-                "relocatable_ptx")
+_NEEDS_LISTS = ("sonames", "runpath", "sass", "ptx", "relocatable_sass", "relocatable_ptx")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,7 +249,9 @@ def _flavour_lines(flavour: LedgerFlavour) -> list[str]:
         needs = flavour.needs
         lines += ["[flavours.needs]",
                   *([f"glibc = {_string(needs.glibc)}"] if needs.glibc is not None else []),
-                  *(f"{key} = {_strings(getattr(needs, key))}" for key in _NEEDS_LISTS)]
+                  *(f"{key} = {_strings(getattr(needs, key))}" for key in _NEEDS_LISTS),
+                  "[flavours.needs.versions]",
+                  *(f"{_key(library)} = {_strings(names)}" for library, names in needs.versions)]
     return lines
 
 
@@ -363,11 +367,17 @@ def _flavour(row: Mapping[str, Any], assets: tuple[LedgerAsset, ...],
 
 
 def _needs(table: Mapping[str, Any], where: str) -> LedgerNeeds:
-    extra = sorted(set(table) - {"glibc", *_NEEDS_LISTS})
+    extra = sorted(set(table) - {"glibc", "versions", *_NEEDS_LISTS})
     if extra:
         raise BadInput(f"{where}: {extra[0]} is not a key of [flavours.needs]")
     lists = {key: _string_list(table, key, where) for key in _NEEDS_LISTS}
-    return LedgerNeeds(glibc=_optional_text(table, "glibc", where), **lists)
+    versions = table.get("versions", {})
+    if not isinstance(versions, dict):
+        raise BadInput(f"{where}: versions must be a table")
+    return LedgerNeeds(glibc=_optional_text(table, "glibc", where), **lists,
+                       versions=tuple((library, _string_list(versions, library,
+                                                             f"{where}.versions"))
+                                      for library in versions))
 
 
 def _string_list(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:

@@ -42,10 +42,13 @@ def _flavour(flavour: Flavour, known: DistroFacts, cuda_version: str) -> LedgerF
 
 def needs_of(floor: KitFloor) -> LedgerNeeds:
     glibc = next((p.version for p in floor.prefix_floors if p.prefix == GLIBC), None)
+    carried = set(floor.provided_in_kit)
     return LedgerNeeds(
-        glibc=glibc, symbol_versions=tuple(p.name for p in floor.prefix_floors),
-        sonames=floor.sonames, sass=floor.sass, ptx=floor.ptx,
-        relocatable_sass=_archs(floor, "sass"), relocatable_ptx=_archs(floor, "ptx"))
+        glibc=glibc, sonames=floor.sonames, runpath=floor.runpath, sass=floor.sass,
+        ptx=floor.ptx, relocatable_sass=_archs(floor, "sass"),
+        relocatable_ptx=_archs(floor, "ptx"),
+        versions=tuple((library, names) for library, names in floor.versions_by_library
+                       if library not in carried))
 
 
 def _archs(floor: KitFloor, kind: str) -> tuple[str, ...]:

@@ -10,14 +10,26 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from ninfer_kits.errors import BadInput
-from ninfer_kits.fetch.locate import ORIGINS_HELP, add_location_arguments, client_for
+from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.fetch.locate import ORIGINS_HELP, Context, add_location_arguments, client_for
+from ninfer_kits.kitdir import PORTABLE
 from ninfer_kits.log import Reporter
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", metavar="KIT|TAG",
-                        help="a kit of the matrix (its published release) or a release tag")
+    parser.add_argument("name", metavar="KIT|TAG", nargs="?", default=None,
+                        help="a kit of the matrix (its published release) or a release tag; "
+                             "with --auto, a kit to choose among its flavours only")
+    parser.add_argument("--auto", action="store_true",
+                        help="choose the kit and flavour that will run on this machine from "
+                             "the kit index (or the ledger), as verify would judge them, and "
+                             "say why; when none will, say so before downloading anything")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="with --auto: show the choice, download nothing")
+    parser.add_argument("--root", type=Path, default=None, metavar="DIR",
+                        help="with --auto: choose for the root filesystem DIR (a container "
+                             "image's, say) instead of this host; its driver and GPU are not "
+                             "checked")
     parser.add_argument("--from", dest="origin", default="github", metavar="github|b2|DIR",
                         help=ORIGINS_HELP)
     parser.add_argument("--dest", type=Path, default=None, metavar="DIR",
@@ -44,6 +56,15 @@ def execute(args: argparse.Namespace) -> int:
 
     reporter = Reporter()
     client, ctx = client_for(args)
+    if args.auto:
+        chosen = auto_choice(args, ctx, reporter)
+        if chosen is None:
+            return 0  # --dry-run: the choice is all
+        args.name, args.portable = chosen
+    elif args.name is None:
+        raise BadInput("fetch: name a kit or a release tag, or give --auto")
+    elif args.dry_run or args.root is not None:
+        raise BadInput("fetch: --dry-run and --root choose with --auto only")
     release = locate_named(args, ctx, client)
     for note in release.notes:
         reporter.info(note)
@@ -61,3 +82,44 @@ def execute(args: argparse.Namespace) -> int:
         report = verify(kit, target)
     sys.stdout.write(render(report) + "\n")
     return report.exit_code
+
+
+def auto_choice(args: argparse.Namespace, ctx: Context,
+                reporter: Reporter) -> tuple[str, bool] | None:
+    """The release and flavour --auto chose (tag, portable), after saying why; None after a
+    --dry-run. CheckFailed, before anything is downloaded, when none will run here."""
+    from ninfer_kits.verify import gpu_host
+    from ninfer_kits.verify.choose import choose
+    from ninfer_kits.verify.target import open_target
+
+    if args.portable:
+        raise BadInput("fetch: --auto chooses the flavour itself; leave out --portable")
+    entries = ctx.every_release()
+    if not entries:
+        raise BadInput(f"fetch --auto: no published kit in {ctx.recorded_words}")
+    with open_target(Path(args.dest or "."), root=args.root) as target:
+        host = gpu_host.probe_host() if target.mode == "host" else None
+        choice = choose(entries, target, host, kit=args.name)
+    if not choice.judged:
+        raise BadInput(f"fetch --auto: no published release of kit {args.name} in "
+                       f"{ctx.recorded_words}")
+    for judged in choice.judged:
+        said = "runs" if judged.runs else "will not run: " + "; ".join(judged.unmet)
+        reporter.info(f"{judged.words} on {target.description}: {said}")
+        for note in judged.notes:
+            reporter.info(f"  ({note})")
+    chosen = choice.chosen
+    if chosen is None:
+        nearest = choice.nearest
+        assert nearest is not None
+        raise CheckFailed(f"no published kit will run on {target.description}; the nearest is "
+                          f"{nearest.words}: {'; '.join(nearest.unmet)}. Nothing was "
+                          f"downloaded")
+    portable = chosen.flavour.flavour == PORTABLE.name
+    command = f"ninfer-kits fetch {chosen.entry.tag}{' --portable' if portable else ''}"
+    reporter.info(f"chosen: {chosen.words}" + (", its GPU code native here (SASS)"
+                                              if chosen.native else ""))
+    if args.dry_run:
+        sys.stdout.write(f"{command}\n")
+        return None
+    return chosen.entry.tag, portable

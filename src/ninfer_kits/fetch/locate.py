@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits import resources
+from ninfer_kits import ledger, resources
 from ninfer_kits.errors import BadInput
 from ninfer_kits.fetch import ledger as ledger_mod
 from ninfer_kits.fetch.http import Client, NotFound, shown
@@ -34,6 +34,7 @@ from ninfer_kits.fetch.index import COMMITTED, INDEX_ENV, IndexSource, index_loc
 from ninfer_kits.fetch.ledger import Recorded, url_of
 from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.kitdir import PORTABLE, REPRODUCTION, SIBLINGS, SIGNATURE, FlavourKind
+from ninfer_kits.ledger import LedgerEntry
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, Matrix, UnresolvedPlaceholders
 from ninfer_kits.remote import github_web, token_for
 
@@ -100,6 +101,15 @@ class Context:
         if not entries and self.index is not None:
             entries = self.index.entries_of(kit)
         return entries
+
+    def every_release(self) -> list[LedgerEntry]:
+        """Every release the ledger here or the kit index records (the ledger's entry where
+        both do), oldest first: fetch --auto's candidates."""
+        recorded = ledger.read_all(self.releases) if self.releases else []
+        known = {entry.tag for entry in recorded}
+        indexed = [entry for entry in (self.index.entries() if self.index else ())
+                   if entry.tag not in known]
+        return sorted([*recorded, *indexed], key=lambda entry: (entry.published_at, entry.tag))
 
     @property
     def index_note(self) -> str:

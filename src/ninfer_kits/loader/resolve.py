@@ -141,7 +141,14 @@ class Resolver:
         if info is None:
             raise NotAnElf(f"{program}: not a readable ELF file in the target")
         canonical = self.setup.rootfs.canonical(program) or program
-        main = _Object(program, info, None, posixpath.dirname(canonical),
+        return self.resolve_info(program, info, posixpath.dirname(canonical), shown)
+
+    def resolve_info(self, program: str, info: ElfInfo, origin: str,
+                     shown: str | None = None) -> Resolution:
+        """What the loader would do for a program whose dynamic section is `info`, at
+        `program` in the target (which need not exist: fetch --auto judges a kit before it
+        is downloaded), $ORIGIN being `origin`."""
+        main = _Object(program, info, None, origin,
                        {program, *([info.soname] if info.soname else [])})
         label = shown or program
         interpreter = info.interpreter

@@ -17,8 +17,11 @@
 #            most, so it travels as its tar stream in xz; run checks that stream's sha256
 #            against the one `gzip -dc` of the published .tar.gz gave here.
 # run prints, for each kit, verify's table and exit status, then what `kit/bin/ninfer` does (it
-# runs every example kernel when a GPU is there), and last one Markdown row per kit for
-# docs/verify.md's "Verified on" table. With OUT, everything also goes to OUT/gpu-check.txt.
+# runs every example kernel when a GPU is there); then which of them `fetch --auto --dry-run`
+# chooses from kits/auto-index.json (a kit index of these kits, their needs read here; the
+# newest first: sass, example with its portable flavour, jit, rdc) and that kit's run; last one
+# Markdown row per kit for docs/verify.md's "Verified on" table. With OUT, everything also goes
+# to OUT/gpu-check.txt.
 # Through the device tool: run(command="bash scripts/gpu-check.sh run $OUT",
 #                              carry=[".cache/gpu-check"])
 set -euo pipefail
@@ -54,8 +57,50 @@ prepare() {
             --cmake-option NINFER_WITH_FFMPEG=OFF \
             --cmake-option "NINFER_SEPARABLE_COMPILATION=$separable" >"$work/build/$name.log"
     done
+    auto_index
     rm -rf "$work/build" "$work/dist"
     du -sh "$work"
+}
+
+auto_index() {  # kits/auto-index.json: a kit index of these kits, for `fetch --auto` there
+    mkdir -p "$work/build/portable-tree" && tar -C "$work/build/portable-tree" -xf "$work/build/portable.tar"
+    "${PYTHON:-python3}" - "$work" <<'PY'
+import datetime, sys
+from pathlib import Path
+from ninfer_kits import kitindex, ledger
+from ninfer_kits.inspector.elf import is_elf, read_elf
+from ninfer_kits.inspector.floor import kit_floor
+from ninfer_kits.publish.needs import needs_of
+
+work = Path(sys.argv[1])
+
+def needs(tree):
+    files = [read_elf(p, str(p.relative_to(tree))) for p in sorted(tree.rglob("*"))
+             if p.is_file() and not p.is_symlink() and is_elf(p)]
+    return needs_of(kit_floor(files))
+
+def entry(name, minute, flavours):
+    assets = tuple(ledger.LedgerAsset(name=asset, size=0, sha256="0" * 64, sha1="0" * 40,
+                                      urls=(("local", f"file:///gpu-check/{asset}"),))
+                   for _, asset, _ in flavours)
+    return ledger.LedgerEntry(
+        tag=f"gpu-check-{name}", kit=f"gpu-check-{name}", card="any", upstream="example",
+        upstream_url="examples/engine", revision="0" * 40, version="", arch="sm_86",
+        cuda_version="13.0", toolchain="trixie-cuda130", asset=assets[0].name,
+        published_at=datetime.datetime(2026, 12, 1, 0, minute, tzinfo=datetime.UTC),
+        stores=(), assets=assets, floor=(), driver_minimum="580",
+        flavours=tuple(ledger.LedgerFlavour(flavour=flavour, asset=asset, needs=needs(tree))
+                       for flavour, asset, tree in flavours))
+
+kits = work / "kits"
+entries = [entry("rdc", 1, [("plain", "rdc.tar.gz", kits / "rdc")]),
+           entry("jit", 2, [("plain", "jit.tar.gz", kits / "jit")]),
+           entry("example", 3, [("plain", "example.tar.gz", kits / "example" / "kit"),
+                                ("portable", "example-portable.tar.gz",
+                                 work / "build" / "portable-tree" / "kit")]),
+           entry("sass", 4, [("plain", "sass.tar.gz", kits / "sass")])]
+(kits / "auto-index.json").write_bytes(kitindex.render(kitindex.document(entries)))
+PY
 }
 
 run_kit() {  # one kit: verify, then the program itself
@@ -95,6 +140,25 @@ run_kit() {  # one kit: verify, then the program itself
     ROWS+=("| $GPU | $DRIVER | $DISTRO | $name | $said (exit $status) | $smoke (exit $code) |")
 }
 
+run_auto() {  # fetch --auto's choice among these kits, then the chosen kit itself
+    local chose tag flavour code
+    echo "== auto: ninfer-kits fetch --auto --dry-run (kits/auto-index.json)"
+    set +e
+    chose="$(python3 -m ninfer_kits fetch --auto --dry-run --index "$work/kits/auto-index.json" \
+        --matrix "$here/matrix.toml")"
+    code=$?
+    set -e
+    echo "$chose"
+    echo "== auto: exit status $code"
+    [[ $code == 0 ]] || { ROWS+=("| $GPU | $DRIVER | $DISTRO | auto | chose none (exit $code) | |"); return; }
+    tag="$(awk '{print $3}' <<<"$chose")"
+    flavour="$(grep -q -- --portable <<<"$chose" && echo portable || echo "${tag#gpu-check-}")"
+    echo "== auto: chose $tag ($flavour): running it"
+    local before=${#ROWS[@]}
+    run_kit "$flavour"
+    ROWS[before]="${ROWS[before]/| $flavour |/| auto → $flavour |}"
+}
+
 run() {
     export PYTHONPATH="$here/src" PYTHONUNBUFFERED=1
     GPU="$( (nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader || echo "no GPU, 0") | head -n1 \
@@ -106,6 +170,7 @@ run() {
     for name in "${KITS[@]}"; do
         run_kit "$name"
     done
+    [[ -f "$work/kits/auto-index.json" ]] && run_auto
     echo
     echo "| GPU | driver | distribution | kit | verify says | the kit's run |"
     echo "|---|---|---|---|---|---|"
@@ -120,5 +185,5 @@ case "${1:-}" in
         else
             run
         fi ;;
-    *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -91,7 +91,8 @@ def entry(name, minute, flavours):
         upstream_url="examples/engine", revision="0" * 40, version="", arch="sm_86",
         cuda_version="13.0", toolchain="trixie-cuda130", asset=assets[0].name,
         published_at=datetime.datetime(2026, 12, 1, 0, minute, tzinfo=datetime.UTC),
-        stores=(), assets=assets, floor=(), driver_minimum="580",
+        stores=(ledger.LedgerStore(name="local", location="file:///gpu-check"),),
+        assets=assets, floor=(), driver_minimum="580",
         flavours=tuple(ledger.LedgerFlavour(flavour=flavour, asset=asset, needs=needs(tree))
                        for flavour, asset, tree in flavours))
 

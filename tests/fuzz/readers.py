@@ -146,6 +146,16 @@ def read_ledger(data: bytes, scratch: Path) -> object:
             [entry.url(asset.name) for asset in entry.assets if asset.urls])
 
 
+def read_kitindex(data: bytes, scratch: Path) -> object:
+    """index.json as fetch and kit-url read it from a remote URL (each kit's ledger text
+    through the ledger's reader), then every URL of every release as they look it up."""
+    from ninfer_kits import kitindex
+
+    entries = kitindex.parse(data, "index.json")
+    return [(entry.tag, [entry.url(asset.name) for asset in entry.assets if asset.urls],
+             entry.flavour_facts()) for entry in entries]
+
+
 def read_linetable(data: bytes, scratch: Path) -> object:
     """A cubin's `.debug_line` as `diff` reads it for the source files' times (None, a table it
     does not read, counts as refused)."""
@@ -197,7 +207,14 @@ READERS: dict[str, Reader] = {reader.name: reader for reader in (
                    b"[[floor]]\n", b"published_at = 2026-01-02T03:04:05Z\n",
                    b"portable_asset", b"portable_sha256", b"portable_size", b"location",
                    b"repository", b"sha256", b"sha1", b"size", b'"""', b"'''",
-                   b"\\u", b"= [", b"= {", b"tag = ")),
+                   b"\\u", b"= [", b"= {", b"tag = ", b"[[flavours]]\n",
+                   b"[flavours.needs]\n", b"[flavours.needs.versions]\n", b"meets = [",
+                   b"distributions_as_of = ")),
+    Reader("kitindex", "kitindex.parse (each kit's ledger text through ledger.parse)",
+           read_kitindex, max_len=32 << 10,
+           tokens=(b'{"format": 1, "kits": [', b'"ledger": "', b'"tag": "', b"\\n",
+                   b"\\u0000", b'\\"', b"[[assets]]\\n", b"[stores.local]\\n",
+                   b"[[flavours]]\\n", b"format = 1\\n")),
 )}
 
 

@@ -10,7 +10,8 @@ write. `python tests/fuzz/seeds.py READER FOLDER` writes one reader's seeds into
   bzip2, and a pax-format tar with a hardlink and a long name.
 - ldcache: /etc/ld.so.cache, and its first entries in the old and the compat layouts.
 - buildinfo, sha256sums, ledger: buildinfo.render, checksums.write_sha256sums and
-  ledger.write, plus the ledger files of releases/.
+  ledger.write, plus the ledger files of releases/;
+- kitindex: kitindex.render of those ledger entries (one, all, none).
 """
 
 from __future__ import annotations
@@ -358,7 +359,17 @@ def _ledger_entries() -> list[object]:
     with_portable = dataclasses.replace(entry, assets=(*entry.assets, sibling),
                                         portable_asset=portable, portable_sha256="c" * 64,
                                         portable_size=34)
-    return [entry, with_portable]
+    needs = ledger.LedgerNeeds(
+        glibc="2.34", sonames=("libstdc++.so.6", "libc.so.6"), runpath=("$ORIGIN/../lib",),
+        sass=("sm_86",), ptx=(), relocatable_sass=("sm_86",), relocatable_ptx=("compute_86",),
+        versions=(("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.34")),
+                  ("libstdc++.so.6", ("GLIBCXX_3.4.32",))))
+    judged = dataclasses.replace(with_portable, driver_minimum="580",
+                                 distributions_as_of="2026-11-30", flavours=(
+        ledger.LedgerFlavour(flavour="plain", asset=asset, needs=needs,
+                             meets=("debian-13",), not_known=("rhel-10",)),
+        ledger.LedgerFlavour(flavour="portable", asset=portable, needs=needs, meets=())))
+    return [entry, with_portable, judged]
 
 
 def ledger_seeds() -> dict[str, bytes]:
@@ -374,6 +385,17 @@ def ledger_seeds() -> dict[str, bytes]:
     for path in sorted((ROOT / "releases").glob("*.toml")):
         seeds[f"releases-{path.name}"] = path.read_bytes()
     limit = READERS["ledger"].max_len
+    return {name: data[:limit] for name, data in seeds.items()}
+
+
+def kitindex_seeds() -> dict[str, bytes]:
+    from ninfer_kits import kitindex, ledger
+
+    entries = [entry for entry in _ledger_entries() if isinstance(entry, ledger.LedgerEntry)]
+    seeds = {"all": kitindex.render(kitindex.document(entries)),
+             "one": kitindex.render(kitindex.document(entries[-1:])),
+             "empty": kitindex.render(kitindex.document([]))}
+    limit = READERS["kitindex"].max_len
     return {name: data[:limit] for name, data in seeds.items()}
 
 
@@ -408,7 +430,7 @@ def linetable_seeds() -> dict[str, bytes]:
 SEEDS: dict[str, Callable[[], dict[str, bytes]]] = {
     "elf": elf_seeds, "fatbin": fatbin_seeds, "tar": tar_seeds, "ldcache": ldcache_seeds,
     "buildinfo": buildinfo_seeds, "sha256sums": sha256sums_seeds, "ledger": ledger_seeds,
-    "linetable": linetable_seeds,
+    "linetable": linetable_seeds, "kitindex": kitindex_seeds,
 }
 
 

@@ -607,14 +607,15 @@ def test_every_tag_the_matrix_renders_is_ignored_by_git_as_a_fetched_folder() ->
 
 def test_what_commands_write_in_the_checkout_leaves_the_next_kit_alike(
         two_builds: tuple[Built, Built], example_repo: tuple[Path, str], tmp_path: Path) -> None:
-    """A pipeline checkout of its own (this matrix and .gitignore, one commit) in which publish
-    --dry-run, a publish to the local store and a fetch ran, as a maintainer runs them there:
-    only the ledger file is left to commit, and a build of the same revision and toolchain
-    gives the same tarballs as a build from another checkout; the checkout's commit and its
-    change are only in the run keys beside the tarball."""
+    """A pipeline checkout of its own (this matrix, .gitignore and the committed kit index, one
+    commit) in which publish --dry-run, a publish to the local store and a fetch ran, as a
+    maintainer runs them there: only the ledger file and the index made again with it are left
+    to commit, and a build of the same revision and toolchain gives the same tarballs as a
+    build from another checkout; the checkout's commit and its changes are only in the run
+    keys beside the tarball."""
     project = tmp_path / "pipeline"
-    project.mkdir()
-    for name in ("matrix.toml", ".gitignore"):
+    (project / "releases").mkdir(parents=True)
+    for name in ("matrix.toml", ".gitignore", "releases/index.json", "releases/index.html"):
         shutil.copyfile(ROOT / name, project / name)
     git("init", "-q", "-b", "main", cwd=project)
     git("add", "-A", cwd=project)
@@ -630,7 +631,8 @@ def test_what_commands_write_in_the_checkout_leaves_the_next_kit_alike(
     assert (project / "dry-run" / TAG).is_dir() and (project / "published" / TAG).is_dir()
     assert (project / TAG / "kit" / "bin" / "ninfer").is_file()
     status = git("status", "--porcelain", "--untracked-files=all", cwd=project)
-    assert status.splitlines() == [f"?? releases/{TAG}.toml"]
+    changed = [" M releases/index.html", " M releases/index.json", f"?? releases/{TAG}.toml"]
+    assert sorted(status.splitlines()) == changed
     built = build(tmp_path / "again", "example", "--source", str(example_repo[0]),
                   "--matrix", str(project / "matrix.toml"))  # the last --matrix counts
     assert built.done.returncode == 0, built.done.stderr[-4000:]
@@ -638,7 +640,8 @@ def test_what_commands_write_in_the_checkout_leaves_the_next_kit_alike(
         assert sha256_of(built.out / name) == sha256_of(two_builds[0].out / name), name
     info = buildinfo.read(built.out / "BUILDINFO.txt")
     assert info.run_value("pipeline_revision") == f"{head}-dirty"
-    assert info.run_value("pipeline_changes") == f"releases/{TAG}.toml"
+    assert info.run_value("pipeline_changes") == \
+        f"releases/index.html, releases/index.json, releases/{TAG}.toml"
     assert info.pipeline_revision == "" and re.fullmatch(r"[0-9a-f]{64}", info.recipe)
 
 

@@ -178,10 +178,15 @@ class Workflow:
         assert build.returncode == 0, build.stderr[-4000:]
         publish, outputs = self.step(place / "publish", "publish", kit, "--dist", str(dist),
                                      GITHUB_TOKEN=TOKEN)
-        # "Land the ledger", as [publish] ledger = "commit" has it (the push left out).
+        # "Land the ledger", as [publish] ledger = "commit" has it (the push left out): the
+        # ledger file and the kit index made again from the whole ledger.
         if publish.returncode == 0 and outputs.get("changed") == "true":
             assert outputs["ledger_mode"] == "commit"
-            git("add", "--", outputs["ledger"], cwd=self.checkout)
+            folder = Path(outputs["ledger"]).parent
+            index, _ = self.step(place / "index", "index", "--ledger-dir", str(folder))
+            assert index.returncode == 0, index.stderr[-2000:]
+            git("add", "--", outputs["ledger"], str(folder / "index.json"),
+                str(folder / "index.html"), cwd=self.checkout)
             git("commit", "-q", "-m", f"releases: {outputs['tag']}", cwd=self.checkout)
         return Job(entry, dist, build, publish, outputs)
 
@@ -377,8 +382,14 @@ def test_every_release_is_in_the_ledger_committed_beside_the_matrix(history: His
     last = history.runs[-1]
     assert len(last.releases) == 4 and set(last.ledger) == set(last.releases)
     tracked = git("ls-files", "releases", cwd=history.checkout).splitlines()
-    assert sorted(tracked) == sorted(f"releases/{tag}.toml" for tag in last.ledger)
+    assert sorted(tracked) == sorted([*(f"releases/{tag}.toml" for tag in last.ledger),
+                                      "releases/index.html", "releases/index.json"])
     assert git("status", "--porcelain", cwd=history.checkout) == ""
+    # the index on the branch is the one its whole ledger makes, every release in it
+    checked = subprocess.run([sys.executable, "-m", "ninfer_kits", "index", "--ledger-dir",
+                              "releases", "--check"], cwd=history.checkout, capture_output=True,
+                             text=True, check=False)
+    assert checked.returncode == 0, checked.stderr
     assert sum(len(run.landed) for run in history.runs) == 4
 
 

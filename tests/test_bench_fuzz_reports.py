@@ -111,3 +111,23 @@ def test_fuzz_failures_are_annotated_and_the_table_summarized(
     assert "| tar | 15 | 40000 | 2667 | 800 | 2900 | 1700 | 0 | 1 |" in text
     assert "| ledger |" in text and "| BROKEN |" in text
     assert not report([clean], Reporter(Lines(), mode="plain"))  # type: ignore[arg-type]
+
+
+def test_a_run_of_some_benchmarks_keeps_the_other_rows_and_the_notes(
+        runner: ModuleType, tmp_path: Path) -> None:
+    page = tmp_path / "bench.md"
+    assert runner.main(["slow", "broken"]) == 1
+    first = page.read_text(encoding="utf-8")
+    assert "- **slow**: " in first and "- **broken**: " in first
+    page.write_text(first + "\n## Notes\n\nWritten by hand | kept.\n", encoding="utf-8")
+    broken_rows = [line for line in first.splitlines() if line.startswith("| broken |")]
+    assert broken_rows
+
+    assert runner.main(["slow"]) == 0
+    second = page.read_text(encoding="utf-8")
+    assert [line for line in second.splitlines() if line.startswith("| broken |")] == broken_rows
+    assert second.count("| slow | twice the baseline |") == 1
+    assert second.index("| slow |") < second.index("| broken |")  # discovery's order
+    assert second.endswith("## Notes\n\nWritten by hand | kept.\n")
+    assert runner.read_page(second) == runner.read_page(runner.markdown(
+        runner.read_page(second), ["slow", "broken"]))

@@ -6,8 +6,10 @@ Each `bench_*.py` module exposes NAME, DESCRIPTION and run(ctx) -> list[Result].
 target is printed, not raised: the exit status is 0 unless a benchmark crashed (or, with
 --strict, missed a target or reported an error). The table is also written, atomically, to
 .cache/bench/results.json, and as Markdown (what was measured, our time, the baseline command
-and its time, the ratio, the target; the machine's cores and load in the header) to
-docs/benchmarks.md, the page the documentation links. On GitHub Actions each benchmark is a
+and its time, the ratio, the target; under it, where each benchmark last ran: the machine's
+cores and load) to docs/benchmarks.md, the page the documentation links. A run of some
+benchmarks replaces their rows only: the others' rows and run lines, and the page's "## Notes"
+section, are kept as they were. On GitHub Actions each benchmark is a
 fold group, a missed target a warning annotation (a crash an error one) and the Markdown table
 goes to the job summary.
 """
@@ -155,22 +157,86 @@ def _cpuinfo() -> list[str]:
         return []
 
 
-def markdown(results: list[Result], repeat: int) -> str:
-    lines = ["# ninfer-kits benchmarks (`nox -s bench`)", "", machine_header(repeat),
-             "What the rows measure and why: [DEVELOPING.md](../DEVELOPING.md#benchmarks).", "",
-             "| benchmark | what was measured | ours | baseline | baseline's time | ratio | "
-             "target | status |", "|---|---|---|---|---|---|---|---|"]
-    for result in results:
-        ratio = result.ratio
-        status = result.status if result.error is None else f"ERROR: {result.error}"
-        if result.note:
-            status = f"{status} ({result.note})"
-        cells = (result.benchmark, result.measured, seconds(result.ours, result.unit),
-                 f"`{result.baseline_name}`", seconds(result.baseline, result.unit),
-                 "-" if ratio is None else f"{ratio:.3f}×",
-                 result.target_text, status)
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+TITLE = "# ninfer-kits benchmarks (`nox -s bench`)"
+TABLE_HEAD = ("| benchmark | what was measured | ours | baseline | baseline's time | ratio | "
+              "target | status |")
+RUNS_HEADING = "## Where each benchmark ran"
+NOTES_HEADING = "## Notes"
+
+
+@dataclass(frozen=True)
+class Page:
+    """docs/benchmarks.md as run.py writes it: table rows and run lines by benchmark, then the
+    notes, which people write and run.py keeps."""
+
+    rows: dict[str, list[str]]
+    runs: dict[str, str]
+    notes: str
+
+
+def _row(result: Result) -> str:
+    ratio = result.ratio
+    status = result.status if result.error is None else f"ERROR: {result.error}"
+    if result.note:
+        status = f"{status} ({result.note})"
+    cells = (result.benchmark, result.measured, seconds(result.ours, result.unit),
+             f"`{result.baseline_name}`", seconds(result.baseline, result.unit),
+             "-" if ratio is None else f"{ratio:.3f}×",
+             result.target_text, status)
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+def _benchmark_of(row: str) -> str:
+    """The benchmark a table row belongs to: its first cell up to a '/' (fetch-link/transfer)."""
+    return row.removeprefix("|").split("|", 1)[0].strip().split("/", 1)[0]
+
+
+def read_page(text: str) -> Page:
+    """The rows, run lines and notes of a page run.py wrote (an empty page for anything else)."""
+    rows: dict[str, list[str]] = {}
+    runs: dict[str, str] = {}
+    body, _, notes = text.partition(f"\n{NOTES_HEADING}\n")
+    for line in body.splitlines():
+        if line.startswith("| ") and line != TABLE_HEAD:
+            rows.setdefault(_benchmark_of(line), []).append(line)
+        elif line.startswith("- **") and "**: " in line:
+            name, run_line = line.removeprefix("- **").split("**: ", 1)
+            runs[name] = run_line
+    return Page(rows, runs, notes.strip("\n") if notes else "")
+
+
+def merge(page: Page, results: list[Result], ran: Sequence[str], repeat: int) -> Page:
+    """`page` with the rows and run lines of the benchmarks in `ran` replaced by `results`."""
+    rows = {name: lines for name, lines in page.rows.items() if name not in ran}
+    runs = {name: line for name, line in page.runs.items() if name not in ran}
+    header = machine_header(repeat).removeprefix("Machine: ")
+    for name in ran:
+        rows[name] = [_row(result) for result in results
+                      if result.benchmark.split("/", 1)[0] == name]
+        runs[name] = header
+    return Page(rows, runs, page.notes)
+
+
+def markdown(page: Page, order: Sequence[str]) -> str:
+    """The page; benchmarks in `order` (discovery's), any others after them."""
+    names = [name for name in order if name in page.rows]
+    names += sorted(set(page.rows) - set(names))
+    lines = [TITLE, "", "What the rows measure and why: "
+             "[DEVELOPING.md](../DEVELOPING.md#benchmarks).", "", TABLE_HEAD,
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [row for name in names for row in page.rows[name]]
+    lines += ["", RUNS_HEADING, ""]
+    lines += [f"- **{name}**: {page.runs[name]}" for name in names if name in page.runs]
+    if page.notes:
+        lines += ["", NOTES_HEADING, "", page.notes]
     return "\n".join(lines) + "\n"
+
+
+def _text_or_empty(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
 
 
 def write_markdown(path: Path, text: str) -> None:
@@ -210,14 +276,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     reporter = Reporter(sys.stdout)  # the benchmarks' own progress lines go there too
     results: list[Result] = []
     crashed = False
-    for bench in _select(available, args.names):
+    selected = _select(available, args.names)
+    for bench in selected:
         rows, failed = _run_one(bench, ctx, reporter)
         results.extend(rows)
         crashed = crashed or failed
     print_table(results)
     write_json_atomic(RESULTS_FILE, _report(results, args.repeat))
-    report = markdown(results, args.repeat)
-    write_markdown(MARKDOWN_FILE, report)
+    ran = [bench.name for bench in selected]
+    page = merge(read_page(_text_or_empty(MARKDOWN_FILE)), results, ran, args.repeat)
+    write_markdown(MARKDOWN_FILE, markdown(page, [bench.name for bench in available]))
+    report = markdown(merge(Page({}, {}, ""), results, ran, args.repeat), ran)
     print()
     print(report)
     print(f"results written to {RESULTS_FILE} and {MARKDOWN_FILE}")

@@ -16,6 +16,7 @@ import pytest
 from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector import archive as archive_module
 from ninfer_kits.inspector.archive import DEFAULT_MEMBER_LIMIT, KitArchive
+from ninfer_kits.inspector.decompress import TRUNCATED
 from ninfer_kits.inspector.inspection import inspect_path
 
 
@@ -252,6 +253,15 @@ def _gzip_members(data: bytes, cuts: list[int], **options: object) -> bytes:
                     for a, b in itertools.pairwise(bounds))
 
 
+def _framed_members(data: bytes, cuts: list[int]) -> bytes:
+    """`data` as pack writes it (each member's header records its length), cut at the given
+    offsets."""
+    from ninfer_kits.pipeline.pack import gzip_member
+
+    bounds = [0, *sorted(cuts), len(data)]
+    return b"".join(gzip_member(data[a:b], 6) for a, b in itertools.pairwise(bounds))
+
+
 def test_a_tarball_of_many_gzip_members_reads_as_one(tmp_path: Path, elf: bytes) -> None:
     """Cut anywhere (inside a tar header, inside a member's data), gzip members one after the
     other read as the one stream they make; zero padding between and after them is skipped."""
@@ -340,10 +350,11 @@ def test_gunzip_reads_what_the_gzip_module_reads(monkeypatch: pytest.MonkeyPatch
     header_flags = struct.pack("<BBIBB", 8, 2 | 4 | 8 | 16, 0, 0, 255)
     odd = (b"\x1f\x8b" + header_flags + b"\x03\x00xyz" + b"name\0" + b"comment\0" + b"\xab\xcd"
            + gzip.compress(payload[:7000], mtime=0)[10:])
+    framed = _framed_members(payload, [1, 9000, 30000])
     seeds = [gzip.compress(payload, mtime=0), _gzip_members(payload, [1, 9000, 30000]),
-             gzip.compress(b"", mtime=0) * 3, odd, b"", b"\x1f", b"not gzip at all"]
+             gzip.compress(b"", mtime=0) * 3, odd, framed, b"", b"\x1f", b"not gzip at all"]
     cases = list(seeds)
-    for seed in seeds[:4]:
+    for seed in seeds[:5]:
         cases += [seed + bytes(100), seed + bytes(50) + seed, seed + b"garbage",
                   seed + b"\x1f", seed + bytes(10) + b"\x1f\x8b\x09"]
         cases += [seed[:rng.randrange(len(seed))] for _ in range(25)]
@@ -352,16 +363,220 @@ def test_gunzip_reads_what_the_gzip_module_reads(monkeypatch: pytest.MonkeyPatch
             flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
             cases.append(bytes(flipped))
     for data in cases:
-        theirs, their_error = _gzip_module_reads(data)
         ours, our_error = _ours_reads(data)
-        assert our_error == their_error, (data[:20], len(data))
-        if their_error is None:
-            assert ours == theirs
-        elif "Error -3" not in their_error:
-            assert ours[:len(theirs)] == theirs
-        else:
-            shorter = min(len(ours), len(theirs))
-            assert ours[:shorter] == theirs[:shorter]
+        if our_error is not None and our_error.endswith(UNFRAMED):
+            # A bit flipped in a recorded length: a clean error of ours, after gzip's bytes
+            theirs = _gzip_module_reads(data)[0]
+            assert ours[:len(theirs)] == theirs[:len(ours)]
+            continue
+        _assert_reads_as_gzip(data, ours, our_error)
+
+
+def _assert_reads_as_gzip(data: bytes, ours: bytes, our_error: str | None) -> None:
+    """What we read of `data` is what the gzip module reads, given that gzip hands over only
+    the reads before the one that failed."""
+    theirs, their_error = _gzip_module_reads(data)
+    assert our_error == their_error, (data[:20], len(data))
+    if their_error is None:
+        assert ours == theirs
+    elif "Error -3" not in their_error:
+        assert ours[:len(theirs)] == theirs
+    else:
+        shorter = min(len(ours), len(theirs))
+        assert ours[:shorter] == theirs[:shorter]
+
+
+UNFRAMED = "is not where its data ends"
+
+
+def _read_all(data: bytes, check_crc: bool = True) -> bytes:
+    from ninfer_kits.inspector.decompress import gunzip_chunks
+
+    stream = io.BufferedReader(io.BytesIO(data))  # type: ignore[arg-type]
+    return b"".join(gunzip_chunks(stream, check_crc=check_crc))  # type: ignore[arg-type]
+
+
+def _framed_payload() -> bytes:
+    rng = random.Random(5)
+    return b"".join(rng.choice([rng.randbytes(70_000), b"kit %d\n" % i * 9000])
+                    for i in range(12))
+
+
+def test_framed_members_are_read_whole_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pack's members (their length in the header) inflate whole, several at once, and come
+    out in order: with libdeflate, with zlib alone, and without a thread to be had."""
+    import threading
+
+    from ninfer_kits.inspector import decompress
+
+    payload = _framed_payload()
+    data = _framed_members(payload, list(range(1 << 16, len(payload), 1 << 16)))
+    sizes: list[int] = []
+    inflate = decompress._one_call_inflate()
+
+    def counted(body: memoryview, size: int) -> bytes | None:
+        sizes.append(size)
+        return inflate(body, size)
+
+    monkeypatch.setattr(decompress, "_one_call_inflate", lambda: counted)
+    assert _read_all(data) == payload
+    assert len(sizes) == -(-len(payload) >> 16)  # every member, none streamed
+    inflate = decompress._zlib_inflate
+    assert _read_all(data) == payload
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    assert _read_all(data) == payload
+
+
+class _NeverEnds(BaseException):  # not an Exception: nothing is handed over on its way out
+    pass
+
+
+class _ThenZeros(io.RawIOBase):
+    """`data`, then zeros without end (a server that never ends a body): past 64 MiB of
+    them, _NeverEnds."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.zeros = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self.data:
+            count = min(len(buffer), len(self.data))
+            buffer[:count], self.data = self.data[:count], self.data[count:]
+            return count
+        self.zeros += len(buffer)
+        if self.zeros > 64 << 20:
+            raise _NeverEnds("read on through 64 MiB of zeros")
+        buffer[:] = bytes(len(buffer))
+        return len(buffer)
+
+
+def test_framed_members_are_handed_over_before_endless_padding() -> None:
+    """Zeros after the last member are padding that gzip skips; members read whole are handed
+    over before they are skipped, so that a reader sees the archive's end while a body goes
+    on (fetch bounds a download of no recorded size by it)."""
+    from ninfer_kits.inspector.decompress import gunzip_chunks
+
+    payload = _framed_payload()
+    data = _framed_members(payload, list(range(1 << 16, len(payload), 1 << 16)))
+    got = b""
+    for chunk in gunzip_chunks(io.BufferedReader(_ThenZeros(data))):  # type: ignore[arg-type]
+        got += chunk
+        if len(got) >= len(payload):
+            break
+    assert got == payload
+
+
+@pytest.mark.parametrize("one_call", ["libdeflate", "zlib"])
+def test_a_recorded_length_that_lies_gives_gzips_bytes_or_a_clean_error(
+        one_call: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A length that does not end where the member's data does: what gzip reads (the member
+    is streamed when the trailer it points at is out of bounds), or the members before it and
+    an error naming the length; never data taken from the wrong bytes."""
+    from ninfer_kits.inspector import decompress
+
+    if one_call == "zlib":
+        monkeypatch.setattr(decompress, "_one_call_inflate", lambda: decompress._zlib_inflate)
+    payload = _framed_payload()
+    first = _framed_members(payload[:300_000], [])
+    second = _framed_members(payload[300_000:], [])
+    # A length that cuts the member short where the 4 bytes before the cut make a size within
+    # a block: read whole, and found out.
+    short = next(cut for cut in range(9, 50_000)
+                 if 0 < int.from_bytes(second[-cut - 4:-cut], "little") <= 1 << 20)
+    errors = 0
+    for lie in (-9, -8, -4, -1, 1, 4, 8, 100, -100, 1 - len(second) + 29, -short):
+        length = len(second) + lie
+        lying = second[:16] + length.to_bytes(4, "little") + second[20:]
+        for copied in (b"", second[-8:]):
+            data = first + lying + copied + first
+            ours, our_error = _ours_reads(data)
+            if one_call == "libdeflate" and copied and lie == 8:
+                # libdeflate does not say where the deflate data ended: a length 8 bytes long,
+                # at a copy of the trailer, frames a member that inflates to its size, and the
+                # reading goes on from there (gzip stops at the copy: not a member).
+                assert (ours, our_error) == (payload + payload[:300_000], None)
+                continue
+            if our_error is not None and our_error.endswith(UNFRAMED):
+                assert our_error == (f"BadGzipFile: a gzip member's recorded length ({length} "
+                                     f"bytes) {UNFRAMED}")
+                # the first member, then as much of the second as its bytes gave
+                assert payload.startswith(ours) and len(ours) >= 300_000
+                errors += 1
+            else:
+                _assert_reads_as_gzip(data, ours, our_error)
+    assert errors >= 1
+
+
+@pytest.mark.parametrize("length", [0, 19, 28, (4 << 20) + 1, 0xFFFFFFFF])
+def test_a_length_out_of_bounds_is_streamed(length: int) -> None:
+    """A recorded length too small to hold a member or past what is read whole: the member is
+    streamed, as gzip reads it, and nothing the length says is allocated."""
+    payload = _framed_payload()
+    data = _framed_members(payload, [500_000])
+    data = data[:16] + length.to_bytes(4, "little") + data[20:]
+    assert _read_all(data) == payload
+
+
+@pytest.mark.parametrize("size", [0xFFFFFFFF, (1 << 20) + 1, 1, 0, "one less", "one more"])
+def test_a_trailer_size_that_lies_is_gzips_error(size: int | str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """ISIZE comes from the network too: past a block it is never allocated (the member is
+    streamed); within one, a wrong size fails as gzip says it, after the data."""
+    import gzip
+
+    from ninfer_kits.inspector import decompress
+
+    asked: list[int] = []
+    inflate = decompress._one_call_inflate()
+
+    def counted(body: memoryview, wanted: int) -> bytes | None:
+        asked.append(wanted)
+        return inflate(body, wanted)
+
+    monkeypatch.setattr(decompress, "_one_call_inflate", lambda: counted)
+    payload = _framed_payload()[:600_000]
+    data = bytearray(_framed_members(payload, []))
+    real = int.from_bytes(data[-4:], "little")
+    value = {"one less": real - 1, "one more": real + 1}.get(size, size)  # type: ignore[call-overload]
+    data[-4:] = int(value).to_bytes(4, "little")
+    ours, our_error = _ours_reads(bytes(data))
+    assert (ours, our_error) == (payload, "BadGzipFile: Incorrect length of data produced")
+    _assert_reads_as_gzip(bytes(data), ours, our_error)
+    assert all(0 < wanted <= decompress.FRAMED_SIZE_LIMIT for wanted in asked)
+    with pytest.raises(gzip.BadGzipFile, match="Incorrect length"):
+        _read_all(bytes(data), check_crc=False)
+
+
+def test_framed_members_cut_short_or_corrupt_fail_as_gzip_does() -> None:
+    """A file that ends inside a framed member (streamed: truncated), a wrong CRC-32 (refused
+    unless the caller checks a hash) and corrupt deflate data: gzip's errors, after gzip's
+    bytes."""
+    import gzip
+
+    payload = _framed_payload()
+    data = _framed_members(payload, [250_000, 500_000])
+    for cut in (len(data) - 3, len(data) // 2, 25):
+        ours, error = _ours_reads(data[:cut])
+        assert error == _gzip_module_reads(data[:cut])[1] == f"EOFError: {TRUNCATED}"
+        assert payload.startswith(ours)
+    bad_crc = bytearray(data)
+    bad_crc[-8] ^= 1
+    assert _read_all(bytes(bad_crc), check_crc=False) == payload
+    with pytest.raises(gzip.BadGzipFile, match="CRC check failed"):
+        _read_all(bytes(bad_crc))
+    corrupt = bytearray(data)
+    corrupt[-1000] ^= 0xFF  # in the last member
+    ours, error = _ours_reads(bytes(corrupt))
+    assert error is not None and ours[:500_000] == payload[:500_000]
+    _assert_reads_as_gzip(bytes(corrupt), ours, error)
 
 
 def test_the_decompressing_thread_stops_with_the_reader(tmp_path: Path) -> None:
@@ -380,7 +595,24 @@ def test_the_decompressing_thread_stops_with_the_reader(tmp_path: Path) -> None:
         for _member in archive:
             pass
     assert time.monotonic() - started < 5
-    assert not [t for t in threading.enumerate() if t.name == "ninfer-kits decompress"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("ninfer-kits ")]
+
+
+def test_the_inflating_threads_stop_with_the_reader(tmp_path: Path) -> None:
+    """The same, for pack's members inflated on a pool: its threads end with the archive."""
+    import threading
+
+    rng = random.Random(4)
+    data = [("kit/../evil", b"x"), *[(f"kit/noise{i}", rng.randbytes(1 << 20))
+                                      for i in range(40)]]
+    plain = make_tar(tmp_path / "evil.tar", data, mode="w").read_bytes()
+    path = tmp_path / "evil.tar.gz"
+    path.write_bytes(_framed_members(plain, list(range(1 << 20, len(plain), 1 << 20))))
+    with pytest.raises(BadInput, match=r"an absolute path or one with '\.\.'"), \
+            KitArchive(path) as archive:
+        for _member in archive:
+            pass
+    assert not [t for t in threading.enumerate() if t.name.startswith("ninfer-kits ")]
 
 
 @pytest.mark.parametrize("damage", ["crc", "truncated", "garbage"])

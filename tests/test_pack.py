@@ -25,6 +25,12 @@ from ninfer_kits.atomic import DiskFull, HashingSink, PackedFile, hash_file, wri
 from ninfer_kits.checksums import read_sha256sums, write_sha256sums
 from ninfer_kits.errors import EXIT_ENVIRONMENT, BadInput, NinferKitsError
 from ninfer_kits.inspector.archive import KitArchive
+from ninfer_kits.inspector.decompress import (
+    FEXTRA,
+    FRAMED_HEADER,
+    FRAMED_LENGTH_LIMIT,
+    FRAMED_SIZE_LIMIT,
+)
 from ninfer_kits.pipeline.pack import (
     BLOCK_SIZE,
     BUNDLED_LIBDEFLATE,
@@ -200,20 +206,25 @@ def test_gnu_tar_unpacks_the_same_tree(tree: Path, packed: PackedFile, tmp_path:
 
 def test_gzip_accepts_it_and_the_header_is_fixed(packed: PackedFile) -> None:
     run(tool("gzip"), "-t", packed.path)
-    head = packed.path.read_bytes()[:10]
+    head = packed.path.read_bytes()[:FRAMED_HEADER]
     assert head[:3] == b"\x1f\x8b\x08"
-    assert head[3] == 0, "flags: no file name, no comment, no extra field"
+    assert head[3] == FEXTRA, "flags: an extra field, no file name, no comment"
     assert head[4:8] == b"\0\0\0\0", "gzip mtime must be 0"
     assert head[9] == 3, "OS byte is fixed to Unix"
+    # XLEN, then one subfield (RFC 1952 2.3.1.1): our ID, 4 bytes, the member's length
+    assert head[10:16] == b"\x08\x00NK\x04\x00"
 
 
-def gzip_members(data: bytes) -> list[tuple[bytes, bytes]]:
-    """(the 10-byte header, the inflated data) of each gzip member, in order."""
+def gzip_members(data: bytes) -> list[tuple[bytes, bytes, int]]:
+    """(the header, the inflated data, the member's length) of each gzip member, in order,
+    as zlib (which skips the extra field) reads them."""
     members = []
     while data:
         inflater = zlib.decompressobj(31)
-        members.append((data[:10], inflater.decompress(data)))
+        inflated = inflater.decompress(data)
         assert inflater.eof, "the data ends inside a member"
+        length = len(data) - len(inflater.unused_data)
+        members.append((data[:FRAMED_HEADER], inflated, length))
         data = inflater.unused_data
     return members
 
@@ -223,10 +234,46 @@ def test_each_mebibyte_is_a_gzip_member_of_its_own(packed: PackedFile) -> None:
     members = gzip_members(data)
     stream = gzip.decompress(data)
     assert len(members) == -(-len(stream) // BLOCK_SIZE) > 3
-    assert b"".join(inflated for _, inflated in members) == stream
-    assert all(len(inflated) == BLOCK_SIZE for _, inflated in members[:-1])
-    # Every member has the same fixed header: no name, no time, OS Unix, XFL 0 at level 6.
-    assert {header for header, _ in members} == {b"\x1f\x8b\x08\0\0\0\0\0\0\x03"}
+    assert b"".join(inflated for _, inflated, _ in members) == stream
+    assert all(len(inflated) == BLOCK_SIZE for _, inflated, _ in members[:-1])
+    # Every member has the same fixed header but for its length: no name, no time, OS Unix,
+    # XFL 0 at level 6.
+    assert {header[:16] for header, _, _ in members} == {
+        b"\x1f\x8b\x08\x04\0\0\0\0\0\x03\x08\x00NK\x04\x00"}
+
+
+def test_each_member_records_its_own_length(packed: PackedFile) -> None:
+    """The subfield's length is where zlib finds the member's end, within what readers take
+    whole, incompressible blocks (big_payload's noise) included."""
+    members = gzip_members(packed.path.read_bytes())
+    assert BLOCK_SIZE <= FRAMED_SIZE_LIMIT
+    for header, _, length in members:
+        assert int.from_bytes(header[16:20], "little") == length
+    assert max(length for _, _, length in members) > BLOCK_SIZE  # the noise: stored blocks
+    assert max(length for _, _, length in members) <= FRAMED_LENGTH_LIMIT
+
+
+def test_readers_take_every_member_whole(packed: PackedFile,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """inspector.decompress inflates pack's members whole (none is streamed), with libdeflate
+    and with zlib alone (the stdlib-only ninfer-kits.pyz)."""
+    from ninfer_kits.inspector import decompress
+
+    streamed: list[object] = []
+    real_stream = decompress._stream_member
+
+    def stream(*args: object) -> object:
+        streamed.append(args)
+        return real_stream(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(decompress, "_stream_member", stream)
+    data = packed.path.read_bytes()
+    for inflate in (decompress._one_call_inflate(), decompress._zlib_inflate):
+        monkeypatch.setattr(decompress, "_one_call_inflate", lambda inflate=inflate: inflate)
+        with packed.path.open("rb") as raw:
+            assert b"".join(decompress.gunzip_chunks(raw)) == gzip.decompress(data)
+    assert decompress._one_call_inflate is not decompress._zlib_inflate
+    assert not streamed
 
 
 @pytest.mark.parametrize("mode", ["r", "r:gz"])

@@ -1,63 +1,110 @@
-"""A kit archive's bytes, decompressed ahead of the reader by a thread of their own.
+"""A kit archive's bytes, decompressed ahead of the reader by threads of their own.
 
 `Prefetched(chunks)` is a read-only stream over an iterator of byte chunks that another thread
-runs: decompression (zlib, lzma and bz2 all let other threads run while they work) goes on
-while tarfile, the copy of a member and the ELF reader use the chunks before. At most `depth`
-chunks wait (a few MiB): memory stays bounded however large the archive. An error the chunks
-raise (a corrupt or truncated stream) is raised by `read`, after all the bytes before it, as
-reading the decompressor directly would.
+runs: decompression (zlib, libdeflate, lzma and bz2 all let other threads run while they work)
+goes on while tarfile, the copy of a member and the ELF reader use the chunks before. At most
+`depth` chunks wait (a few MiB): memory stays bounded however large the archive. An error the
+chunks raise (a corrupt or truncated stream) is raised by `read`, after all the bytes before
+it, as reading the decompressor directly would.
 
 `gunzip_chunks(file)` is gzip's stream as Python's gzip module reads it (RFC 1952 members one
 after the other, as many as there are: a packer may write independent members; zero bytes
 between or after them skipped; each member's CRC-32 and length checked), with the same errors
-and messages, but in chunks of a MiB rather than eight kB (gzip.GzipFile's), which spares a few
-thousand Python-level calls per 100 MB. `check_crc=False` skips the CRC-32 (80 ms per 500 MB
-inflated, on the decompressing thread) for a caller that checks a hash of the whole file before
-it trusts anything it unpacked; the lengths are still checked. The inflating is zlib's: only
-the member framing is read here, because no library hands out gzip in larger chunks.
+and messages, but in chunks of up to a MiB rather than eight kB (gzip.GzipFile's), which spares
+a few thousand Python-level calls per 100 MB. `check_crc=False` skips the CRC-32 (80 ms per
+500 MB inflated) for a caller that checks a hash of the whole file before it trusts anything it
+unpacked; the lengths are still checked. Only the member framing is read here, because no
+library hands out gzip in larger chunks.
+
+Members come two ways:
+
+- streamed: zlib inflates a member a MiB of output at a time, whatever its size, on the
+  thread that reads the file. Any gzip member: those of other packers, and the kits packed
+  before their members said their length.
+- framed: a member whose header is the one `pipeline.pack` writes, whose extra field holds the
+  subfield FRAMED_ID with the member's whole length, is read whole and inflated in one call
+  (libdeflate, the `deflate` package, about twice zlib's speed; zlib where it is missing, as in
+  the stdlib-only ninfer-kits.pyz), several at a time on a small thread pool, the results
+  handed over in order. One inflating thread could not keep up with a fast link on its own.
+  The length and the size in the trailer come from the network before any hash is checked,
+  so both are bounded first (FRAMED_LENGTH_LIMIT, FRAMED_SIZE_LIMIT; a member past them, or
+  one that the file ends inside, is streamed), and a member that does not inflate to exactly
+  its trailer's size is inflated again, streamed from its own bytes, so that its error is the
+  one gzip gives (the bytes before a corrupt spot, then zlib's words; a wrong length; a wrong
+  CRC-32). A length that does not frame its member (which pack never writes) is an error of
+  its own. (libdeflate does not say where the deflate data ended: a made-up length that
+  reaches past a member's end, with a copy of its trailer at the recorded end, is read to that
+  end; gzip would take the bytes between for more members and stop at them.)
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from typing import TYPE_CHECKING
+from collections import deque
+from functools import cache
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
+    from concurrent.futures import Future, ThreadPoolExecutor
     from typing import BinaryIO
 
 CHUNK = 1 << 20  # compressed bytes read at a time; decompressed bytes handed over at a time
 DEPTH = 8  # chunks decompressed ahead of the reader, at most
 TRUNCATED = "Compressed file ended before the end-of-stream marker was reached"  # gzip's words
+GZIP_MAGIC = b"\037\213"
 FHCRC, FEXTRA, FNAME, FCOMMENT = 2, 4, 8, 16
+TRAILER = 8  # CRC-32 and ISIZE, little-endian
+# pack's subfield of the extra field (RFC 1952 2.3.1.1): "NK", 4 bytes, the member's whole
+# length (header to trailer), little-endian. Not bgzip's "BC", whose 16-bit size cannot hold a
+# member of a MiB.
+FRAMED_ID = b"NK"
+FRAMED_EXTRA = struct.Struct("<2sHI")  # the subfield: ID, its size (4), the member's length
+FRAMED_HEADER = 10 + 2 + FRAMED_EXTRA.size  # a framed member's header: fixed part, XLEN, extra
+FRAMED_SIZE_LIMIT = 1 << 20  # what a framed member may inflate to: pack's block, no more
+FRAMED_LENGTH_LIMIT = 4 << 20  # what a framed member may be; deflate never grows a MiB this much
+INFLATE_THREADS = 4  # at most: the reader, tarfile and the download want cores too
+
+
+def _bad_gzip(message: str) -> OSError:
+    from gzip import BadGzipFile  # only when there is something to say
+
+    return BadGzipFile(message)
 
 
 class _Input:
-    """The compressed file, read in CHUNK blocks, with what was read and not used yet."""
+    """The compressed file, read in CHUNK blocks. `block[start:]` is what was read and not used
+    yet: one bytes object and an offset, so that a memoryview hands out any part of it without
+    a copy."""
 
     def __init__(self, file: BinaryIO) -> None:
         self.file = file
-        self.pending = b""
+        self.block = b""
+        self.start = 0
 
-    def take(self) -> bytes:
-        """What is left of the last block, or the next block; b"" at the end."""
-        if self.pending:
-            data, self.pending = self.pending, b""
-            return data
-        return self.file.read(CHUNK)
+    def peek(self) -> memoryview:
+        """What is left of the last block, or the next block (not used yet); empty at the
+        end."""
+        if self.start >= len(self.block):
+            self.block, self.start = self.file.read(CHUNK), 0
+        return memoryview(self.block)[self.start:]
+
+    def take(self) -> memoryview:
+        """What `peek` gives, used."""
+        view = self.peek()
+        self.start += len(view)
+        return view
 
     def read(self, count: int) -> bytes:
         """Up to `count` bytes (fewer only at the end)."""
-        data = b""
-        while len(data) < count:
-            block = self.take()
-            if not block:
-                break
-            need = count - len(data)
-            data += block[:need]
-            self.pending = block[need:]
-        return data
+        parts = []
+        while count > 0 and (view := self.peek()):
+            part = view[:count]
+            self.start += len(part)
+            count -= len(part)
+            parts.append(part)
+        return b"".join(parts)
 
     def exact(self, count: int) -> bytes:
         data = self.read(count)
@@ -67,74 +114,96 @@ class _Input:
 
     def until_nul(self) -> None:
         """Skip a zero-terminated field (or to the end)."""
-        while True:
-            block = self.take()
-            if not block:
-                return
-            end = block.find(b"\0")
+        while self.peek():
+            end = self.block.find(b"\0", self.start)
             if end >= 0:
-                self.pending = block[end + 1:]
+                self.start = end + 1
                 return
+            self.start = len(self.block)
+
+    def unread(self, data: bytes) -> None:
+        """Put `data` back before what is left."""
+        self.block, self.start = data + self.block[self.start:], 0
+
+    def zeros_next(self) -> bool:
+        """Whether a zero byte comes next (padding after a member, gzip's FAQ 8)."""
+        view = self.peek()
+        return bool(view) and not view[0]
+
+    def skip_zeros(self) -> None:
+        """Skip zero bytes, as gzip skips them between and after members."""
+        while self.zeros_next():
+            view = self.peek()
+            self.start += len(view) - len(bytes(view).lstrip(b"\0"))
 
 
-def gunzip_chunks(file: BinaryIO, *, check_crc: bool = True) -> Iterator[bytes]:
-    """The decompressed bytes of a gzip file (every member), in chunks of at most CHUNK."""
-    from gzip import BadGzipFile
+class _Header(NamedTuple):
+    """A member's header, read: the member's recorded length when the header is pack's
+    (FRAMED_ID alone in the extra field, no other flag), else None."""
 
-    source = _Input(file)
-    while True:
-        magic = source.read(2)
-        if not magic:
-            return
-        if magic != b"\037\213":
-            raise BadGzipFile(f"Not a gzipped file ({magic!r})")
-        method, flags, _mtime = struct.unpack("<BBIxx", source.exact(8))
-        if method != 8:
-            raise BadGzipFile("Unknown compression method")
-        if flags & FEXTRA:
-            source.exact(struct.unpack("<H", source.exact(2))[0])
-        if flags & FNAME:
-            source.until_nul()
-        if flags & FCOMMENT:
-            source.until_nul()
-        if flags & FHCRC:
-            source.exact(2)
-        inflate = zlib.decompressobj(-zlib.MAX_WBITS)
-        crc = size = 0
-        while not inflate.eof:
-            block = inflate.unconsumed_tail or source.take()
-            if not block:
-                raise EOFError(TRUNCATED)
-            before = inflate.copy()
-            try:
-                data = inflate.decompress(block, CHUNK)
-            except zlib.error:
-                # Corrupt data: hand over what comes before it, as gzip (which decompresses
-                # eight kB at a time) would have, then fail the same way.
-                yield from _up_to_the_error(before, block)
-                raise
-            if data:
-                if check_crc:
-                    crc = zlib.crc32(data, crc)
-                size += len(data)
-                yield data
-        source.pending = inflate.unused_data + source.pending
-        stored_crc, stored_size = struct.unpack("<II", source.exact(8))
-        if check_crc and stored_crc != crc:
-            raise BadGzipFile(f"CRC check failed {hex(stored_crc)} != {hex(crc)}")
-        if stored_size != size & 0xFFFFFFFF:
-            raise BadGzipFile("Incorrect length of data produced")
-        while True:  # zero padding after a member (gzip's FAQ 8), as gzip skips it
-            block = source.take()
-            if not block:
-                return
-            rest = block.lstrip(b"\0")
-            if rest:
-                source.pending = rest
-                break
+    length: int | None
 
 
-def _up_to_the_error(inflate: zlib._Decompress, block: bytes) -> Iterator[bytes]:
+def _read_header(source: _Input) -> _Header | None:
+    """The next member's header, read as gzip reads it; None at the end of the file."""
+    magic = source.read(2)
+    if not magic:
+        return None
+    if magic != GZIP_MAGIC:
+        raise _bad_gzip(f"Not a gzipped file ({magic!r})")
+    method, flags, _mtime = struct.unpack("<BBIxx", source.exact(8))
+    if method != 8:
+        raise _bad_gzip("Unknown compression method")
+    extra = b""
+    if flags & FEXTRA:
+        extra = source.exact(struct.unpack("<H", source.exact(2))[0])
+    if flags & FNAME:
+        source.until_nul()
+    if flags & FCOMMENT:
+        source.until_nul()
+    if flags & FHCRC:
+        source.exact(2)
+    if flags != FEXTRA or len(extra) != FRAMED_EXTRA.size:
+        return _Header(None)
+    name, size, length = FRAMED_EXTRA.unpack(extra)
+    return _Header(length if name == FRAMED_ID and size == 4 else None)
+
+
+def _stream_member(source: _Input, check_crc: bool) -> Iterator[bytes]:
+    """A member's deflate data and trailer (after its header), inflated CHUNK by CHUNK."""
+    inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+    crc = size = 0
+    while not inflate.eof:
+        block = inflate.unconsumed_tail or source.take()
+        if not block:
+            raise EOFError(TRUNCATED)
+        before = inflate.copy()
+        try:
+            data = inflate.decompress(block, CHUNK)
+        except zlib.error:
+            # Corrupt data: hand over what comes before it, as gzip (which decompresses
+            # eight kB at a time) would have, then fail the same way.
+            yield from _up_to_the_error(before, block)
+            raise
+        if data:
+            if check_crc:
+                crc = zlib.crc32(data, crc)
+            size += len(data)
+            yield data
+    source.unread(inflate.unused_data)
+    _check_trailer(source.exact(TRAILER), crc if check_crc else None, size)
+
+
+def _check_trailer(trailer: bytes | memoryview, crc: int | None, size: int) -> None:
+    """gzip's checks of a member's trailer (the CRC-32 unless `crc` is None), in its words."""
+    stored_crc, stored_size = struct.unpack("<II", trailer)
+    if crc is not None and stored_crc != crc:
+        raise _bad_gzip(f"CRC check failed {hex(stored_crc)} != {hex(crc)}")
+    if stored_size != size & 0xFFFFFFFF:
+        raise _bad_gzip("Incorrect length of data produced")
+
+
+def _up_to_the_error(inflate: zlib._Decompress, block: bytes | memoryview) -> Iterator[bytes]:
     """What `inflate` makes of `block`, fed eight kB at a time, before it fails."""
     step = 8192
     for start in range(0, len(block), step):
@@ -144,6 +213,201 @@ def _up_to_the_error(inflate: zlib._Decompress, block: bytes) -> Iterator[bytes]
             return
         if data:
             yield data
+
+
+# ---------------------------------------------------------------------------- framed members
+
+
+class _Framed(NamedTuple):
+    """A framed member's bytes after its header: deflate data, then the trailer."""
+
+    rest: bytes
+    length: int  # as recorded: the header's bytes and these
+
+    @property
+    def size(self) -> int:
+        return int.from_bytes(self.rest[-4:], "little")
+
+    @property
+    def crc(self) -> int:
+        return int.from_bytes(self.rest[-8:-4], "little")
+
+
+def _read_framed(source: _Input, header: _Header) -> _Framed | None:
+    """The rest of a member whose header records its length, read whole; None (nothing more
+    read) when it is to be streamed: no length, one out of bounds, a trailer's size past a
+    block, or a file that ends inside it (streaming says it is truncated, after what it
+    holds)."""
+    length = header.length
+    if length is None or not FRAMED_HEADER + TRAILER < length <= FRAMED_LENGTH_LIMIT:
+        return None
+    framed = _Framed(source.read(length - FRAMED_HEADER), length)
+    if len(framed.rest) == length - FRAMED_HEADER and 0 < framed.size <= FRAMED_SIZE_LIMIT:
+        return framed
+    source.unread(framed.rest)
+    return None
+
+
+@cache
+def _one_call_inflate() -> Callable[[memoryview, int], bytes | None]:
+    """Raw deflate data to exactly `size` bytes in one call, or None: libdeflate where the
+    `deflate` package is installed, else zlib (both let other threads run meanwhile)."""
+    try:
+        from deflate import DeflateError, deflate_decompress
+    except ImportError:
+        return _zlib_inflate
+
+    def inflate(body: memoryview, size: int) -> bytes | None:
+        try:
+            data = deflate_decompress(body, size)  # never more than `size` bytes
+        except DeflateError:
+            return None
+        return bytes(data) if len(data) == size else None
+
+    return inflate
+
+
+def _zlib_inflate(body: memoryview, size: int) -> bytes | None:
+    inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+    try:
+        data = inflate.decompress(body, size + 1)  # a byte of room: the end is reached, or more
+    except zlib.error:
+        return None
+    ok = inflate.eof and not inflate.unused_data and len(data) == size
+    return data if ok else None
+
+
+def _inflate_framed(framed: _Framed, check_crc: bool) -> tuple[bytes, int] | None:
+    """A framed member inflated, with its CRC-32 when checked (0 when not); None when it does
+    not inflate to its trailer's size (to be streamed, for gzip's words)."""
+    data = _one_call_inflate()(memoryview(framed.rest)[:-TRAILER], framed.size)
+    if data is None:
+        return None
+    return data, zlib.crc32(data) if check_crc else 0
+
+
+def _stream_framed(framed: _Framed, check_crc: bool) -> Iterator[bytes]:
+    """A framed member that did not inflate in one call, streamed from its own bytes: what
+    gzip makes of it, then its error; an error of ours when its recorded length does not
+    frame it."""
+    import io
+
+    source = _Input(io.BytesIO(framed.rest))
+    try:
+        yield from _stream_member(source, check_crc)
+    except EOFError:
+        raise _bad_gzip(_unframed(framed)) from None
+    if source.peek():
+        raise _bad_gzip(_unframed(framed))
+
+
+def _unframed(framed: _Framed) -> str:
+    return (f"a gzip member's recorded length ({framed.length} bytes) is not where its data "
+            f"ends")
+
+
+class _InOrder:
+    """Framed members inflating on a thread pool, a few ahead, handed over in order."""
+
+    def __init__(self, check_crc: bool) -> None:
+        self.check_crc = check_crc
+        self.threads = _inflate_threads()
+        self.ahead = 2 * self.threads  # members read and not handed over, at most
+        self.pool: ThreadPoolExecutor | None = None
+        self.queue: deque[tuple[Future[tuple[bytes, int] | None], _Framed]] = deque()
+
+    def add(self, framed: _Framed) -> Iterator[bytes]:
+        """Start inflating `framed`; hand over the oldest while too many wait, and those
+        done (the reader gets them before the next read of the file, which may wait)."""
+        self.queue.append((self._submit(framed), framed))
+        while self.queue and (len(self.queue) > self.ahead or self.queue[0][0].done()):
+            yield from self._next()
+
+    def drain(self) -> Iterator[bytes]:
+        while self.queue:
+            yield from self._next()
+
+    def _next(self) -> Iterator[bytes]:
+        """The oldest member's bytes; if it fails, those after it are dropped (the error is
+        the stream's end)."""
+        future, framed = self.queue.popleft()
+        try:
+            done = future.result()
+            if done is None:
+                yield from _stream_framed(framed, self.check_crc)
+                return
+            data, crc = done
+            yield data
+            _check_trailer(framed.rest[-TRAILER:], crc if self.check_crc else None, len(data))
+        except Exception:
+            self.close()
+            raise
+
+    def _submit(self, framed: _Framed) -> Future[tuple[bytes, int] | None]:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        try:
+            if self.pool is None:
+                self.pool = ThreadPoolExecutor(self.threads, "ninfer-kits inflate")
+            return self.pool.submit(_inflate_framed, framed, self.check_crc)
+        except RuntimeError:  # no thread to be had: inflate here
+            done: Future[tuple[bytes, int] | None] = Future()
+            done.set_result(_inflate_framed(framed, self.check_crc))
+            return done
+
+    def close(self) -> None:
+        """Stop: what waits is dropped, what runs is waited for (a MiB at most each)."""
+        self.queue.clear()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+
+def _inflate_threads() -> int:
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(INFLATE_THREADS, cores or 1))
+
+
+def gunzip_chunks(file: BinaryIO, *, check_crc: bool = True) -> Iterator[bytes]:
+    """The decompressed bytes of a gzip file (every member), in chunks of at most a MiB
+    (CHUNK, or a framed member's size)."""
+    source = _Input(file)
+    framed_members = _InOrder(check_crc)
+    try:
+        first = True
+        while True:
+            try:
+                if not first and source.zeros_next():
+                    # Zero padding (gzip's FAQ 8), skipped as gzip skips it; or a body that
+                    # never ends: the members before it first, so that the tar's end is seen.
+                    yield from framed_members.drain()
+                    source.skip_zeros()
+                member = _next_member(source)
+            except Exception:  # a broken header or file: after the members before it
+                yield from framed_members.drain()
+                raise
+            first = False
+            if isinstance(member, _Framed):
+                yield from framed_members.add(member)
+                continue
+            yield from framed_members.drain()
+            if member == "end":
+                return
+            yield from _stream_member(source, check_crc)
+    finally:
+        framed_members.close()
+
+
+def _next_member(source: _Input) -> _Framed | Literal["streamed", "end"]:
+    """What comes next: a framed member, read whole; "streamed" for a member to stream (its
+    deflate data is next in `source`); "end" at the end of the file."""
+    header = _read_header(source)
+    if header is None:
+        return "end"
+    framed = _read_framed(source, header)
+    return "streamed" if framed is None else framed
 
 
 def read_chunks(stream: BinaryIO) -> Iterator[bytes]:
@@ -241,12 +505,16 @@ class Prefetched:
         from contextlib import suppress
 
         self._stop.set()
-        if self._thread is None:
-            return
-        while self._thread.is_alive():
-            with suppress(queue.Empty):  # a chunk it waits to hand over: taken, it sees the stop
-                self._queue.get(timeout=0.05)
-        self._thread.join()
+        if self._thread is not None:
+            while self._thread.is_alive():
+                with suppress(queue.Empty):  # a chunk it waits to hand over: taken, it stops
+                    self._queue.get(timeout=0.05)
+            self._thread.join()
+        # A generator left part-way (gunzip_chunks) stops now, its own threads with it, rather
+        # than when the collector finds it.
+        stop = getattr(self._chunks, "close", None)
+        if stop is not None:
+            stop()
 
     def __enter__(self) -> Prefetched:
         return self

@@ -8,6 +8,10 @@ libdeflate (the `deflate` wheel, pinned; it releases the GIL while it compresses
 written in order, are one valid .tar.gz (gzip -d, tar xz, Python's gzip module and
 tarfile.open read a series of members as one stream; tarfile's stream mode "r|gz" stops after
 the first), and the output depends neither on the number of threads nor on the host's zlib.
+Each member's header records the member's length in an extra subfield of its own
+(inspector.decompress.FRAMED_ID; other readers skip it, as RFC 1952 says they must): knowing
+where a member ends, a reader takes it whole and inflates several at once, which a fetch over a
+fast link needs (one thread streaming zlib cannot keep up).
 The tarball lands through `ninfer_kits.atomic` (hashed as it is written, renamed into place
 whole), so a reader never sees half a kit.
 """
@@ -28,6 +32,13 @@ from typing import IO, cast
 
 from ninfer_kits.atomic import FILE_MODE, READ_SIZE, HashingSink, PackedFile, output
 from ninfer_kits.errors import BadInput, EnvironmentFailure
+from ninfer_kits.inspector.decompress import (
+    FEXTRA,
+    FRAMED_EXTRA,
+    FRAMED_HEADER,
+    FRAMED_ID,
+    TRAILER,
+)
 from ninfer_kits.pipeline.parallel import usable_cores
 
 BLOCK_SIZE = 1 << 20  # one gzip member per MiB of tar: fixed, so the bytes never vary
@@ -155,11 +166,15 @@ def _add(archive: tarfile.TarFile, entry: Entry, mtime: int) -> None:
 # ---------------------------------------------------------------------------- parallel gzip
 
 
-def _gzip_header(level: int) -> bytes:
+def _gzip_header(level: int, length: int) -> bytes:
+    """A member's header: no name, no time, and its whole `length` in the extra field."""
     # What libdeflate itself writes in XFL (2: slowest, 4: fastest), and the OS byte of gzip -n.
     extra_flags = 4 if level < 2 else 2 if level >= 8 else 0
-    # magic, deflate, no flags (so no name), mtime 0, extra flags, OS
-    return struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, 0, 0, extra_flags, GZIP_OS_UNIX)
+    # magic, deflate, an extra field only (no name), mtime 0, extra flags, OS; then XLEN and
+    # the one subfield
+    fixed = struct.pack("<BBBBIBBH", 0x1F, 0x8B, 8, FEXTRA, 0, extra_flags, GZIP_OS_UNIX,
+                        FRAMED_EXTRA.size)
+    return fixed + FRAMED_EXTRA.pack(FRAMED_ID, 4, length)
 
 
 def _deflate_version() -> str:
@@ -183,13 +198,15 @@ def compressor(level: int = LEVEL) -> str:
 
 
 def gzip_member(block: bytes, level: int) -> bytes:
-    """One block as a complete gzip member: header, raw deflate (the GIL released while
-    libdeflate works), CRC-32 and size. A function of the block and the level only."""
+    """One block as a complete gzip member: header (with the member's length), raw deflate
+    (the GIL released while libdeflate works), CRC-32 and size. A function of the block and the
+    level only."""
     import deflate  # see _deflate_version
 
     body = deflate.deflate_compress(block, level)
+    length = FRAMED_HEADER + len(body) + TRAILER
     trailer = struct.pack("<II", deflate.crc32(block), len(block) & 0xFFFFFFFF)
-    return b"".join((_gzip_header(level), body, trailer))
+    return b"".join((_gzip_header(level, length), body, trailer))
 
 
 class ParallelGzip:

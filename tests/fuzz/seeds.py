@@ -6,8 +6,9 @@ write. `python tests/fuzz/seeds.py READER FOLDER` writes one reader's seeds into
   a program compiled here by nvcc (`.nv_fatbin`, `__nv_relfatbin`, compressed), when nvcc is
   installed.
 - fatbin: the fatbin sections of those CUDA files, and one container laid out by hand.
-- tar: a kit tree packed by pipeline.pack.pack_tree (gzip), the same tar plain and as xz and
-  bzip2, and a pax-format tar with a hardlink and a long name.
+- tar: a kit tree packed by pipeline.pack.pack_tree (gzip), the same tar plain, as xz and
+  bzip2, and in pack's gzip members of 4 kB (many members that record their length), and a
+  pax-format tar with a hardlink and a long name.
 - ldcache: /etc/ld.so.cache, and its first entries in the old and the compat layouts.
 - buildinfo, sha256sums, ledger: buildinfo.render, checksums.write_sha256sums and
   ledger.write, plus the ledger files of releases/;
@@ -210,6 +211,15 @@ def _pax_tar() -> bytes:
     return out.getvalue()
 
 
+def _framed(plain: bytes, block: int) -> bytes:
+    """`plain` in gzip members of `block` bytes each, as pack_tree writes its MiB members
+    (each header records the member's length): several to a seed, so that the reader's
+    members read whole are many, in flight at once."""
+    from ninfer_kits.pipeline.pack import gzip_member
+
+    return b"".join(gzip_member(plain[at:at + block], 6) for at in range(0, len(plain), block))
+
+
 def tar_seeds() -> dict[str, bytes]:
     from ninfer_kits.pipeline.pack import pack_tree
 
@@ -223,7 +233,7 @@ def tar_seeds() -> dict[str, bytes]:
     plain = gzip.decompress(packed)
     seeds = {"pack-tree.tar.gz": packed, "pack-tree.tar": plain,
              "pack-tree.tar.xz": lzma.compress(plain), "pack-tree.tar.bz2": bz2.compress(plain),
-             "pax.tar": _pax_tar()}
+             "pax.tar": _pax_tar(), "framed-4k.tar.gz": _framed(plain, 4096)}
     return {name: data for name, data in seeds.items() if len(data) <= READERS["tar"].max_len}
 
 

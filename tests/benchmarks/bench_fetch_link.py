@@ -21,7 +21,8 @@ Where the rest goes, in informational rows per rate, from the same fetch with cl
 its parts (PROBE: the same calls, timed from inside the process, in the first PROBES rounds;
 the fastest run, the least disturbed by other work, is shown):
 `transfer`, the tarball's request to its last byte written and hashed, with the CPU seconds of
-each of fetch's threads (inflating, downloading and hashing, unpacking) and of the server;
+each of fetch's threads (gunzip: the gzip framing and any streamed member; inflate: the pool
+that inflates pack's members whole; downloading and hashing; unpacking) and of the server;
 `behind`, what fetch still does after that last byte (inflating and unpacking that did not keep
 up, the kit moved into place); `fixed`, the start-up and the small files (interpreter, imports,
 ledger, SHA256SUMS, SHA1SUMS and BUILDINFO.txt, exit). `ceiling`: the best rate fetch reaches
@@ -54,8 +55,9 @@ REPEAT = 5
 PROBES = 3  # rounds that also run PROBE and the unpaced fetch (informational rows)
 
 # OURS with clocks (time.monotonic: one clock for every process) around its parts; prints them
-# as JSON. CPU seconds per thread: fetch's downloader, the decompressing thread, and main (which
-# unpacks).
+# as JSON. CPU seconds per thread: fetch's downloader, the decompressing thread (the gzip
+# framing, and the members it streams), the inflating pool (pack's members, read whole), and
+# main (which unpacks).
 PROBE = r'''
 import time
 started = time.monotonic()
@@ -107,8 +109,9 @@ print(json.dumps(marks), flush=True)
 '''
 BEHIND = "after the last byte"
 FIXED = ("interpreter", "imports", "ledger", "small files", "before the tarball", "exit")
-THREADS = (("ninfer-kits decompress", "inflate"), ("ninfer-kits-download", "download+hash"),
-           ("main", "unpack (main)"))
+# (thread name or pool prefix, label): a pool's threads are named PREFIX_0, PREFIX_1...
+THREADS = (("ninfer-kits decompress", "gunzip"), ("ninfer-kits inflate", "inflate (pool)"),
+           ("ninfer-kits-download", "download+hash"), ("main", "unpack (main)"))
 
 
 def _probe(command: list[str], cwd: Path, dest: Path) -> dict[str, float]:
@@ -134,7 +137,8 @@ def _probe(command: list[str], cwd: Path, dest: Path) -> dict[str, float]:
     parts["total"] = ended - spawned
     parts["fixed"] = sum(parts[key] for key in FIXED)
     for thread, label in THREADS:
-        parts[f"cpu {label}"] = marks["cpu"].get(thread, 0.0)
+        parts[f"cpu {label}"] = sum(cpu for name, cpu in marks["cpu"].items()
+                                    if name == thread or name.startswith(f"{thread}_"))
     return parts
 
 

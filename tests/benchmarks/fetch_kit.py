@@ -170,11 +170,23 @@ def kit_names() -> tuple[str, str]:
     return kit.render_tag(), kit.render_asset()
 
 
+def _current(tarball: Path) -> bool:
+    """Whether `tarball` is there, large enough, and in pack_tree's format of today (its first
+    gzip member's header records the member's length: older packs did not)."""
+    from ninfer_kits.inspector.decompress import FRAMED_HEADER, FRAMED_ID
+
+    if not tarball.is_file() or tarball.stat().st_size < MIN_ASSET_BYTES:
+        return False
+    with tarball.open("rb") as handle:
+        return handle.read(FRAMED_HEADER)[12:14] == FRAMED_ID
+
+
 def assemble(cache: Path, tag: str, asset: str) -> Path:
-    """The dist-shaped release folder, made once; its tarball is at least 300 MB."""
+    """The dist-shaped release folder, made once (again when pack_tree's format changed); its
+    tarball is at least 300 MB."""
     folder = cache / "fetch"
     release = folder / "dist" / tag
-    if (release / asset).is_file() and (release / asset).stat().st_size >= MIN_ASSET_BYTES:
+    if _current(release / asset):
         return release
     tree = folder / "tree"
     shutil.rmtree(tree, ignore_errors=True)

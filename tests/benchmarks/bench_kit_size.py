@@ -6,9 +6,10 @@ as a kit build runs it: sm_86, separable compilation, -lineinfo; without FFmpeg,
 host lacks) into .cache/startup-check/, so that the sizes here are those of the very files the
 GPU host then starts. Rows: the size of kit/bin/ninfer, and of the two programs packed by
 pack_tree (the kit's compressor); then the start-up, JIT cache off and warm, median of five
-starts that run every kernel. Start-up needs a GPU: on a machine without one (this project's
-CI machines) those rows are read from the newest run of `scripts/startup-check.sh run` on the
-GPU host kept in recorded/, and say so.
+starts that run every kernel; then the same for a real upstream's ninfer
+(`scripts/kit-startup-check.sh`: its device code loaded at once, the check's header says how).
+Start-up needs a GPU: on a machine without one (this project's CI machines) those rows are read
+from the newest runs on the GPU host kept in recorded/, and say so.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ BASELINE = "nvcc --compress-mode=default"
 SIZE_TARGET = 1.0  # the recipe's mode must never make the download larger
 START_TARGET = 1.05  # ... nor the start noticeably slower
 SCRIPT = REPO_ROOT / "scripts" / "startup-check.sh"
+KIT_SCRIPT = REPO_ROOT / "scripts" / "kit-startup-check.sh"  # needs .cache/kit-startup prepared
 BUILDS = REPO_ROOT / ".cache" / "startup-check"
 RECORDED = Path(__file__).resolve().parent / "recorded"
 MTIME = 1_700_000_000
@@ -74,48 +76,61 @@ def _has_gpu() -> bool:
         return False
 
 
-def _startup_table() -> tuple[str, str]:
-    """The output of `startup-check.sh run`: measured here when there is a GPU, else the newest
-    recorded run; and where it comes from."""
-    if _has_gpu():
-        progress("starting each build on this machine's GPU")
-        run = subprocess.run(["bash", str(SCRIPT), "run"], check=True, capture_output=True,
+def _startup_table(script: Path, pattern: str, ready: Path) -> tuple[str, str]:
+    """The output of `script run`: measured here when there is a GPU and `ready` (what its
+    prepare makes) exists, else the newest recorded run; and where it comes from."""
+    if ready.exists() and _has_gpu():
+        progress(f"starting each build on this machine's GPU ({script.name})")
+        run = subprocess.run(["bash", str(script), "run"], check=True, capture_output=True,
                              text=True)
         return run.stdout, "measured now"
-    recorded = sorted(RECORDED.glob("startup-check-*.txt"))
+    recorded = sorted(RECORDED.glob(pattern))
     if not recorded:
         return "", "no GPU here and no recorded run"
     newest = recorded[-1]
     return (newest.read_text(encoding="utf-8"),
-            f"no GPU here: recorded by `startup-check.sh run` in {newest.name}")
+            f"no GPU here: recorded by `{script.name} run` in {newest.name}")
 
 
 def _starts(table: str) -> dict[str, tuple[float, float]]:
-    """build name -> (start with the JIT cache off, warm), in seconds, from the run's table."""
-    starts = {}
+    """mode -> (first start without a JIT cache, start with it warm), in seconds, from the
+    table a check prints (its builds end in -default and -size, or are named so)."""
+    starts: dict[str, tuple[float, float]] = {}
+    cold = warm = -1
     for line in table.splitlines():
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) >= 5 and cells[0].startswith("sm86-") and cells[3].endswith(" s"):
-            starts[cells[0].removeprefix("sm86-")] = (float(cells[3][:-2]),
-                                                     float(cells[4][:-2]))
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if cells[0] == "build":
+            cold = next(i for i, cell in enumerate(cells) if "JIT cache off" in cell
+                        or "empty JIT cache" in cell)
+            warm = next(i for i, cell in enumerate(cells) if "JIT cache warm" in cell)
+        mode = cells[0].rsplit("-", 1)[-1]
+        if cold > 0 and mode in ("default", "size") and cells[cold].endswith(" s"):
+            starts[mode] = (float(cells[cold][:-2]), float(cells[warm][:-2]))
     return starts
 
 
-def _start_rows() -> list[Result]:
-    table, source = _startup_table()
-    gpu = next((line for line in table.splitlines() if line.startswith("GPU: ")), "")
+def _start_rows(name: str, what: str, script: Path, pattern: str, ready: Path
+                ) -> list[Result]:
+    table, source = _startup_table(script, pattern, ready)
+    facts = [line.split(": ", 1)[1] for line in table.splitlines()
+             if line.startswith(("GPU: ", "Kit: "))]
     starts = _starts(table)
     if set(starts) != {"size", "default"}:
-        return [Result(f"{NAME}/start", "start-up on a GPU", BASELINE,
+        return [Result(name, f"{what}: start-up on a GPU", BASELINE,
                        error=f"no start-up of both builds ({source})")]
-    note = f"{source}; {gpu.removeprefix('GPU: ')}"
+    note = "; ".join([source, *facts])
     return [
-        Result(f"{NAME}/start", "example's ninfer started, every kernel run, JIT cache off",
-               BASELINE, starts["size"][0], starts["default"][0], START_TARGET, note=note),
-        Result(f"{NAME}/start", "the same, JIT cache warm (a user's second start)", BASELINE,
+        Result(name, f"{what}: first start, no JIT cache", BASELINE, starts["size"][0],
+               starts["default"][0], START_TARGET, note=note),
+        Result(name, f"{what}: start, JIT cache warm (a user's next start)", BASELINE,
                starts["size"][1], starts["default"][1], START_TARGET, note=note),
     ]
 
 
 def run(ctx: Context) -> list[Result]:
-    return [*_size_rows(_prepare()), *_start_rows()]
+    return [*_size_rows(_prepare()),
+            *_start_rows(f"{NAME}/start", "example's ninfer, every kernel run", SCRIPT,
+                         "startup-check-*.txt", BUILDS),
+            *_start_rows(f"{NAME}/upstream-start", "a real upstream's ninfer, every module "
+                         "loaded at once", KIT_SCRIPT, "kit-startup-check-*.txt",
+                         REPO_ROOT / ".cache" / "kit-startup" / "KIT")]

@@ -96,10 +96,9 @@ class GrowingFile(io.RawIOBase):
         count = min(len(buffer), available - self._position)
         if count <= 0:
             return 0
-        data = os.pread(self._fd, count, self._position)
-        buffer[:len(data)] = data
-        self._position += len(data)
-        return len(data)
+        done = os.preadv(self._fd, [memoryview(buffer)[:count]], self._position)  # no copy
+        self._position += done
+        return done
 
 
 @dataclass(frozen=True)

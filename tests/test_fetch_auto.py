@@ -228,3 +228,21 @@ def test_with_a_gpu_its_own_sass_wins_over_a_newer_kits_ptx(tmp_path: Path,
         assert choice.chosen is None
         assert all("An NVIDIA driver for CUDA 13" in judged.unmet[0]
                    for judged in choice.judged)
+
+
+@pytest.mark.usefixtures("proc_mounted")
+def test_the_zipapp_chooses_as_the_installation_does(
+        tmp_path: Path, roots: dict[str, Path], release: Path) -> None:
+    """The .pyz (standard library only, no site-packages) judges the same index the same way."""
+    from test_fetch_pyz import build_pyz, run_pyz
+
+    bookworm, trixie = _roots(roots)
+    index = _index(tmp_path, roots, release)
+    pyz = build_pyz(tmp_path / "ninfer-kits.pyz")
+    user = checkout(tmp_path / "user", "http://127.0.0.1:9")
+    for root, wanted in ((trixie, f"ninfer-kits fetch {TAG}\n"),
+                         (bookworm, f"ninfer-kits fetch {TAG} --portable\n")):
+        done = run_pyz(pyz, "fetch", "--auto", "--dry-run", "--root", str(root), "--index",
+                       str(index), "--matrix", str(user), cwd=tmp_path)
+        assert (done.returncode, done.stdout) == (0, wanted), done.stderr
+        assert "Traceback" not in done.stderr

@@ -18,8 +18,9 @@ members. This module adds what writing them to disk needs:
 
 `FollowingArchive` reads the archive while the downloader still writes it (a `Feed` says how far
 it is), so that unpacking runs beside the download instead of after it; the archive is
-decompressed in a thread of its own, as `inspect` reads one (inspector.decompress), so that
-inflating, writing the members and downloading share the machine's cores.
+decompressed ahead by threads of its own, as `inspect` reads one (inspector.decompress: pack's
+gzip members several at once), so that inflating, writing the members and downloading share
+the machine's cores.
 """
 
 from __future__ import annotations

@@ -9,10 +9,11 @@
 - The archive is opened only if it is a regular file (never a FIFO or a device), and its format
   is decided by its first bytes, not by its name: gzip, xz, bzip2 or plain tar; anything else is
   "not a supported archive", with what it looks like (zstd, zip...).
-- One pass: the decompressor is the standard library's (gzip/lzma/bz2 file objects, which
-  decompress in bounded steps), and tarfile reads the tar stream above it in stream mode (`r|`),
-  so nothing is decompressed twice and nothing seeks backwards. Members are read in archive
-  order, each at most once; a member's data is available only while the archive stands at it.
+- One pass: the decompressor works in bounded steps (gzip: inspector.decompress, zlib, and
+  libdeflate for pack's members of a MiB, several at once; xz and bzip2: the standard library's
+  file objects), and tarfile reads the tar stream above it in stream mode (`r|`), so nothing is
+  decompressed twice and nothing seeks backwards. Members are read in archive order, each at
+  most once; a member's data is available only while the archive stands at it.
 - Safe names: absolute paths, `..` components, links leaving the archive's tree, device files,
   FIFOs, unknown member types and repeated names are refused (BadInput naming the member).
 - Bounded memory and disk: a member is held only when asked (`contents()`, `read()`): in memory
@@ -23,7 +24,8 @@
 - SIGTERM while the archive is open raises SystemExit in the main thread, so every `finally`
   (the caller's too: a half-written extraction) runs, as it does for Ctrl-C.
 
-The formats are the standard library's readers (tarfile, gzip, lzma, bz2); what is written here
+The formats are read by the standard library (tarfile, zlib, lzma, bz2; gzip's member framing in
+decompress.py, for larger steps) and libdeflate where installed; what is written here
 is the policy they leave to their caller (which names, types and sizes to accept), which no
 library decides for us.
 """
@@ -357,8 +359,9 @@ class KitArchive:
     @contextmanager
     def _decompressed(self, file: RegularFile) -> Iterator[BinaryIO]:
         """The tar stream, decompressed by a thread ahead of its reader (decompress.py): the
-        one pass over the archive runs on two cores, decompressing on one while tarfile, the
-        copies of members and the ELF reader work on the other."""
+        one pass over the archive runs on two cores or more, decompressing (pack's gzip
+        members on a small pool of threads) while tarfile, the copies of members and the ELF
+        reader work."""
         raw = self._raw(file)
         try:
             if self.format == "gzip":

@@ -119,8 +119,8 @@ class BuildInfo:
     input_parts: tuple[tuple[str, str], ...] = ()
     python_version: str = "unknown"  # the Python that packed the tarball
     # What compressed the tarball (its gzip bytes depend on it), e.g. "libdeflate 1.26 (deflate
-    # 0.9.0), level 6, 1 MiB gzip members"; kits packed with zlib hold zlib's version. The key
-    # keeps its first name so that older ninfer-kits still read the file.
+    # 0.9.0), level 6, 1 MiB gzip members, each with its length"; kits packed with zlib hold
+    # zlib's version. The key keeps its first name so that older ninfer-kits still read it.
     zlib_version: str = "unknown"
     glibc_floor: str
     sonames: str

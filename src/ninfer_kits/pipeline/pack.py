@@ -190,11 +190,12 @@ def _deflate_version() -> str:
 
 def compressor(level: int = LEVEL) -> str:
     """What compresses the tarball, for BUILDINFO.txt: its bytes depend on this alone (not on
-    the host's zlib), e.g. `libdeflate 1.26 (deflate 0.9.0), level 6, 1 MiB gzip members`."""
+    the host's zlib), e.g. `libdeflate 1.26 (deflate 0.9.0), level 6, 1 MiB gzip members, each
+    with its length`: kits packed before the length was recorded (NK) said only `gzip members`."""
     version = _deflate_version()
     library = BUNDLED_LIBDEFLATE.get(version, "of unknown version")
     return (f"libdeflate {library} (deflate {version}), level {level}, "
-            f"{BLOCK_SIZE >> 20} MiB gzip members")
+            f"{BLOCK_SIZE >> 20} MiB gzip members, each with its length")
 
 
 def gzip_member(block: bytes, level: int) -> bytes:

@@ -13,15 +13,12 @@ from typing import Any
 
 import pytest
 
-from engine_fixtures import one_unit_example_repo
-
 from docker_fixtures import cold_volumes, docker_builds, engine
 from tools import DATA, ROOT, git, missing, nvcc, run, tool
 
 # The docker builder's session fixtures (one engine client, two cold builds of the example kit)
-# live with the rest of the Docker set-up, and the example engine with its kernels in one
-# translation unit with its helper; named here so that every test file can use them.
-__all__ = ["cold_volumes", "docker_builds", "engine", "one_unit_example_repo"]
+# live with the rest of the Docker set-up; named here so that every test file can use them.
+__all__ = ["cold_volumes", "docker_builds", "engine"]
 
 # A suite started in the background of a script (`cmd &`, where job control is off) inherits
 # SIGINT ignored, and an ignored signal stays ignored across exec: the builds that the tests stop

@@ -274,12 +274,10 @@ def test_production_kit_fails_early_on_old_local_cuda(tmp_path: Path) -> None:
     assert not (built.cache / "git").exists(), "nothing may be fetched before the check"
 
 
-def test_compile_failure_shows_the_log_tail(one_unit_example_repo: tuple[Path, str],
+def test_compile_failure_shows_the_log_tail(example_repo: tuple[Path, str],
                                             tmp_path: Path) -> None:
-    # The example with its kernels in one translation unit: the broken kernel is compiled
-    # right after the C++ files, not after twelve other kernels, and is still the one named
-    broken = changed_copy(one_unit_example_repo[0], tmp_path / "broken-repo",
-                          "src/kernels/rmsnorm.cu", "\nthis is not CUDA;\n")
+    broken = changed_copy(example_repo[0], tmp_path / "broken-repo", "src/kernels/rmsnorm.cu",
+                          "\nthis is not CUDA;\n")
     built = build(tmp_path / "x", "example", "--source", str(broken),
                   env={"GITHUB_ACTIONS": "true"})
     assert built.done.returncode == 1
@@ -292,11 +290,8 @@ def test_compile_failure_shows_the_log_tail(one_unit_example_repo: tuple[Path, s
     assert not built.dist.exists() or not any(built.dist.iterdir())
 
 
-def test_disk_full_while_packing_leaves_nothing(one_unit_example_repo: tuple[Path, str],
+def test_disk_full_while_packing_leaves_nothing(example_repo: tuple[Path, str],
                                                tmp_path: Path) -> None:
-    """A full disk under dist/ while the kit is packed: nothing is left there. The example
-    with its kernels in one translation unit (tests/engine_fixtures.py): what fills the disk
-    is the kit, whatever its compile took."""
     dist = tmp_path / "x" / "dist"
     dist.mkdir(parents=True)
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(dist)],
@@ -304,7 +299,7 @@ def test_disk_full_while_packing_leaves_nothing(one_unit_example_repo: tuple[Pat
     if mounted.returncode != 0:
         missing(f"a small tmpfs to fill (mount failed: {mounted.stderr.strip()})")
     try:
-        built = build(tmp_path / "x", "example", "--source", str(one_unit_example_repo[0]))
+        built = build(tmp_path / "x", "example", "--source", str(example_repo[0]))
         assert built.done.returncode == EXIT_ENVIRONMENT, built.done.stderr[-2000:]
         assert "no space left on device" in built.done.stderr.lower()
         assert "Traceback" not in built.done.stderr

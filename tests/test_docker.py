@@ -207,13 +207,13 @@ def test_a_failed_build_leaves_nothing_stale_in_the_kept_tree(
     assert mended.info().binaries != docker_builds[1].info().binaries  # the change is in it
 
 
-def test_example_for_sm120a_builds_with_the_cuda_131_wheels(
-        engine: Any, one_unit_example_repo: tuple[Path, str], tmp_path: Path,
-        no_leaks: None) -> None:
+def test_example_for_sm120a_builds_with_the_cuda_131_wheels(engine: Any,
+                                                            example_repo: tuple[Path, str],
+                                                            tmp_path: Path,
+                                                            no_leaks: None) -> None:
     """The toolchain the 5090 kits need (CUDA >= 13.1), made from pinned PyPI wheels: it builds
-    the example for sm_120a, whose kit then loads in the matching runtime image. (Its kernels
-    in one translation unit, tests/engine_fixtures.py: every kernel, one nvcc call.)"""
-    run = build(tmp_path, "example-sm120a", "--source", str(one_unit_example_repo[0]),
+    the example for sm_120a, whose kit then loads in the matching runtime image."""
+    run = build(tmp_path, "example-sm120a", "--source", str(example_repo[0]),
                 "--ccache-volume", "none")
     assert run.done.returncode == 0, run.done.stderr[-4000:]
     out = run.dist / "example-v0.3.0-linux-sm120a"

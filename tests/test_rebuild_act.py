@@ -1,8 +1,7 @@
 """.github/workflows/rebuild.yml itself, run by `act` (tests/act_runner.py) in Docker job
 containers, against the local GitHub server (tests/github_server.py: its API, releases, issues
 and git remotes over smart HTTP) and the local Docker engine, with the example engine as two
-upstreams, up/alpha and up/beta (git repositories the server serves; the engine's kernels
-compiled as one translation unit, tests/engine_fixtures.py: one nvcc call instead of fourteen).
+upstreams, up/alpha and up/beta (git repositories the server serves).
 
 What act cannot do here, and what stands in: github.com's JavaScript actions (actions/cache,
 upload-artifact, download-artifact) are STAND-INS built at test time from tests/act_actions/
@@ -56,7 +55,6 @@ from act_runner import (
     stand_in_actions,
     wheelhouse,
 )
-from engine_fixtures import one_unit_engine
 from github_server import GitHubServer, IssueView, ReleaseView
 from ninfer_kits import kitindex, ledger
 from rebuild_matrix import rebuild_matrix
@@ -163,7 +161,8 @@ class World:
 
 
 def _upstream(place: Path, name: str, bare: Path) -> str:
-    one_unit_engine(place)  # the example engine, its kernels in one translation unit
+    shutil.copytree(ROOT / "examples" / "engine", place,
+                    ignore=shutil.ignore_patterns("build", "build-*"))
     git("init", "-q", "-b", "main", cwd=place)
     git("add", "-A", cwd=place)
     git("commit", "-q", "-m", f"{name}: import the example engine", cwd=place)

@@ -75,11 +75,10 @@ def test_a_bad_matrix_or_kit_is_said_before_any_build(tmp_path: Path) -> None:
         assert "build first" not in done.stderr and "Traceback" not in done.stderr
 
 
-def test_a_build_that_embeds_home_is_named(one_unit_example_repo: tuple[Path, str],
+def test_a_build_that_embeds_home_is_named(example_repo: tuple[Path, str],
                                            tmp_path: Path) -> None:
-    # The example, its kernels in one translation unit: the leak is in version.cpp alone
     repo = tmp_path / "leaky"
-    shutil.copytree(one_unit_example_repo[0], repo)
+    shutil.copytree(example_repo[0], repo)
     cmake = repo / "CMakeLists.txt"
     cmake.write_text(cmake.read_text().replace(
         'set(NINFER_BUILD_INFO "local build"', 'set(NINFER_BUILD_INFO "built in $ENV{HOME}"', 1))

@@ -481,6 +481,17 @@ class Prefetched:
         self._offset += len(data)
         return data
 
+    def read_view(self, size: int) -> bytes | memoryview:
+        """As `read(size)`, but part of a chunk comes as a view of it, not a copy."""
+        if self._offset >= len(self._buffer):
+            self._buffer, self._offset = self._next(), 0
+        if self._offset == 0 and size >= len(self._buffer):
+            data, self._buffer = self._buffer, b""
+            return data
+        view = memoryview(self._buffer)[self._offset:self._offset + size]
+        self._offset += len(view)
+        return view
+
     def _next(self) -> bytes:
         if self._ended:
             return b""

@@ -179,7 +179,7 @@ class _Digest:
         self.hash = hashlib.sha256()
         self.kept: bytearray | None = bytearray()
 
-    def write(self, block: bytes) -> int:
+    def write(self, block: bytes | memoryview) -> int:
         self.hash.update(block)
         if self.kept is not None:
             if len(self.kept) + len(block) <= KEEP:

@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -684,3 +685,43 @@ def test_without_a_thread_the_archive_is_read_all_the_same(
 
     monkeypatch.setattr(threading.Thread, "start", refuse)
     assert inspect_path(path) == truth
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="thread priorities are Linux's")
+def test_reading_ahead_and_inflating_can_run_at_a_lower_priority(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """fetch's decompressing threads run nicer than the downloader (extract.FollowingArchive);
+    inspect's at the reader's own priority."""
+    import os
+    import threading
+
+    from ninfer_kits.fetch.extract import FollowingArchive
+    from ninfer_kits.inspector import decompress
+
+    def priority() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    mine = priority()
+    seen: list[tuple[str, int]] = []
+    inflate = decompress._inflate_framed
+
+    def recorded(*args: object) -> object:
+        seen.append(("inflate", priority()))
+        return inflate(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(decompress, "_inflate_framed", recorded)
+
+    payload = _framed_payload()
+    data = _framed_members(payload, list(range(1 << 16, len(payload), 1 << 16)))
+
+    def chunks(nice: int) -> Iterator[bytes]:
+        seen.append(("read ahead", priority()))
+        yield from decompress.gunzip_chunks(io.BytesIO(data), nice=nice)
+
+    for nice in (KitArchive.worker_nice, FollowingArchive.worker_nice):
+        seen.clear()
+        with decompress.Prefetched(chunks(nice), nice=nice) as stream:
+            assert stream.read() == payload
+        assert set(seen) == {("read ahead", min(19, mine + nice)),
+                             ("inflate", min(19, mine + nice))}
+    assert FollowingArchive.worker_nice > KitArchive.worker_nice == 0

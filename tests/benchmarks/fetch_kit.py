@@ -39,6 +39,10 @@ WHEELS = (
     ("nvidia-cuda-runtime==13.0.96", "nvidia_cuda_runtime-13.0.96-*.whl",
      "nvidia/cu13/lib/libcudart.so.13"),
 )
+# A folder holding the WHEELS' libraries by file name, taken instead of the pinned wheels where
+# PyPI cannot be reached (scripts/fetch-link-check.sh on the GPU host: NVIDIA's wheels installed
+# there; other versions, the same kind of content). The kit's asset name stays the same.
+LIBRARIES_ENV = "NINFER_KITS_BENCH_LIBRARIES"
 SEARCH = (Path("/usr/local/cuda/lib64"), Path("/usr/lib/x86_64-linux-gnu"))
 
 # argv: ROOT [RATE]. Without RATE (or 0) the body goes in one sendfile. With RATE (bytes/s) it
@@ -114,6 +118,9 @@ Fetcher(client, Reporter()).fetch(release, Path(sys.argv[3]))
 
 
 def _wheel_member(cache: Path, requirement: str, pattern: str, member: str) -> bytes:
+    mounted = os.environ.get(LIBRARIES_ENV)
+    if mounted:  # a machine without PyPI (the GPU host): its own copy of the library
+        return (Path(mounted) / Path(member).name).read_bytes()
     wheels = cache / "wheels"
     found = sorted(wheels.glob(pattern))
     if not found:

@@ -417,6 +417,8 @@ class KitArchive:
     # gzip's CRC-32 of every member is checked, unless a subclass's caller checks a hash of
     # the whole archive before it trusts what was read (fetch: the download's sha256).
     check_gzip_crc = True
+    # How many nice levels below the reader the decompressing threads run (lower_priority).
+    worker_nice = 0
 
     def _raw(self, file: RegularFile) -> BinaryIO:
         """The archive's compressed bytes, closed by the caller (a subclass may read a file
@@ -432,19 +434,22 @@ class KitArchive:
         raw = self._raw(file)
         try:
             if self.format == "gzip":
-                with Prefetched(gunzip_chunks(raw, check_crc=self.check_gzip_crc)) as stream:
+                chunks = gunzip_chunks(raw, check_crc=self.check_gzip_crc, nice=self.worker_nice)
+                with Prefetched(chunks, nice=self.worker_nice) as stream:
                     yield stream  # type: ignore[misc]
             elif self.format == "xz":
                 import lzma
 
                 with lzma.LZMAFile(raw, mode="rb") as unpacked, \
-                        Prefetched(read_chunks(unpacked)) as stream:  # type: ignore[arg-type]
+                        Prefetched(read_chunks(unpacked),  # type: ignore[arg-type]
+                                   nice=self.worker_nice) as stream:
                     yield stream  # type: ignore[misc]
             elif self.format == "bzip2":
                 import bz2
 
                 with bz2.BZ2File(raw, mode="rb") as bunzipped, \
-                        Prefetched(read_chunks(bunzipped)) as stream:  # type: ignore[arg-type]
+                        Prefetched(read_chunks(bunzipped),  # type: ignore[arg-type]
+                                   nice=self.worker_nice) as stream:
                     yield stream  # type: ignore[misc]
             else:
                 yield raw

@@ -309,8 +309,9 @@ def _unframed(framed: _Framed) -> str:
 class _InOrder:
     """Framed members inflating on a thread pool, a few ahead, handed over in order."""
 
-    def __init__(self, check_crc: bool) -> None:
+    def __init__(self, check_crc: bool, nice: int) -> None:
         self.check_crc = check_crc
+        self.nice = nice
         self.threads = _inflate_threads()
         self.ahead = 2 * self.threads  # members read and not handed over, at most
         self.pool: ThreadPoolExecutor | None = None
@@ -348,7 +349,9 @@ class _InOrder:
 
         try:
             if self.pool is None:
-                self.pool = ThreadPoolExecutor(self.threads, "ninfer-kits inflate")
+                self.pool = ThreadPoolExecutor(self.threads, "ninfer-kits inflate",
+                                               initializer=lower_priority,
+                                               initargs=(self.nice,))
             return self.pool.submit(_inflate_framed, framed, self.check_crc)
         except RuntimeError:  # no thread to be had: inflate here
             done: Future[tuple[bytes, int] | None] = Future()
@@ -370,11 +373,13 @@ def _inflate_threads() -> int:
     return max(1, min(INFLATE_THREADS, cores or 1))
 
 
-def gunzip_chunks(file: BinaryIO, *, check_crc: bool = True) -> Iterator[bytes]:
+def gunzip_chunks(file: BinaryIO, *, check_crc: bool = True,
+                  nice: int = 0) -> Iterator[bytes]:
     """The decompressed bytes of a gzip file (every member), in chunks of at most a MiB
-    (CHUNK, or a framed member's size)."""
+    (CHUNK, or a framed member's size); the threads that inflate framed members run `nice`
+    levels below the main thread (lower_priority)."""
     source = _Input(file)
-    framed_members = _InOrder(check_crc)
+    framed_members = _InOrder(check_crc, nice)
     try:
         first = True
         while True:
@@ -417,14 +422,37 @@ def read_chunks(stream: BinaryIO) -> Iterator[bytes]:
         yield block
 
 
+def lower_priority(levels: int) -> None:
+    """Run the calling thread `levels` nice levels below the process's main thread (Linux
+    keeps a priority per thread; elsewhere nothing changes). On a machine with few cores, work
+    that can wait, inflating and reading ahead, then takes the cycles left over by the thread
+    that must keep pace (fetch's downloader, which loses link time whenever it waits for a
+    core)."""
+    import os
+    import sys
+    import threading
+
+    if levels <= 0 or sys.platform != "linux":
+        return
+    try:
+        target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + levels)
+        me = threading.get_native_id()
+        if os.getpriority(os.PRIO_PROCESS, me) < target:
+            os.setpriority(os.PRIO_PROCESS, me, target)
+    except OSError:
+        pass  # not allowed here: the same work at the same priority
+
+
 class Prefetched:
     """A stream whose chunks another thread makes, at most `depth` ahead. Close it (or use it
     as a context) to stop that thread; it is waited for, so that nothing it reads (the
     archive's file) is closed under it."""
 
-    def __init__(self, chunks: Iterator[bytes], depth: int = DEPTH) -> None:
+    def __init__(self, chunks: Iterator[bytes], depth: int = DEPTH, nice: int = 0) -> None:
         import queue
         import threading
+
+        self._nice = nice
 
         self._queue: queue.Queue[bytes | BaseException | None] = queue.Queue(depth)
         self._stop = threading.Event()
@@ -441,6 +469,8 @@ class Prefetched:
 
     def _make(self) -> None:
         import queue
+
+        lower_priority(self._nice)
 
         item: bytes | BaseException | None
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import os
@@ -35,6 +36,7 @@ from ninfer_kits.errors import (
 )
 from ninfer_kits.inspector.inspection import inspect_path
 from ninfer_kits.kitdir import KitDirInvalid, TagTaken
+from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import RevisionFacts, load_matrix
 from ninfer_kits.pipeline import hostdeps
 from ninfer_kits.pipeline.builders import (
@@ -45,7 +47,7 @@ from ninfer_kits.pipeline.builders import (
     required_cuda,
 )
 from ninfer_kits.pipeline.buildinfo_keys import driver_and_gpu, pipeline_checkout
-from ninfer_kits.pipeline.kit_rules import check_archs, check_search_paths
+from ninfer_kits.pipeline.kit_rules import check_archs, check_glibc_floor, check_search_paths
 from ninfer_kits.pipeline.pack import compressor
 
 from tools import ROOT, changed_copy, git, missing, needs_libcurl_headers, nvcc, sha256_of, tool
@@ -333,6 +335,58 @@ def test_search_path_check_refuses_the_current_directory(c_binaries: dict[str, P
         check_search_paths(inspect_path(tmp_path))
     shutil.copy(c_binaries["runpath"], tmp_path / "ninfer")  # $ORIGIN/../lib is fine
     check_search_paths(inspect_path(tmp_path))
+
+
+def test_glibc_floor_check_names_the_newer_symbol_version(c_binaries: dict[str, Path],
+                                                          tmp_path: Path) -> None:
+    """A toolchain built for an older glibc (a sysroot) says which; a kit needing a newer symbol
+    version fails the build, naming it and the file (glibc234 calls 2.34's
+    pthread_mutex_clocklock)."""
+    toolchain = load_matrix(ROOT / "matrix.toml").toolchain("trixie-cuda130")
+    shutil.copy(c_binaries["glibc234"], tmp_path / "ninfer-serve")
+    shutil.copy(c_binaries["runpath"], tmp_path / "ninfer")
+    inspection = inspect_path(tmp_path)
+    needed = inspection.floor.floor("GLIBC")
+    assert needed is not None and needed.version == "2.34"
+    old = dataclasses.replace(toolchain, glibc_floor="2.31")
+    with pytest.raises(CheckFailed) as failed:
+        check_glibc_floor(old, inspection, "portable")
+    assert str(failed.value) == (
+        f"the portable kit needs GLIBC_2.34 ({', '.join(needed.needed_by)}), newer than glibc "
+        f"2.31, the floor of toolchain 'trixie-cuda130' (matrix.toml [toolchains.trixie-cuda130] "
+        f"glibc_floor): something in the link came from the build image's own glibc, not the "
+        f"sysroot's")
+    assert "ninfer-serve" in str(failed.value)
+    for floor in ("2.34", "2.35", None):  # the same version, a newer one, no floor declared
+        check_glibc_floor(dataclasses.replace(toolchain, glibc_floor=floor), inspection, "plain")
+
+
+def test_the_build_checks_the_glibc_floor_of_kits_compiled_in_the_toolchain_image(
+        c_binaries: dict[str, Path], cuda_binaries: dict[str, Path], tmp_path: Path) -> None:
+    """The inspect stage applies the toolchain's floor to what was compiled in its image, and
+    not to what the local builder compiled with this host's own glibc."""
+    from ninfer_kits.pipeline.builders import PreparedToolchain
+    from ninfer_kits.pipeline.stage_functions import inspect_kit
+    from ninfer_kits.pipeline.state import BuildRequest, BuildState
+
+    kit = load_matrix(ROOT / "matrix.toml").kit("example")
+    kit = dataclasses.replace(kit, toolchain=dataclasses.replace(kit.toolchain,
+                                                                 glibc_floor="2.31"))
+    bin_dir = tmp_path / "kit" / "bin"
+    bin_dir.mkdir(parents=True)
+    shutil.copy(cuda_binaries["shared_cudart"], bin_dir / "ninfer")  # SASS for sm_86
+    shutil.copy(c_binaries["glibc234"], bin_dir / "ninfer-serve")
+    request = BuildRequest(kit=kit, builder=LocalBuilder(), project=ROOT, dist_dir=tmp_path,
+                           cache_dir=tmp_path, work_dir=tmp_path)
+    state = BuildState(request=request, workspace=tmp_path, started=0.0,
+                       kit_root=tmp_path / "kit")
+    in_image = PreparedToolchain(builder="docker", nvcc="nvcc", cuda_version="13.0",
+                                 image="ninfer-kits/toolchain-trixie-cuda130:test")
+    with pytest.raises(CheckFailed, match=r"the plain kit needs GLIBC_2\.34 \(.*ninfer-serve"):
+        inspect_kit(dataclasses.replace(state, toolchain=in_image), Reporter())
+    on_host = dataclasses.replace(in_image, builder="local", image="")
+    inspected = inspect_kit(dataclasses.replace(state, toolchain=on_host), Reporter())
+    assert [flavour.name for flavour in inspected.flavours] == ["plain"]
 
 
 

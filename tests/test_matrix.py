@@ -317,6 +317,12 @@ def test_toolchain_build_args_and_runtime_packages(tmp_path: Path) -> None:
     plain = load_matrix(write(tmp_path, MINIMAL)).toolchain("tc")
     assert (plain.build_args, plain.runtime_build_args, plain.runtime_packages) == ((), (), ())
     assert plain.runtime_image_build_args == ()
+    assert plain.glibc_floor is None
+
+
+def test_toolchain_glibc_floor(tmp_path: Path) -> None:
+    matrix = write(tmp_path, edit('cuda = "13.1.2"', 'cuda = "13.1.2"\nglibc_floor = "2.31"'))
+    assert load_matrix(matrix).toolchain("tc").glibc_floor == "2.31"
 
 
 def test_production_trixie_toolchains(production: Matrix) -> None:
@@ -685,6 +691,11 @@ BAD_CASES: list[tuple[str, str, str, str, str | None, str]] = [
                                         'runtime_packages = "libswscale8"'),
      "toolchains.tc", "runtime_packages", "runtime_packages =",
      "expected an array of strings, got a string"),
+    ("glibc-floor-bad", edit('cuda = "13.1.2"', 'cuda = "13.1.2"\nglibc_floor = "GLIBC_2.31"'),
+     "toolchains.tc", "glibc_floor", "glibc_floor =",
+     "invalid glibc version 'GLIBC_2.31' (such as \"2.31\": the version glibc's symbols carry)"),
+    ("glibc-floor-number", edit('cuda = "13.1.2"', 'cuda = "13.1.2"\nglibc_floor = 2.31'),
+     "toolchains.tc", "glibc_floor", "glibc_floor =", "expected a string"),
 ]
 
 

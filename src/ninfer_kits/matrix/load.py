@@ -311,7 +311,9 @@ def _targets(table: Table) -> tuple[tuple[str, str], ...]:
 _TOOLCHAIN_REQUIRED: Final = (
     "dockerfile", "base_image", "cuda", "runtime_dockerfile", "runtime_base_image",
 )
-_TOOLCHAIN_OPTIONAL: Final = ("build_args", "runtime_build_args", "runtime_packages")
+_TOOLCHAIN_OPTIONAL: Final = ("build_args", "runtime_build_args", "runtime_packages",
+                               "glibc_floor")
+_GLIBC_VERSION: Final = re.compile(r"2\.\d{1,3}(?:\.\d{1,3})?")
 
 
 def _read_toolchain(table: Table, base_dir: Path) -> Toolchain:
@@ -323,8 +325,19 @@ def _read_toolchain(table: Table, base_dir: Path) -> Toolchain:
         runtime_base_image=_image(table, "runtime_base_image"),
         build_args=_build_args(table, "build_args", "base_image"),
         runtime_build_args=_build_args(table, "runtime_build_args", "runtime_base_image"),
-        runtime_packages=_runtime_packages(table), base_dir=base_dir,
+        runtime_packages=_runtime_packages(table), glibc_floor=_glibc_floor(table),
+        base_dir=base_dir,
     )
+
+
+def _glibc_floor(table: Table) -> str | None:
+    if "glibc_floor" not in table.data:
+        return None
+    value = table.text("glibc_floor")
+    if _GLIBC_VERSION.fullmatch(value) is None:
+        raise table.error("glibc_floor", f"invalid glibc version {quote(value)} (such as "
+                                         f"\"2.31\": the version glibc's symbols carry)")
+    return value
 
 
 def _dockerfile(table: Table, key: str, base_dir: Path) -> str:

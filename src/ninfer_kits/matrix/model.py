@@ -114,6 +114,9 @@ class Toolchain:
     build_args: tuple[tuple[str, str], ...] = ()  # for the toolchain image, in file order
     runtime_build_args: tuple[tuple[str, str], ...] = ()
     runtime_packages: tuple[str, ...] = ()
+    # The newest glibc a kit built in this toolchain's image may need (the glibc it links
+    # against, a sysroot's for an old floor): every build checks its kits against it.
+    glibc_floor: str | None = None
     base_dir: Path = field(default=Path(), compare=False)
 
     @property

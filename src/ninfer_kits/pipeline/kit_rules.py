@@ -1,15 +1,17 @@
 """What every kit must carry, and must not: the upstream's license, SASS for its arch and no
-other arch's device code, no search path the loader would read from the current directory."""
+other arch's device code, no search path the loader would read from the current directory, no
+glibc symbol newer than its toolchain's floor."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+from ninfer_kits import versions
 from ninfer_kits.errors import CheckFailed
 from ninfer_kits.inspector.floor import describe_device_code
 from ninfer_kits.inspector.inspection import Inspection
-from ninfer_kits.matrix import Kit
+from ninfer_kits.matrix import Kit, Toolchain
 
 
 def copy_licenses(kit: Kit, source: Path, kit_root: Path) -> tuple[str, ...]:
@@ -60,3 +62,20 @@ def check_search_paths(inspection: Inspection) -> None:
                 shown = ", ".join(repr(p) for p in bad)
                 raise CheckFailed(f"{info.path}: {kind} {':'.join(paths)!r} has {shown}, which "
                                   f"the loader reads relative to the current directory")
+
+
+def check_glibc_floor(toolchain: Toolchain, inspection: Inspection, flavour: str) -> None:
+    """A toolchain that builds for an older glibc than its own (a sysroot) says which one
+    (`glibc_floor`); a kit needing a newer symbol version took it from the build environment
+    (a library or an object compiled against the image's own glibc) and would not start where
+    the floor promises it does."""
+    if toolchain.glibc_floor is None:
+        return
+    found = inspection.floor.floor("GLIBC")
+    if found is None or versions.parse(found.version) <= versions.parse(toolchain.glibc_floor):
+        return
+    needed_by = ", ".join(found.needed_by)
+    raise CheckFailed(f"the {flavour} kit needs {found.name} ({needed_by}), newer than glibc "
+                      f"{toolchain.glibc_floor}, the floor of toolchain {toolchain.id!r} "
+                      f"(matrix.toml [toolchains.{toolchain.id}] glibc_floor): something in "
+                      f"the link came from the build image's own glibc, not the sysroot's")

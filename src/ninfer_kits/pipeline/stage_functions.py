@@ -18,7 +18,7 @@ from ninfer_kits.checksums import write_sha1sums, write_sha256sums
 from ninfer_kits.errors import CheckFailed, need
 from ninfer_kits.inspector.compiled_in import DEPS_FILE, device_sources, outside, read_deps
 from ninfer_kits.inspector.floor import render_table
-from ninfer_kits.inspector.inspection import inspect_path
+from ninfer_kits.inspector.inspection import Inspection, inspect_path
 from ninfer_kits.log import Reporter
 from ninfer_kits.pipeline.builders import RECIPE, CompileRequest
 from ninfer_kits.pipeline.buildinfo_keys import (
@@ -37,7 +37,12 @@ from ninfer_kits.pipeline.copyleft import (
     readme_section,
     sources_skipped,
 )
-from ninfer_kits.pipeline.kit_rules import check_archs, check_search_paths, copy_licenses
+from ninfer_kits.pipeline.kit_rules import (
+    check_archs,
+    check_glibc_floor,
+    check_search_paths,
+    copy_licenses,
+)
 from ninfer_kits.pipeline.pack import pack_tree
 from ninfer_kits.pipeline.portable_policy import load_policy
 from ninfer_kits.pipeline.repair import THIRD_PARTY_README, LibraryEnvironment, repair
@@ -105,6 +110,7 @@ def inspect_kit(state: BuildState, reporter: Reporter) -> BuildState:
     inspection = inspect_path(kit_root / "bin")
     check_archs(state.request.kit, inspection)
     check_search_paths(inspection)
+    _check_glibc_floor(state, inspection, kitdir.PLAIN)
     plain = Flavour(name=kitdir.PLAIN, root=kit_root, asset=state.asset, inspection=inspection,
                     licenses=state.licenses)
     return dataclasses.replace(state, inspection=inspection, flavours=(plain,))
@@ -141,6 +147,7 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
         readme.write(readme_section(obligations, sources, state.tag, skipped))
     after = inspect_path(portable_root)
     check_search_paths(after)
+    _check_glibc_floor(state, after, kitdir.PORTABLE.name)
     size = sum(item.size for item in repaired.bundled)
     reporter.info(f"bundled {len(repaired.bundled)} libraries ({size / 1e6:.1f} MB) in kit/lib")
     megabytes = sum(item.size for item in sources) / 1e6
@@ -156,6 +163,13 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
                        licenses=(*state.licenses, *notices), bundled=repaired.bundled,
                        sources=sources)
     return dataclasses.replace(state, flavours=(*state.flavours, portable))
+
+
+def _check_glibc_floor(state: BuildState, inspection: Inspection, flavour: str) -> None:
+    """Against the toolchain's glibc floor, when the kit was compiled in its image (the local
+    builder compiles with this host's own compilers and glibc)."""
+    if need(state.toolchain, "toolchain").image:
+        check_glibc_floor(state.request.kit.toolchain, inspection, flavour)
 
 
 def compiled_in(state: BuildState, reporter: Reporter) -> BuildState:

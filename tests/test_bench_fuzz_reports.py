@@ -131,3 +131,22 @@ def test_a_run_of_some_benchmarks_keeps_the_other_rows_and_the_notes(
     assert second.endswith("## Notes\n\nWritten by hand | kept.\n")
     assert runner.read_page(second) == runner.read_page(runner.markdown(
         runner.read_page(second), ["slow", "broken"]))
+
+
+def test_fetch_link_shows_the_newest_run_recorded_on_the_gpu_host() -> None:
+    """The rows of the 16-core run (scripts/fetch-link-check.sh), beside this machine's: read
+    from the newest file in tests/benchmarks/recorded/, with the same numbers as its table."""
+    _bench_runner()  # puts tests/benchmarks on sys.path
+    import bench_fetch_link
+
+    rows = {row.benchmark: row for row in bench_fetch_link._recorded_rows()}
+    newest = sorted(bench_fetch_link.RECORDED.glob("fetch-link-check-*.txt"))[-1]
+    text = newest.read_text(encoding="utf-8")
+    cores = text.split(" cores", 1)[0].rsplit(" ", 1)[1]
+    assert set(rows) == {f"fetch-link/{cores}-cores", f"fetch-link/{cores}-cores-transfer",
+                         f"fetch-link/{cores}-cores-behind", f"fetch-link/{cores}-cores-fixed"}
+    for row in rows.values():
+        assert "200 MB/s" in row.measured and row.target is None and newest.name in row.note
+        shown = f"| {row.ratio:.3f}× |"
+        assert shown in next(line for line in text.splitlines()
+                             if line.startswith("| fetch-link") and row.measured in line)

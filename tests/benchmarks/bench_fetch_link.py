@@ -28,12 +28,15 @@ up, the kit moved into place); `fixed`, the start-up and the small files (interp
 ledger, SHA256SUMS, SHA1SUMS and BUILDINFO.txt, exit). `ceiling`: the best rate fetch reaches
 from an unpaced server, what this machine's cores sustain. Each main row also says how much CPU
 other processes took during a run of ours (median): this machine's 2 cores are shared.
+`16-cores` rows: the 200 MB/s rows of the newest run on the GPU host, for its cores
+(scripts/fetch-link-check.sh, kept in recorded/), shown beside this machine's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -244,7 +247,38 @@ def run(ctx: Context) -> list[Result]:
         {"ours": ours, "curl": bare, "probes": probes, "server_cpu": server_cpu,
          "others": others}, indent=1))
     load_words = f"load {load:.1f} -> {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores"
-    return _results(size, asset, rounds, load_words, ours, bare, probes, server_cpu, others)
+    return [*_results(size, asset, rounds, load_words, ours, bare, probes, server_cpu, others),
+            *_recorded_rows()]
+
+
+# The rows of the newest run on a machine with cores to spare (scripts/fetch-link-check.sh on
+# the GPU host, 16 cores), shown beside this machine's: what fetch does when inflating and
+# unpacking need not share two cores with the download.
+RECORDED = Path(__file__).resolve().parent / "recorded"
+RECORDED_ROWS = (f"{NAME}", f"{NAME}/transfer", f"{NAME}/behind", f"{NAME}/fixed")
+_ROW = re.compile(r"^\| (?P<name>\S+) \| (?P<what>[^|]+) \| (?P<ours>[\d.]+) (?P<ou>ms|s) \| "
+                  r"`[^`]+` \| (?P<base>[\d.]+) (?P<bu>ms|s) \|")
+
+
+def _recorded_rows() -> list[Result]:
+    runs = sorted(RECORDED.glob("fetch-link-check-*.txt"))
+    if not runs:
+        return []
+    newest = runs[-1]
+    text = newest.read_text(encoding="utf-8")
+    cores = re.search(r"^machine: (\d+) cores", text, re.MULTILINE)
+    scale = {"ms": 1e-3, "s": 1.0}
+    rows = []
+    for match in filter(None, map(_ROW.match, text.splitlines())):
+        if match["name"] not in RECORDED_ROWS or "200 MB/s" not in match["what"]:
+            continue
+        rows.append(Result(
+            "-".join(filter(None, (f"{NAME}/{cores[1] if cores else '?'}-cores",
+                                   match["name"].partition("/")[2]))), match["what"].strip(),
+            BASELINE, float(match["ours"]) * scale[match["ou"]],
+            float(match["base"]) * scale[match["bu"]], None,
+            note=f"recorded by `fetch-link-check.sh` on the GPU host in {newest.name}"))
+    return rows
 
 
 def _results(size: int, asset: str, rounds: int, load: str, ours: dict[int, list[float]],

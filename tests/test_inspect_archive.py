@@ -92,18 +92,32 @@ def test_copy_to_streams_the_member(tmp_path: Path, elf: bytes) -> None:
     assert sink.getvalue() == elf
 
 
-@pytest.mark.parametrize("mode", ["w:gz", "w:xz", "w"])
-def test_large_members_are_copied_whole_and_in_place(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(("mode", "tar_format"), [("w:gz", tarfile.PAX_FORMAT),
+                                                  ("w:gz", tarfile.GNU_FORMAT),
+                                                  ("w:xz", tarfile.PAX_FORMAT),
+                                                  ("w", tarfile.PAX_FORMAT)])
+def test_large_members_are_copied_whole_and_in_place(tmp_path: Path, mode: str,
+                                                     tar_format: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Members of a MiB and more are copied straight from the decompressor, past tarfile's
-    stream buffer: each one's bytes exactly, and the members after it where they are."""
+    stream buffer: each one's bytes exactly, and the members after it where they are (long
+    names too: a pax header, or GNU's long-name member, before the data). head() peeks at
+    what tarfile read ahead and leaves the copy whole."""
     rng = random.Random(20261203)
-    members = [("kit/a", rng.randbytes(3 * (1 << 20) + 333)), ("kit/small", b"s" * 700),
+    long_name = "kit/" + "d" * 150 + "/a"
+    members = [(long_name, rng.randbytes(3 * (1 << 20) + 333)), ("kit/small", b"s" * 700),
                ("kit/b", rng.randbytes(1 << 20)), ("kit/c", rng.randbytes(2 * (1 << 20) - 1)),
                ("kit/tail", b"t")]
-    path = make_tar(tmp_path / "kit.tar", members, mode=mode)
+    path = make_tar(tmp_path / "kit.tar", members, mode=mode, format=tar_format)
+    direct = []
+    original = KitArchive._direct
+    monkeypatch.setattr(KitArchive, "_direct", staticmethod(
+        lambda *args: direct.append(args[2]) or original(*args)))
     copied = {}
     with KitArchive(path) as archive:
         for member in archive:
+            data = dict(members)[member.name]
+            assert member.head(4) == data[:4] and member.head(1000) == data[:1000]
             sink = io.BytesIO()
             assert member.copy_to(sink) == member.size
             copied[member.name] = sink.getvalue()
@@ -111,6 +125,9 @@ def test_large_members_are_copied_whole_and_in_place(tmp_path: Path, mode: str) 
                 with pytest.raises(RuntimeError, match="read already"):
                     member.read()
     assert copied == dict(members)
+    compressed = mode != "w"  # a plain tar is read through tarfile as before
+    assert direct == ([len(data) for _, data in members if len(data) >= 1 << 20]
+                      if compressed else [])
 
 
 def test_a_large_member_cut_short_is_truncated(tmp_path: Path) -> None:

@@ -140,9 +140,14 @@ class Member:
     def head(self, count: int = 4) -> bytes:
         """The first `count` bytes of a file member (fewer if it is shorter), without consuming
         them: `contents()` and `copy_to()` still see the whole member."""
-        stream = self._open()
         if count > io.DEFAULT_BUFFER_SIZE:
             raise ValueError("head() peeks at most one buffer")
+        self._check_open()
+        if self._stream is None:  # nothing read yet: tarfile's read-ahead bytes may hold it
+            ahead = self._archive.read_ahead()
+            if ahead is not None and len(ahead) >= min(count, self.size):
+                return bytes(ahead[:min(count, self.size)])
+        stream = self._open()
         with self._archive.reading(self.name):
             return bytes(stream.peek(count)[:count])
 
@@ -357,16 +362,27 @@ class KitArchive:
         3.14: `buf`, the bytes read ahead, and `pos`, where in the tar stream it stands. Those
         bytes are taken first, then the decompressor's blocks as they are (no copy), and `pos`
         moves past them, so that tarfile reads on from the member's end."""
+        reader = self._stream_reader()
+        source = self._stream
+        if reader is None or not isinstance(source, Prefetched):
+            return None
+        return self._direct(reader, source, size, chunk)
+
+    def read_ahead(self) -> bytes | None:
+        """The bytes tarfile's stream reader holds beyond where it stands (the start of the
+        current member's data, before anything of it was read), or None where its stream is
+        not the shape `data_blocks` relies on."""
+        reader = self._stream_reader()
+        return None if reader is None else reader.buf
+
+    def _stream_reader(self) -> Any:
         reader: Any = self.tar.fileobj
         if not (getattr(reader, "fileobj", None) is self._stream
                 and getattr(reader, "comptype", None) == "tar"
                 and isinstance(getattr(reader, "buf", None), bytes)
                 and isinstance(getattr(reader, "pos", None), int)):
             return None
-        source = self._stream
-        if not isinstance(source, Prefetched):
-            return None
-        return self._direct(reader, source, size, chunk)
+        return reader
 
     @staticmethod
     def _direct(reader: Any, source: Prefetched, size: int,

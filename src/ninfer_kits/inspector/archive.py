@@ -433,7 +433,8 @@ class KitArchive:
     # gzip's CRC-32 of every member is checked, unless a subclass's caller checks a hash of
     # the whole archive before it trusts what was read (fetch: the download's sha256).
     check_gzip_crc = True
-    # How many nice levels below the reader the decompressing threads run (lower_priority).
+    # How many nice levels below the main thread the decompressing threads run
+    # (decompress.lower_priority).
     worker_nice = 0
 
     def _raw(self, file: RegularFile) -> BinaryIO:
@@ -571,7 +572,8 @@ class KitArchive:
                                         f"{os_error_words(error)}")
 
 
-# A member's stream once `copy_to` took its data straight from the decompressor.
+# A member's stream once `copy_to` has taken its data (straight from the decompressor or
+# through tarfile): it cannot be read again.
 _CONSUMED = object()
 
 

@@ -453,7 +453,6 @@ class Prefetched:
         import threading
 
         self._nice = nice
-
         self._queue: queue.Queue[bytes | BaseException | None] = queue.Queue(depth)
         self._stop = threading.Event()
         self._chunks = chunks
@@ -502,21 +501,15 @@ class Prefetched:
             while block := self._next():
                 parts.append(block)
             return b"".join(parts)
-        if self._offset >= len(self._buffer):
-            self._buffer, self._offset = self._next(), 0
-        if self._offset == 0 and size >= len(self._buffer):
-            data, self._buffer = self._buffer, b""  # the whole chunk, as it is: no copy
-            return data
-        data = self._buffer[self._offset:self._offset + size]
-        self._offset += len(data)
-        return data
+        data = self.read_view(size)
+        return data if isinstance(data, bytes) else bytes(data)
 
     def read_view(self, size: int) -> bytes | memoryview:
         """As `read(size)`, but part of a chunk comes as a view of it, not a copy."""
         if self._offset >= len(self._buffer):
             self._buffer, self._offset = self._next(), 0
         if self._offset == 0 and size >= len(self._buffer):
-            data, self._buffer = self._buffer, b""
+            data, self._buffer = self._buffer, b""  # the whole chunk, as it is: no copy
             return data
         view = memoryview(self._buffer)[self._offset:self._offset + size]
         self._offset += len(view)

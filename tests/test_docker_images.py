@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ninfer_kits.engine import LABEL, RUN_ENV, RUN_LABEL
-from ninfer_kits.errors import EXIT_ENVIRONMENT, EnvironmentFailure
+from ninfer_kits.errors import EXIT_ENVIRONMENT, BadInput, EnvironmentFailure
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pipeline.builders import RECIPE, CompileRequest
@@ -69,6 +69,9 @@ class FakeApi:
         self.images, self.builds = images, list[dict[str, Any]]()
 
     def build(self, **options: Any) -> Iterator[dict[str, str]]:
+        with tarfile.open(fileobj=options["fileobj"]) as context:  # as the engine reads it
+            options["context"] = {member.name: context.extractfile(member).read()  # type: ignore[union-attr]
+                                  for member in context if member.isfile()}
         self.builds.append(options)
         built = f"sha256:{len(self.builds):064x}"
         self.images.present.append(FakeImage(built, [options["tag"]], dict(options["labels"])))
@@ -182,6 +185,33 @@ def test_the_tag_hashes_the_base_images_id_and_every_argument(tmp_path: Path) ->
     assert len(others | {tag}) == 5
     recipe.dockerfile.write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN true\n")
     assert recipe.tag(ID1) != tag
+
+
+def test_the_context_folders_a_dockerfile_copies_from_are_sent_and_hashed(
+        tmp_path: Path) -> None:
+    recipe = image_recipe(tmp_path)
+    (tmp_path / "context" / "wheels").mkdir(parents=True)
+    (tmp_path / "context" / "wheels" / "13.1.txt").write_text("nvidia-cuda-nvcc==13.1.115\n")
+    (tmp_path / "context" / "unused").mkdir()
+    (tmp_path / "context" / "unused" / "x").write_text("not sent\n")
+    plain = recipe.tag(ID1)
+    recipe.dockerfile.write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nARG CUDA_WHEELS\n"
+                                 "COPY context/wheels/${CUDA_WHEELS}.txt /tmp/\n")
+    tag = recipe.tag(ID1)
+    assert tag != plain
+    (tmp_path / "context" / "unused" / "x").write_text("changed\n")
+    assert recipe.tag(ID1) == tag
+    (tmp_path / "context" / "wheels" / "13.1.txt").write_text("nvidia-cuda-nvcc==13.1.116\n")
+    assert recipe.tag(ID1) != tag
+    client = FakeClient(FakeImage(ID1, ["base:1"]))
+    ensure_image(client, recipe, quiet())
+    context = client.api.builds[0]["context"]
+    assert sorted(context) == ["Dockerfile", "context/wheels/13.1.txt", "host-ca.crt"]
+    assert context["context/wheels/13.1.txt"] == b"nvidia-cuda-nvcc==13.1.116\n"
+    # a folder that is not there is said before any build
+    recipe.dockerfile.write_text("FROM base\nCOPY a context/gone/b /tmp/\n")
+    with pytest.raises(BadInput, match=r"tc.Dockerfile: COPY from context/gone/"):
+        recipe.tag(ID1)
 
 
 def test_an_image_is_labelled_with_the_base_it_was_built_from(tmp_path: Path) -> None:

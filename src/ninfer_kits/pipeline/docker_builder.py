@@ -83,6 +83,9 @@ CCACHE_AT = "/ccache"  # where the compiler cache's volume is mounted in the bui
 DEFAULT_CCACHE_MAX_SIZE = "2G"  # --ccache-dir: what the Actions cache keeps at most per key
 CCACHE_SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]i?B?")  # ccache's max_size, as ccache reads it
 CCACHE_ROLE = "ccache"  # the role of the containers that load, trim and save a --ccache-dir
+CONTEXT = "context"  # dockerfiles/context/: the files a Dockerfile COPYs, one folder per use
+COPY_LINE = re.compile(r"^\s*(?:COPY|ADD)\s(.*)$", re.IGNORECASE | re.MULTILINE)
+CONTEXT_FOLDER = re.compile(r"(?<!\S)(context/[\w.-]+)/")  # a source's context/<folder>/
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,6 +122,8 @@ class ImageRecipe:
             raise BadInput(f"toolchain {self.toolchain}: {self.role} Dockerfile {self.dockerfile} "
                            f"not found")
         digest = hashlib.sha256(self.dockerfile.read_bytes())
+        for name, path in context_files(self.dockerfile):  # what it COPYs is the recipe too
+            digest.update(f"\0{name}\0".encode() + path.read_bytes())
         # Every argument, sorted: a changed one is another image; and the base's ID, so that a
         # base pulled anew under the same name is another image too.
         for name, value in sorted(self.all_build_args().items()):
@@ -459,13 +464,30 @@ def _base_missing(recipe: ImageRecipe, cause: str, kit: str, alternatives: Seque
             f"or {instead}")
 
 
+def context_files(dockerfile: Path) -> list[tuple[str, Path]]:
+    """(name in the build context, file) of every file in the context/ folders the Dockerfile
+    COPYs from (a whole folder each: a build argument may pick the file), sorted by name."""
+    lines = COPY_LINE.findall(dockerfile.read_text(encoding="utf-8"))
+    files = []
+    for folder in sorted({folder for line in lines for folder in CONTEXT_FOLDER.findall(line)}):
+        place = dockerfile.parent / folder
+        if not place.is_dir():
+            raise BadInput(f"{dockerfile}: COPY from {folder}/, which is not a folder beside it")
+        files += [(path.relative_to(dockerfile.parent).as_posix(), path)
+                  for path in place.rglob("*") if path.is_file()]
+    return sorted(files)
+
+
 @contextmanager
 def _context(dockerfile: Path) -> Iterator[io.BytesIO]:
-    """The build context: the Dockerfile, and the host's CA bundle so that pip and apt inside
-    a classic `docker build` (no mounts) trust what this machine trusts."""
+    """The build context: the Dockerfile, the context/ folders it copies from, and the host's
+    CA bundle so that pip and apt inside a classic `docker build` (no mounts) trust what this
+    machine trusts."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         archive.add(dockerfile, arcname="Dockerfile")
+        for name, path in context_files(dockerfile):
+            archive.add(path, arcname=name)
         ca = CA_BUNDLE if CA_BUNDLE.is_file() else None
         data = ca.read_bytes() if ca else b""
         info = tarfile.TarInfo("host-ca.crt")

@@ -4,15 +4,17 @@ The order (glibc elf/dl-load.c, _dl_map_object): a name with a slash is a path; 
 DT_RPATH of the requesting object and of each object that loaded it up to the program, then the
 program's own DT_RPATH — all of it only when the requesting object has no DT_RUNPATH (an object
 with both ignores its DT_RPATH); then LD_LIBRARY_PATH; then the requesting object's DT_RUNPATH
-(it does not propagate); then /etc/ld.so.cache; then the system folders. A candidate of another
-ELF class or machine is skipped and the search goes on. Libraries are loaded breadth first and a
-name already loaded (by its DT_NEEDED name or its SONAME, the program's own SONAME included) is
-not searched again. Afterwards every needed symbol version must be defined (`.gnu.version_d`) by
-the library that satisfied it (glibc elf/dl-version.c, match_symbol), except that a need marked
-VER_FLG_WEAK is not required, and a library that defines no versions at all satisfies any need
-with a warning ("no version information available") — when it has a symbol version table
-(DT_VERSYM); without one, binding a versioned reference to it stops at an assertion in
-dl-lookup.c (check_match), which this counts as the version missing.
+(it does not propagate); then /etc/ld.so.cache; then the system folders. (The portable repair
+adds a build environment's own folders between RUNPATH and the cache: LoaderSetup.build_dirs.) A
+candidate of another ELF class or machine is skipped and the search goes on. Libraries are
+loaded breadth first and a name already loaded (by its DT_NEEDED name or its SONAME, the
+program's own SONAME included) is not searched again. Afterwards every needed symbol version
+must be defined (`.gnu.version_d`) by the library that satisfied it (glibc elf/dl-version.c,
+match_symbol), except that a need marked VER_FLG_WEAK is not required, and a library that
+defines no versions at all satisfies any need with a warning ("no version information
+available") — when it has a symbol version table (DT_VERSYM); without one, binding a versioned
+reference to it stops at an assertion in dl-lookup.c (check_match), which this counts as the
+version missing.
 """
 
 from __future__ import annotations
@@ -110,6 +112,9 @@ class LoaderSetup:
     cache: tuple[CacheEntry, ...]
     system_dirs: tuple[str, ...]
     ld_library_path: tuple[str, ...] = ()
+    # Searched after RUNPATH, before the cache: no real loader's, only the portable repair's
+    # for a build environment whose libraries a kit linked are not its own (a sysroot's).
+    build_dirs: tuple[str, ...] = ()
     lib: str = "lib64"  # what $LIB expands to (Debian: lib/x86_64-linux-gnu)
     platform: str = "x86_64"  # what $PLATFORM expands to (glibc's, on this CPU: target.py)
     # Libraries the driver brings at run time where the target itself has none (root, image).
@@ -266,6 +271,8 @@ class Resolver:
             yield "LD_LIBRARY_PATH", folder, ""
         for folder in self._expand(requester.info.runpath, requester):
             yield f"RUNPATH of {self._shown(requester, main, label)}", folder, "RUNPATH"
+        for folder in self.setup.build_dirs:
+            yield "the build environment's library_path", folder, ""
 
     def _expand(self, entries: tuple[str, ...], obj: _Object) -> Iterator[str]:
         for entry in entries:

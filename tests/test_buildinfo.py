@@ -228,9 +228,9 @@ def test_a_file_from_before_portable_kits_still_reads() -> None:
     (("libx.so.1", "AB" * 32, "libx1 1.0 (dpkg)", "MIT", "kit/third_party/x"),
      "is not a sha256 hex digest"),
     (("libx.so.1", "ab" * 32, "libx1 1.0 (rpm)", "MIT", "kit/third_party/x"),
-     "the origin 'libx1 1.0 (rpm)' is not '<package> <version> (dpkg|wheel)'"),
+     "the origin 'libx1 1.0 (rpm)' is not '<package> <version> (dpkg|wheel|built)'"),
     (("libx.so.1", "ab" * 32, "libx1 1.0", "MIT", "kit/third_party/x"),
-     "is not '<package> <version> (dpkg|wheel)'"),
+     "is not '<package> <version> (dpkg|wheel|built)'"),
     (("libx.so.1", "ab" * 32, "libx1 1.0 (dpkg)", "MIT"), "4 fields, not 5"),
 ])
 def test_a_bundled_row_that_would_not_read_back_is_refused_when_writing(
@@ -252,7 +252,7 @@ def test_a_bundled_line_with_a_control_character_is_refused_naming_its_line() ->
     ("bundled: libx.so.1 | " + "ab" * 32 + " | libx1 1.0 (dpkg) | MIT | a | b", "(6 fields)"),
     ("bundled: libx.so.1 | abc | libx1 1.0 (dpkg) | MIT | kit/x", "not a sha256 hex digest"),
     ("bundled: libx.so.1 | " + "ab" * 32 + " | libx1 (dpkg) | MIT | kit/x",
-     "is not '<package> <version> (dpkg|wheel)'"),
+     "is not '<package> <version> (dpkg|wheel|built)'"),
     ("flavour: fat", "flavour 'fat' is not one of plain, portable"),
     ("portable_asset: kit.tar.gz", "portable_asset 'kit.tar.gz' is neither 'none' nor"),
 ])

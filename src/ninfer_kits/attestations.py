@@ -212,7 +212,7 @@ def _bundled(info: BuildInfo) -> list[dict[str, Any]]:
         match = BUNDLED_ORIGIN.fullmatch(origin)
         if match is None:
             raise BadInput(f"BUILDINFO.txt bundled line of {soname}: origin {origin!r} is not "
-                           f"'<package> <version> (dpkg|wheel)'")
+                           f"'<package> <version> (dpkg|wheel|built)'")
         package, version, manager = match["package"], match["version"], match["manager"]
         parts.append({"type": "library", "bom-ref": f"kit/lib/{soname}", "name": package,
                       "version": version, "purl": _package_purl(package, version, manager),
@@ -358,7 +358,10 @@ def _package_purl(package: str, version: str, manager: str) -> str:
     if manager == "wheel":
         # the Python packaging name, normalised as the purl spec asks for pypi
         return _purl("pypi", None, re.sub(r"[-_.]+", "-", package).lower(), version)
-    raise BadInput(f"package {package} {version}: manager {manager!r} is neither dpkg nor wheel")
+    if manager == "built":  # from its upstream's release tarball, in the toolchain image
+        return _purl("generic", None, package, version)
+    raise BadInput(f"package {package} {version}: manager {manager!r} is not dpkg, wheel or "
+                   "built")
 
 
 def _purl(kind: str, namespace: str | None, name: str, version: str, **qualifiers: str) -> str:

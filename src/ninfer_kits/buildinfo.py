@@ -69,7 +69,7 @@ PORTABLE_SUFFIX = "-portable.tar.gz"  # the portable tarball: <plain asset stem>
 # A `bundled` line: soname | sha256 | "<package> <version> (<manager>)" | license | notice path.
 BUNDLED_FIELDS = ("soname", "sha256", "origin", "license", "notice")
 BUNDLED_ORIGIN = re.compile(r"(?P<package>[^\s|()]+) (?P<version>[^\s|()]+) "
-                            r"\((?P<manager>dpkg|wheel)\)")
+                            r"\((?P<manager>dpkg|wheel|built)\)")
 # One bundled library: (soname, sha256, origin, license, notice path in the tarball).
 Bundled = tuple[str, str, str, str, str]
 # `toolchain` of a kit built by the local builder: the build machine's own nvcc and compilers,
@@ -139,7 +139,7 @@ class BuildInfo:
     binaries: tuple[tuple[str, str], ...] = ()  # (sha256, path in the tarball)
     licenses: tuple[str, ...] = ()
     # the libraries a portable kit carries in kit/lib/: (soname, sha256, "<package> <version>
-    # (dpkg|wheel)", license, the path of its copyright file in the tarball)
+    # (dpkg|wheel|built)", license, the path of its copyright file in the tarball)
     bundled: tuple[Bundled, ...] = ()
     run: tuple[tuple[str, str], ...] = field(default=())  # below the marker
 
@@ -235,7 +235,7 @@ def split_inputs(value: str, source: str) -> tuple[str, tuple[tuple[str, str], .
 def bundled_line(row: Bundled) -> str:
     """The value of one `bundled` line; BadInput for a row that would not read back as itself
     (a field that is empty or holds '|', a digest that is not sha256 hex, an origin that is not
-    `<package> <version> (dpkg|wheel)`)."""
+    `<package> <version> (dpkg|wheel|built)`)."""
     if len(row) != len(BUNDLED_FIELDS):
         raise BadInput(f"BUILDINFO.txt key 'bundled': {len(row)} fields, not "
                        f"{len(BUNDLED_FIELDS)} ({', '.join(BUNDLED_FIELDS)}): {row!r}")
@@ -252,7 +252,7 @@ def _check_bundled(row: tuple[str, ...], where: str) -> None:
         raise BadInput(f"{where}: {row[1]!r} is not a sha256 hex digest")
     if BUNDLED_ORIGIN.fullmatch(row[2]) is None:
         raise BadInput(f"{where}: the origin {row[2]!r} is not '<package> <version> "
-                       f"(dpkg|wheel)'")
+                       f"(dpkg|wheel|built)'")
 
 
 def bundled_origin(package: str, version: str, manager: str) -> str:
@@ -260,8 +260,8 @@ def bundled_origin(package: str, version: str, manager: str) -> str:
     origin = f"{package} {version} ({manager})"
     if BUNDLED_ORIGIN.fullmatch(origin) is None:
         raise BadInput(f"BUILDINFO.txt key 'bundled': the origin {origin!r} is not '<package> "
-                       f"<version> (dpkg|wheel)' (no spaces, '|' or parentheses in the package "
-                       f"or the version)")
+                       f"<version> (dpkg|wheel|built)' (no spaces, '|' or parentheses in the "
+                       f"package or the version)")
     return origin
 
 

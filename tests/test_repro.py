@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +39,67 @@ def repro(*args: str, cwd: Path, kit: str = "example",
                           capture_output=True, text=True, check=False, cwd=cwd, env=env)
 
 
-def test_the_example_kit_is_reproducible(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Reproduced:
+    """What the module's full repro runs left: the example's, as README shows it, and its
+    --against run; and the upstream's that embeds HOME."""
+
+    example: subprocess.CompletedProcess[str]
+    example_place: Path  # its --work is example_place/w; the --against run's, .../again
+    against: subprocess.CompletedProcess[str] | None  # None when the first repro failed
+    record: Path  # the --against run's --record
+    leaky: subprocess.CompletedProcess[str]
+    leaky_place: Path  # its --work is leaky_place/w
+
+
+def _example_repro(place: Path) -> tuple[subprocess.CompletedProcess[str],
+                                         subprocess.CompletedProcess[str] | None]:
+    done = repro("--work", str(place / "w"), "--json", cwd=ROOT, matrix=None)
+    if done.returncode != 0:
+        return done, None
+    first = next((place / "w" / "a" / "dist").iterdir())
+    against = repro("--against", os.path.relpath(first, ROOT), "--work", str(place / "again"),
+                    "--record", str(place / "REPRODUCTION.json"), "--run", "a test run",
+                    cwd=ROOT, matrix=None)
+    return done, against
+
+
+def _leaky_repro(example_repo: Path, place: Path) -> subprocess.CompletedProcess[str]:
+    repo = place / "leaky"
+    shutil.copytree(example_repo, repo)
+    cmake = repo / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text().replace(
+        'set(NINFER_BUILD_INFO "local build"', 'set(NINFER_BUILD_INFO "built in $ENV{HOME}"', 1))
+    git("commit", "-qam", "embed HOME", cwd=repo)
+    # A --source relative to where repro runs: each build runs in a folder of its own, so repro
+    # must hand it on as an absolute path.
+    return repro("--source", os.path.relpath(repo, ROOT), "--work", str(place / "w"), "--json",
+                 cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def reproduced(example_repo: tuple[Path, str],
+               tmp_path_factory: pytest.TempPathFactory) -> Reproduced:
+    """The module's repro runs that build the example in full (five cold builds), two at a time:
+    the example's repro and then its --against (which needs the first's kit), beside the leaky
+    upstream's repro. Every build keeps its own folder, HOME and caches whichever repro runs it
+    (repro's first build runs at -j1, so one alone leaves a core idle); running beside another
+    build changes none of the conditions each repro sets and compares."""
+    example_place = tmp_path_factory.mktemp("repro-example")
+    leaky_place = tmp_path_factory.mktemp("repro-leaky")
+    with ThreadPoolExecutor(2) as pool:
+        example = pool.submit(_example_repro, example_place)
+        leaky = pool.submit(_leaky_repro, example_repo[0], leaky_place)
+        (done, against), leaked = example.result(), leaky.result()
+    return Reproduced(done, example_place, against, example_place / "REPRODUCTION.json",
+                      leaked, leaky_place)
+
+
+def test_the_example_kit_is_reproducible(reproduced: Reproduced) -> None:
     """As README shows it, from the project folder without --matrix or --source: the example
     engine is then this repository's examples/engine, exported as a tree (`<sha>:<folder>`),
     which git archive stamps with the current time unless the export restamps it."""
-    done = repro("--work", str(tmp_path / "w"), "--json", cwd=ROOT, matrix=None)
+    done, place = reproduced.example, reproduced.example_place
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     document: dict[str, Any] = json.loads(done.stdout)
     assert document["identical"] is True
@@ -49,15 +107,13 @@ def test_the_example_kit_is_reproducible(tmp_path: Path) -> None:
     assert compared["layout"] == "kit-folder"  # both tarballs, BUILDINFO, sums, log, modes
     assert "-j1, umask 022" in done.stderr and "umask 077" in done.stderr
     assert "TZ=Pacific/Kiritimati" in done.stderr
-    first = next((tmp_path / "w" / "a" / "dist").iterdir())
+    first = next((place / "w" / "a" / "dist").iterdir())
     # as the rebuild workflow's reproduce job runs it: its record is what publish publishes
-    record = tmp_path / "REPRODUCTION.json"
-    against = repro("--against", os.path.relpath(first, ROOT), "--work",
-                    str(tmp_path / "again"), "--record", str(record), "--run", "a test run",
-                    cwd=ROOT, matrix=None)
+    against = reproduced.against
+    assert against is not None
     assert against.returncode == 0, against.stdout[-3000:] + against.stderr[-3000:]
     assert "reproducible: identical bytes" in against.stdout
-    written = json.loads(record.read_text())
+    written = json.loads(reproduced.record.read_text())
     assert (written["result"], written["run"], written["tag"], written["differences"]) == \
         ("identical", "a test run", first.name, [])
     assert written["compared"] == {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
@@ -75,18 +131,8 @@ def test_a_bad_matrix_or_kit_is_said_before_any_build(tmp_path: Path) -> None:
         assert "build first" not in done.stderr and "Traceback" not in done.stderr
 
 
-def test_a_build_that_embeds_home_is_named(example_repo: tuple[Path, str],
-                                           tmp_path: Path) -> None:
-    repo = tmp_path / "leaky"
-    shutil.copytree(example_repo[0], repo)
-    cmake = repo / "CMakeLists.txt"
-    cmake.write_text(cmake.read_text().replace(
-        'set(NINFER_BUILD_INFO "local build"', 'set(NINFER_BUILD_INFO "built in $ENV{HOME}"', 1))
-    git("commit", "-qam", "embed HOME", cwd=repo)
-    # A --source relative to where repro runs: each build runs in a folder of its own, so repro
-    # must hand it on as an absolute path.
-    done = repro("--source", os.path.relpath(repo, ROOT), "--work", str(tmp_path / "w"),
-                 "--json", cwd=ROOT)
+def test_a_build_that_embeds_home_is_named(reproduced: Reproduced) -> None:
+    done, place = reproduced.leaky, reproduced.leaky_place
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     document: dict[str, Any] = json.loads(done.stdout)
     assert document["identical"] is False
@@ -95,7 +141,7 @@ def test_a_build_that_embeds_home_is_named(example_repo: tuple[Path, str],
     binary = next(path for path in members if path.endswith("kit/bin/ninfer"))
     causes = members[binary]["causes"]
     shown = json.dumps(causes)
-    assert str(tmp_path / "w" / "a-home") in shown and str(tmp_path / "w" / "b-home") in shown
+    assert str(place / "w" / "a-home") in shown and str(place / "w" / "b-home") in shown
     assert any(cause["kind"] in ("embedded-path", "string") for cause in causes), causes
 
 

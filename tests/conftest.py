@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -135,24 +136,47 @@ def example_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 from roots import proc_mounted, roots  # noqa: E402, F401
 
 
+def local_example_build(place: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`ninfer-kits build example ARGS` with the local builder, run in place's parent, with
+    place/dist and place/cache (empty: a cold build) of its own."""
+    place.parent.mkdir(parents=True, exist_ok=True)
+    return subprocess.run([sys.executable, "-m", "ninfer_kits", "build", "example",
+                           "--matrix", str(ROOT / "matrix.toml"), "--dist", str(place / "dist"),
+                           "--cache-dir", str(place / "cache"), *args],
+                          capture_output=True, text=True, check=False, cwd=place.parent)
+
+
 @pytest.fixture(scope="session")
-def example_build(example_repo: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory
-                  ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """The example kit, built once per test session with the local builder from example_repo
-    at -j2, two folders deep: (the build's process, its place, holding dist/ and cache/).
-    test_build compares it with a -j1 build in another folder; the others read its dist/."""
+def local_example_builds(example_repo: tuple[Path, str], request: pytest.FixtureRequest,
+                         tmp_path_factory: pytest.TempPathFactory
+                         ) -> dict[str, tuple[subprocess.CompletedProcess[str], Path]]:
+    """The example kit built with the local builder from example_repo, each build from empty
+    caches in a folder of its own: (the build's process, its place, holding dist/ and cache/).
+    "-j2": at -j2, two folders deep (example_build). "-j1": at -j1, only when a test of the
+    session compares the two (test_build's two_builds); then both run at once, as separate
+    processes (the -j1 build alone would leave a core idle)."""
     from tools import needs_libcurl_headers
 
     tool("ninja")
     needs_libcurl_headers()
-    place = tmp_path_factory.mktemp("example-build") / "deeper" / "b"
-    place.parent.mkdir(parents=True)
-    done = subprocess.run([sys.executable, "-m", "ninfer_kits", "build", "example",
-                           "--matrix", str(ROOT / "matrix.toml"), "--dist", str(place / "dist"),
-                           "--cache-dir", str(place / "cache"), "--source", str(example_repo[0]),
-                           "--jobs", "2"],
-                          capture_output=True, text=True, check=False, cwd=place.parent)
-    return done, place
+    repo = str(example_repo[0])
+    places = {"-j2": tmp_path_factory.mktemp("example-build") / "deeper" / "b"}
+    if any("two_builds" in item.fixturenames for item in request.session.items):
+        places["-j1"] = tmp_path_factory.mktemp("first") / "a"
+    with ThreadPoolExecutor(len(places)) as pool:
+        started = {jobs: pool.submit(local_example_build, place, "--source", repo,
+                                     "--jobs", jobs[2:])
+                   for jobs, place in places.items()}
+        return {jobs: (future.result(), places[jobs]) for jobs, future in started.items()}
+
+
+@pytest.fixture(scope="session")
+def example_build(local_example_builds: dict[str, tuple[subprocess.CompletedProcess[str], Path]]
+                  ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The example kit, built once per test session with the local builder from example_repo
+    at -j2, two folders deep: (the build's process, its place, holding dist/ and cache/).
+    test_build compares it with a -j1 build in another folder; the others read its dist/."""
+    return local_example_builds["-j2"]
 
 
 @pytest.fixture(scope="session")

@@ -84,17 +84,14 @@ def build(place: Path, *args: str, env: dict[str, str] | None = None) -> Built:
 
 
 @pytest.fixture(scope="module")
-def two_builds(example_repo: tuple[Path, str],
-               example_build: tuple[subprocess.CompletedProcess[str], Path],
-               tmp_path_factory: pytest.TempPathFactory) -> tuple[Built, Built]:
+def two_builds(local_example_builds: dict[str, tuple[subprocess.CompletedProcess[str], Path]],
+               ) -> tuple[Built, Built]:
     """The example kit built twice from empty caches, in different folders, -j1 and -j2 (the
-    second is the session's example_build, two folders deeper)."""
-    tool("ninja")
-    needs_libcurl_headers()
-    repo, _ = example_repo
-    first = build(tmp_path_factory.mktemp("first") / "a", "example", "--source", str(repo),
-                  "--jobs", "1")
-    done, place = example_build
+    second is the session's example_build, two folders deeper): conftest's
+    local_example_builds, which runs the two at once."""
+    (first_done, first_place), (done, place) = (local_example_builds["-j1"],
+                                                local_example_builds["-j2"])
+    first = Built(done=first_done, dist=first_place / "dist", cache=first_place / "cache")
     second = Built(done=done, dist=place / "dist", cache=place / "cache")
     for built in (first, second):
         assert built.done.returncode == 0, built.done.stderr[-4000:]

@@ -1,6 +1,7 @@
 """What .github/workflows/rebuild.yml does, end to end, with real parts only: `ninfer-kits
 watch` against the local GitHub server (tests/github_server.py) over HTTP, its build matrix read
-from $GITHUB_OUTPUT and looped over as the workflow's matrix jobs are, `ninfer-kits build` (the
+from $GITHUB_OUTPUT and looped over as the workflow's matrix jobs are (the build legs of a run
+at once, as GitHub runs them, the publish legs after them one by one), `ninfer-kits build` (the
 local builder: a real clone of a real git upstream and a real CUDA compile of the example
 engine) and `ninfer-kits publish` to the same server, then the ledger file committed to the
 checkout as the workflow's "Land the ledger" step does.
@@ -34,7 +35,9 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,6 +132,7 @@ class Workflow:
     runner_temp: Path
     texts: list[str] = field(default_factory=list)  # everything the steps printed
     count: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def environment(self, step: Path, **extra: str) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if key not in FOREIGN}
@@ -145,7 +149,8 @@ class Workflow:
         done = subprocess.run([sys.executable, "-m", "ninfer_kits", *args], cwd=self.checkout,
                               env=environ, capture_output=True, text=True, timeout=300,
                               check=False)
-        self.texts += [done.stdout, done.stderr]
+        with self.lock:  # build legs run at once
+            self.texts += [done.stdout, done.stderr]
         return done, read_outputs(Path(environ["GITHUB_OUTPUT"]))
 
     def run(self, kit: str = "", revision: str = "") -> Run:
@@ -164,17 +169,33 @@ class Workflow:
         jobs: list[Job] = []
         # The build job's `if`: not cancelled (watch exiting 1 still builds the others), stale.
         if watch.returncode in (0, 1) and outputs.get("stale", "") not in ("", "0"):
-            for entry in json.loads(outputs["matrix"])["include"]:
-                jobs.append(self._job(place / str(entry["kit"]), entry))
+            entries = json.loads(outputs["matrix"])["include"]
+            # The matrix's build legs at once, as GitHub runs them (each in a folder of its
+            # own); then each kit's publish job, one after another, in the matrix's order.
+            with ThreadPoolExecutor(len(entries)) as pool:
+                builds = [pool.submit(self._build, place / str(entry["kit"]), entry)
+                          for entry in entries]
+                built = [future.result() for future in builds]
+            for entry, (dist, build) in zip(entries, built, strict=True):
+                jobs.append(self._publish(place / str(entry["kit"]), entry, dist, build))
         log = self._log()
         return Run(watch, outputs, tuple(jobs), heads, self.published(), self.ledger(),
                    tuple(log[: len(log) - landed_before]), self.server.rate_limit(TOKEN)[1])
 
-    def _job(self, place: Path, entry: dict[str, Any]) -> Job:
+    def _build(self, place: Path, entry: dict[str, Any]
+               ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+        """A build leg: the kit built into place/dist (the artifact the build uploads and the
+        publish job downloads)."""
         kit, revision = str(entry["kit"]), str(entry["revision"])
-        dist = place / "dist"  # the artifact the build uploads and the publish job downloads
+        dist = place / "dist"
         build, _ = self.step(place / "build", "build", kit, "--revision", revision,
                              "--dist", str(dist), "--cache-dir", str(place / "ninfer-kits"))
+        return dist, build
+
+    def _publish(self, place: Path, entry: dict[str, Any], dist: Path,
+                 build: subprocess.CompletedProcess[str]) -> Job:
+        """A publish leg, after its build leg: the release, and the ledger landed."""
+        kit = str(entry["kit"])
         assert build.returncode == 0, build.stderr[-4000:]
         publish, outputs = self.step(place / "publish", "publish", kit, "--dist", str(dist),
                                      GITHUB_TOKEN=TOKEN)

@@ -214,6 +214,15 @@ def test_the_context_folders_a_dockerfile_copies_from_are_sent_and_hashed(
         recipe.tag(ID1)
 
 
+def test_an_image_build_shows_its_dockerfiles_steps(tmp_path: Path) -> None:
+    recipe = image_recipe(tmp_path)
+    client = FakeClient(FakeImage(ID1, ["base:1"]))
+    said = io.StringIO()
+    ensure_image(client, recipe, Reporter(stream=said, mode="plain"))
+    # the fake engine's one step, the last: a plain line (a terminal gets a live one)
+    assert f"building {recipe.tag(ID1)} 0:00 [1/1] FROM base" in said.getvalue()
+
+
 def test_an_image_is_labelled_with_the_base_it_was_built_from(tmp_path: Path) -> None:
     recipe = image_recipe(tmp_path)
     client = FakeClient(FakeImage(ID1, ["base:1"]))

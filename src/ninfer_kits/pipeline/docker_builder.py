@@ -84,6 +84,7 @@ DEFAULT_CCACHE_MAX_SIZE = "2G"  # --ccache-dir: what the Actions cache keeps at 
 CCACHE_SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]i?B?")  # ccache's max_size, as ccache reads it
 CCACHE_ROLE = "ccache"  # the role of the containers that load, trim and save a --ccache-dir
 CONTEXT = "context"  # dockerfiles/context/: the files a Dockerfile COPYs, one folder per use
+DOCKER_STEP = re.compile(r"Step (?P<done>[0-9]+)/(?P<total>[0-9]+) : (?P<what>.*)")
 COPY_LINE = re.compile(r"^\s*(?:COPY|ADD)\s(.*)$", re.IGNORECASE | re.MULTILINE)
 CONTEXT_FOLDER = re.compile(r"(?<!\S)(context/[\w.-]+)/")  # a source's context/<folder>/
 
@@ -385,6 +386,9 @@ def ensure_image(client: Any, recipe: ImageRecipe, reporter: Reporter) -> Engine
     arguments = "".join(f", {name}={value}" for name, value in recipe.build_args)
     reporter.info(f"building {tag} from {recipe.dockerfile.name} (base {recipe.base_image} = "
                   f"{base.id}{arguments})")
+    # An image that builds libraries from source takes many minutes: its Dockerfile's steps
+    # ("Step 12/33 : RUN …") are the progress, live on a terminal, a line every so often in CI.
+    progress = reporter.progress(f"building {tag}")
     with _context(recipe.dockerfile) as context:
         tail: deque[str] = deque(maxlen=LOG_TAIL)
         for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True,
@@ -396,6 +400,9 @@ def ensure_image(client: Any, recipe: ImageRecipe, reporter: Reporter) -> Engine
                                               BASE_ID_LABEL: base.id}):
             for line in str(chunk.get("stream", "")).splitlines():
                 tail.append(line)
+                step = DOCKER_STEP.match(line)
+                if step:
+                    progress.update(int(step["done"]), int(step["total"]), step["what"][:60])
             if "error" in chunk:
                 lines = "\n".join(f"  | {line}" for line in tail)
                 raise CheckFailed(f"building image {tag} from {recipe.dockerfile} failed: "

@@ -132,6 +132,7 @@ class PackageIndex:
         package, or the LicenseUnknown saying why there is none."""
         self._dpkg_index()  # read once, before the threads share them
         self._status_index()
+        self._built_index()
 
         def one(path: str) -> Origin | LicenseUnknown:
             try:

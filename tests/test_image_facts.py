@@ -21,6 +21,7 @@ from ninfer_kits.pipeline.copyleft import (
     built_sources,
     classify,
     load_verdicts,
+    readme_section,
 )
 from ninfer_kits.pipeline.image_facts import NO_FACTS, read_image_facts
 from ninfer_kits.pipeline.portable_policy import load_policy
@@ -171,11 +172,18 @@ def test_built_libraries_are_classified_and_their_source_shipped(tmp_path: Path)
     obligations = classify([origin], tmp_path, load_verdicts())
     ((name, verdict),) = obligations.verdicts
     assert (name, verdict.manager, verdict.obligation) == ("ffmpeg", "built", SOURCE)
-    assert obligations.built == ("ffmpeg",) and obligations.sources == ()
+    assert obligations.built == (("ffmpeg", "7.1.5"),) and obligations.sources == ()
     files = built_sources(obligations.built, facts, tmp_path, tmp_path / "cache")
     assert sorted(f.name for f in files) == ["common.sh", "ffmpeg.sh", "ffmpeg.tar.xz"]
     assert all(f.path.parent == tmp_path / "cache/sources/ffmpeg_7.1.5" for f in files)
     assert all(f.sha256 == _sha256(f.path) for f in files)
+    readme = readme_section(obligations, files, "v1")
+    assert "ffmpeg 7.1.5 (built in the toolchain image)\n  licence:  LGPL-2.1-or-later\n" \
+        in readme
+    tarball = next(f for f in files if f.name == "ffmpeg.tar.xz")
+    assert f"  file:     ffmpeg.tar.xz\n  sha256:   {tarball.sha256}\n" in readme
+    assert "  ffmpeg 7.1.5 (LGPL-2.1-or-later)" in readme_section(obligations, (), "v1",
+                                                                   skipped=True)
     # a tarball that is not the one the record names is never shipped
     (tmp_path / "opt/ninfer-kits/sources/ffmpeg.tar.xz").write_text("another")
     with pytest.raises(SourceUnavailable, match=r"ffmpeg\.tar\.xz in the toolchain image"):

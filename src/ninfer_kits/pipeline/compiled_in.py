@@ -28,6 +28,7 @@ from ninfer_kits.errors import CheckFailed
 from ninfer_kits.loader.rootfs import RootFS
 from ninfer_kits.pipeline.image_facts import read_image_facts
 from ninfer_kits.pipeline.provenance import (
+    MANAGER_WORDS,
     LicenseUnknown,
     Origin,
     PackageIndex,
@@ -250,7 +251,7 @@ def render_section(rows: tuple[CompiledIn, ...], upstream: str, kit: str) -> str
     if not rows:
         parts.append("None: only the upstream's own files reached the binaries.\n")
     for row in rows:
-        manager = "Debian package" if row.manager == "dpkg" else "Python wheel"
+        manager = MANAGER_WORDS[row.manager]
         part = f", its {row.part} files" if row.part else ""
         lines = [f"{row.package} {row.version} ({manager}{part})",
                  f"  licence:  {row.licence}",

@@ -117,7 +117,7 @@ class Obligations:
 
     verdicts: tuple[tuple[str, Verdict], ...]  # (source or wheel name, its verdict), sorted
     sources: tuple[SourcePackage, ...]  # those whose verdict is SOURCE, sorted
-    built: tuple[str, ...] = ()  # the libraries built in the image whose verdict is SOURCE
+    built: tuple[tuple[str, str], ...] = ()  # (name, version) built in the image, owing source
 
 
 # ---------------------------------------------------------------------------- the table
@@ -190,8 +190,10 @@ def classify(origins: Iterable[Origin], root: Path, verdicts: Verdicts) -> Oblig
                            "with licence and obligation for each):\n" + "\n".join(missing))
     sources = tuple(by_source[name] for name, verdict in found
                     if verdict.manager == "dpkg" and verdict.obligation == SOURCE)
-    built = tuple(name for name, verdict in found
-                  if verdict.manager == "built" and verdict.obligation == SOURCE)
+    owing = {name for name, verdict in found
+             if verdict.manager == "built" and verdict.obligation == SOURCE}
+    built = tuple(sorted({(o.package, o.version) for o in origins
+                          if o.manager == "built" and o.package in owing}))
     return Obligations(tuple(found), sources, built)
 
 
@@ -261,13 +263,13 @@ def fetch_sources(packages: Sequence[SourcePackage], root: Path, cache_dir: Path
     return tuple(sorted(files, key=lambda item: item.name))
 
 
-def built_sources(names: Sequence[str], facts: ImageFacts, root: Path, cache_dir: Path,
-                  ) -> tuple[SourceFile, ...]:
-    """The source of each library `names` the image built: the upstream tarball it was built
-    from (checked against its record) and the scripts that built it, copied from the image's
-    `root` to `cache_dir`/sources/<name>_<version>/."""
+def built_sources(built: Sequence[tuple[str, str]], facts: ImageFacts, root: Path,
+                  cache_dir: Path) -> tuple[SourceFile, ...]:
+    """The source of each library the image built, `built` as (name, version): the upstream
+    tarball it was built from (checked against its record) and the scripts that built it,
+    copied from the image's `root` to `cache_dir`/sources/<name>_<version>/."""
     files: list[SourceFile] = []
-    for library in (item for item in facts.built if item.name in names):
+    for library in (item for item in facts.built if (item.name, item.version) in built):
         folder = cache_dir / SOURCES / f"{library.name}_{library.version}"
         folder.mkdir(parents=True, exist_ok=True)
         for path in (library.source, *library.build_files):
@@ -468,9 +470,11 @@ Some libraries above are licensed under the GNU GPL, the GNU LGPL or the Mozilla
 License, which require whoever distributes their object code to make the corresponding source
 available. This kit does so by publishing, beside itself, the Debian source package of exactly
 the version of each one it carries: the .dsc, the upstream (orig) and Debian tarballs, as
-Debian's archive holds them. They are assets of the same release as this kit ({tag}), and in
-the kit folder's {sources}/ folder; SHA256SUMS lists them, and each file's sha256 is below.
-`dpkg-source -x <name>.dsc` unpacks one.
+Debian's archive holds them; for a library built in the toolchain image from its release
+tarball, that tarball and the scripts that built it. They are assets of the
+same release as this kit ({tag}), and in the kit folder's {sources}/ folder; SHA256SUMS lists
+them, and each file's sha256 is below. `dpkg-source -x <name>.dsc` unpacks a Debian source
+package.
 
 Written statement: the source is offered from the same place as the object code, for as long
 as the release is available. Should a file be missing, ask the publisher of this release (its
@@ -486,7 +490,7 @@ NOT_FETCHED = f"""\
 Some libraries above are licensed under the GNU GPL, the GNU LGPL or the Mozilla Public
 License, which require whoever distributes their object code to make the corresponding source
 available. This kit was built with {{variable}}=1 (a machine that cannot
-reach Debian's source archive), so their source packages were NOT fetched:
+reach Debian's source archive), so their sources were NOT fetched:
 it must not be distributed. The packages whose source is owed are:
 """
 
@@ -507,19 +511,21 @@ def readme_section(obligations: Obligations, files: Sequence[SourceFile], tag: s
                    skipped: bool = False) -> str:
     """The third_party/README part that names each copyleft package's source files (or, for a
     build that skipped them, says it must not be distributed)."""
-    if not obligations.sources:
+    if not obligations.sources and not obligations.built:
         return ""
     verdicts = dict(obligations.verdicts)
+    owed = [(package.name, package.version, f" (source of {', '.join(package.binaries)})")
+            for package in obligations.sources]
+    owed += [(name, version, " (built in the toolchain image)")
+             for name, version in obligations.built]
     if skipped:
         return "\n".join([NOT_FETCHED.format(variable=SKIP_VARIABLE), *(
-            f"  {package.name} {package.version} ({verdicts[package.name].licence})"
-            for package in obligations.sources)]) + "\n"
+            f"  {name} {version} ({verdicts[name].licence})" for name, version, _ in owed)]
+            ) + "\n"
     parts = [README_HEAD.format(tag=tag, sources=SOURCES)]
-    for package in obligations.sources:
-        verdict = verdicts[package.name]
-        rows = [f"{package.name} {package.version} (source of {', '.join(package.binaries)})\n"
-                f"  licence:  {verdict.licence}\n"]
+    for name, version, what in owed:
+        rows = [f"{name} {version}{what}\n  licence:  {verdicts[name].licence}\n"]
         rows += [f"  file:     {item.name}\n  sha256:   {item.sha256}\n" for item in files
-                 if (item.package, item.version) == (package.name, package.version)]
+                 if (item.package, item.version) == (name, version)]
         parts.append("".join(rows))
     return "\n".join(parts)

@@ -457,6 +457,10 @@ def _ancestors(folder: str) -> Iterator[str]:
         folder = posixpath.dirname(folder)
 
 
+MANAGER_WORDS = {"dpkg": "Debian package", "wheel": "Python wheel",
+                 "built": "built in the toolchain image from its release tarball"}
+
+
 def package_folder(origin: Origin) -> str:
     """The folder name under third_party/ for a package: dpkg names as they are, wheel names
     normalized as PyPI does (PEP 503)."""

@@ -37,6 +37,7 @@ from ninfer_kits.pipeline.image_facts import NO_FACTS, ImageFacts, read_image_fa
 from ninfer_kits.pipeline.parallel import in_parallel
 from ninfer_kits.pipeline.portable_policy import Policy
 from ninfer_kits.pipeline.provenance import (
+    MANAGER_WORDS,
     LicenseUnknown,
     Origin,
     PackageIndex,
@@ -421,7 +422,7 @@ def _write_readme(kit: _Kit, bundled: tuple[Bundled, ...]) -> None:
     parts = [README_HEAD.format(kit=name, rule="=" * len(f"Third-party libraries in {name}/lib"))]
     for item in bundled:
         origin = item.origin
-        manager = "Debian package" if origin.manager == "dpkg" else "Python wheel"
+        manager = MANAGER_WORDS[origin.manager]
         parts.append(f"{item.soname}\n"
                      f"  package:  {origin.package} {origin.version} ({manager})\n"
                      f"  licence:  {origin.license}\n"

@@ -156,8 +156,8 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
     megabytes = sum(item.size for item in sources) / 1e6
     published = "NOT fetched (this kit must not be distributed)" if skipped else \
         f"{len(sources)} files, {megabytes:.1f} MB, published in {SOURCES}/"
-    reporter.info(f"copyleft: {len(obligations.sources)} source packages owe their source; "
-                  f"{published}")
+    owing = len(obligations.sources) + len(obligations.built)
+    reporter.info(f"copyleft: {owing} source packages owe their source; {published}")
     reporter.info("floor before the repair:\n" + render_table(inspection.floor.table))
     reporter.info("floor after the repair:\n" + render_table(after.floor.table))
     notices = sorted({item.notice for item in repaired.bundled} | {THIRD_PARTY_README})

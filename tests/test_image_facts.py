@@ -174,7 +174,8 @@ def test_built_libraries_are_classified_and_their_source_shipped(tmp_path: Path)
     assert (name, verdict.manager, verdict.obligation) == ("ffmpeg", "built", SOURCE)
     assert obligations.built == (("ffmpeg", "7.1.5"),) and obligations.sources == ()
     files = built_sources(obligations.built, facts, tmp_path, tmp_path / "cache")
-    assert sorted(f.name for f in files) == ["common.sh", "ffmpeg.sh", "ffmpeg.tar.xz"]
+    assert sorted(f.name for f in files) == ["ffmpeg.tar.xz", "ffmpeg_7.1.5-common.sh",
+                                             "ffmpeg_7.1.5-ffmpeg.sh"]
     assert all(f.path.parent == tmp_path / "cache/sources/ffmpeg_7.1.5" for f in files)
     assert all(f.sha256 == _sha256(f.path) for f in files)
     readme = readme_section(obligations, files, "v1")

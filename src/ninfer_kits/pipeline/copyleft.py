@@ -266,14 +266,18 @@ def fetch_sources(packages: Sequence[SourcePackage], root: Path, cache_dir: Path
 def built_sources(built: Sequence[tuple[str, str]], facts: ImageFacts, root: Path,
                   cache_dir: Path) -> tuple[SourceFile, ...]:
     """The source of each library the image built, `built` as (name, version): the upstream
-    tarball it was built from (checked against its record) and the scripts that built it,
-    copied from the image's `root` to `cache_dir`/sources/<name>_<version>/."""
+    tarball it was built from (checked against its record) and the scripts that built it (as
+    <name>_<version>-<script>), copied from the image's `root` to
+    `cache_dir`/sources/<name>_<version>/."""
     files: list[SourceFile] = []
     for library in (item for item in facts.built if (item.name, item.version) in built):
         folder = cache_dir / SOURCES / f"{library.name}_{library.version}"
         folder.mkdir(parents=True, exist_ok=True)
         for path in (library.source, *library.build_files):
-            copy = folder / Path(path).name
+            # kit folders keep sources/ flat: a script is named after its library too
+            name = Path(path).name if path == library.source else \
+                f"{folder.name}-{Path(path).name}"
+            copy = folder / name
             shutil.copyfile(root / path.lstrip("/"), copy)
             hashed = hash_file(copy)
             if path == library.source and hashed.sha256 != library.source_sha256:

@@ -497,18 +497,19 @@ def _check_version_placeholders(
 
 
 def _check_duplicates(section: Table, kits: Mapping[str, Kit]) -> None:
-    """No two kits build the same thing: one upstream for one arch with the same CMake options
-    (a kit's own cmake_options make a variant)."""
-    builds: dict[tuple[str, str, tuple[tuple[str, str], ...]], str] = {}
+    """No two kits build the same thing: one upstream for one arch in one toolchain with the
+    same CMake options (a kit's own cmake_options, or another toolchain, make a variant)."""
+    builds: dict[tuple[str, str, str, tuple[tuple[str, str], ...]], str] = {}
     names: dict[tuple[str, str], str] = {}
     for kit in kits.values():
         table = section.table(kit.id)
-        build = (kit.upstream.id, kit.arch, tuple(sorted(kit.upstream.cmake_options)))
+        build = (kit.upstream.id, kit.arch, kit.toolchain.id,
+                 tuple(sorted(kit.upstream.cmake_options)))
         if build in builds:
             same = " with the same CMake options" if kit.cmake_options else ""
             raise table.error("arch", (
                 f"duplicate kit: kit '{builds[build]}' already builds upstream "
-                f"'{kit.upstream.id}' for {kit.arch}{same}"
+                f"'{kit.upstream.id}' for {kit.arch}{same} in toolchain '{kit.toolchain.id}'"
             ))
         rendered = (kit.render_tag(partial=True), kit.render_asset(partial=True))
         if rendered in names:

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What only a real GPU can answer: does `ninfer-kits verify` say what the kit then does?
 #
-# usage: scripts/gpu-check.sh prepare     # here: build the kits into .cache/gpu-check/
-#        scripts/gpu-check.sh run [OUT]   # on the GPU host: verify each kit, then run it
+# usage: scripts/gpu-check.sh prepare          # here: build the kits into .cache/gpu-check/
+#        scripts/gpu-check.sh prepare-sysroot  # here: add `sysroot` (docker builder, ~1 min
+#                                              # once the toolchain image is made)
+#        scripts/gpu-check.sh run [OUT]        # on the GPU host: verify each kit, then run it
 #
 # prepare builds four kits of the example engine (2 cores: about 3 minutes); the GPU host needs
 # nothing but python3 ≥ 3.11 and a driver (verify uses the standard library alone):
@@ -16,6 +18,8 @@
 #            with `ldd` showing where each library comes from. The device tool carries 64 MiB at
 #            most, so it travels as its tar stream in xz; run checks that stream's sha256
 #            against the one `gzip -dc` of the published .tar.gz gave here.
+#   sysroot  the portable tarball of `example-glibc231` (the glibc 2.31 toolchain), checked and
+#            run as `portable` is: GPU_CHECK_KITS=sysroot runs it alone.
 # run prints, for each kit, verify's table and exit status, then what `kit/bin/ninfer` does (it
 # runs every example kernel when a GPU is there); then which of them `fetch --auto --dry-run`
 # chooses from kits/auto-index.json (a kit index of these kits, their needs read here; the
@@ -47,10 +51,7 @@ prepare() {
     portable="$(find "$folder" -name '*-portable.tar.gz')"
     mkdir -p "$work/kits/example"
     tar -C "$work/kits/example" -xzf "$(find "$folder" -name '*.tar.gz' ! -name '*-portable.tar.gz')"
-    gzip -dc "$portable" >"$work/build/portable.tar"
-    sha256sum "$work/build/portable.tar" | cut -d' ' -f1 >"$work/kits/portable.tar.sha256"
-    xz -T0 -6 -c "$work/build/portable.tar" >"$work/kits/portable.tar.xz"
-    sha256sum "$portable" | sed "s|$folder/||" >"$work/kits/portable.tar.gz.sha256"
+    pack_portable portable "$portable"
     local name arch separable
     for spec in rdc:86:ON jit:86:OFF sass:86-real:ON; do
         IFS=: read -r name arch separable <<<"$spec"
@@ -63,6 +64,27 @@ prepare() {
     auto_index
     rm -rf "$work/build" "$work/dist"
     du -sh "$work"
+}
+
+pack_portable() {  # NAME TARBALL: its tar stream in xz, and the sha256s run checks it against
+    local name="$1" tarball="$2"
+    gzip -dc "$tarball" >"$work/build/$name.tar"
+    sha256sum "$work/build/$name.tar" | cut -d' ' -f1 >"$work/kits/$name.tar.sha256"
+    xz -T0 -6 -c "$work/build/$name.tar" >"$work/kits/$name.tar.xz"
+    sha256sum "$tarball" | sed "s|$(dirname "$tarball")/||" >"$work/kits/$name.tar.gz.sha256"
+}
+
+prepare_sysroot() {  # the portable kit of example-glibc231, beside what prepare made
+    local python="${PYTHON:-python3}" tarball
+    mkdir -p "$work/kits" "$work/build"
+    (cd "$work" && NINFER_KITS_NO_SOURCES="${NINFER_KITS_NO_SOURCES:-1}" \
+        "$python" -m ninfer_kits build example-glibc231 --builder docker \
+        --matrix "$here/matrix.toml" --dist "$work/build/sysroot-dist" \
+        --cache-dir "$work/build/sysroot-cache")
+    tarball="$(find "$work/build/sysroot-dist" -name '*-portable.tar.gz')"
+    pack_portable sysroot "$tarball"
+    rm -rf "$work/build"
+    du -sh "$work/kits/sysroot.tar.xz"
 }
 
 auto_index() {  # kits/auto-index.json: a kit index of these kits, for `fetch --auto` there
@@ -109,11 +131,11 @@ PY
 
 run_kit() {  # one kit: verify, then the program itself
     local name="$1" kit="$work/kits/$1" bin status ran
-    if [[ "$name" == portable ]]; then  # unpacked into an empty folder, its tar stream checked
-        kit="/tmp/gpu-check-portable" && rm -rf "$kit" && mkdir -p "$kit"
-        xz -dc "$work/kits/portable.tar.xz" >"$kit.tar" && tar -x -C "$kit" -f "$kit.tar"
+    if [[ -f "$work/kits/$name.tar.xz" ]]; then  # unpacked into an empty folder, checked
+        kit="/tmp/gpu-check-$name" && rm -rf "$kit" && mkdir -p "$kit"
+        xz -dc "$work/kits/$name.tar.xz" >"$kit.tar" && tar -x -C "$kit" -f "$kit.tar"
         echo "== $name: tar stream sha256 $(sha256sum "$kit.tar" | cut -d' ' -f1), built:" \
-            "$(cat "$work/kits/portable.tar.sha256") ($(cat "$work/kits/portable.tar.gz.sha256"))"
+            "$(cat "$work/kits/$name.tar.sha256") ($(cat "$work/kits/$name.tar.gz.sha256"))"
     fi
     echo "== $name: ninfer-kits verify"
     set +e
@@ -128,7 +150,7 @@ run_kit() {  # one kit: verify, then the program itself
         mkdir -p "/tmp/gpu-check-$name" && tar -C "/tmp/gpu-check-$name" -xzf "$plain"
         bin="/tmp/gpu-check-$name/kit/bin/ninfer"
     fi
-    if [[ "$name" == portable ]]; then
+    if [[ -f "$work/kits/$name.tar.xz" ]]; then
         echo "== $name: ldd kit/bin/ninfer (no LD_LIBRARY_PATH)"
         env -i /usr/bin/ldd "$bin"
     fi
@@ -183,11 +205,12 @@ run() {
 
 case "${1:-}" in
     prepare) prepare ;;
+    prepare-sysroot) prepare_sysroot ;;
     run)
         if [[ -n "${2:-}" ]]; then
             run 2>&1 | tee "$2/gpu-check.txt"
         else
             run
         fi ;;
-    *) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -122,7 +122,7 @@ def test_production_has_exactly_its_entries(production: Matrix) -> None:
     assert production.schema == 1
     assert list(production.upstreams) == ["ninfer", "ninfer-3090", "ninfer-all", "example"]
     assert list(production.toolchains) == ["ubuntu2404-cuda131", "trixie-cuda130",
-                                           "trixie-cuda131"]
+                                           "trixie-cuda131", "bullseye-sysroot-cuda130"]
     assert [(k.id, k.upstream.repository, k.arch) for k in production.kits.values()] == [
         ("ninfer-sm120a", "Neroued/ninfer", "sm_120a"),
         ("ninfer-3090-sm86", "Don-Chad/ninfer-3090", "sm_86"),
@@ -131,6 +131,7 @@ def test_production_has_exactly_its_entries(production: Matrix) -> None:
         ("ninfer-all-sm120a", "iamwavecut/ninfer-all", "sm_120a"),
         ("example", "ninfer-kits/example-engine", "sm_86"),
         ("example-sm120a", "ninfer-kits/example-engine", "sm_120a"),
+        ("example-glibc231", "ninfer-kits/example-engine", "sm_86"),
         ("example-jit", "ninfer-kits/example-engine", "sm_86"),
     ]
 
@@ -219,6 +220,11 @@ def test_kit_cmake_options_go_over_the_upstreams(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="duplicate kit: kit 'example' already builds upstream "
                                           "'eng' for sm_86 with the same CMake options"):
         load_matrix(write(tmp_path, MINIMAL + same))
+    # ... unless another toolchain builds it (an older glibc floor, another CUDA): a variant
+    other = TOOLCHAIN_TC.replace("[toolchains.tc]", "[toolchains.old]")
+    elsewhere = same.replace('toolchain = "tc"', 'toolchain = "old"')
+    assert load_matrix(write(tmp_path, MINIMAL + other + elsewhere)).kit("debug").toolchain.id \
+        == "old"
 
 
 def test_portable_is_a_flag_of_a_kit(tmp_path: Path) -> None:
@@ -249,7 +255,7 @@ def test_unknown_kit_name_suggests(production: Matrix) -> None:
         production.kit("ninfer-3090-sm68")
     assert [k.id for k in production.select(["example", "ninfer-sm120a", "example"])] == [
         "example", "ninfer-sm120a"]
-    assert len(production.select()) == 8
+    assert len(production.select()) == 9
 
 
 # --------------------------------------------------------------------------- helpers

@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = ROOT / "matrix.toml"
 KITS = ("ninfer-sm120a", "ninfer-3090-sm86", "ninfer-all-sm86", "ninfer-all-sm89",
-        "ninfer-all-sm120a", "example", "example-sm120a", "example-jit")
+        "ninfer-all-sm120a", "example", "example-sm120a", "example-glibc231",
+        "example-jit")
 
 
 def run_matrix(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
@@ -90,7 +91,7 @@ def test_github_is_one_line_for_a_job_matrix() -> None:
     assert run.returncode == 0
     assert run.stdout.count("\n") == 1
     include = json.loads(run.stdout)["include"]
-    assert len(include) == len(KITS) == 8
+    assert len(include) == len(KITS) == 9
     assert include[1] == {"kit": "ninfer-3090-sm86", "upstream": "ninfer-3090", "arch": "sm_86",
                           "toolchain": "ubuntu2404-cuda131", "card": "RTX 3090"}
 

@@ -1,0 +1,14 @@
+# The CMake toolchain file of the bullseye-sysroot toolchain image (its ENV CMAKE_TOOLCHAIN_FILE:
+# CMake >= 3.21 reads it for every new build folder, so a kit's recipe needs no option for it).
+# The compilers are the image's wrappers (/opt/ninfer-kits/bin: GCC 14 against the Debian 11
+# sysroot, libstdc++ linked statically); nvcc takes the same g++ as its host compiler.
+set(CMAKE_SYSROOT /opt/sysroot)
+set(CMAKE_C_COMPILER /opt/ninfer-kits/bin/gcc)
+set(CMAKE_CXX_COMPILER /opt/ninfer-kits/bin/g++)
+set(CMAKE_CUDA_HOST_COMPILER /opt/ninfer-kits/bin/g++)
+# Libraries, headers and packages from the sysroot only: the image's own (glibc 2.41) must never
+# be found. The CUDA toolkit is seen there through links the image makes in the sysroot.
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)

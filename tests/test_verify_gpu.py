@@ -11,6 +11,7 @@ here did on that H200 (h200-jit-probe.txt, h200-example-kits.txt).
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from pathlib import Path
@@ -619,3 +620,26 @@ def test_recorded_files_are_what_the_host_printed() -> None:
     """The recorded inputs are kept byte for byte (trailing spaces included)."""
     assert H200_PROC.read_bytes().endswith(b"GCC version:  gcc version 15.3.0 (GCC) \n")
     assert os.path.getsize(H200_SMI) == len("580.159.04, 9.0, NVIDIA H200\n")
+
+
+def test_the_h200_ran_the_glibc_231_kit_from_its_own_libraries() -> None:
+    """`scripts/gpu-check.sh prepare-sysroot`, then `run` on the H200 host (Ubuntu 24.04) under
+    `env -i` (h200-sysroot-kit.txt): the portable kit of example-glibc231 arrived as built (its
+    tar stream's sha256), verify said it runs, its 13 kernels ran, and the loader took every
+    library but glibc's from kit/lib."""
+    recorded = (RECORDED / "h200-sysroot-kit.txt").read_text(encoding="utf-8")
+    stream = re.search(r"tar stream sha256 ([0-9a-f]{64}), built: ([0-9a-f]{64})", recorded)
+    assert stream is not None and stream[1] == stream[2]
+    assert "| x86-64 Linux, glibc ≥ 2.29 " in recorded and "== sysroot: verify exit status 0" \
+        in recorded
+    assert "kernel smoke test: 13 kernels ok" in recorded
+    assert "== sysroot: ninfer exit status 0" in recorded
+    libraries = dict(re.findall(r"^\t(\S+) => (\S+) \(", recorded, re.MULTILINE))
+    glibc = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1"}
+    assert set(libraries) - glibc == {
+        "libcudart.so.13", "libcurl.so.4", "libavformat.so.61", "libavcodec.so.61",
+        "libavutil.so.59", "libswscale.so.8", "libswresample.so.5", "libssl.so.3",
+        "libcrypto.so.3", "libz.so.1"}
+    assert all("/kit/bin/../lib/" in path for name, path in libraries.items()
+               if name not in glibc)
+    assert "libcurl/8.14.1 OpenSSL/3.5.7 zlib/1.2.11" in recorded

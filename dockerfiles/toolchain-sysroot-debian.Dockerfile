@@ -1,9 +1,10 @@
-# The PORTABLE toolchain (matrix toolchain `bullseye-sysroot-cuda130`): kits whose glibc floor is
-# Debian 11's 2.31, so that they start on Ubuntu 22.04, Debian 12 and RHEL 9, while they are
-# compiled with GCC 14 (C++20), CMake 3.31 and CUDA 13.0 of Debian trixie.
+# The PORTABLE toolchain (matrix toolchain `bullseye-sysroot-cuda130`): kits whose glibc floor
+# is Debian 11's 2.31, so that they start on Ubuntu 22.04, Debian 12 and RHEL 9, while they are
+# compiled with GCC 14 (C++20), CMake 3.31 and CUDA 13.0 (13.1 builds too; README says why no
+# matrix toolchain uses it) of Debian trixie.
 #
 # How: the image's GCC compiles and links against a sysroot of Debian 11 packages (glibc 2.31,
-# zlib, libgcc_s), with libstdc++ 14.2.0 built against that sysroot and linked statically; the
+# zlib, GCC 10's unwinder), with libstdc++ 14.2.0 built against that sysroot and linked statically; the
 # libraries a kit needs besides (OpenSSL 3.5, libcurl 8.14, FFmpeg 7.1) are built from Debian
 # trixie's upstream tarballs against the same sysroot, into it (/opt/sysroot/usr/local). Every
 # file is pinned by sha256 (context/sysroot/sources.txt, context/cuda-wheels/). The compiler
@@ -18,7 +19,7 @@
 #                  FFmpeg and curl development files are never seen: headers come from the
 #                  sysroot (--sysroot), libraries from its folders first (-L), and CMake and
 #                  pkg-config search the sysroot only.
-#   CUDA_WHEELS    the pinned CUDA wheel set, context/cuda-wheels/<set>.txt (13.0).
+#   CUDA_WHEELS    the pinned CUDA wheel set, context/cuda-wheels/<set>.txt: 13.0 (or 13.1).
 #   DEBIAN_MIRROR  where the pool paths of sources.txt are fetched (default: the base image's
 #                  apt source).
 # The build context: this file as Dockerfile, host-ca.crt (pip's CA) and dockerfiles/context/.
@@ -78,5 +79,17 @@ ENV PATH=/opt/ninfer-kits/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin
     PKG_CONFIG_LIBDIR=/opt/sysroot/usr/local/lib/pkgconfig:/opt/sysroot/usr/lib/x86_64-linux-gnu/pkgconfig:/opt/sysroot/usr/share/pkgconfig \
     PKG_CONFIG_SYSROOT_DIR=/opt/sysroot \
     LANG=C.UTF-8
+
+# The labels of each wheel set; the last stage picks one (the classic builder has no
+# conditional LABEL, but FROM expands build args).
+FROM toolchain AS labels-13.0
 LABEL org.ninfer-kits.toolchain=bullseye-sysroot-cuda130 \
+      org.ninfer-kits.cuda=13.0.88 \
       org.ninfer-kits.glibc-floor=2.31
+
+FROM toolchain AS labels-13.1
+LABEL org.ninfer-kits.toolchain=bullseye-sysroot-cuda131 \
+      org.ninfer-kits.cuda=13.1.115 \
+      org.ninfer-kits.glibc-floor=2.31
+
+FROM labels-${CUDA_WHEELS}

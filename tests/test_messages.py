@@ -163,8 +163,9 @@ def test_a_missing_cuda_base_image_points_to_the_toolchains_that_build_anywhere(
                          "reachable (no Debian root made by scripts/make-base-image.sh stands in "
                          "for it), or build kit ninfer-3090-sm86 with a toolchain of the matrix "
                          "that builds anywhere (Debian packages and NVIDIA's PyPI wheels): "
-                         "trixie-cuda130 (CUDA 13.0.88) or trixie-cuda131 (CUDA 13.1.115), as its "
-                         "toolchain in [kits.ninfer-3090-sm86]"), line
+                         "trixie-cuda130 (CUDA 13.0.88), trixie-cuda131 (CUDA 13.1.115) or "
+                         "bullseye-sysroot-cuda130 (CUDA 13.0.88), as its toolchain in "
+                         "[kits.ninfer-3090-sm86]"), line
     # A kit whose upstream needs CUDA 13.1 is offered only the toolchain that has it.
     done = build_in_docker("ninfer-sm120a", matrix, tmp_path, engine)
     assert done.returncode == 3

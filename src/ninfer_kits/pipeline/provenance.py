@@ -80,8 +80,9 @@ class LicenseUnknown(CheckFailed):
 
 @dataclass(frozen=True)
 class Origin:
-    package: str  # "libcurl4" (dpkg, without :arch), "nvidia-cuda-runtime" (the wheel's name)
-    version: str  # or "ffmpeg" (built in the image)
+    # "libcurl4" (dpkg, without :arch), "nvidia-cuda-runtime" (the wheel's name), "ffmpeg" (built)
+    package: str
+    version: str
     manager: Literal["dpkg", "wheel", "built"]
     license: str  # short names, ", "-joined
     license_file: str  # the licence text, as a path inside the root
@@ -115,7 +116,8 @@ class PackageIndex:
     def __init__(self, rootfs: RootFS, facts: ImageFacts = NO_FACTS) -> None:
         self.rootfs = rootfs
         self.facts = facts
-        self._built: dict[str, BuiltLibrary] | None = None  # canonical path → its record
+        # canonical path → the record that lists it, and the sha256 it gives
+        self._built: dict[str, tuple[BuiltLibrary, str]] | None = None
         self._nested: dict[str, PackageIndex] = {}  # package root → its own index
         self._dpkg: dict[str, list[tuple[str, str]]] | None = None  # basename → (package, path)
         self._status: dict[str, list[tuple[str, str]]] | None = None  # name → (arch, version)
@@ -157,7 +159,7 @@ class PackageIndex:
             raise LicenseUnknown(f"{path}: not a file in root {self.rootfs.root}")
         built = self._built_index().get(canonical)
         if built is not None:
-            return self._built_origin(path, canonical, built)
+            return self._built_origin(path, canonical, *built)
         for package_root in self.facts.package_roots:
             if canonical.startswith(package_root + "/"):
                 return self._nested_origin(path, canonical, package_root)
@@ -179,18 +181,17 @@ class PackageIndex:
 
     # ------------------------------------------------------------------------ the image's own
 
-    def _built_index(self) -> dict[str, BuiltLibrary]:
+    def _built_index(self) -> dict[str, tuple[BuiltLibrary, str]]:
         if self._built is None:  # made whole, then published
-            index: dict[str, BuiltLibrary] = {}
+            index: dict[str, tuple[BuiltLibrary, str]] = {}
             for library in self.facts.built:
-                for listed in library.files:
-                    index[self.canonical(listed) or listed] = library
+                for listed, digest in library.files.items():
+                    index[self.canonical(listed) or listed] = (library, digest)
             self._built = index
         return self._built
 
-    def _built_origin(self, path: str, canonical: str, library: BuiltLibrary) -> Origin:
-        want = next(digest for listed, digest in library.files.items()
-                    if (self.canonical(listed) or listed) == canonical)
+    def _built_origin(self, path: str, canonical: str, library: BuiltLibrary,
+                      want: str) -> Origin:
         if _digest(self.rootfs, canonical, hashlib.sha256()) != want:
             raise LicenseUnknown(f"{path} ({canonical}): differs from the file {library.name} "
                                  f"{library.version} installed ({library.record} in root "

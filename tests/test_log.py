@@ -72,3 +72,17 @@ def test_plain_logs_are_rate_limited_but_show_the_end() -> None:
     lines = out.getvalue().splitlines()
     assert lines[-1].endswith("[200/200]") and len(lines) <= 3
     assert "\r" not in out.getvalue()
+
+
+def test_plain_logs_show_every_milestone() -> None:
+    """An image build's Dockerfile steps: a quick one, then one that runs for minutes without a
+    word; the log must say which step it is in, not the last one shown before the limit."""
+    out = io.StringIO()
+    progress = Reporter(out, mode="plain").progress("building image")
+    for step in range(1, 18):
+        progress.update(step, 40, f"RUN step {step}", milestone=True)
+        progress.update(step, 40, "output of the step")
+    lines = out.getvalue().splitlines()
+    assert [line.rsplit(" ", 3)[-1] for line in lines if "RUN step" in line] == \
+        [str(step) for step in range(1, 18)]
+    assert lines[-1].endswith("[17/40] RUN step 17")

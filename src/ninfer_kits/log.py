@@ -113,13 +113,17 @@ class Progress:
         self.started = time.monotonic()
         self._last_plain = 0.0
 
-    def update(self, done: int | None = None, total: int | None = None, detail: str = "") -> None:
+    def update(self, done: int | None = None, total: int | None = None, detail: str = "", *,
+               milestone: bool = False) -> None:
+        """The step's state now. Plain logs get a line every PLAIN_INTERVAL at most, but always
+        for a `milestone` (a stage that may run for minutes without another update)."""
         elapsed = time.monotonic() - self.started
         count = f" [{done}/{total}]" if done is not None and total else ""
         text = f"{self.label} {_clock(elapsed)}{count} {detail}".rstrip()
         if self.reporter.mode == "tty":
             self.reporter._status(text)
-        elif elapsed - self._last_plain >= PLAIN_INTERVAL or (done is not None and done == total):
+        elif milestone or elapsed - self._last_plain >= PLAIN_INTERVAL \
+                or (done is not None and done == total):
             self._last_plain = elapsed
             self.reporter.info(text)
 

@@ -372,9 +372,14 @@ class EngineImage:
         return cls(tag=tag, id=str(image.id), labels=dict(image.labels or {}))
 
 
-def ensure_image(client: Any, recipe: ImageRecipe, reporter: Reporter) -> EngineImage:
+def ensure_image(client: Any, recipe: ImageRecipe, reporter: Reporter, *,
+                 cpu_shares: int | None = None) -> EngineImage:
     """Reuse the image tagged with this recipe's hash (base image ID included), or build it,
-    streaming its log, with the base's name and ID as labels."""
+    streaming its log, with the base's name and ID as labels.
+
+    `cpu_shares` weighs its RUN steps against other containers (the engine's default is 1024):
+    an image built in the background with a low weight takes only CPU time nothing else wants.
+    """
     import docker.errors
 
     base = _require_base(client, recipe)
@@ -395,14 +400,17 @@ def ensure_image(client: Any, recipe: ImageRecipe, reporter: Reporter) -> Engine
                                       forcerm=True, pull=False, decode=True,
                                       buildargs=recipe.all_build_args(),
                                       network_mode=network_mode(client),
+                                      container_limits=({"cpushares": cpu_shares}
+                                                        if cpu_shares else None),
                                       labels={LABEL: recipe.role,
                                               BASE_LABEL: recipe.base_image,
                                               BASE_ID_LABEL: base.id}):
             for line in str(chunk.get("stream", "")).splitlines():
                 tail.append(line)
                 step = DOCKER_STEP.match(line)
-                if step:
-                    progress.update(int(step["done"]), int(step["total"]), step["what"][:60])
+                if step:  # a RUN step may be silent for minutes: each is a line of its own
+                    progress.update(int(step["done"]), int(step["total"]), step["what"][:60],
+                                    milestone=True)
             if "error" in chunk:
                 lines = "\n".join(f"  | {line}" for line in tail)
                 raise CheckFailed(f"building image {tag} from {recipe.dockerfile} failed: "

@@ -188,6 +188,24 @@ def test_a_missing_debian_base_image_is_made_by_make_base_image(engine: str,
                          "reachable"), line
 
 
+def test_a_missing_runtime_base_image_fails_before_the_compile(engine: str,
+                                                               tmp_path: Path) -> None:
+    # The smoke test's image comes FROM it, after the compile: the build must not spend its
+    # minutes first (seen: a portable toolchain's 10-minute build, then this line).
+    from docker_fixtures import BASE_IMAGE, MINBASE_IMAGE, ensure_base_image
+
+    ensure_base_image(BASE_IMAGE)  # the toolchain's base is there
+    base = f"ninfer-kits/debian-trixie-minbase:missing-{uuid.uuid4().hex[:12]}"
+    matrix = project_with(tmp_path, f'runtime_base_image = "{MINBASE_IMAGE}"',
+                          f'runtime_base_image = "{base}"')
+    done = build_in_docker("example", matrix, tmp_path, engine)
+    assert done.returncode == 3
+    line = error_line(done)
+    assert f"base image {base} (toolchain trixie-cuda130) cannot be had" in line, line
+    assert f"make it with scripts/make-base-image.sh {base} trixie --include ''" in line, line
+    assert "==> compile" not in done.stderr and "==> fetch" not in done.stderr, done.stderr
+
+
 def test_kit_url_does_not_send_the_user_to_fetch(tmp_path: Path) -> None:
     # `example`'s tag needs its VERSION, known after a build; no release of it is recorded.
     matrix = tmp_path / "matrix.toml"

@@ -177,11 +177,15 @@ class DockerBuilder:
     @engine_guard()
     def preflight(self, kit: Kit, reporter: Reporter) -> PreparedToolchain:
         """The toolchain image, built once per Dockerfile, arguments and base image ID (then
-        reused by its tag); the base it was built from comes from the image's labels."""
+        reused by its tag); the base it was built from comes from the image's labels. The smoke
+        test's runtime base must be there too: one missing fails now, not after the compile."""
         if kit.toolchain.id in self._toolchains:
             return self._toolchains[kit.toolchain.id]
         toolchain = kit.toolchain
-        image = ensure_image(self.client, ImageRecipe.toolchain_image(toolchain), reporter)
+        recipe = ImageRecipe.toolchain_image(toolchain)
+        _require_base(self.client, recipe)
+        _require_base(self.client, ImageRecipe.runtime_image(toolchain))
+        image = ensure_image(self.client, recipe, reporter)
         found = PreparedToolchain(
             builder=self.name, nvcc=f"nvcc in {image.tag}", cuda_version=toolchain.cuda.text,
             base_image=image.labels.get(BASE_LABEL) or toolchain.base_image,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from docker_fixtures import cold_volumes, docker_builds, engine
+from docker_fixtures import cold_volumes, docker_builds, engine, prebuild_toolchain_image, prebuilds
 from tools import DATA, ROOT, git, missing, nvcc, run, tool
 
 # The docker builder's session fixtures (one engine client, two cold builds of the example kit)
@@ -35,6 +35,22 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # files answer 404), so a real fetch cannot be whole here. test_copyleft fetches from a real
 # source archive it makes (dpkg-source, dpkg-scansources, apt-get) and tries deb.debian.org.
 os.environ.setdefault("NINFER_KITS_NO_SOURCES", "1")
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the toolchain images that collected tests name (prebuilt_toolchain) in
+    the background now, so that they are ready, or nearly, when those tests come."""
+    if session.config.option.collectonly:
+        return
+    wanted = {marker.args[0] for item in session.items
+              for marker in item.iter_markers("prebuilt_toolchain")}
+    for toolchain in sorted(wanted):
+        prebuild_toolchain_image(toolchain)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for prebuild in prebuilds():
+        terminalreporter.write_line(f"background image build: {prebuild.said()}")
+
 
 CUDA_ARCHS = [
     "-gencode", "arch=compute_86,code=sm_86",

@@ -17,12 +17,15 @@ Images (all local, no registry involved):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,6 +53,9 @@ PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"
 CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 
 _engine: str | None = None
+# The background image builds (prebuild_toolchain_image) and the tests both start the engine
+# and make base images: one at a time.
+_setting_up = threading.RLock()
 
 
 def _run(command: list[str], what: str, timeout: float, env: dict[str, str] | None = None) -> str:
@@ -91,18 +97,19 @@ def ensure_engine() -> str:
     and otherwise installs docker.io and starts dockerd (that part needs root).
     """
     global _engine
-    if _engine is not None:
-        return _engine
-    _needs_client()
-    output = _run(["bash", str(SCRIPTS / "start-docker-engine.sh")],
-                  "a Docker engine (scripts/start-docker-engine.sh)", timeout=600)
-    lines = output.strip().splitlines()
-    host = lines[-1].strip() if lines else ""
-    # Docker's default socket needs no DOCKER_HOST, unless the environment already names one.
-    if host == DEFAULT_SOCKET and not os.environ.get("DOCKER_HOST"):
-        host = ""
-    _engine = host
-    return host
+    with _setting_up:
+        if _engine is not None:
+            return _engine
+        _needs_client()
+        output = _run(["bash", str(SCRIPTS / "start-docker-engine.sh")],
+                      "a Docker engine (scripts/start-docker-engine.sh)", timeout=600)
+        lines = output.strip().splitlines()
+        host = lines[-1].strip() if lines else ""
+        # Docker's default socket needs no DOCKER_HOST, unless the environment already names one.
+        if host == DEFAULT_SOCKET and not os.environ.get("DOCKER_HOST"):
+            host = ""
+        _engine = host
+        return host
 
 
 def ensure_second_engine(name: str = "second", host: str = "") -> str:
@@ -138,13 +145,14 @@ def ensure_base_image(tag: str = BASE_IMAGE, suite: str = "trixie",
     plain minbase. An existing image is kept. The first build takes one to two minutes.
     """
     ensure_engine()
-    if image_exists(tag):
-        return tag
-    command = ["bash", str(SCRIPTS / "make-base-image.sh"), tag, suite]
-    if include is not None:
-        command += ["--include", include]
-    _run(command, f"the base image {tag} (scripts/make-base-image.sh)", timeout=1800,
-         env=_docker_env())
+    with _setting_up:
+        if image_exists(tag):
+            return tag
+        command = ["bash", str(SCRIPTS / "make-base-image.sh"), tag, suite]
+        if include is not None:
+            command += ["--include", include]
+        _run(command, f"the base image {tag} (scripts/make-base-image.sh)", timeout=1800,
+             env=_docker_env())
     return tag
 
 
@@ -195,6 +203,86 @@ def ensure_runtime_test_image(tag: str = RUNTIME_TEST_IMAGE) -> str:
     """
     base = ensure_base_image(MINBASE_IMAGE, include="")
     return build_image(RUNTIME_TEST_DOCKERFILE, tag, {"BASE_IMAGE": base})
+
+
+# A toolchain image that compiles libraries from source (the portable toolchain's: ~15 minutes on
+# 2 cores) is built while the tests before its module run (conftest starts it for each
+# `prebuilt_toolchain` marker among the collected tests): they run one at a time and leave a
+# core idle most of the time; its RUN steps get a low CPU weight, so they take only that.
+PREBUILD_CPU_SHARES = 64  # of the engine's default 1024
+PREBUILD_LOGS = ROOT / ".cache" / "logs"
+
+
+@dataclass
+class Prebuild:
+    """One toolchain image built in a background thread: its tag, or why it failed."""
+
+    toolchain: str
+    log: Path
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    finished: float | None = None
+    tag: str | None = None
+    error: BaseException | None = None
+    thread: threading.Thread | None = None
+
+    def wait(self) -> str:
+        """The image's tag once built; the build's failure (or skip) raised here, in the
+        test that needs the image. Returns at once when the build is done."""
+        assert self.thread is not None
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.tag is not None
+        return self.tag
+
+    def said(self) -> str:
+        took = f"{self.finished - self.started:.0f} s" if self.finished else "not finished"
+        verdict = "built" if self.tag else f"failed ({self.error!r})" if self.error else "running"
+        return f"{self.toolchain}: {verdict}, {took} in the background (log {self.log})"
+
+
+_prebuilds: dict[str, Prebuild] = {}
+
+
+def prebuild_toolchain_image(toolchain: str, logs: Path = PREBUILD_LOGS) -> Prebuild:
+    """Start building matrix.toml's toolchain image `toolchain` in a daemon thread (once per
+    session) as the docker builder would, logging to logs/; Prebuild.wait() then gives it.
+    A session that ends first drops the thread, and the engine ends a build whose client went."""
+    if toolchain in _prebuilds:
+        return _prebuilds[toolchain]
+    logs.mkdir(parents=True, exist_ok=True)
+    prebuild = Prebuild(toolchain=toolchain, log=logs / f"prebuild-{toolchain}.log")
+    prebuild.thread = threading.Thread(target=_prebuild, args=(prebuild,), daemon=True,
+                                       name=f"prebuild-{toolchain}")
+    _prebuilds[toolchain] = prebuild
+    prebuild.thread.start()
+    return prebuild
+
+
+def prebuilds() -> list[Prebuild]:
+    return list(_prebuilds.values())
+
+
+def _prebuild(prebuild: Prebuild) -> None:
+    try:
+        import docker
+
+        from ninfer_kits.log import Reporter
+        from ninfer_kits.matrix import load_matrix
+        from ninfer_kits.pipeline.docker_builder import ImageRecipe, ensure_image
+
+        toolchain = load_matrix(ROOT / "matrix.toml").toolchain(prebuild.toolchain)
+        assert toolchain.base_image == BASE_IMAGE, toolchain.base_image  # the one made here
+        ensure_base_image(BASE_IMAGE)
+        client = docker.from_env(environment=_docker_env(), timeout=3600)
+        with prebuild.log.open("a", encoding="utf-8") as log:
+            image = ensure_image(client, ImageRecipe.toolchain_image(toolchain),
+                                 Reporter(log, mode="plain"), cpu_shares=PREBUILD_CPU_SHARES)
+        prebuild.tag = image.tag
+    except BaseException as error:
+        prebuild.error = error
+    finally:
+        prebuild.finished = time.monotonic()
 
 
 VERIFY_ROOTS = {

@@ -11,11 +11,15 @@ dockerfiles/toolchain-sysroot-debian.Dockerfile), end to end: the example kit bu
 - every bundled library is named with its origin and licence: the ones the image built from
   pinned tarballs by their records, zlib by the sysroot's own dpkg records; libstdc++ and libgcc
   are linked statically (nothing of GCC 14's runtime is carried, or needed);
-- two cold builds give the same bytes.
+- two cold builds give the same bytes;
+- the kit as a user gets it: published to GitHub (the local server, over HTTP, by `publish`),
+  fetched back with `fetch --portable` (checked against SHA256SUMS, unpacked, verified); that
+  folder is the one the old roots run.
 
 The image takes about 15 minutes to build on 2 cores (OpenSSL, libcurl, FFmpeg and libstdc++ from
-source), so CI, which has 90 minutes for everything, runs this module only when
-NINFER_KITS_SYSROOT_TESTS=1 (`nox -s sysroot` sets it) and says so when it skips.
+source): conftest starts building it in the background when the session starts
+(`prebuilt_toolchain`), at a low CPU weight, so that it uses the core the tests before this
+module leave idle. `nox -s sysroot` runs this module alone.
 """
 
 from __future__ import annotations
@@ -34,23 +38,22 @@ from typing import Any
 
 import pytest
 
+from github_server import GitHubServer
 from ninfer_kits import buildinfo, kitdir
 from ninfer_kits.matrix import load_matrix
 from roots import proc_in
+from test_fetch import REPOSITORY, checkout
 from test_portable import GLIBC_SONAMES, _in_root, _inner_buildinfo, _unpacked
 
-from docker_fixtures import Run, bare_root, build
+from docker_fixtures import Run, bare_root, build, prebuild_toolchain_image
 from tools import ROOT, sha256_of
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.environ.get("NINFER_KITS_SYSROOT_TESTS") != "1",
-                       reason="the portable toolchain's image takes about 15 minutes to build "
-                              "on 2 cores, more than CI's time allows: run `nox -s sysroot` "
-                              "(sets NINFER_KITS_SYSROOT_TESTS=1)"),
-]
+CANARY = "ghp_canarySYSROOT0123456789abcdefghijklmn"
 
 KIT = "example-glibc231"
+TOOLCHAIN = "bullseye-sysroot-cuda130"
+pytestmark = [pytest.mark.slow, pytest.mark.prebuilt_toolchain(TOOLCHAIN)]
+
 FLOOR = "2.31"  # the toolchain's glibc_floor
 BUILT = {"libcurl.so.4": "curl", "libssl.so.3": "openssl", "libcrypto.so.3": "openssl",
          "libavformat.so.61": "ffmpeg", "libavcodec.so.61": "ffmpeg",
@@ -58,9 +61,19 @@ BUILT = {"libcurl.so.4": "curl", "libssl.so.3": "openssl", "libcrypto.so.3": "op
 
 
 @pytest.fixture(scope="module")
-def cold_builds(engine: Any, example_repo: tuple[Path, str],
+def toolchain_image(engine: Any) -> str:
+    """The toolchain image, built in the background since the session started (conftest)."""
+    prebuild = prebuild_toolchain_image(TOOLCHAIN)
+    tag = prebuild.wait()
+    print(f"\n{prebuild.said()}")
+    return tag
+
+
+@pytest.fixture(scope="module")
+def cold_builds(engine: Any, toolchain_image: str, example_repo: tuple[Path, str],
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Run, Run]]:
-    """Two cold builds of the kit: own empty compiler caches, other folders and job counts."""
+    """Two cold builds of the kit in that image: own empty compiler caches, other folders and
+    job counts."""
     volumes = [f"ninfer-kits-test-ccache-{uuid.uuid4().hex[:12]}" for _ in range(2)]
     repo = str(example_repo[0])
     try:
@@ -95,6 +108,7 @@ def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_matrix_states_the_floor() -> None:
     toolchain = load_matrix(ROOT / "matrix.toml").kit(KIT).toolchain
+    assert toolchain.id == TOOLCHAIN
     assert toolchain.glibc_floor == FLOOR
     assert toolchain.dockerfile_path.name == "toolchain-sysroot-debian.Dockerfile"
 
@@ -175,6 +189,57 @@ def test_every_bundled_library_is_named_and_gcc_is_static(kit_folder: Path) -> N
         assert "ffmpeg 7.1.5 (built in the toolchain image)" in notice
 
 
+@dataclasses.dataclass(frozen=True)
+class Fetched:
+    publish: subprocess.CompletedProcess[str]
+    fetch: subprocess.CompletedProcess[str]
+    kit: Path  # the folder fetch unpacked into: kit/ and the tarball
+
+
+@pytest.fixture(scope="module")
+def fetched(kit_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fetched]:
+    """The kit as a user gets it: `publish --to github` to the local GitHub server, then
+    `fetch --portable` from a checkout whose matrix points there (no token needed to read)."""
+    place = tmp_path_factory.mktemp("sysroot-release")
+    with GitHubServer() as server:
+        server.add_repo(REPOSITORY)
+        server.add_token(CANARY)
+        matrix = checkout(place, server.base_url)
+        published = subprocess.run(
+            [sys.executable, "-m", "ninfer_kits", "publish", str(kit_folder), "--to", "github",
+             "--matrix", str(matrix)], capture_output=True, text=True, check=False,
+            env={**os.environ, "GITHUB_TOKEN": CANARY}, timeout=600)
+        assert published.returncode == 0, published.stderr[-3000:]
+        dest = place / "user"
+        env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
+        got = subprocess.run([sys.executable, "-m", "ninfer_kits", "fetch", KIT, "--portable",
+                              "--matrix", str(matrix), "--dest", str(dest)],
+                             capture_output=True, text=True, check=False, env=env, timeout=600)
+        yield Fetched(publish=published, fetch=got, kit=dest)
+
+
+def test_the_published_kit_fetches_checked_and_verified(kit_folder: Path,
+                                                         fetched: Fetched) -> None:
+    said = fetched.publish.stdout + fetched.publish.stderr + fetched.fetch.stdout \
+        + fetched.fetch.stderr
+    assert CANARY not in said
+    assert "checked   SHA256SUMS ok" in fetched.fetch.stderr, fetched.fetch.stderr
+    portable = _portable(kit_folder)
+    assert sha256_of(fetched.kit / portable.name) == sha256_of(portable)
+    assert (fetched.kit / "kit" / "bin" / "ninfer").is_file()
+    assert (fetched.kit / "kit" / "lib" / "libavcodec.so.61").is_file()
+    # fetch ends with verify's verdict on this host: the floor met; a host without an NVIDIA
+    # driver (CI's) lacks only the driver and the GPU, and fetch then says so with exit 1
+    rows = json.loads(_cli("verify", fetched.kit, "--json").stdout)["rows"]
+    unmet = {row["requirement"] for row in rows if row["status"] != "ok"}
+    glibc = next(row for row in rows if row["requirement"].startswith("x86-64 Linux, glibc"))
+    assert glibc["status"] == "ok" and re.search(r"glibc ≥ 2\.(2[0-9]|3[01])$",
+                                                 glibc["requirement"]), glibc
+    assert all(row.startswith("An NVIDIA") for row in unmet), unmet
+    assert fetched.fetch.returncode == (1 if unmet else 0), fetched.fetch.stderr[-3000:]
+    assert glibc["requirement"] in fetched.fetch.stdout, fetched.fetch.stdout
+
+
 @pytest.fixture(scope="module")
 def old_roots(kit_folder: Path) -> Iterator[dict[str, Path]]:
     cache = ROOT / ".cache" / "roots"
@@ -185,9 +250,10 @@ def old_roots(kit_folder: Path) -> Iterator[dict[str, Path]]:
 
 
 @pytest.mark.parametrize("where", ["bullseye-minbase", "bookworm-minbase"])
-def test_both_binaries_start_in_old_minbase_roots(kit_folder: Path, old_roots: dict[str, Path],
-                                                  tmp_path: Path, where: str) -> None:
-    outcome = _in_root(old_roots[where], _unpacked(_portable(kit_folder), tmp_path / "kit"))
+def test_both_binaries_start_in_old_minbase_roots(fetched: Fetched, old_roots: dict[str, Path],
+                                                  where: str) -> None:
+    assert (fetched.kit / "kit" / "bin" / "ninfer").is_file(), fetched.fetch.stderr[-3000:]
+    outcome = _in_root(old_roots[where], fetched.kit)
     said = (outcome.version.stdout + outcome.version.stderr).strip()[:300]
     print(f"\n{where}: verify loads={outcome.verify_loads}; --version: {said}")
     assert outcome.verify_loads and outcome.verify_glibc_ok, outcome

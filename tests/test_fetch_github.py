@@ -187,3 +187,32 @@ def test_portable_through_the_api_and_storage(tmp_path: Path) -> None:
         assert missing.returncode == 2, missing.stderr
         assert (f"release plain-only has no portable kit (GitHub {REPOSITORY} release "
                 f"plain-only: no {PORTABLE} among its files") in missing.stderr
+
+
+def test_by_tag_the_sources_beside_the_kit_are_not_taken_for_it(tmp_path: Path) -> None:
+    """A release fetched by its tag, no ledger: the asset list alone cannot tell the kit from
+    the copyleft source tarballs published beside it (FFmpeg's `.orig.tar.xz`, a Debian
+    `.orig.tar.gz`): SHA256SUMS lists those as sources/<file>, and fetch takes the other one."""
+    kit = make_kit(tmp_path / "tree", filler=1 << 20)
+    pair = publish_folder(kit, tmp_path / "dist", portable=make_portable(kit))
+    sources = {"libbundled_1.0.orig.tar.gz": b"upstream source\n",
+               "ffmpeg_7.1.5.orig.tar.xz": b"another source\n"}
+    listed = dict(line.split("  ", 1)[::-1]
+                  for line in (pair / "SHA256SUMS").read_text().splitlines())
+    for name, data in sources.items():
+        (pair / name).write_bytes(data)
+        listed[f"sources/{name}"] = file_sha256(pair / name)
+    (pair / "SHA256SUMS").write_text("".join(f"{listed[n]}  {n}\n" for n in sorted(listed)))
+    with GitHubServer() as server:
+        server.add_repo(REPOSITORY)
+        server.add_release(REPOSITORY, TAG, assets=assets_of(pair))
+        matrix = checkout(tmp_path, server.base_url)
+        for flavour, wanted in (((), ASSET), (("--portable",), PORTABLE)):
+            dest = tmp_path / f"box{len(flavour)}"
+            done = fetch(matrix, dest, TAG, *flavour, "--index", "none")
+            assert done.returncode == 0, done.stderr
+            assert file_sha256(dest / wanted) == file_sha256(pair / wanted)
+            assert (dest / "kit" / "bin" / "app").is_file()
+    folder = fetch(matrix, tmp_path / "from-dir", TAG, "--from", str(pair.parent))
+    assert folder.returncode == 0, folder.stderr  # a folder shaped like dist/: the same
+    assert file_sha256(tmp_path / "from-dir" / ASSET) == file_sha256(pair / ASSET)

@@ -388,7 +388,13 @@ def _listed_sources(path: Path) -> list[str]:
         text = (path / SHA256SUMS).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
-    return [line.split("  ", 1)[1] for line in text.splitlines()
+    return listed_sources(text)
+
+
+def listed_sources(sums: str) -> list[str]:
+    """The sources/<file> names a SHA256SUMS text lists: the copyleft sources published beside
+    the kit, never a kit tarball, though one may end in .tar.gz too."""
+    return [line.split("  ", 1)[1] for line in sums.splitlines()
             if "  " in line and line.split("  ", 1)[1].startswith(f"{SOURCES}/")]
 
 

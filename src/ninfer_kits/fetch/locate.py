@@ -21,7 +21,7 @@ import argparse
 import dataclasses
 import os
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,15 @@ from ninfer_kits.fetch.http import Client, NotFound, shown
 from ninfer_kits.fetch.index import COMMITTED, INDEX_ENV, IndexSource, index_location
 from ninfer_kits.fetch.ledger import Recorded, url_of
 from ninfer_kits.inspector.inputs import printable
-from ninfer_kits.kitdir import PORTABLE, REPRODUCTION, SIBLINGS, SIGNATURE, FlavourKind
+from ninfer_kits.kitdir import (
+    PORTABLE,
+    REPRODUCTION,
+    SIBLINGS,
+    SIGNATURE,
+    SOURCES,
+    FlavourKind,
+    listed_sources,
+)
 from ninfer_kits.ledger import LedgerEntry
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, Matrix, UnresolvedPlaceholders
 from ninfer_kits.remote import github_web, token_for
@@ -354,7 +362,10 @@ def _github_api(want: Wanted, ctx: Context, client: Client, repository: str, whe
                                  sha1=old.sha1 if old else None,
                                  recorded_by="GitHub's digest" if sha256 else
                                  (old.recorded_by if old else ""))
-    asset = want.asset or _only_tarball(files, where)
+    sums = files.get(SHA256SUMS)
+    asset = want.asset or _only_tarball(
+        files, where, sums=None if sums is None else
+        lambda: client.get_bytes(sums.url, accept=sums.accept).decode("utf-8", "replace"))
     if asset not in files:
         listed = ", ".join(sorted(files)) or "none"
         raise BadInput(f"{where} has no asset {asset} (it has: {listed})")
@@ -411,16 +422,23 @@ def _folder(want: Wanted, root: Path) -> Located:
     names = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     files = {name: RemoteFile(name, str(folder / name), size=(folder / name).stat().st_size)
              for name in names}
-    asset = want.asset if want.asset in files else _only_tarball(files, str(folder))
+    asset = want.asset if want.asset in files else _only_tarball(
+        files, str(folder), sums=lambda: (folder / SHA256SUMS).read_text("utf-8", "replace"))
     return Located(want.tag, asset, "dir", f"folder {folder}", files, kit=_kit_id(want),
                    ledger=want.entry, notes=want.notes)
 
 
-def _only_tarball(files: Mapping[str, Any], where: str) -> str:
-    """The one kit tarball among `files` (its siblings, the portable one, aside)."""
+def _only_tarball(files: Mapping[str, Any], where: str,
+                  sums: Callable[[], str] | None = None) -> str:
+    """The one kit tarball among `files`: its siblings (the portable one) aside, and the
+    copyleft sources published beside it (`sums` reads the release's SHA256SUMS, which lists
+    them as sources/<file>; read only when the names leave more than one)."""
     found = [name for name in files if name.endswith(TARBALL_SUFFIXES)]
     siblings = {_sibling_name(name, kind) for name in found for kind in SIBLINGS}
     tarballs = [name for name in found if name not in siblings]
+    if len(tarballs) > 1 and sums is not None:
+        sources = {name.removeprefix(f"{SOURCES}/") for name in listed_sources(sums())}
+        tarballs = [name for name in tarballs if name not in sources]
     if len(tarballs) != 1:
         listed = ", ".join(sorted(files)) or "no files"
         raise BadInput(f"{where}: expected one kit tarball, found {len(tarballs)} ({listed})")

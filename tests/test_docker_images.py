@@ -18,7 +18,7 @@ import pytest
 from ninfer_kits.engine import LABEL, RUN_ENV, RUN_LABEL
 from ninfer_kits.errors import EXIT_ENVIRONMENT, BadInput, EnvironmentFailure
 from ninfer_kits.log import Reporter
-from ninfer_kits.matrix import load_matrix
+from ninfer_kits.matrix import Toolchain, load_matrix
 from ninfer_kits.pipeline.builders import RECIPE, CompileRequest
 from ninfer_kits.pipeline.docker_builder import (
     BASE_ID_LABEL,
@@ -33,7 +33,7 @@ from tools import ROOT
 
 docker = pytest.importorskip("docker")
 
-ID1, ID2 = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+ID1, ID2, ID3 = ("sha256:" + digit * 64 for digit in "123")
 
 
 @dataclass
@@ -155,6 +155,12 @@ class FakeClient:
         self.networks = type("Networks", (), {"list": staticmethod(lambda **_: ["bridge"])})()
 
 
+def bases(toolchain: Toolchain) -> tuple[FakeImage, FakeImage]:
+    """The toolchain's base image (ID1) and its runtime image's base (ID3), as on an engine
+    where both were made or pulled."""
+    return FakeImage(ID1, [toolchain.base_image]), FakeImage(ID3, [toolchain.runtime_base_image])
+
+
 def client_with(volumes: FakeVolumes) -> FakeClient:
     client = FakeClient()
     client.volumes = volumes
@@ -244,10 +250,21 @@ def test_an_image_is_labelled_with_the_base_it_was_built_from(tmp_path: Path) ->
 
 def test_preflight_reads_the_base_from_the_images_labels() -> None:
     kit = load_matrix(ROOT / "matrix.toml").kit("example")
-    client = FakeClient(FakeImage(ID1, [kit.toolchain.base_image]))
+    client = FakeClient(*bases(kit.toolchain))
     toolchain = DockerBuilder(client=client).preflight(kit, quiet())
     assert (toolchain.base_image, toolchain.base_image_digest) == (kit.toolchain.base_image, ID1)
     assert toolchain.image == ImageRecipe.toolchain_image(kit.toolchain).tag(ID1)
+
+
+def test_preflight_needs_the_runtime_base_before_it_builds_anything() -> None:
+    """The smoke test's image is built FROM the runtime base after the compile: preflight
+    fails at once when it cannot be had, not after the toolchain image and the compile."""
+    kit = load_matrix(ROOT / "matrix.toml").kit("example")
+    client = FakeClient(FakeImage(ID1, [kit.toolchain.base_image]))
+    with pytest.raises(EnvironmentFailure, match=rf"base image {kit.toolchain.runtime_base_image}"
+                                                 r" \(toolchain trixie-cuda130\) cannot be had"):
+        DockerBuilder(client=client).preflight(kit, quiet())
+    assert client.api.builds == []
 
 
 def test_a_base_that_cannot_be_pulled_is_the_environments_failure(tmp_path: Path) -> None:
@@ -282,7 +299,7 @@ def test_the_compile_container_has_no_network(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(RUN_ENV, "run-of-this-test")  # the label a test finds its containers by
     request = _request(tmp_path)
-    client = FakeClient(FakeImage(ID1, [request.kit.toolchain.base_image]), out=_out_archive())
+    client = FakeClient(*bases(request.kit.toolchain), out=_out_archive())
     compiled = DockerBuilder(client=client, ccache_volume="cc").compile(request, quiet())
     [(image, options)] = client.containers.created
     assert options["network_mode"] == "none"
@@ -319,8 +336,7 @@ def test_no_compiler_cache_and_a_fresh_tree_keep_no_tree(tmp_path: Path) -> None
         folder = tmp_path / str(len(options))
         folder.mkdir()
         request = _request(folder)
-        client = FakeClient(FakeImage(ID1, [request.kit.toolchain.base_image]),
-                            out=_out_archive())
+        client = FakeClient(*bases(request.kit.toolchain), out=_out_archive())
         compiled = DockerBuilder(client=client, **options).compile(  # type: ignore[arg-type]
             request, quiet())
         [(_image, created)] = client.containers.created
@@ -330,7 +346,7 @@ def test_no_compiler_cache_and_a_fresh_tree_keep_no_tree(tmp_path: Path) -> None
 
 def test_an_engine_error_is_the_environments_failure(tmp_path: Path) -> None:
     request = _request(tmp_path)
-    client = FakeClient(FakeImage(ID1, [request.kit.toolchain.base_image]),
+    client = FakeClient(*bases(request.kit.toolchain),
                         fail=docker.errors.APIError("500 Server Error: no space left"))
     with pytest.raises(EnvironmentFailure, match=r"the Docker engine at .* failed: 500 Server "
                                                  "Error: no space left") as caught:

@@ -32,7 +32,10 @@ from test_publish_support import (
     TAG,
     Captured,
     cli,
+    cli_started,
+    compile_program,
     github_store,
+    info_for,
     load,
     make_kit,
     matrix_file,
@@ -572,3 +575,55 @@ def test_githubs_422_explanation_reaches_the_user_as_a_refusal(
                     f"changes nothing until that is fixed"), line
     assert "again later" not in done.stderr and "Traceback" not in done.stderr
     assert published is None and len(patches) == 1  # a refusal is not tried again
+
+
+def test_a_publish_racing_another_into_one_draft_waits_then_compares(tmp_path: Path) -> None:
+    """Two builds of one revision (their BUILDINFO.txt differs in its run section only) published
+    at once, as two workflow runs that GitHub's `concurrency` did not keep apart (act ignores
+    it): both take the one draft of the tag. The publish whose BUILDINFO.txt upload finds the
+    other's there waits for that one to publish, then compares with what it published: the same
+    kit tarball, so reproduced, exit 0. The release is whole, and the other's."""
+    program = compile_program(tmp_path)
+    first = make_kit(tmp_path / "a", program, info=info_for(run=(("jobs", "1"),)))
+    second = make_kit(tmp_path / "b", program, info=info_for(run=(("jobs", "2"),)))
+    assert first.sha256 == second.sha256
+    theirs = (first.path / kitdir.BUILDINFO).read_bytes()
+    assert theirs != (second.path / kitdir.BUILDINFO).read_bytes()
+    with GitHubServer() as server:
+        server.add_repo("o/r")
+        server.add_token(CANARY)
+        server.observe(check_published_releases)
+        inserted: list[int] = []
+
+        def the_other_uploads_buildinfo(event: Event, snapshot: Snapshot) -> None:
+            """Right after this publish's tarball lands in the draft, the other's BUILDINFO.txt
+            does (the other publish, a step ahead)."""
+            for release in snapshot.of("o/r"):
+                tarball = release.asset(ASSET)
+                if release.draft and not inserted and tarball and tarball.state == "uploaded":
+                    inserted.append(release.id)  # first: adding it is a change observed too
+                    server.add_asset("o/r", release.id, kitdir.BUILDINFO, theirs)
+
+        server.observe(the_other_uploads_buildinfo)
+        matrix = matrix_file(tmp_path, github=GitHubTarget(repository="o/r",
+                                                           api=server.base_url))
+        env = {"GITHUB_TOKEN": CANARY}
+        racing = cli_started("publish", second.path, "--matrix", matrix, "--cache-dir",
+                             tmp_path / "cache-b", "--ledger-dir", tmp_path / "ledger-b", env=env)
+        deadline = time.monotonic() + 60
+        while not [e for e in server.requests("POST", "/api/uploads/") if e.status == 422]:
+            assert racing.poll() is None, racing.communicate()[1]
+            assert time.monotonic() < deadline, "the racing publish never met the other's file"
+            time.sleep(0.1)
+        other = cli("publish", first.path, "--matrix", matrix, "--cache-dir", tmp_path / "c-a",
+                    "--ledger-dir", tmp_path / "ledger-a", env=env)
+        assert other.returncode == 0, other.stderr
+        _, said = racing.communicate(timeout=120)
+    assert racing.returncode == 0, said
+    assert "another publish is running: waiting for it to publish" in said, said
+    assert CANARY not in said + other.stderr + other.stdout
+    release = server.snapshot().published("o/r", TAG)
+    assert release is not None and not release.draft
+    buildinfo = release.asset(kitdir.BUILDINFO)
+    assert buildinfo is not None and buildinfo.data == theirs
+    assert len([r for r in server.snapshot().of("o/r") if r.tag_name == TAG]) == 1

@@ -4,9 +4,10 @@ folder), exactly once, verifiably, then releases/<tag>.toml. Running it again is
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ninfer_kits import kitdir, ledger, remote, reproduction
@@ -23,13 +24,16 @@ from ninfer_kits.publish import credentials, plan
 from ninfer_kits.publish.holdings import PublishConflict
 from ninfer_kits.publish.stages import run_publish
 from ninfer_kits.publish.state import CONFLICT, PUBLISHED, REPRODUCED, Outcome, PublishRequest
-from ninfer_kits.publish.store import Store
+from ninfer_kits.publish.store import ConcurrentPublish, Store
 from ninfer_kits.publish.stores import STORE_NAMES, download_base
 from ninfer_kits.publish.stores.local import LocalStore
 from ninfer_kits.retry import RetryPolicy
 
 DEFAULT_OUT = Path("published")
 DEFAULT_DRY_RUN_OUT = Path("dry-run")
+# How long a publish waits for another one of the same tag, uploading into the same release at
+# the same time, to finish: uploading a kit's release takes seconds to minutes.
+RACE_WAIT = 600.0
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -132,7 +136,8 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
         signing_key=signing_key, reproduction=args.reproduction,
         without_sources=environ.get(kitdir.NO_SOURCES_VARIABLE) == "1")
     try:
-        outcome = run_publish(request, reporter)
+        outcome = _run_settling_a_race(request, reporter, lambda: make_stores(
+            names, matrix, github, args, environ, retry, reporter))
     except PublishConflict as conflict:
         _github_output({"tag": conflict.tag, "changed": "false", "ledger": "",
                         "ledger_mode": matrix.publish.ledger, "outcome": CONFLICT})
@@ -142,6 +147,21 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
     report(outcome, reporter, dry_run=args.dry_run, would=names, ledger_mode=matrix.publish.ledger,
            would_be=would)
     return 0
+
+
+def _run_settling_a_race(request: PublishRequest, reporter: Reporter,
+                         new_stores: Callable[[], tuple[Store, ...]]) -> Outcome:
+    """run_publish; when another publish of the tag uploads into the same release at the same
+    time, wait for it to publish, then publish once more with new stores: that run compares
+    with what the other published (the same kit tarballs: reproduced; others: a conflict)."""
+    try:
+        return run_publish(request, reporter)
+    except ConcurrentPublish as race:
+        reporter.warning(f"{race}: waiting for it to publish (at most {RACE_WAIT:.0f} s), "
+                         f"then comparing with what it published")
+        if not race.published_within(RACE_WAIT):
+            raise
+    return run_publish(dataclasses.replace(request, stores=new_stores()), reporter)
 
 
 def _would_be(outcome: Outcome, ledger_dir: Path) -> str:

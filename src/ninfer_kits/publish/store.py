@@ -10,12 +10,23 @@ registry) is one module with these six methods.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from ninfer_kits.errors import CheckFailed
+
+
+class ConcurrentPublish(CheckFailed):
+    """Another publish of this tag is uploading into the same release right now (GitHub's
+    `concurrency` keeps workflow runs apart; two publishes by hand, or act, do not).
+    `published_within(seconds)` waits for that one to publish; a new publish then compares
+    with what it published."""
+
+    def __init__(self, message: str, published_within: Callable[[float], bool]) -> None:
+        super().__init__(message)
+        self.published_within = published_within
 
 
 @dataclass(frozen=True, kw_only=True)

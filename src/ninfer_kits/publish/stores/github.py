@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +39,7 @@ from ninfer_kits.log import Progress, Reporter
 from ninfer_kits.matrix import GitHubTarget
 from ninfer_kits.publish.store import (
     Asset,
+    ConcurrentPublish,
     Found,
     Presence,
     Release,
@@ -186,6 +188,18 @@ class GitHubStore:
 
     # ----------------------------------------------------------------------- inspect
 
+    def wait_for_the_other(self, timeout: float, poll: float = 2.0) -> bool:
+        """Whether the release of our tag got published within `timeout` seconds (by the other
+        publish that ConcurrentPublish says of): then a new publish compares with it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self._find_release()
+            if found is not None and not found.draft:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll)
+
     def _find_release(self) -> GitRelease | None:
         """The release of our tag: a published one if there is one (by tag: one request), else
         the oldest draft (drafts are invisible by tag: found by listing)."""
@@ -297,8 +311,8 @@ class GitHubStore:
                 raise self._failure(f"creating the draft release {release.tag}", error) from None
             created = found
         if not created.draft:
-            raise ReleaseConflict(f"GitHub: release {release.tag} was published by someone else "
-                                  f"while this publish ran; run publish again to compare it")
+            raise ConcurrentPublish(f"GitHub: release {release.tag} was published by someone "
+                                    f"else while this publish ran", self.wait_for_the_other)
         self._release = created
         return created
 
@@ -335,9 +349,11 @@ class GitHubStore:
                     self._delete(existing, f"state {existing.state}, left by a failed upload")
                     continue
                 if self._presence(existing, asset) is not Presence.SAME:
-                    raise ReleaseConflict(
+                    raise ConcurrentPublish(
                         f"GitHub: {asset.name} appeared on {self._tag} with other content "
-                        f"while this publish uploaded it: is another publish running?") from None
+                        f"while this publish uploaded it: another publish is running",
+                        self.wait_for_the_other) \
+                        from None
                 uploaded = existing  # our own earlier try, answered late
             self._uploaded[asset.name] = uploaded
             return

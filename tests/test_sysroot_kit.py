@@ -44,11 +44,10 @@ from ninfer_kits.matrix import load_matrix
 from roots import proc_in
 from test_fetch import REPOSITORY, checkout
 from test_portable import GLIBC_SONAMES, _in_root, _inner_buildinfo, _unpacked
+from test_publish_support import CANARY, cli
 
 from docker_fixtures import Run, bare_root, build, prebuild_toolchain_image
 from tools import ROOT, sha256_of
-
-CANARY = "ghp_canarySYSROOT0123456789abcdefghijklmn"
 
 KIT = "example-glibc231"
 TOOLCHAIN = "bullseye-sysroot-cuda130"
@@ -205,16 +204,11 @@ def fetched(kit_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         server.add_repo(REPOSITORY)
         server.add_token(CANARY)
         matrix = checkout(place, server.base_url)
-        published = subprocess.run(
-            [sys.executable, "-m", "ninfer_kits", "publish", str(kit_folder), "--to", "github",
-             "--matrix", str(matrix)], capture_output=True, text=True, check=False,
-            env={**os.environ, "GITHUB_TOKEN": CANARY}, timeout=600)
+        published = cli("publish", kit_folder, "--to", "github", "--matrix", matrix,
+                        env={"GITHUB_TOKEN": CANARY})
         assert published.returncode == 0, published.stderr[-3000:]
         dest = place / "user"
-        env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
-        got = subprocess.run([sys.executable, "-m", "ninfer_kits", "fetch", KIT, "--portable",
-                              "--matrix", str(matrix), "--dest", str(dest)],
-                             capture_output=True, text=True, check=False, env=env, timeout=600)
+        got = cli("fetch", KIT, "--portable", "--matrix", matrix, "--dest", dest)
         yield Fetched(publish=published, fetch=got, kit=dest)
 
 

@@ -198,7 +198,7 @@ class GitHubStore:
                 return True
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(poll)
+            self._retry.sleep(poll)  # a real wait: the other publish takes real time
 
     def _find_release(self) -> GitRelease | None:
         """The release of our tag: a published one if there is one (by tag: one request), else
@@ -352,8 +352,7 @@ class GitHubStore:
                     raise ConcurrentPublish(
                         f"GitHub: {asset.name} appeared on {self._tag} with other content "
                         f"while this publish uploaded it: another publish is running",
-                        self.wait_for_the_other) \
-                        from None
+                        self.wait_for_the_other) from None
                 uploaded = existing  # our own earlier try, answered late
             self._uploaded[asset.name] = uploaded
             return

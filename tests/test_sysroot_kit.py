@@ -47,6 +47,7 @@ from test_portable import GLIBC_SONAMES, _in_root, _inner_buildinfo, _unpacked
 from test_publish_support import CANARY, cli
 
 from docker_fixtures import Run, bare_root, build, prebuild_toolchain_image
+from oracles import readelf
 from tools import ROOT, sha256_of
 
 KIT = "example-glibc231"
@@ -138,11 +139,22 @@ def test_inspect_and_verify_say_the_glibc_floor_is_the_sysroots(kit_folder: Path
                      if row["requirement"].startswith("x86-64 Linux, glibc"))
         found = re.search(r"glibc ≥ (2\.[0-9]+)", glibc)
         assert found and int(found[1].split(".")[1]) <= 31, glibc
-    report = _cli("verify", _unpacked(_portable(kit_folder), tmp_path / "p"), "--json")
+    unpacked = _unpacked(_portable(kit_folder), tmp_path / "p")
+    report = _cli("verify", unpacked, "--json")
     rows = json.loads(report.stdout)["rows"]
     glibc_row = next(row for row in rows if row["requirement"].startswith("x86-64 Linux"))
     print(f"\nverify: {glibc_row['requirement']}: {glibc_row['status']}")
     assert glibc_row["status"] == "ok"
+    # The oracle: readelf's version needs of every ELF file the portable kit carries; the
+    # highest GLIBC_ version among them is the floor both say.
+    elves = [path for path in (unpacked / "kit").rglob("*")
+             if path.is_file() and not path.is_symlink() and path.read_bytes()[:4] == b"\x7fELF"]
+    versions = {tuple(map(int, version.removeprefix("GLIBC_").split(".")))
+                for path in elves for needs in readelf(path).version_needs.values()
+                for version in needs if re.fullmatch(r"GLIBC_2\.[0-9]+(\.[0-9]+)?", version)}
+    highest = ".".join(map(str, max(versions)))
+    assert len(elves) >= 12 and glibc_row["requirement"] == f"x86-64 Linux, glibc ≥ {highest}", \
+        (highest, glibc_row["requirement"], [path.name for path in elves])
 
 
 def test_floor_lists_ubuntu_2204_and_debian_12(kit_folder: Path) -> None:

@@ -168,7 +168,8 @@ def local_example_builds(example_repo: tuple[Path, str], request: pytest.Fixture
                          ) -> dict[str, tuple[subprocess.CompletedProcess[str], Path]]:
     """The example kit built with the local builder from example_repo, each build from empty
     caches in a folder of its own: (the build's process, its place, holding dist/ and cache/).
-    "-j2": at -j2, two folders deep (example_build). "-j1": at -j1, only when a test of the
+    "-j2": at -j2, two folders deep, through a cold compiler cache (example_build; its
+    cache/ccache is then warm_ccache). "-j1": at -j1 and --no-ccache, only when a test of the
     session compares the two (test_build's two_builds); then both run at once, as separate
     processes (the -j1 build alone would leave a core idle)."""
     from tools import needs_libcurl_headers
@@ -181,7 +182,8 @@ def local_example_builds(example_repo: tuple[Path, str], request: pytest.Fixture
         places["-j1"] = tmp_path_factory.mktemp("first") / "a"
     with ThreadPoolExecutor(len(places)) as pool:
         started = {jobs: pool.submit(local_example_build, place, "--source", repo,
-                                     "--jobs", jobs[2:])
+                                     "--jobs", jobs[2:], *(("--no-ccache",) if jobs == "-j1"
+                                                           else ()))
                    for jobs, place in places.items()}
         return {jobs: (future.result(), places[jobs]) for jobs, future in started.items()}
 
@@ -193,6 +195,16 @@ def example_build(local_example_builds: dict[str, tuple[subprocess.CompletedProc
     at -j2, two folders deep: (the build's process, its place, holding dist/ and cache/).
     test_build compares it with a -j1 build in another folder; the others read its dist/."""
     return local_example_builds["-j2"]
+
+
+@pytest.fixture(scope="session")
+def warm_ccache(example_build: tuple[subprocess.CompletedProcess[str], Path]) -> Path:
+    """The compiler cache example_build filled, cold, for the local builds whose claim is not
+    about coldness (`--ccache-dir` it: every compile of the example is then a hit, and the kit
+    is the same bytes, which test_build proves)."""
+    done, place = example_build
+    assert done.returncode == 0, done.stderr[-3000:]
+    return place / "cache" / "ccache"
 
 
 @pytest.fixture(scope="session")

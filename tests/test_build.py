@@ -117,6 +117,33 @@ def test_tarballs_are_byte_identical(two_builds: tuple[Built, Built]) -> None:
         assert (first.out / name).read_bytes() == (second.out / name).read_bytes(), name
 
 
+def test_a_warm_compiler_cache_gives_the_same_kit(two_builds: tuple[Built, Built],
+                                                  example_repo: tuple[Path, str],
+                                                  tmp_path: Path) -> None:
+    """The local builder compiles through ccache: the -j2 build filled its cache cold (every
+    call a miss), a build in another folder given that cache (--ccache-dir) hits every call,
+    and its kit is byte for byte the cold builds' (the -j1 one compiled without a cache)."""
+    no_cache, cold = two_builds
+    cache = cold.cache / "ccache"
+    warm = build(tmp_path / "elsewhere" / "w", "example", "--source", str(example_repo[0]),
+                 "--jobs", "2", "--ccache-dir", str(cache))
+    assert warm.done.returncode == 0, warm.done.stderr[-4000:]
+    infos = {name: buildinfo.read(built.out / "BUILDINFO.txt")
+             for name, built in (("none", no_cache), ("cold", cold), ("warm", warm))}
+    assert infos["none"].run_value("ccache") == "none (--no-ccache)"
+    assert infos["none"].run_value("ccache_calls") is None
+    assert infos["cold"].run_value("ccache") == str(cache.absolute())
+    assert infos["warm"].run_value("ccache") == str(cache.absolute())
+    calls = int(infos["cold"].run_value("ccache_calls") or 0)
+    assert calls >= 10 and infos["cold"].run_value("ccache_hits") == "0", infos["cold"].run
+    assert infos["warm"].run_value("ccache_calls") == str(calls), infos["warm"].run
+    assert infos["warm"].run_value("ccache_hits") == str(calls), infos["warm"].run
+    assert infos["warm"].run_value("ccache_misses") == "0", infos["warm"].run
+    for name in (ASSET, PORTABLE):
+        assert sha256_of(warm.out / name) == sha256_of(cold.out / name) \
+            == sha256_of(no_cache.out / name), name
+
+
 def test_buildinfo_differs_only_in_the_run_section(two_builds: tuple[Built, Built]) -> None:
     first, second = two_builds
     texts = [(built.out / "BUILDINFO.txt").read_text() for built in two_builds]
@@ -657,7 +684,8 @@ def test_every_tag_the_matrix_renders_is_ignored_by_git_as_a_fetched_folder() ->
 
 
 def test_what_commands_write_in_the_checkout_leaves_the_next_kit_alike(
-        two_builds: tuple[Built, Built], example_repo: tuple[Path, str], tmp_path: Path) -> None:
+        two_builds: tuple[Built, Built], example_repo: tuple[Path, str], tmp_path: Path,
+        warm_ccache: Path) -> None:
     """A pipeline checkout of its own (this matrix, .gitignore and the committed kit index, one
     commit) in which publish --dry-run, a publish to the local store and a fetch ran, as a
     maintainer runs them there: only the ledger file and the index made again with it are left
@@ -685,8 +713,10 @@ def test_what_commands_write_in_the_checkout_leaves_the_next_kit_alike(
     # (git() strips its output, the first line's leading space too: compare the words)
     changed = [f"?? releases/{TAG}.toml", "M releases/index.html", "M releases/index.json"]
     assert sorted(" ".join(line.split()) for line in status.splitlines()) == changed, status
+    # (the compiles are not what this is about: they come from the session's warm cache)
     built = build(tmp_path / "again", "example", "--source", str(example_repo[0]),
-                  "--matrix", str(project / "matrix.toml"))  # the last --matrix counts
+                  "--matrix", str(project / "matrix.toml"),  # the last --matrix counts
+                  "--ccache-dir", str(warm_ccache))
     assert built.done.returncode == 0, built.done.stderr[-4000:]
     for name in (ASSET, PORTABLE):
         assert sha256_of(built.out / name) == sha256_of(two_builds[0].out / name), name

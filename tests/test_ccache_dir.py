@@ -210,7 +210,10 @@ def test_build_with_a_ccache_dir(engine: Any, example_repo: tuple[Path, str], ru
 @pytest.mark.parametrize(("args", "needle"), [
     (("--ccache-dir", "d", "--ccache-volume", "v"), "give one of them"),
     (("--ccache-dir", "d", "--ccache-max-size", "lots"), "--ccache-max-size 'lots'"),
-    (("--ccache-dir", "d", "--builder", "local"), "--ccache-dir is for the docker builder"),
+    (("--ccache-volume", "v", "--builder", "local"), "--ccache-volume is for the docker builder"),
+    (("--ccache-dir", "d", "--no-ccache"), "--no-ccache and --ccache-dir contradict"),
+    (("--ccache-volume", "v", "--no-ccache"), "--no-ccache and --ccache-volume contradict"),
+    (("--no-ccache", "--builder", "local", "--ccache-max-size", "2"), "--ccache-max-size '2'"),
 ])
 def test_bad_ccache_options(tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
     done = subprocess.run(

@@ -292,7 +292,7 @@ def _request(tmp_path: Path) -> CompileRequest:
     (source / "CMakeLists.txt").write_text("project(x)\n")
     return CompileRequest(kit=kit, source=source, workspace=tmp_path / "work", jobs=2,
                           source_date_epoch=1, log=tmp_path / "work" / "build.log",
-                          recipe=RECIPE)
+                          recipe=RECIPE, cache_dir=tmp_path / "cache")
 
 
 def test_the_compile_container_has_no_network(tmp_path: Path,

@@ -100,7 +100,7 @@ def test_every_family_names_a_package_for_every_dependency() -> None:
     (("ninja = \"ninja-build\"\n", ""), "[families.debian.packages] missing key 'ninja'"),
     (('"g++" = "g++"\n', '"g++" = "g++ ; rm -rf /"\n'), "invalid package name 'g++ ; rm -rf /'"),
     (('ids = ["arch"]', 'ids = ["arch", "debian"]'), "ID 'debian' is already in family 'debian'"),
-    (('for = "tests"', 'for = "test"'), "'for' must be one of build, tests, not 'test'"),
+    (('for = "tests"', 'for = "test"'), "'for' must be one of build, ccache, tests, not 'test'"),
     (('install = ["dnf", "install", "-y"]', 'install = ["dnf", "install", "-y"]\n'
                                             "automatic = true"),
      "'automatic' is only for apt-get"),

@@ -49,20 +49,25 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="keep the build tree after a successful build (a work folder "
                              "is held by one build at a time: a second build of the same kit "
                              "with the same --work-dir stops, naming the first one's PID)")
+    parser.add_argument("--no-ccache", dest="ccache", action="store_false",
+                        help="compile cold, without a compiler cache (repro's second build "
+                             "does); by default every compile goes through ccache")
     parser.add_argument("--ccache-volume", metavar="NAME", default=None,
                         help="docker builder: the compiler cache volume (default: "
                              "ninfer-kits-ccache-<toolchain>; 'none' compiles without one, "
                              "and without a kept build tree)")
     parser.add_argument("--ccache-dir", type=Path, metavar="DIR", default=None,
-                        help="docker builder: a host folder holding the compiler cache (what "
-                             "actions/cache saves and restores): loaded into a cache volume of "
-                             "this build's own through the engine's API (a remote DOCKER_HOST "
-                             "works), and written back into DIR after the build, failed or not, "
-                             "trimmed to --ccache-max-size; missing or empty DIR = cold cache. "
-                             "Prints `ccache: H hits, M misses (R%% hit rate)`")
+                        help="the compiler cache's folder. Local builder: used in place "
+                             "(default: <cache-dir>/ccache). Docker builder: a host folder "
+                             "(what actions/cache saves and restores) loaded into a cache "
+                             "volume of this build's own through the engine's API (a remote "
+                             "DOCKER_HOST works), and written back into DIR after the build, "
+                             "failed or not, trimmed to --ccache-max-size; missing or empty "
+                             "DIR = cold cache. Prints `ccache: H hits, M misses (R%% hit "
+                             "rate)`")
     parser.add_argument("--ccache-max-size", metavar="SIZE", default="2G",
-                        help="with --ccache-dir: ccache's max_size, what DIR keeps at most "
-                             "(default: 2G)")
+                        help="ccache's max_size: what the local builder's cache or --ccache-dir "
+                             "keeps at most (default: 2G)")
     parser.add_argument("--no-portable", action="store_true",
                         help="build the plain kit only, even where the matrix sets portable = "
                              "true (the portable repair reads dpkg or wheel records, which a "
@@ -85,7 +90,7 @@ def execute(args: argparse.Namespace) -> int:
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
     request = BuildRequest(
         kit=kit, builder=make_builder(args.builder, BuilderOptions(
-            ccache_volume=args.ccache_volume, fresh_tree=args.fresh_tree,
+            ccache=args.ccache, ccache_volume=args.ccache_volume, fresh_tree=args.fresh_tree,
             ccache_dir=args.ccache_dir, ccache_max_size=args.ccache_max_size)),
         project=matrix.path.absolute().parent,
         dist_dir=args.dist.absolute(),

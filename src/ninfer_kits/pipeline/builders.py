@@ -27,6 +27,7 @@ from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import CudaVersion, Kit
 from ninfer_kits.pipeline.hostdeps import ensure_build_dependencies
 from ninfer_kits.pipeline.recipe_report import RecipeReport, read_recipe_report
+from ninfer_kits.pipeline.source import EXPORT_MTIME
 from ninfer_kits.tables import did_you_mean
 
 # Part of the tool, never taken from beside the matrix: the repository's build/recipe.py in a
@@ -36,6 +37,12 @@ RECIPE: Final = resources.recipe_path()
 LOG_TAIL = 30
 MIN_CMAKE = (3, 28)
 NINJA_STATUS = re.compile(r"^\[(\d+)/(\d+)\]")
+# Hashed into every ccache entry: nvcc -lineinfo records each source file's mtime, which ccache
+# does not hash, so entries compiled from files of another time (before every export got
+# EXPORT_MTIME) must never be hit.
+CCACHE_NAMESPACE: Final = f"ninfer-kits-export-mtime-{EXPORT_MTIME}"
+DEFAULT_CCACHE_MAX_SIZE: Final = "2G"
+CCACHE_SIZE: Final = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]i?B?")  # max_size, as ccache reads it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +68,7 @@ class CompileRequest:
     source_date_epoch: int
     log: Path
     recipe: Path
+    cache_dir: Path  # --cache-dir: where a builder keeps what outlives one build
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,10 +85,22 @@ class Compiled:
 class BuilderOptions:
     """What the command line says about the builder, whichever it is."""
 
+    ccache: bool = True  # False: --no-ccache, a cold compile with no compiler cache at all
     ccache_volume: str | None = None  # docker builder only
-    ccache_dir: Path | None = None  # docker builder: a host folder loaded into, saved from, ccache
-    ccache_max_size: str = "2G"  # docker builder with ccache_dir: ccache's max_size
+    ccache_dir: Path | None = None  # the compiler cache's host folder (docker: loaded, saved)
+    ccache_max_size: str = DEFAULT_CCACHE_MAX_SIZE  # ccache's max_size
     fresh_tree: bool = False  # docker builder: not the kit's kept build tree, a new one
+
+    def __post_init__(self) -> None:
+        if not self.ccache and (self.ccache_dir is not None or self.ccache_volume is not None):
+            given = "--ccache-dir" if self.ccache_dir is not None else "--ccache-volume"
+            raise BadInput(f"--no-ccache and {given} contradict each other: give one of them")
+        if self.ccache_dir is not None and self.ccache_dir.exists() \
+                and not self.ccache_dir.is_dir():
+            raise BadInput(f"--ccache-dir {self.ccache_dir} is not a folder")
+        if not CCACHE_SIZE.fullmatch(self.ccache_max_size):
+            raise BadInput(f"--ccache-max-size {self.ccache_max_size!r} is no size ccache "
+                           f"reads: a number with K, M, G or T (Ki, Mi, Gi, Ti), such as 2G")
 
 
 class Builder(Protocol):
@@ -123,25 +143,32 @@ def required_cuda(kit: Kit) -> CudaVersion:
 
 
 class LocalBuilder:
-    """Runs the recipe on this host with the CUDA toolkit installed here."""
+    """Runs the recipe on this host with the CUDA toolkit installed here, through ccache in
+    `<cache-dir>/ccache` (or `ccache_dir`) unless `ccache` is off."""
 
     name = "local"
 
-    def __init__(self, nvcc: str | None = None) -> None:
+    def __init__(self, nvcc: str | None = None, *, ccache: bool = True,
+                 ccache_dir: Path | None = None,
+                 ccache_max_size: str = DEFAULT_CCACHE_MAX_SIZE) -> None:
         self.nvcc = nvcc or os.environ.get("NVCC") or os.environ.get("CUDACXX") or ""
+        self.ccache = ccache
+        self.ccache_dir = ccache_dir.absolute() if ccache_dir is not None else None
+        self.ccache_max_size = ccache_max_size
 
     @classmethod
     def from_options(cls, options: BuilderOptions) -> LocalBuilder:
         if options.ccache_volume is not None:
-            raise BadInput("--ccache-volume is for the docker builder (--builder docker)")
-        if options.ccache_dir is not None:
-            raise BadInput("--ccache-dir is for the docker builder (--builder docker)")
-        return cls()
+            raise BadInput("--ccache-volume is for the docker builder (--builder docker); the "
+                           "local builder's cache is a folder: --ccache-dir DIR")
+        return cls(ccache=options.ccache, ccache_dir=options.ccache_dir,
+                   ccache_max_size=options.ccache_max_size)
 
     def preflight(self, kit: Kit, reporter: Reporter) -> PreparedToolchain:
         if self.nvcc:  # a compiler the user named: a wrong one is their input (exit 2)
             self._find_nvcc()
-        ensure_build_dependencies(reporter, nvcc=self.nvcc)  # all of them, before fetching
+        ensure_build_dependencies(reporter, nvcc=self.nvcc,  # all of them, before fetching
+                                  purposes=("build", "ccache") if self.ccache else ("build",))
         nvcc = self._find_nvcc()
         version = _nvcc_version(nvcc)
         needed = required_cuda(kit)
@@ -167,10 +194,33 @@ class LocalBuilder:
                    "--nvcc", self._find_nvcc()]
         env = dict(os.environ, SOURCE_DATE_EPOCH=str(request.source_date_epoch),
                    PATH=tool_path())
+        said = "none (--no-ccache)"
+        if self.ccache:
+            folder = self.ccache_dir or request.cache_dir / "ccache"
+            command.append("--ccache")
+            env = self._ccache_environment(env, folder, request.workspace)
+            said = str(folder)
         run_logged(command, env=env, log=request.log, reporter=reporter,
                    label=f"compiling {request.kit.id}")
         return Compiled(bin_dir=out / "kit" / "bin", report=read_recipe_report(out),
-                        log=request.log)
+                        log=request.log, run_entries=(("ccache", said),))
+
+    def _ccache_environment(self, env: dict[str, str], folder: Path,
+                            workspace: Path) -> dict[str, str]:
+        """ccache's settings for this build alone: the user's own CCACHE_* (a config file's
+        path, CCACHE_RECACHE, CCACHE_HASHDIR) would make hits depend on the shell it ran in.
+        The recipe's compile launcher makes every path relative to the build folder, so a
+        build in another work folder hits what this one cached."""
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise EnvironmentFailure(f"cannot make the compiler cache folder {folder}: "
+                                     f"{error.strerror or error}; give another with "
+                                     f"--ccache-dir, or build without one: --no-ccache") from None
+        env = {key: value for key, value in env.items() if not key.startswith("CCACHE_")}
+        return env | {"CCACHE_DIR": str(folder), "CCACHE_BASEDIR": str(workspace),
+                      "CCACHE_NOHASHDIR": "1", "CCACHE_NAMESPACE": CCACHE_NAMESPACE,
+                      "CCACHE_MAXSIZE": self.ccache_max_size}
 
     def build_environment(self, kit: Kit, reporter: Reporter,
                           cache_dir: Path | None = None) -> AbstractContextManager[Path]:

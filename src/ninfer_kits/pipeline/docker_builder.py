@@ -47,6 +47,9 @@ from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit, Toolchain
 from ninfer_kits.pipeline.builders import (
+    CCACHE_NAMESPACE,
+    CCACHE_SIZE,
+    DEFAULT_CCACHE_MAX_SIZE,
     LOG_TAIL,
     NINJA_STATUS,
     BuilderOptions,
@@ -58,7 +61,6 @@ from ninfer_kits.pipeline.builders import (
 )
 from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.smoke import read_trace, trace_script
-from ninfer_kits.pipeline.source import EXPORT_MTIME
 from ninfer_kits.tarsafe import extract_all
 
 BASE_LABEL = "org.ninfer-kits.base-image"  # the base image's name, as the matrix gives it
@@ -75,13 +77,7 @@ KIT_LABEL = "org.ninfer-kits.kit"  # on a kept build tree's volume: whose tree i
 IMAGE_ID_LABEL = "org.ninfer-kits.image-id"  # and the toolchain image it was built in
 KEEP_ENV = "NINFER_KITS_KEEP_CONTAINER"
 WHEELS_ARG = "CUDA_WHEELS"  # the build argument of the images that get CUDA from PyPI wheels
-# Hashed into every ccache entry: nvcc -lineinfo records each source file's mtime, which ccache
-# does not hash, so entries compiled from files of another time (before every export got
-# EXPORT_MTIME) must never be hit.
-CCACHE_NAMESPACE = f"ninfer-kits-export-mtime-{EXPORT_MTIME}"
 CCACHE_AT = "/ccache"  # where the compiler cache's volume is mounted in the build container
-DEFAULT_CCACHE_MAX_SIZE = "2G"  # --ccache-dir: what the Actions cache keeps at most per key
-CCACHE_SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]i?B?")  # ccache's max_size, as ccache reads it
 CCACHE_ROLE = "ccache"  # the role of the containers that load, trim and save a --ccache-dir
 CONTEXT = "context"  # dockerfiles/context/: the files a Dockerfile COPYs, one folder per use
 DOCKER_STEP = re.compile(r"Step (?P<done>[0-9]+)/(?P<total>[0-9]+) : (?P<what>.*)")
@@ -165,7 +161,8 @@ class DockerBuilder:
 
     @classmethod
     def from_options(cls, options: BuilderOptions) -> DockerBuilder:
-        return cls(ccache_volume=options.ccache_volume, fresh_tree=options.fresh_tree,
+        volume = options.ccache_volume if options.ccache else "none"
+        return cls(ccache_volume=volume, fresh_tree=options.fresh_tree,
                    ccache_dir=options.ccache_dir, ccache_max_size=options.ccache_max_size)
 
     @property

@@ -40,7 +40,7 @@ DATA: Final = data_file("build_deps.toml")
 OS_RELEASE: Final = (Path("/etc/os-release"), Path("/usr/lib/os-release"))
 NO_INSTALL_ENV: Final = "NINFER_KITS_NO_INSTALL"
 MIN_CMAKE: Final = (3, 28)
-PURPOSES: Final = ("build", "tests")
+PURPOSES: Final = ("build", "ccache", "tests")  # ccache: the local builder's, unless --no-ccache
 APT_TAIL = 20
 APT_TIMEOUT = 1800.0  # seconds for apt-get update or install: a held dpkg lock must not hang CI
 
@@ -358,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tests", action="store_true",
                         help="also what the test suite needs (gcc, readelf)")
     args = parser.parse_args(argv)
-    purposes = PURPOSES if args.tests else ("build",)
+    purposes = PURPOSES if args.tests else ("build", "ccache")
     try:
         ensure_build_dependencies(Reporter(), purposes=purposes)
     except EnvironmentFailure as error:

@@ -86,7 +86,7 @@ def compile_kit(state: BuildState, reporter: Reporter) -> BuildState:
                              workspace=state.workspace, jobs=state.request.jobs,
                              source_date_epoch=source.commit_time,
                              log=state.workspace / "build.log",
-                             recipe=RECIPE)
+                             recipe=RECIPE, cache_dir=state.request.cache_dir)
     compiled = state.request.builder.compile(request, reporter)
     reporter.info(f"compiled in {compiled.report.compile_seconds} s with "
                   f"{compiled.report.jobs} jobs, {compiled.report.build_folder} build folder")

@@ -5,8 +5,8 @@ memory, the working directory, the environment) reaches the second. What differs
 is what must not matter for a reproducible kit: the build folder (and its depth), the job
 count, the time zone, the locale, the umask, HOME and the user name, and the time of day (the
 second runs after the first); with the docker builder the second build also gets a fresh
-container (every build does) and no compiler cache (`--ccache-volume none`). The second build
-is pinned to the revision the first one built.
+container (every build does); it gets no compiler cache with either builder (`--no-ccache`).
+The second build is pinned to the revision the first one built.
 
 The clock is not shifted further: under libfaketime (0.9.10, Debian 12) NVIDIA's cicc never
 returns (`faketime -f +400d cicc --version` hangs, FAKETIME_SKIP_CMDS included), so a faked
@@ -41,7 +41,7 @@ class Conditions:
     jobs: int
     env: Mapping[str, str]
     umask: int
-    extra: tuple[str, ...] = ()  # more `build` options (--ccache-volume none)
+    extra: tuple[str, ...] = ()  # more `build` options (--no-ccache)
 
     def describe(self) -> str:
         env = ", ".join(f"{key}={self.env[key]}" for key in ("TZ", "LANG", "HOME", "USER"))
@@ -69,7 +69,7 @@ def two_conditions(base: Path, builder: str) -> tuple[Conditions, Conditions]:
         umask=0o077,
         env={"TZ": "Pacific/Kiritimati", "LANG": "de_DE.UTF-8", "LC_ALL": "de_DE.UTF-8",
              "HOME": str(base / "b-home"), "USER": "someone-else", "LOGNAME": "someone-else"},
-        extra=("--ccache-volume", "none") if builder == "docker" else ())
+        extra=("--no-ccache",))
     return first, second
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,68 @@ def test_an_unknown_version_is_refused() -> None:
                           text=True, check=False, timeout=60)
     assert done.returncode == 2 and "unknown argument: 12.9" in done.stderr
     assert done.stdout == ""
+
+
+LANES = ROOT / ".ci" / "lanes.py"
+# Stand-in sessions for .ci/lanes.py: what `nox -s NAME` would print and exit with, by name.
+SESSION = ("case \"$1\" in "
+           "tests-3.11) sleep 0.6; echo main-start; sleep 0.6; echo main-end;; "
+           "lint) echo lint-line-1; sleep 0.2; echo lint-line-2;; "
+           "broken) echo broken-says-why; exit 3;; "
+           "*) echo \"$1-ran\";; esac")
+
+
+def _lanes(*sessions: str, started: float | None = None,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+    import shlex
+    import sys
+    import time
+
+    environ = {key: value for key, value in os.environ.items()
+               if not key.startswith(("GITHUB_", "CI_RUN_"))}
+    environ["CI_RUN_STARTED"] = str(started if started is not None else time.time())
+    return subprocess.run(
+        [sys.executable, str(LANES), "--oldest", "3.11", "--command",
+         f"bash -c {shlex.quote(SESSION)} session", *sessions],
+        capture_output=True, text=True, check=False, timeout=60, env={**environ, **(env or {})})
+
+
+def test_ci_lanes_print_each_side_session_whole_after_the_main_lane() -> None:
+    """tests-3.11 streams in the main lane; lint and tests-3.13 run beside it, and each one's
+    output comes whole, after the main lane's, never between its lines."""
+    done = _lanes("lint", "tests-3.11", "tests-3.13")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert out.index("main-end") < out.index("lint-line-1") < out.index("lint-line-2") \
+        < out.index("tests-3.13-ran")
+    assert "[side lane] lint passed in 0m 00s" in out
+    table = out[out.index("CI times"):]
+    assert "| tests-3.11 | main | passed |" in table and "| lint | side | passed |" in table
+    assert "| tests-3.13 | side | passed |" in table and "**total**" in table
+    assert "warning" not in out
+
+
+def test_ci_lanes_fail_when_a_side_session_fails_and_warn_past_45_minutes(
+        tmp_path: Path) -> None:
+    import time
+
+    done = _lanes("tests-3.11", "broken", started=time.time() - 46 * 60)
+    assert done.returncode == 1
+    assert "broken-says-why" in done.stdout and "| broken | side | FAILED |" in done.stdout
+    assert "[side lane] broken FAILED (exit 3)" in done.stdout
+    assert re.search(r"(?m)^warning: CI took 46m \d\ds, past the 45-minute warning line",
+                     done.stdout), done.stdout
+    summary = tmp_path / "summary.md"
+    github = _lanes("tests-3.11", "lint", started=time.time() - 46 * 60,
+                    env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
+    assert github.returncode == 0
+    assert "::warning title=CI budget::CI took 46m" in github.stdout
+    assert "::group::lint (side lane)" in github.stdout and "::endgroup::" in github.stdout
+    assert "| lint | side | passed |" in summary.read_text(encoding="utf-8")
+
+
+def test_ci_lanes_run_one_named_session_alone_in_the_main_lane() -> None:
+    done = _lanes("tests-3.12")
+    assert done.returncode == 0 and "tests-3.12-ran" in done.stdout
+    assert "side" not in done.stdout and "| tests-3.12 | main | passed |" in done.stdout

@@ -320,4 +320,5 @@ def test_ci_prepares_the_runner_and_runs_the_tests_as_root() -> None:
     assert tests_run["env"]["PYTHON"] == "${{ matrix.python }}"
     assert '"tests-$PYTHON"' in tests_run["run"]
     script = (tools.ROOT / ".ci" / "run").read_text()
-    assert 'nox -s "${sessions[@]}"' in script and "scripts/install-cuda-wheels.sh" in script
+    assert 'python3 .ci/lanes.py --oldest "$oldest" "${sessions[@]}"' in script
+    assert "scripts/install-cuda-wheels.sh" in script

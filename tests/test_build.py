@@ -317,7 +317,7 @@ def test_compile_failure_shows_the_log_tail(example_repo: tuple[Path, str],
 
 
 def test_disk_full_while_packing_leaves_nothing(example_repo: tuple[Path, str],
-                                               tmp_path: Path) -> None:
+                                               tmp_path: Path, warm_ccache: Path) -> None:
     dist = tmp_path / "x" / "dist"
     dist.mkdir(parents=True)
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(dist)],
@@ -325,7 +325,8 @@ def test_disk_full_while_packing_leaves_nothing(example_repo: tuple[Path, str],
     if mounted.returncode != 0:
         missing(f"a small tmpfs to fill (mount failed: {mounted.stderr.strip()})")
     try:
-        built = build(tmp_path / "x", "example", "--source", str(example_repo[0]))
+        built = build(tmp_path / "x", "example", "--source", str(example_repo[0]),
+                      "--ccache-dir", str(warm_ccache))  # the pack is what this is about
         assert built.done.returncode == EXIT_ENVIRONMENT, built.done.stderr[-2000:]
         assert "no space left on device" in built.done.stderr.lower()
         assert "Traceback" not in built.done.stderr

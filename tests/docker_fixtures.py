@@ -409,12 +409,17 @@ def docker_builds(engine: Any, example_repo: tuple[Path, str], cold_volumes: tup
                   tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Run]:
     """Two COLD builds: different folders, job counts and empty compiler caches of their own, so
     nothing of the first can be replayed into the second (a warm ccache would hide a compiler
-    that is not deterministic)."""
+    that is not deterministic). They run at once, as separate processes (the -j1 build alone
+    would leave a core idle); a toolchain image both need is built once (the builder's lock)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     repo = str(example_repo[0])
-    first = build(tmp_path_factory.mktemp("docker-a"), "example", "--source", repo, "-j", "1",
-                  "--ccache-volume", cold_volumes[0])
-    second = build(tmp_path_factory.mktemp("docker-b") / "x", "example", "--source", repo,
-                   "--ccache-volume", cold_volumes[1])
+    with ThreadPoolExecutor(2) as pool:
+        started = (pool.submit(build, tmp_path_factory.mktemp("docker-a"), "example", "--source",
+                               repo, "-j", "1", "--ccache-volume", cold_volumes[0]),
+                   pool.submit(build, tmp_path_factory.mktemp("docker-b") / "x", "example",
+                               "--source", repo, "--ccache-volume", cold_volumes[1]))
+        first, second = (future.result() for future in started)
     for run in (first, second):
         assert run.done.returncode == 0, run.done.stderr[-4000:]
     return first, second

@@ -248,6 +248,38 @@ def test_an_image_is_labelled_with_the_base_it_was_built_from(tmp_path: Path) ->
     assert client.images.get(made.tag).labels[BASE_ID_LABEL] == ID1
 
 
+def test_two_builds_needing_one_new_image_build_it_once(tmp_path: Path) -> None:
+    """Two builds at once (threads here; processes lock the same way): the second waits for
+    the first's image build, says so, and takes its image."""
+    import threading
+    import time
+
+    recipe = image_recipe(tmp_path)
+    client = FakeClient(FakeImage(ID1, ["base:1"]))
+    building, slow = threading.Event(), client.api.build
+
+    def build(**options: Any) -> Iterator[dict[str, str]]:
+        building.set()
+        time.sleep(0.5)  # the other build arrives meanwhile
+        return slow(**options)
+
+    client.api.build = build  # type: ignore[method-assign]
+    said = [io.StringIO(), io.StringIO()]
+    made: list[Any] = [None, None]
+
+    def ensure(index: int) -> None:
+        made[index] = ensure_image(client, recipe, Reporter(stream=said[index], mode="plain"))
+
+    first = threading.Thread(target=ensure, args=(0,))
+    first.start()
+    assert building.wait(10)
+    ensure(1)
+    first.join(10)
+    assert len(client.api.builds) == 1 and made[0] == made[1] is not None
+    assert "waiting for PID" in said[1].getvalue() and f"building {recipe.tag(ID1)}" in \
+        said[1].getvalue(), said[1].getvalue()
+
+
 def test_preflight_reads_the_base_from_the_images_labels() -> None:
     kit = load_matrix(ROOT / "matrix.toml").kit("example")
     client = FakeClient(*bases(kit.toolchain))

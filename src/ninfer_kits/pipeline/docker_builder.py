@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits import children
+from ninfer_kits import children, locks
 from ninfer_kits.children import deferred_signals
 from ninfer_kits.engine import (
     LABEL,
@@ -77,6 +77,7 @@ KIT_LABEL = "org.ninfer-kits.kit"  # on a kept build tree's volume: whose tree i
 IMAGE_ID_LABEL = "org.ninfer-kits.image-id"  # and the toolchain image it was built in
 KEEP_ENV = "NINFER_KITS_KEEP_CONTAINER"
 WHEELS_ARG = "CUDA_WHEELS"  # the build argument of the images that get CUDA from PyPI wheels
+IMAGE_WAIT = 4 * 3600.0  # seconds to wait for another process building the same image
 CCACHE_AT = "/ccache"  # where the compiler cache's volume is mounted in the build container
 CCACHE_ROLE = "ccache"  # the role of the containers that load, trim and save a --ccache-dir
 CONTEXT = "context"  # dockerfiles/context/: the files a Dockerfile COPYs, one folder per use
@@ -389,6 +390,26 @@ def ensure_image(client: Any, recipe: ImageRecipe, reporter: Reporter, *,
         return EngineImage.of(tag, client.images.get(tag))
     except docker.errors.ImageNotFound:
         pass
+    # Two builds on this machine needing the same new image (a CI run's builds at once, two
+    # terminals) build it once: the second waits for the first, then finds it.
+    with locks.held(_image_lock(tag), wait=IMAGE_WAIT, name_holder=True,
+                    waiting=lambda holder: reporter.info(
+                        f"waiting for {holder}, which is building {tag}")):
+        try:
+            return EngineImage.of(tag, client.images.get(tag))
+        except docker.errors.ImageNotFound:
+            return _build_image(client, recipe, tag, base, reporter, cpu_shares)
+
+
+def _image_lock(tag: str) -> Path:
+    """A lock file per image tag, in a folder of this user's own."""
+    folder = Path(tempfile.gettempdir()) / f"ninfer-kits-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder / f"image-{hashlib.sha256(tag.encode()).hexdigest()[:16]}.lock"
+
+
+def _build_image(client: Any, recipe: ImageRecipe, tag: str, base: Any, reporter: Reporter,
+                 cpu_shares: int | None) -> EngineImage:
     arguments = "".join(f", {name}={value}" for name, value in recipe.build_args)
     reporter.info(f"building {tag} from {recipe.dockerfile.name} (base {recipe.base_image} = "
                   f"{base.id}{arguments})")

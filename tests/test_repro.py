@@ -41,27 +41,18 @@ def repro(*args: str, cwd: Path, kit: str = "example",
 
 @dataclass(frozen=True)
 class Reproduced:
-    """What the module's full repro runs left: the example's, as README shows it, and its
-    --against run; and the upstream's that embeds HOME."""
+    """What the module's full repro runs left: the example's, as README shows it; the upstream's
+    that embeds HOME; and two --against runs with a --record, as the rebuild workflow's
+    reproduce leg runs them: against a kit that differs (the leaky upstream's first kit: the
+    example rebuilt from this checkout cannot match it) and with a rebuild that fails."""
 
     example: subprocess.CompletedProcess[str]
-    example_place: Path  # its --work is example_place/w; the --against run's, .../again
-    against: subprocess.CompletedProcess[str] | None  # None when the first repro failed
-    record: Path  # the --against run's --record
+    example_place: Path  # its --work is example_place/w
     leaky: subprocess.CompletedProcess[str]
     leaky_place: Path  # its --work is leaky_place/w
-
-
-def _example_repro(place: Path) -> tuple[subprocess.CompletedProcess[str],
-                                         subprocess.CompletedProcess[str] | None]:
-    done = repro("--work", str(place / "w"), "--json", cwd=ROOT, matrix=None)
-    if done.returncode != 0:
-        return done, None
-    first = next((place / "w" / "a" / "dist").iterdir())
-    against = repro("--against", os.path.relpath(first, ROOT), "--work", str(place / "again"),
-                    "--record", str(place / "REPRODUCTION.json"), "--run", "a test run",
-                    cwd=ROOT, matrix=None)
-    return done, against
+    differs: subprocess.CompletedProcess[str] | None  # None when the leaky repro built nothing
+    failing: subprocess.CompletedProcess[str]
+    records: Path  # differs.json and failing.json: the --against runs' records
 
 
 def _leaky_repro(example_repo: Path, place: Path) -> subprocess.CompletedProcess[str]:
@@ -77,29 +68,54 @@ def _leaky_repro(example_repo: Path, place: Path) -> subprocess.CompletedProcess
                  cwd=ROOT)
 
 
+def _against(folder: Path, place: Path, name: str, *args: str
+             ) -> subprocess.CompletedProcess[str]:
+    return repro("--against", os.path.relpath(folder, ROOT), "--work", str(place / name),
+                 "--record", str(place / f"{name}.json"), "--run", "a test run", *args,
+                 cwd=ROOT, matrix=None)
+
+
+def _broken_copy(example_repo: Path, place: Path) -> Path:
+    repo = place / "broken"
+    shutil.copytree(example_repo, repo)
+    cmake = repo / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text() + 'message(FATAL_ERROR "this revision does not build")\n')
+    git("commit", "-qam", "does not build", cwd=repo)
+    return repo
+
+
 @pytest.fixture(scope="module")
 def reproduced(example_repo: tuple[Path, str],
                tmp_path_factory: pytest.TempPathFactory) -> Reproduced:
-    """The module's repro runs that build the example in full (five cold builds), two at a time:
-    the example's repro and then its --against (which needs the first's kit), beside the leaky
-    upstream's repro. Every build keeps its own folder, HOME and caches whichever repro runs it
-    (repro's first build runs at -j1, so one alone leaves a core idle); running beside another
-    build changes none of the conditions each repro sets and compares."""
+    """The module's repro runs that build the example in full (five cold builds), two at a time
+    (repro's first build runs at -j1, so one alone leaves a core idle; running beside another
+    build changes none of the conditions each repro sets and compares): the example's repro
+    beside the leaky upstream's, then the --against runs, which need their kits. Every build
+    keeps its own folder, HOME and caches whichever repro runs it."""
     example_place = tmp_path_factory.mktemp("repro-example")
     leaky_place = tmp_path_factory.mktemp("repro-leaky")
+    records = tmp_path_factory.mktemp("repro-against")
     with ThreadPoolExecutor(2) as pool:
-        example = pool.submit(_example_repro, example_place)
+        example = pool.submit(repro, "--work", str(example_place / "w"), "--json", cwd=ROOT,
+                              matrix=None)
         leaky = pool.submit(_leaky_repro, example_repo[0], leaky_place)
-        (done, against), leaked = example.result(), leaky.result()
-    return Reproduced(done, example_place, against, example_place / "REPRODUCTION.json",
-                      leaked, leaky_place)
+        done, leaked = example.result(), leaky.result()
+        built = leaky_place / "w" / "a" / "dist"
+        theirs = next(built.iterdir()) if built.is_dir() else None
+        differs = pool.submit(_against, theirs, records, "differs") if theirs else None
+        broken = _broken_copy(example_repo[0], records)
+        ours = example_place / "w" / "a" / "dist"
+        kit = next(ours.iterdir()) if ours.is_dir() else theirs or records
+        failing = _against(kit, records, "failing", "--source", str(broken))
+        return Reproduced(done, example_place, leaked, leaky_place,
+                          differs.result() if differs else None, failing, records)
 
 
 def test_the_example_kit_is_reproducible(reproduced: Reproduced) -> None:
     """As README shows it, from the project folder without --matrix or --source: the example
     engine is then this repository's examples/engine, exported as a tree (`<sha>:<folder>`),
     which git archive stamps with the current time unless the export restamps it."""
-    done, place = reproduced.example, reproduced.example_place
+    done = reproduced.example
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     document: dict[str, Any] = json.loads(done.stdout)
     assert document["identical"] is True
@@ -107,17 +123,34 @@ def test_the_example_kit_is_reproducible(reproduced: Reproduced) -> None:
     assert compared["layout"] == "kit-folder"  # both tarballs, BUILDINFO, sums, log, modes
     assert "-j1, umask 022" in done.stderr and "umask 077" in done.stderr
     assert "TZ=Pacific/Kiritimati" in done.stderr
-    first = next((place / "w" / "a" / "dist").iterdir())
-    # as the rebuild workflow's reproduce job runs it: its record is what publish publishes
-    against = reproduced.against
-    assert against is not None
-    assert against.returncode == 0, against.stdout[-3000:] + against.stderr[-3000:]
-    assert "reproducible: identical bytes" in against.stdout
-    written = json.loads(reproduced.record.read_text())
-    assert (written["result"], written["run"], written["tag"], written["differences"]) == \
-        ("identical", "a test run", first.name, [])
+
+
+def test_against_a_kit_that_differs_says_so_and_records_it(reproduced: Reproduced) -> None:
+    """The reproduce leg's command, against a kit its rebuild cannot match: exit status 1 (the
+    leg turns red), NOT reproducible, and a record that says `differs`, naming what differs
+    and the tarballs it compared (the kit folder's, not the rebuild's). The identical case is
+    the rebuild workflow's own first run (tests/test_rebuild_act.py)."""
+    against = reproduced.differs
+    assert against is not None, reproduced.leaky.stderr[-3000:]
+    assert against.returncode == 1, against.stdout[-3000:] + against.stderr[-3000:]
+    assert "NOT reproducible: the builds differ" in against.stdout
+    folder = next((reproduced.leaky_place / "w" / "a" / "dist").iterdir())
+    written = json.loads((reproduced.records / "differs.json").read_text())
+    assert (written["result"], written["run"], written["tag"]) == \
+        ("differs", "a test run", folder.name)
+    assert any("kit/bin/ninfer" in line for line in written["differences"]), written
     assert written["compared"] == {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
-                                   for path in first.glob("*.tar.gz")}
+                                   for path in folder.glob("*.tar.gz")}
+
+
+def test_against_with_a_rebuild_that_fails_records_the_failure(reproduced: Reproduced) -> None:
+    failing = reproduced.failing
+    assert failing.returncode == 1, failing.stdout[-3000:] + failing.stderr[-3000:]
+    assert "this revision does not build" in failing.stderr
+    assert "Traceback" not in failing.stderr
+    written = json.loads((reproduced.records / "failing.json").read_text())
+    assert written["result"] == "failed", written
+    assert "the second build of example failed" in written["summary"], written
 
 
 def test_a_bad_matrix_or_kit_is_said_before_any_build(tmp_path: Path) -> None:

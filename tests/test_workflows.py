@@ -207,6 +207,11 @@ def test_the_reproduce_job_rebuilds_cold_elsewhere_and_hands_its_record_to_publi
     rebuild = next(s for s in steps if "ninfer-kits repro" in s.get("run", ""))
     assert "--against" in rebuild["run"] and "--builder docker" in rebuild["run"]
     assert '--record "$RUNNER_TEMP/reproduction/REPRODUCTION.json"' in rebuild["run"]
+    # repro's exit status is the leg's: 1 for a kit that differs or a rebuild that fails
+    # (tests/test_repro.py: test_against_*), so either turns the leg red
+    assert "continue-on-error" not in rebuild and "|| true" not in rebuild["run"]
+    assert "set +e" not in rebuild["run"] and rebuild["run"].rstrip().splitlines()[-1] \
+        .lstrip().startswith("--against")  # the repro command is the step's last
     upload = next(s for s in steps if s.get("with", {}).get("name") ==
                   "reproduction-${{ matrix.kit }}")
     assert upload["uses"].startswith("actions/upload-artifact@")

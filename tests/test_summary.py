@@ -82,6 +82,55 @@ def test_a_failed_kit_makes_the_run_red_once_and_names_it(
         "(beta-x)"]
 
 
+def test_a_release_whose_ledger_did_not_land_is_a_failure(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both kits published, one ledger push refused to the end: not "2 published, 0 failed"."""
+    write(capsys, monkeypatch, tmp_path, "alpha-sm86", "success", "unlanded", tag="alpha-x")
+    write(capsys, monkeypatch, tmp_path, "beta-sm86", "success", "published", tag="beta-x")
+    code, out, err = summary(capsys, monkeypatch, str(tmp_path), actions=True)
+    assert code == 1
+    assert out.splitlines()[-1] == ("**2 kits: 2 built, 1 published, 0 reproduced, 0 skipped, "
+                                    "1 failed**")
+    assert "| ✅ success | ❌ published, ledger not landed | `alpha-x` |" in out
+    assert err.splitlines() == [
+        "::error title=rebuild failed%3A alpha-sm86::kit alpha-sm86: ledger (the release is "
+        "out, its ledger file did not land) failed (alpha-x)"]
+
+
+def _record_step() -> str:
+    """The run of rebuild.yml's "Record the result" step."""
+    from ruamel.yaml import YAML
+
+    from tools import ROOT
+
+    workflow = YAML(typ="safe").load((ROOT / ".github/workflows/rebuild.yml").read_text())
+    steps = workflow["jobs"]["publish"]["steps"]
+    return str(next(step for step in steps if step.get("name") == "Record the result")["run"])
+
+
+@pytest.mark.parametrize(("landed", "proposed", "expected"), [
+    ("success", "skipped", "published"), ("failure", "skipped", "unlanded"),
+    ("skipped", "failure", "unlanded"), ("skipped", "skipped", "published")])
+def test_the_workflow_records_a_failed_ledger_landing(tmp_path: Path, landed: str,
+                                                      proposed: str, expected: str) -> None:
+    """The step's own shell, with the step outcomes GitHub gives it, and the real CLI."""
+    import os
+    import subprocess
+    import sys
+
+    env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "RUNNER_TEMP": str(tmp_path), "REVISION": REV_A, "REASON": "upstream moved",
+           "BUILD": "success", "PUBLISHED": "success", "OUTCOME": "", "TAG": "alpha-x",
+           "KIT": "alpha-sm86", "LANDED": landed, "PROPOSED": proposed,
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(["bash", "-e", "-c", _record_step()], env=env, capture_output=True,
+                          text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    written = json.loads((tmp_path / "final" / "result-alpha-sm86.json").read_text())
+    assert written["publish"] == expected
+
+
 def test_no_results_is_an_empty_green_summary(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

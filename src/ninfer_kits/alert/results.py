@@ -19,7 +19,10 @@ from ninfer_kits.errors import BadInput
 from ninfer_kits.matrix.names import HEX_REVISION
 
 BUILD: Final = ("success", "failure", "skipped")
-PUBLISH: Final = ("published", "reproduced", "conflict", "failure", "skipped")
+# unlanded: the release is out, but its ledger file did not land (no commit, no pull request):
+# the next run would build it again, so the run is red.
+PUBLISH: Final = ("published", "reproduced", "conflict", "failure", "unlanded", "skipped")
+FAILED_PUBLISH: Final = ("conflict", "failure", "unlanded")
 FIELDS: Final = ("kit", "revision", "reason", "build", "publish", "tag")
 KIT_NAME: Final = re.compile(r"[A-Za-z0-9_.+-]+")  # a matrix kit id; it names a file here
 PREFIX, SUFFIX = "result-", ".json"
@@ -38,7 +41,7 @@ class Result:
 
     @property
     def failed(self) -> bool:
-        return self.build == "failure" or self.publish in ("conflict", "failure")
+        return self.build == "failure" or self.publish in FAILED_PUBLISH
 
     @property
     def outcome(self) -> str:
@@ -148,7 +151,8 @@ def totals(results: Iterable[Result]) -> Totals:
 
 
 _MARK = {"success": "✅ success", "failure": "❌ failure", "published": "✅ published",
-         "reproduced": "♻️ reproduced", "conflict": "❌ conflict", "skipped": "skipped"}
+         "reproduced": "♻️ reproduced", "conflict": "❌ conflict",
+         "unlanded": "❌ published, ledger not landed", "skipped": "skipped"}
 
 
 def markdown(results: list[Result]) -> str:

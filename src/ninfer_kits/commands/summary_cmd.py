@@ -76,7 +76,9 @@ def _summarise(args: argparse.Namespace, reporter: Reporter) -> int:
             summary.write(text)
     failed = [r for r in results if r.failed]
     for r in failed:
-        where = "build" if r.build == "failure" else f"publish ({r.publish})"
+        where = ("build" if r.build == "failure" else "ledger (the release is out, its "
+                 "ledger file did not land)" if r.publish == "unlanded" else
+                 f"publish ({r.publish})")
         reporter.error(f"kit {r.kit}: {where} failed" + (f" ({r.tag})" if r.tag else ""),
                        title=f"rebuild failed: {r.kit}")
     return EXIT_CHECK_FAILED if failed else 0

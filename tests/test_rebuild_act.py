@@ -446,6 +446,25 @@ class Concurrent:
     heads: dict[str, str]
 
 
+# The server's repository refuses the first push of a ledger after moving main itself, as
+# another run that landed a moment earlier would: the collision the "Land the ledger" step's
+# retry loop exists for, forced rather than left to timing. The hook writes outside the push's
+# quarantine (whose objects git drops when the push is refused).
+COLLIDE_ONCE = """#!/bin/sh
+marker="$GIT_DIR/ninfer-kits-collided"
+[ -e "$marker" ] && exit 0
+: > "$marker"
+unset GIT_QUARANTINE_PATH GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES
+export GIT_AUTHOR_NAME=other-run GIT_AUTHOR_EMAIL=other-run@example.invalid
+export GIT_COMMITTER_NAME=other-run GIT_COMMITTER_EMAIL=other-run@example.invalid
+head=$(git rev-parse refs/heads/main) || exit 1
+moved=$(echo "another run landed first" | git commit-tree "$head^{tree}" -p "$head") || exit 1
+git update-ref refs/heads/main "$moved" "$head" || exit 1
+echo "main moved meanwhile (a forced collision)" >&2
+exit 1
+"""
+
+
 @pytest.fixture(scope="module")
 def concurrent(world: World, failing: Failing) -> Concurrent:
     heads = {"alpha": world.move("alpha", "alpha: another head"),
@@ -458,12 +477,16 @@ def concurrent(world: World, failing: Failing) -> Concurrent:
         cache = world.act.state / f"cache-{number}"
         shutil.copytree(world.act.state / "cache", cache)
         caches.append(cache)
+    hook = world.remotes[REPO] / "hooks" / "pre-receive"
+    hook.write_text(COLLIDE_ONCE, encoding="utf-8")
+    hook.chmod(0o755)
     base = world.act.count + 1
     world.act.count += 2
     with ThreadPoolExecutor(2) as pool:
         futures = [pool.submit(world.run, "schedule", run_id=base + i, cache=caches[i])
                    for i in range(2)]
         runs = tuple(future.result() for future in futures)
+    hook.unlink()
     return Concurrent((runs[0], runs[1]), heads)
 
 
@@ -489,6 +512,16 @@ def test_two_runs_at_once_leave_whole_releases_and_both_ledger_files(
     landed = {entry.revision for entry in entries.values()}
     assert set(concurrent.heads.values()) <= landed
     _no_conflict_markers(world)
+
+
+def test_a_refused_ledger_push_lands_from_the_moved_branch(
+        world: World, concurrent: Concurrent) -> None:
+    """The forced collision (COLLIDE_ONCE): one push was refused after main moved; its step
+    fetched the new main and landed on it, with the other run's commit kept."""
+    text = "\n".join(run.text for run in concurrent.runs)
+    assert "push refused (attempt 1)" in text, text[-6000:]
+    assert re.search(r"landed the ledger of \S+ on main \(attempt [2-6]\)", text), text[-6000:]
+    assert "another run landed first" in world.history()
 
 
 def test_a_fixed_kit_closes_its_issue(world: World, concurrent: Concurrent) -> None:

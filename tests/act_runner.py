@@ -20,7 +20,12 @@ What github.com gives a workflow and this machine cannot, and what stands in for
   checkout (its .git included) into the job container;
 - github.com's API and git remote: tests/github_server.py (REST API, issues, releases, git over
   smart HTTP), reached through host networking like the Docker engine is, through the socket
-  act mounts into every job container.
+  act mounts into every job container;
+- the toolchain image's exported files that a build leg's portable repair reads (its
+  `--cache-dir $RUNNER_TEMP/ninfer-kits` keeps them under environments/, one folder per image
+  ID): a runner exports the image it built; here every leg uses the same image of the shared
+  engine, so the suite's one export (.cache/environments, docker_fixtures) is mounted there
+  (`environments`) instead of each leg exporting the same 1.2 GB again.
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ ACT_ACTIONS = ROOT / "tests" / "act_actions"
 WORKFLOWS = ROOT / ".github" / "workflows"
 RUNNER_PACKAGES = "nodejs git python3 python3-venv ca-certificates zstd tar curl gzip"
 WHEELHOUSE = "/wheelhouse"
+# Where a leg's build keeps the exported toolchain images: rebuild.yml's --cache-dir
+# "$RUNNER_TEMP/ninfer-kits", and act's RUNNER_TEMP is /tmp.
+LEG_ENVIRONMENTS = "/tmp/ninfer-kits/environments"
 # One file per action, as the real ones ship (ncc); class names kept: node-fetch checks them.
 ESBUILD = (b"--bundle", b"--platform=node", b"--target=node20", b"--keep-names",
            b"--log-level=warning")
@@ -267,6 +275,7 @@ class Act:
     image: str = field(default_factory=runner_image)
     actions: Path = field(default_factory=stand_in_actions)
     wheels: Path | None = None
+    environments: Path | None = None  # mounted at LEG_ENVIRONMENTS in every job container
     count: int = 0
 
     def __post_init__(self) -> None:
@@ -313,7 +322,9 @@ class Act:
                    "--artifact-server-port", str(free_port()),
                    "--cache-server-path", str(cache or self.state / "cache"),
                    "--cache-server-addr", "127.0.0.1", "--cache-server-port", str(free_port()),
-                   "--container-options", f"-v {self.wheels}:{WHEELHOUSE}:ro",
+                   "--container-options", f"-v {self.wheels}:{WHEELHOUSE}:ro" + (
+                       f" -v {self.environments}:{LEG_ENVIRONMENTS}" if self.environments
+                       else ""),
                    "--env", "PIP_NO_INDEX=1", "--env", f"PIP_FIND_LINKS={WHEELHOUSE}",
                    "--env", "PIP_DISABLE_PIP_VERSION_CHECK=1", "--env", "PIP_NO_COMPILE=1",
                    "--env", f"GITHUB_RUN_ID={run_id}", "--env", "NINFER_KITS_RETRY_SCALE=0.001"]

@@ -48,6 +48,7 @@ from typing import Any
 import pytest
 
 from act_runner import (
+    LEG_ENVIRONMENTS,
     Act,
     ActRun,
     project_checkout,
@@ -59,7 +60,13 @@ from github_server import GitHubServer, IssueView, ReleaseView
 from ninfer_kits import kitindex, ledger
 from rebuild_matrix import rebuild_matrix
 
-from docker_fixtures import BASE_IMAGE, MINBASE_IMAGE, ensure_base_image, ensure_engine
+from docker_fixtures import (
+    BASE_IMAGE,
+    MINBASE_IMAGE,
+    cache_sharing_environments,
+    ensure_base_image,
+    ensure_engine,
+)
 from tools import ROOT, git
 
 pytestmark = pytest.mark.slow
@@ -216,7 +223,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         git("push", "-q", str(remotes[REPO]), "HEAD:main", cwd=checkout)
         server.set_branch(REPO, "main", git("rev-parse", "HEAD", cwd=checkout))
         _ensure_images(checkout / "matrix.toml")
-        act = Act(checkout, base / "act", image=image, actions=actions, wheels=wheels)
+        act = Act(checkout, base / "act", image=image, actions=actions, wheels=wheels,
+                  environments=(cache_sharing_environments(base / "cache") / "environments"
+                                ).resolve())
         yield World(server, upstreams, remotes, checkout, act, base)
 
 
@@ -374,6 +383,8 @@ def test_a_forced_rebuild_of_a_published_kit_is_reproduced_and_changes_nothing(
     # The compiler cache came back through actions/cache: the rebuild hit it.
     hits = _ccache_hits(run)
     assert hits and hits[0] > 0, run.text[-3000:]
+    # and the toolchain's exported files through the mount: the leg exported nothing
+    assert f"into {LEG_ENVIRONMENTS}" not in run.text, run.text[-3000:]
 
 
 def test_a_forced_rebuild_of_a_reproduced_kit_leaves_the_ledger_alone(forced: Forced) -> None:

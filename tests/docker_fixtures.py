@@ -145,7 +145,7 @@ def ensure_base_image(tag: str = BASE_IMAGE, suite: str = "trixie",
     plain minbase. An existing image is kept. The first build takes one to two minutes.
     """
     ensure_engine()
-    with _setting_up:
+    with _setting_up, _process_lock(f"base-{tag}"):
         if image_exists(tag):
             return tag
         command = ["bash", str(SCRIPTS / "make-base-image.sh"), tag, suite]
@@ -154,6 +154,17 @@ def ensure_base_image(tag: str = BASE_IMAGE, suite: str = "trixie",
         _run(command, f"the base image {tag} (scripts/make-base-image.sh)", timeout=1800,
              env=_docker_env())
     return tag
+
+
+def _process_lock(name: str) -> Any:
+    """A lock between the test processes of this machine (CI runs two Pythons' tests at once,
+    .ci/lanes.py): the second to need an image waits for the first to make it."""
+    from ninfer_kits import locks
+
+    folder = Path(tempfile.gettempdir()) / f"ninfer-kits-tests-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return locks.held(folder / f"{digest}.lock", wait=None)
 
 
 def host_ca_bundle() -> Path:

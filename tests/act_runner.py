@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from docker_fixtures import ensure_base_image, ensure_engine, host_ca_bundle
+from docker_fixtures import ensure_base_image, ensure_engine, host_ca_bundle, process_lock
 from tools import ROOT, missing
 
 ACT_ACTIONS = ROOT / "tests" / "act_actions"
@@ -132,6 +132,11 @@ def stand_in_actions(cache: Path | None = None) -> Path:
     upload-artifact/ and download-artifact/ with dist/index.js. Made once; its folder."""
     cache = cache or cache_root()
     folder = cache / f"actions-{_digest(_tree_digest(ACT_ACTIONS).encode(), *ESBUILD)}"
+    with process_lock(f"actions-{folder}"):  # a background preparation may be making it
+        return _stand_in_actions(folder)
+
+
+def _stand_in_actions(folder: Path) -> Path:
     if (folder / "cache" / "dist" / "restore.js").is_file():
         return folder
     if shutil.which("npm") is None or shutil.which("node") is None:
@@ -180,6 +185,11 @@ def wheelhouse(image: str, cache: Path | None = None) -> Path:
     cache = cache or cache_root()
     wanted = requirements()
     folder = cache / f"wheels-{_digest(image.encode(), *(r.encode() for r in wanted))}"
+    with process_lock(f"wheels-{folder}"):  # a background preparation may be making it
+        return _wheelhouse(image, wanted, folder)
+
+
+def _wheelhouse(image: str, wanted: list[str], folder: Path) -> Path:
     if (folder / ".complete").is_file():
         return folder
     partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}")

@@ -14,7 +14,15 @@ from typing import Any
 
 import pytest
 
-from docker_fixtures import cold_volumes, docker_builds, engine, prebuild_toolchain_image, prebuilds
+from docker_fixtures import (
+    cold_volumes,
+    docker_builds,
+    engine,
+    prebuild_toolchain_image,
+    prebuilds,
+    preparations,
+    prepare_in_background,
+)
 from tools import DATA, ROOT, git, missing, nvcc, run, tool
 
 # The docker builder's session fixtures (one engine client, two cold builds of the example kit)
@@ -37,19 +45,23 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 os.environ.setdefault("NINFER_KITS_NO_SOURCES", "1")
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start building the toolchain images that collected tests name (prebuilt_toolchain) in
-    the background now, so that they are ready, or nearly, when those tests come."""
+    """Start building the toolchain images that collected tests name (prebuilt_toolchain), and
+    making the roots and images they name (prepared, or the roots fixture), in the background
+    now, so that they are ready, or nearly, when those tests come."""
     if session.config.option.collectonly:
         return
     wanted = {marker.args[0] for item in session.items
               for marker in item.iter_markers("prebuilt_toolchain")}
     for toolchain in sorted(wanted):
         prebuild_toolchain_image(toolchain)
+    prepare_in_background(session.items)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for prebuild in prebuilds():
         terminalreporter.write_line(f"background image build: {prebuild.said()}")
+    for name, said in preparations().items():
+        terminalreporter.write_line(f"background preparation: {name} {said}")
 
 
 CUDA_ARCHS = [

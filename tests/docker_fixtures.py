@@ -53,8 +53,8 @@ PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"
 CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 
 _engine: str | None = None
-# The background image builds (prebuild_toolchain_image) and the tests both start the engine
-# and make base images: one at a time.
+# The background image builds (prebuild_toolchain_image) and the tests both start the engine:
+# one at a time. (Each base image has a lock of its own: process_lock.)
 _setting_up = threading.RLock()
 
 
@@ -145,7 +145,7 @@ def ensure_base_image(tag: str = BASE_IMAGE, suite: str = "trixie",
     plain minbase. An existing image is kept. The first build takes one to two minutes.
     """
     ensure_engine()
-    with _setting_up, _process_lock(f"base-{tag}"):
+    with process_lock(f"base-{tag}"):  # threads too: each its own descriptor
         if image_exists(tag):
             return tag
         command = ["bash", str(SCRIPTS / "make-base-image.sh"), tag, suite]
@@ -156,7 +156,7 @@ def ensure_base_image(tag: str = BASE_IMAGE, suite: str = "trixie",
     return tag
 
 
-def _process_lock(name: str) -> Any:
+def process_lock(name: str) -> Any:
     """A lock between the test processes of this machine (CI runs two Pythons' tests at once,
     .ci/lanes.py): the second to need an image waits for the first to make it."""
     from ninfer_kits import locks
@@ -328,6 +328,13 @@ def image_root(tag: str, cache: Path, name: str) -> Path:
     folder = cache / f"{name}-{image_id.removeprefix('sha256:')[:12]}"
     if (folder / "etc" / "os-release").exists():
         return folder
+    with process_lock(f"root-{folder}"):  # a background preparation may be exporting it
+        return _export_root(tag, folder)
+
+
+def _export_root(tag: str, folder: Path) -> Path:
+    if (folder / "etc" / "os-release").exists():
+        return folder
     # This process's own: another test process may be exporting the same image meanwhile.
     partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
@@ -434,3 +441,65 @@ def docker_builds(engine: Any, example_repo: tuple[Path, str], cold_volumes: tup
     for run in (first, second):
         assert run.done.returncode == 0, run.done.stderr[-4000:]
     return first, second
+
+
+# ------------------------------------------------------------------ background preparations
+
+ROOTS_CACHE = ROOT / ".cache" / "roots"
+PYTHON_MINBASE = "ninfer-kits/python-minbase:local"  # test_fetch_pyz: python3 and nothing else
+
+
+def _act_setup() -> object:
+    from act_runner import runner_image, stand_in_actions, wheelhouse
+
+    image = runner_image()
+    stand_in_actions()
+    return wheelhouse(image)
+
+
+# What a test module may ask to have made from the session's start (`prepared(NAME, ...)`; the
+# `roots` fixture asks for "verify-roots" by its name): Debian roots and images that are mostly
+# downloads (debootstrap, pip, npm), which then overlap with the compiles of the tests before
+# them instead of standing in line. The fixtures call the same functions, which find what the
+# thread made, or wait for it (each holds a lock per thing it makes).
+PREPARATIONS: dict[str, Any] = {
+    "verify-roots": lambda: [export_root(suite, ROOTS_CACHE) for suite in ("bookworm", "trixie")],
+    **{f"minbase-root:{suite}": (lambda suite=suite: bare_root(suite, ROOTS_CACHE))
+       for suite in ("bullseye", "bookworm", "trixie")},
+    "python-minbase": lambda: ensure_base_image(PYTHON_MINBASE, "trixie", include="python3"),
+    "act": _act_setup,
+}
+_prepared: dict[str, str] = {}  # name → what became of it, for the session's summary
+
+
+def prepare_in_background(items: list[Any]) -> None:
+    """Start one daemon thread making, in the order the collected tests first need them, the
+    PREPARATIONS they name. A failure here is only reported: the fixture that needs the thing
+    makes it again and fails (or skips) there, in its test."""
+    wanted: list[str] = []
+    for item in items:
+        names = ["verify-roots"] if "roots" in item.fixturenames else []
+        for marker in item.iter_markers("prepared"):
+            names += list(marker.args)
+        wanted += [name for name in names if name not in wanted]
+    if wanted:
+        threading.Thread(target=_prepare, args=(wanted,), daemon=True,
+                         name="prepare-in-background").start()
+
+
+def _prepare(names: list[str]) -> None:
+    for name in names:
+        started = time.monotonic()
+        try:
+            PREPARATIONS[name]()
+            _prepared[name] = f"made in {time.monotonic() - started:.0f} s"
+        except BaseException as error:  # skips and failures too: the fixture says them
+            _prepared[name] = f"failed ({first_line_of(error)})"
+
+
+def first_line_of(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+def preparations() -> dict[str, str]:
+    return dict(_prepared)

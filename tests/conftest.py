@@ -18,6 +18,7 @@ from docker_fixtures import (
     cold_volumes,
     docker_builds,
     engine,
+    once_per_run,
     prebuild_toolchain_image,
     prebuilds,
     preparations,
@@ -57,11 +58,47 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     prepare_in_background(session.items)
 
 
+# Modules whose tests must run in one process (pytest-xdist's group, noxfile.SPREAD): they share
+# a session fixture that cannot pass between processes (docker_builds' cold volumes, which
+# test_docker then copies to a second engine). Every other module is a group of its own.
+SAME_PROCESS = {"test_docker.py": "docker-builds", "test_portable.py": "docker-builds"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A module's tests stay together on one process, and the slow modules come first (in the
+    order collected): handed out to the processes in this order (`--no-loadscope-reorder`),
+    the long end-to-end modules start at once and the quick ones fill in the end."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            name = item.path.name
+            item.add_marker(pytest.mark.xdist_group(SAME_PROCESS.get(name, name)))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: order kept
+
+
+def _background_lines() -> list[str]:
+    return ([f"background image build: {prebuild.said()}" for prebuild in prebuilds()]
+            + [f"background preparation: {name} {said}"
+               for name, said in preparations().items()])
+
+
+_WORKERS_BACKGROUND: list[str] = []
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker hands its background lines to the process that reports."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["background"] = _background_lines()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    _WORKERS_BACKGROUND.extend(getattr(node, "workeroutput", {}).get("background", []))
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    for prebuild in prebuilds():
-        terminalreporter.write_line(f"background image build: {prebuild.said()}")
-    for name, said in preparations().items():
-        terminalreporter.write_line(f"background preparation: {name} {said}")
+    for line in _background_lines() + _WORKERS_BACKGROUND:
+        terminalreporter.write_line(line)
 
 
 CUDA_ARCHS = [
@@ -108,18 +145,23 @@ def cuda_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """CUDA programs with sm_86, sm_120a and sm_100f SASS and compute_90 PTX, in every form the
     inspector must read: uncompressed, compressed, nvcc's default, relocatable (-rdc)."""
     compiler = nvcc()
-    out = tmp_path_factory.mktemp("cuda-binaries")
-    source = DATA / "kernels.cu"
-    built = {name: out / name for name in
-             ("plain", "compressed", "default", "rdc.o", "rdc", "shared_cudart")}
-    run(compiler, "-o", built["plain"], source, *CUDA_ARCHS, "--compress-mode=none")
-    run(compiler, "-o", built["compressed"], source, *CUDA_ARCHS, "--compress-mode=size")
-    run(compiler, "-o", built["default"], source, *CUDA_ARCHS)
-    run(compiler, "-rdc=true", "-c", "-o", built["rdc.o"], source, *CUDA_ARCHS)
-    run(compiler, "-rdc=true", "-o", built["rdc"], built["rdc.o"], *CUDA_ARCHS)
-    run(compiler, "-o", built["shared_cudart"], source, "-cudart", "shared",
-        "-gencode", "arch=compute_86,code=sm_86", "-Xlinker", "-rpath=/usr/local/cuda/lib64")
-    return built
+
+    def make(out: Path) -> dict[str, str]:
+        out.mkdir()
+        source = DATA / "kernels.cu"
+        built = {name: out / name for name in
+                 ("plain", "compressed", "default", "rdc.o", "rdc", "shared_cudart")}
+        run(compiler, "-o", built["plain"], source, *CUDA_ARCHS, "--compress-mode=none")
+        run(compiler, "-o", built["compressed"], source, *CUDA_ARCHS, "--compress-mode=size")
+        run(compiler, "-o", built["default"], source, *CUDA_ARCHS)
+        run(compiler, "-rdc=true", "-c", "-o", built["rdc.o"], source, *CUDA_ARCHS)
+        run(compiler, "-rdc=true", "-o", built["rdc"], built["rdc.o"], *CUDA_ARCHS)
+        run(compiler, "-o", built["shared_cudart"], source, "-cudart", "shared",
+            "-gencode", "arch=compute_86,code=sm_86", "-Xlinker", "-rpath=/usr/local/cuda/lib64")
+        return {name: str(path) for name, path in built.items()}
+
+    return {name: Path(path)
+            for name, path in once_per_run(tmp_path_factory, "cuda-binaries", make).items()}
 
 
 SYSTEM_LIBRARIES = [
@@ -182,22 +224,34 @@ def local_example_builds(example_repo: tuple[Path, str], request: pytest.Fixture
     caches in a folder of its own: (the build's process, its place, holding dist/ and cache/).
     "-j2": at -j2, two folders deep, through a cold compiler cache (example_build; its
     cache/ccache is then warm_ccache). "-j1": at -j1 and --no-ccache, only when a test of the
-    session compares the two (test_build's two_builds); then both run at once, as separate
-    processes (the -j1 build alone would leave a core idle)."""
+    run compares the two (test_build's two_builds); then both run at once, as separate
+    processes (the -j1 build alone would leave a core idle). Made once per run, whichever of
+    its processes asks first (once_per_run)."""
     from tools import needs_libcurl_headers
 
     tool("ninja")
     needs_libcurl_headers()
     repo = str(example_repo[0])
-    places = {"-j2": tmp_path_factory.mktemp("example-build") / "deeper" / "b"}
-    if any("two_builds" in item.fixturenames for item in request.session.items):
-        places["-j1"] = tmp_path_factory.mktemp("first") / "a"
-    with ThreadPoolExecutor(len(places)) as pool:
-        started = {jobs: pool.submit(local_example_build, place, "--source", repo,
-                                     "--jobs", jobs[2:], *(("--no-ccache",) if jobs == "-j1"
-                                                           else ()))
-                   for jobs, place in places.items()}
-        return {jobs: (future.result(), places[jobs]) for jobs, future in started.items()}
+    compare = any("two_builds" in item.fixturenames for item in request.session.items)
+
+    def make(folder: Path) -> dict[str, Any]:
+        places = {"-j2": folder / "example-build" / "deeper" / "b"}
+        if compare:
+            places["-j1"] = folder / "first" / "a"
+        with ThreadPoolExecutor(len(places)) as pool:
+            started = {jobs: pool.submit(local_example_build, place, "--source", repo,
+                                         "--jobs", jobs[2:],
+                                         *(("--no-ccache",) if jobs == "-j1" else ()))
+                       for jobs, place in places.items()}
+            return {jobs: {"args": future.result().args, "returncode": future.result().returncode,
+                           "stdout": future.result().stdout, "stderr": future.result().stderr,
+                           "place": str(places[jobs])}
+                    for jobs, future in started.items()}
+
+    made = once_per_run(tmp_path_factory, "local-example-builds", make)
+    return {jobs: (subprocess.CompletedProcess(done["args"], done["returncode"], done["stdout"],
+                                               done["stderr"]), Path(done["place"]))
+            for jobs, done in made.items()}
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -27,7 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,22 @@ def process_lock(name: str) -> Any:
     folder.mkdir(mode=0o700, exist_ok=True)
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
     return locks.held(folder / f"{digest}.lock", wait=None)
+
+
+def once_per_run(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Any]) -> Any:
+    """`make(folder)`'s result (JSON, kept beside the folder), made once per pytest run by the
+    first of its processes (pytest-xdist's workers) to ask; the others wait for it and read it.
+    A make that fails leaves nothing: the next to ask tries again (and fails in its own test)."""
+    from ninfer_kits import locks
+
+    base = factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's folder
+    made = shared / f"{name}.json"
+    with locks.held(shared / f"{name}.lock", wait=None):
+        if not made.exists():
+            result = make(shared / name)
+            made.write_text(json.dumps(result), encoding="utf-8")
+        return json.loads(made.read_text(encoding="utf-8"))
 
 
 def host_ca_bundle() -> Path:

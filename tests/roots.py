@@ -4,15 +4,17 @@ loader needs /proc to expand $ORIGIN in a program's RUNPATH."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 
-from docker_fixtures import ensure_engine, export_root
+from docker_fixtures import ensure_engine, export_root, process_lock
 from tools import ROOT, missing
 
 
@@ -33,15 +35,36 @@ def proc_mounted(roots: dict[str, Path]) -> Iterator[None]:
 
 @contextmanager
 def proc_in(roots: Iterable[Path]) -> Iterator[None]:
-    """/proc mounted in each root that lacks it, for the block; unmounted after."""
-    mounted = []
-    try:
+    """/proc mounted in each root for the block."""
+    with ExitStack() as stack:
         for root in roots:
+            stack.enter_context(_proc_mounted(root))
+        yield
+
+
+@contextmanager
+def _proc_mounted(root: Path) -> Iterator[None]:
+    """/proc mounted in `root` for the block, unmounted after by the last of the test processes
+    using it (pytest-xdist's workers and the other Python's lane share the roots): each user
+    holds a shared flock on a file beside the root, and the one that can take it exclusively
+    at the end is the last."""
+    users = os.open(root.parent / f".{root.name}.proc-users", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                    0o644)
+    try:
+        with process_lock(f"proc-{root}"):
             if not (root / "proc" / "self").exists():
                 (root / "proc").mkdir(exist_ok=True)
                 subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
-                mounted.append(root / "proc")
-        yield
+            fcntl.flock(users, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            with process_lock(f"proc-{root}"):
+                try:
+                    fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    pass  # another process still runs in the root
+                else:
+                    subprocess.run(["umount", str(root / "proc")], check=False)
     finally:
-        for point in mounted:
-            subprocess.run(["umount", str(point)], check=False)
+        os.close(users)

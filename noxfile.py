@@ -31,7 +31,7 @@ WORKFLOW_TOOLS = ("--require-hashes", "--no-deps", "--only-binary=:all:",
 # compile on every core they get), a module and its fixtures on one process, the modules that
 # share a fixture one process cannot hand to another on the same one (conftest.py: SAME_PROCESS),
 # the slow modules handed out first; an explicit `nox -s tests -- ARGS` runs in one process.
-SPREAD = ("--numprocesses", "auto", "--maxprocesses", "4", "--dist", "loadgroup",
+SPREAD = ("--numprocesses", "auto", "--maxprocesses", "4", "--dist", "loadfile",
           "--no-loadscope-reorder")
 # The fuzzing engine (libFuzzer inside): a manylinux wheel for CPython 3.11 on PyPI, no clang.
 ATHERIS = "atheris==3.0.0"

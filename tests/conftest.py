@@ -58,20 +58,32 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     prepare_in_background(session.items)
 
 
-# Modules whose tests must run in one process (pytest-xdist's group, noxfile.SPREAD): they share
-# a session fixture that cannot pass between processes (docker_builds' cold volumes, which
-# test_docker then copies to a second engine). Every other module is a group of its own.
-SAME_PROCESS = {"test_docker.py": "docker-builds", "test_portable.py": "docker-builds"}
+# Modules whose tests must run in one process (noxfile.SPREAD): they share a session fixture
+# that cannot pass between processes (docker_builds' cold volumes, which test_docker then copies
+# to a second engine). Every other module is handed out on its own.
+SAME_PROCESS = {"test_portable.py": "tests/test_docker.py"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` with SAME_PROCESS's modules one unit. (pytest-xdist's own grouping,
+    `loadgroup`, rewrites node ids, which pytest 9 no longer lets a plugin do.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return SAME_PROCESS.get(Path(module).name, module)
+
+    return ModulesTogether(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A module's tests stay together on one process, and the slow modules come first (in the
-    order collected): handed out to the processes in this order (`--no-loadscope-reorder`),
-    the long end-to-end modules start at once and the quick ones fill in the end."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            name = item.path.name
-            item.add_marker(pytest.mark.xdist_group(SAME_PROCESS.get(name, name)))
+    """The slow modules first, in the order collected: handed out to the processes in this
+    order (`--no-loadscope-reorder`), the long end-to-end modules start at once and the quick
+    ones fill in the end."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: order kept
 
 

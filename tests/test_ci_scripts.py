@@ -1,15 +1,19 @@
 """scripts/install-cuda-wheels.sh, which puts nvcc at /usr/local/cuda on a CI runner (.ci/run on
-ubuntu-latest): its wheel set is the test toolchain image's own pin list."""
+ubuntu-latest): its wheel set is the test toolchain image's own pin list; .ci/lanes.py; and how
+the suite spreads over processes (noxfile.SPREAD, conftest's scheduler, roots' shared /proc)."""
 
 from __future__ import annotations
 
+import ast
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tools import ROOT
+from tools import ROOT, missing
 
 SCRIPT = ROOT / "scripts" / "install-cuda-wheels.sh"
 PINS = ROOT / "dockerfiles" / "context" / "cuda-wheels"
@@ -103,3 +107,71 @@ def test_ci_lanes_run_one_named_session_alone_in_the_main_lane(tmp_path: Path) -
     done = _lanes(tmp_path, "tests-3.12")
     assert done.returncode == 0 and "tests-3.12-ran" in done.stdout
     assert "side" not in done.stdout and "| tests-3.12 | main | passed |" in done.stdout
+
+
+def _noxfile_spread() -> list[str]:
+    """noxfile.SPREAD, read as Python reads it (the tests' environment has no nox to import)."""
+    tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "SPREAD":
+            return list(ast.literal_eval(node.value))
+    raise AssertionError("noxfile.py has no SPREAD")
+
+
+def test_the_suite_spreads_its_modules_keeping_those_that_share_a_fixture_together(
+        tmp_path: Path) -> None:
+    """noxfile.SPREAD with this suite's conftest: every module's tests on one process, the
+    modules of conftest.SAME_PROCESS on the same one, and the slow modules handed out first."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    stub = ("import os, time, pytest\n{mark}\n@pytest.mark.parametrize('i', range(4))\n"
+            "def test_it(i):\n    time.sleep(0.2)\n"
+            "    print('ran', os.environ['PYTEST_XDIST_WORKER'], __name__)\n")
+    for name, mark in (("test_docker", ""), ("test_portable", ""), ("test_a_quick", ""),
+                       ("test_z_slow", "pytestmark = pytest.mark.slow")):
+        (tests / f"{name}.py").write_text(stub.format(mark=mark), encoding="utf-8")
+    def pytest(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p",
+                               "no:cacheprovider", "-o", "markers=slow", *args, str(tests)],
+                              capture_output=True, text=True, check=False, timeout=300,
+                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}"})
+
+    done = pytest(*_noxfile_spread(), "--maxprocesses", "2", "-rA")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ran = re.findall(r"^ran (gw\d+) (test_\w+)$", done.stdout, re.MULTILINE)
+    assert len(ran) == 16, done.stdout[-3000:]
+    workers: dict[str, set[str]] = {}
+    for worker, module in ran:
+        workers.setdefault(module, set()).add(worker)
+    assert all(len(on) == 1 for on in workers.values()), workers
+    assert workers["test_docker"] == workers["test_portable"]
+    listed = pytest("--collect-only", "-q").stdout.splitlines()
+    assert [line.split("::")[0] for line in listed[:5]] == ["tests/test_z_slow.py"] * 4 + [
+        "tests/test_a_quick.py"], listed
+
+
+def test_proc_stays_mounted_in_a_shared_root_until_its_last_user_leaves(tmp_path: Path) -> None:
+    """roots.proc_in between test processes: one leaving while another still runs in the root
+    leaves /proc there; the last to leave unmounts it."""
+    from roots import proc_in
+
+    if os.geteuid() != 0:
+        missing("root, to mount /proc in a root")
+    root = tmp_path / "root"
+    root.mkdir()
+    user = ("import sys; from pathlib import Path; from roots import proc_in\n"
+            "with proc_in([Path(sys.argv[1])]):\n    print('in', flush=True); sys.stdin.read()\n")
+    with proc_in([root]):
+        other = subprocess.Popen([sys.executable, "-c", user, str(root)], text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 env={**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}"})
+        try:
+            assert other.stdout is not None and other.stdout.readline() == "in\n"
+        except BaseException:
+            other.kill()
+            raise
+    try:
+        assert (root / "proc" / "self").exists()  # the other process is still in the root
+    finally:
+        assert other.communicate(timeout=60) == ("", None) and other.returncode == 0
+    assert not (root / "proc" / "self").exists()

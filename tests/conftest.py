@@ -80,11 +80,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return ModulesTogether(config, log)
 
 
+# The longest modules, longest first (docs/ci.md: the slowest tests): started last, one of them
+# would run on alone at the end while the other processes have nothing left to do.
+LONGEST_FIRST = ("test_rebuild_act.py", "test_docker.py", "test_repro.py")
+
+
+def _handed_out(item: pytest.Item) -> tuple[bool, int]:
+    name = item.path.name
+    return (item.get_closest_marker("slow") is None,
+            LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow modules first, in the order collected: handed out to the processes in this
-    order (`--no-loadscope-reorder`), the long end-to-end modules start at once and the quick
-    ones fill in the end."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: order kept
+    """The slow modules first, LONGEST_FIRST's leading, the rest in the order collected: handed
+    out to the processes in this order (`--no-loadscope-reorder`), the long end-to-end modules
+    start at once and the quick ones fill in the end."""
+    items.sort(key=_handed_out)  # stable: a module's tests stay in their order
 
 
 def _background_lines() -> list[str]:

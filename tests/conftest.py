@@ -216,14 +216,21 @@ def _system_library_is_there(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture(scope="session")
 def example_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """examples/engine copied into a fresh git repository with one reproducible commit."""
-    repo = tmp_path_factory.mktemp("example-repo") / "ninfer-example"
-    ignore = shutil.ignore_patterns("build", "build-*")
-    shutil.copytree(ROOT / "examples" / "engine", repo, ignore=ignore)
-    git("init", "-q", "-b", "main", cwd=repo)
-    git("add", "-A", cwd=repo)
-    git("commit", "-q", "-m", "ninfer-example", cwd=repo)
-    return repo, git("rev-parse", "HEAD", cwd=repo)
+    """examples/engine copied into a fresh git repository with one reproducible commit: one
+    repository for the whole run (once_per_run), because its path is the kit's upstream_url
+    and kits built by different test processes (example_build's and a test's) are compared
+    byte for byte."""
+    def make(folder: Path) -> list[str]:
+        repo = folder / "ninfer-example"
+        shutil.copytree(ROOT / "examples" / "engine", repo,
+                        ignore=shutil.ignore_patterns("build", "build-*"))
+        git("init", "-q", "-b", "main", cwd=repo)
+        git("add", "-A", cwd=repo)
+        git("commit", "-q", "-m", "ninfer-example", cwd=repo)
+        return [str(repo), git("rev-parse", "HEAD", cwd=repo)]
+
+    repo, head = once_per_run(tmp_path_factory, "example-repo", make)
+    return Path(repo), head
 
 # Debian roots for verify's tests: session fixtures `roots` and `proc_mounted` (tests/roots.py).
 from roots import proc_mounted, roots  # noqa: E402, F401

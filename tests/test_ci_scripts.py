@@ -121,13 +121,14 @@ def _noxfile_spread() -> list[str]:
 def test_the_suite_spreads_its_modules_keeping_those_that_share_a_fixture_together(
         tmp_path: Path) -> None:
     """noxfile.SPREAD with this suite's conftest: every module's tests on one process, the
-    modules of conftest.SAME_PROCESS on the same one, and the slow modules handed out first,
-    conftest.LONGEST_FIRST's ahead of the others."""
+    modules of conftest.SAME_PROCESS on the same one, the slow modules handed out first,
+    conftest.LONGEST_FIRST's ahead of the others, and example_repo one repository for the whole
+    run (its path is in every kit built from it, and kits of different processes are compared)."""
     tests = tmp_path / "tests"
     tests.mkdir()
     stub = ("import os, time, pytest\n{mark}\n@pytest.mark.parametrize('i', range(4))\n"
-            "def test_it(i):\n    time.sleep(0.2)\n"
-            "    print('ran', os.environ['PYTEST_XDIST_WORKER'], __name__)\n")
+            "def test_it(i, example_repo):\n    time.sleep(0.2)\n"
+            "    print('ran', os.environ['PYTEST_XDIST_WORKER'], __name__, *example_repo)\n")
     for name, mark in (("test_docker", ""), ("test_portable", ""), ("test_a_quick", ""),
                        ("test_z_slow", "pytestmark = pytest.mark.slow"),
                        ("test_repro", "pytestmark = pytest.mark.slow")):
@@ -140,13 +141,16 @@ def test_the_suite_spreads_its_modules_keeping_those_that_share_a_fixture_togeth
 
     done = pytest(*_noxfile_spread(), "--maxprocesses", "2", "-rA")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    ran = re.findall(r"^ran (gw\d+) (test_\w+)$", done.stdout, re.MULTILINE)
+    ran = re.findall(r"^ran (gw\d+) (test_\w+) (\S+) ([0-9a-f]{40})$", done.stdout,
+                     re.MULTILINE)
     assert len(ran) == 20, done.stdout[-3000:]
     workers: dict[str, set[str]] = {}
-    for worker, module in ran:
+    for worker, module, _, _ in ran:
         workers.setdefault(module, set()).add(worker)
     assert all(len(on) == 1 for on in workers.values()), workers
     assert workers["test_docker"] == workers["test_portable"]
+    assert len({worker for worker, *_ in ran}) == 2, ran
+    assert len({(repo, head) for _, _, repo, head in ran}) == 1, ran
     listed = pytest("--collect-only", "-q").stdout.splitlines()
     assert [line.split("::")[0] for line in listed[:8]] == ["tests/test_repro.py"] * 4 + [
         "tests/test_z_slow.py"] * 4, listed  # LONGEST_FIRST's lead the slow modules

@@ -273,10 +273,10 @@ def local_example_builds(example_repo: tuple[Path, str], request: pytest.Fixture
                                          "--jobs", jobs[2:],
                                          *(("--no-ccache",) if jobs == "-j1" else ()))
                        for jobs, place in places.items()}
-            return {jobs: {"args": future.result().args, "returncode": future.result().returncode,
-                           "stdout": future.result().stdout, "stderr": future.result().stderr,
-                           "place": str(places[jobs])}
-                    for jobs, future in started.items()}
+            done = {jobs: future.result() for jobs, future in started.items()}
+        return {jobs: {"args": run.args, "returncode": run.returncode, "stdout": run.stdout,
+                       "stderr": run.stderr, "place": str(places[jobs])}
+                for jobs, run in done.items()}
 
     made = once_per_run(tmp_path_factory, "local-example-builds", make)
     return {jobs: (subprocess.CompletedProcess(done["args"], done["returncode"], done["stdout"],

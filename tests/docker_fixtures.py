@@ -162,10 +162,7 @@ def process_lock(name: str) -> Any:
     .ci/lanes.py): the second to need an image waits for the first to make it."""
     from ninfer_kits import locks
 
-    folder = Path(tempfile.gettempdir()) / f"ninfer-kits-tests-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-    return locks.held(folder / f"{digest}.lock", wait=None)
+    return locks.held(locks.named(name, folder="ninfer-kits-tests"), wait=None)
 
 
 def once_per_run(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Any]) -> Any:

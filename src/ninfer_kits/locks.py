@@ -11,7 +11,9 @@ process that was killed outright.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -21,6 +23,15 @@ from typing import Final
 from ninfer_kits.errors import EnvironmentFailure
 
 POLL: Final = 0.1  # seconds between tries while waiting a bounded time
+
+
+def named(name: str, *, folder: str = "ninfer-kits") -> Path:
+    """The lock file of `name` (an image tag, a resource) on this machine: in a folder of this
+    user's own in the temporary folder (`<folder>-<uid>`), named by a hash of `name`, so that
+    any text can name one."""
+    place = Path(tempfile.gettempdir()) / f"{folder}-{os.getuid()}"
+    place.mkdir(mode=0o700, exist_ok=True)
+    return place / f"{hashlib.sha256(name.encode()).hexdigest()[:16]}.lock"
 
 
 @contextmanager

@@ -95,6 +95,9 @@ class BuilderOptions:
         if not self.ccache and (self.ccache_dir is not None or self.ccache_volume is not None):
             given = "--ccache-dir" if self.ccache_dir is not None else "--ccache-volume"
             raise BadInput(f"--no-ccache and {given} contradict each other: give one of them")
+        if self.ccache_dir is not None and self.ccache_volume is not None:
+            raise BadInput("--ccache-dir and --ccache-volume both say where the compiler cache "
+                           "lives: give one of them")
         if self.ccache_dir is not None and self.ccache_dir.exists() \
                 and not self.ccache_dir.is_dir():
             raise BadInput(f"--ccache-dir {self.ccache_dir} is not a folder")

@@ -48,7 +48,6 @@ from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit, Toolchain
 from ninfer_kits.pipeline.builders import (
     CCACHE_NAMESPACE,
-    CCACHE_SIZE,
     DEFAULT_CCACHE_MAX_SIZE,
     LOG_TAIL,
     NINJA_STATUS,
@@ -145,14 +144,9 @@ class DockerBuilder:
     def __init__(self, client: Any | None = None, ccache_volume: str | None = None,
                  fresh_tree: bool = False, ccache_dir: Path | None = None,
                  ccache_max_size: str = DEFAULT_CCACHE_MAX_SIZE) -> None:
-        if ccache_dir is not None and ccache_volume is not None:
-            raise BadInput("--ccache-dir and --ccache-volume both say where the compiler cache "
-                           "lives: give one of them")
-        if ccache_dir is not None and ccache_dir.exists() and not ccache_dir.is_dir():
-            raise BadInput(f"--ccache-dir {ccache_dir} is not a folder")
-        if not CCACHE_SIZE.fullmatch(ccache_max_size):
-            raise BadInput(f"--ccache-max-size {ccache_max_size!r} is no size ccache reads: "
-                           f"a number with K, M, G or T (Ki, Mi, Gi, Ti), such as 2G")
+        # (the checks of the command line's options, for callers that construct one directly)
+        BuilderOptions(ccache_volume=ccache_volume, ccache_dir=ccache_dir,
+                       ccache_max_size=ccache_max_size)
         self._client = client
         self._ccache_volume = ccache_volume
         self._ccache_dir = ccache_dir.absolute() if ccache_dir is not None else None
@@ -392,20 +386,13 @@ def ensure_image(client: Any, recipe: ImageRecipe, reporter: Reporter, *,
         pass
     # Two builds on this machine needing the same new image (a CI run's builds at once, two
     # terminals) build it once: the second waits for the first, then finds it.
-    with locks.held(_image_lock(tag), wait=IMAGE_WAIT, name_holder=True,
+    with locks.held(locks.named(f"image-{tag}"), wait=IMAGE_WAIT, name_holder=True,
                     waiting=lambda holder: reporter.info(
                         f"waiting for {holder}, which is building {tag}")):
         try:
             return EngineImage.of(tag, client.images.get(tag))
         except docker.errors.ImageNotFound:
             return _build_image(client, recipe, tag, base, reporter, cpu_shares)
-
-
-def _image_lock(tag: str) -> Path:
-    """A lock file per image tag, in a folder of this user's own."""
-    folder = Path(tempfile.gettempdir()) / f"ninfer-kits-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    return folder / f"image-{hashlib.sha256(tag.encode()).hexdigest()[:16]}.lock"
 
 
 def _build_image(client: Any, recipe: ImageRecipe, tag: str, base: Any, reporter: Reporter,

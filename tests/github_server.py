@@ -82,7 +82,7 @@ MAX_ASSET_SIZE = 2 * GIB  # "Each file included in a release must be under 2 GiB
 HOUR = 3600
 Layout = Literal["ghes", "dotcom"]
 FaultAction = Literal["status", "drop", "secondary_rate_limit", "too_many_requests", "delay",
-                      "apply_then_status", "apply_then_drop"]
+                      "hold", "apply_then_status", "apply_then_drop"]
 SECONDARY_MESSAGE = ("You have exceeded a secondary rate limit. Please wait a few minutes before "
                      "you try again. If you reach out to GitHub Support for help, please include "
                      "the request ID {}.")
@@ -205,6 +205,8 @@ class Fault:
     - "secondary_rate_limit": 403 with GitHub's message and `Retry-After: retry_after`;
     - "too_many_requests": 429 with `Retry-After`;
     - "delay": wait `seconds`, then answer as usual;
+    - "hold": wait until `gate` is set (at most `seconds`), then answer as usual: a client held
+      mid-request for as long as a test needs, however slowly the machine runs;
     - "apply_then_status", "apply_then_drop": do what the request asks, then answer `status`, or
       reset the connection, instead of the real answer.
 
@@ -221,6 +223,7 @@ class Fault:
     after_bytes: int = 0
     starter: bool = True
     message: str | None = None
+    gate: threading.Event | None = None
     seen: int = 0
     fired: int = 0
 
@@ -262,6 +265,9 @@ class Faults:
 
     def delay(self, seconds: float, **match: Any) -> Fault:
         return self.add(Fault("delay", seconds=seconds, **match))
+
+    def hold(self, gate: threading.Event, seconds: float = 120, **match: Any) -> Fault:
+        return self.add(Fault("hold", gate=gate, seconds=seconds, **match))
 
     def apply_then_status(self, status: int = 502, **match: Any) -> Fault:
         return self.add(Fault("apply_then_status", status=status, **match))
@@ -922,6 +928,10 @@ class GitHubServer:
                       detail={"nth": fault.nth, "fired": fault.fired})
             if fault.action == "delay":
                 time.sleep(fault.seconds)
+                fault = None
+            elif fault.action == "hold":
+                assert fault.gate is not None
+                fault.gate.wait(fault.seconds)
                 fault = None
         req.fault = fault
         resp = self._pre_route(req, role, fault)

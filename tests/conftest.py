@@ -65,15 +65,6 @@ SAME_PROCESS = {"test_portable.py": "tests/test_docker.py"}
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`--numprocesses auto`: one process more than the machine has cores. The CPU is busy
-    almost all the run, but not at its end: a module that waits (act's job containers, a
-    server's retry delays, a container starting) then leaves a core idle unless a third
-    process has work for it."""
-    return (os.cpu_count() or 1) + 1
-
-
-@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadfile` with SAME_PROCESS's modules one unit. (pytest-xdist's own grouping,
     `loadgroup`, rewrites node ids, which pytest 9 no longer lets a plugin do.)"""

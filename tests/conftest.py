@@ -220,16 +220,28 @@ def example_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     repository for the whole run (once_per_run), because its path is the kit's upstream_url
     and kits built by different test processes (example_build's and a test's) are compared
     byte for byte."""
+    return _repository_of(tmp_path_factory, ROOT / "examples" / "engine", "ninfer-example")
+
+
+@pytest.fixture(scope="session")
+def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """tests/data/tiny-engine in a git repository (one reproducible commit): an upstream with
+    the example's build interface that compiles in seconds, for the tests whose claim is about
+    what happens around a compile."""
+    return _repository_of(tmp_path_factory, DATA / "tiny-engine", "ninfer-tiny")
+
+
+def _repository_of(factory: pytest.TempPathFactory, source: Path, name: str) -> tuple[Path, str]:
+    """`source` copied into a git repository of that name with one commit, once per run."""
     def make(folder: Path) -> list[str]:
-        repo = folder / "ninfer-example"
-        shutil.copytree(ROOT / "examples" / "engine", repo,
-                        ignore=shutil.ignore_patterns("build", "build-*"))
+        repo = folder / name
+        shutil.copytree(source, repo, ignore=shutil.ignore_patterns("build", "build-*"))
         git("init", "-q", "-b", "main", cwd=repo)
         git("add", "-A", cwd=repo)
-        git("commit", "-q", "-m", "ninfer-example", cwd=repo)
+        git("commit", "-q", "-m", name, cwd=repo)
         return [str(repo), git("rev-parse", "HEAD", cwd=repo)]
 
-    repo, head = once_per_run(tmp_path_factory, "example-repo", make)
+    repo, head = once_per_run(factory, f"{name}-repo", make)
     return Path(repo), head
 
 # Debian roots for verify's tests: session fixtures `roots` and `proc_mounted` (tests/roots.py).

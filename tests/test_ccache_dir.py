@@ -182,15 +182,16 @@ def test_no_host_path_is_bound(engine: Any, toolchain_image: str, run_id: str, t
             volume.remove(force=True)
 
 
-def test_build_with_a_ccache_dir(engine: Any, example_repo: tuple[Path, str], run_id: str,
+def test_build_with_a_ccache_dir(engine: Any, tiny_repo: tuple[Path, str], run_id: str,
                                  tmp_path: Path) -> None:
-    """The command: a cold build from a missing DIR leaves a filled DIR, the runner's, and says
-    how ccache did, in the log and the step summary."""
+    """The command: a cold build (of the tiny engine: the cache's round trip is the claim) from a
+    missing DIR leaves a filled DIR, the runner's, and says how ccache did, in the log and the
+    step summary."""
     folder = tmp_path / "ccache"
     summary = tmp_path / "summary.md"
     done = subprocess.run(
         [sys.executable, "-m", "ninfer_kits", "build", "example", "--builder", "docker",
-         "--matrix", str(ROOT / "matrix.toml"), "--source", str(example_repo[0]),
+         "--matrix", str(ROOT / "matrix.toml"), "--source", str(tiny_repo[0]),
          "--dist", str(tmp_path / "dist"),
          "--cache-dir", str(cache_sharing_environments(tmp_path / "cache")),
          "--ccache-dir", str(folder), "--ccache-max-size", "500M", "--no-portable"],

@@ -44,7 +44,7 @@ class Reproduced:
     """What the module's full repro runs left: the example's, as README shows it; the upstream's
     that embeds HOME; and two --against runs with a --record, as the rebuild workflow's
     reproduce leg runs them: against a kit that differs (the leaky upstream's first kit: the
-    example rebuilt from this checkout cannot match it) and with a rebuild that fails."""
+    tiny engine rebuilt without the leak cannot match it) and with a rebuild that fails."""
 
     example: subprocess.CompletedProcess[str]
     example_place: Path  # its --work is example_place/w
@@ -55,9 +55,11 @@ class Reproduced:
     records: Path  # differs.json and failing.json: the --against runs' records
 
 
-def _leaky_repro(example_repo: Path, place: Path) -> subprocess.CompletedProcess[str]:
+def _leaky_repro(tiny_repo: Path, place: Path) -> subprocess.CompletedProcess[str]:
+    """The tiny engine (what repro reports is the claim, not the compile), its build info made
+    of $HOME."""
     repo = place / "leaky"
-    shutil.copytree(example_repo, repo)
+    shutil.copytree(tiny_repo, repo)
     cmake = repo / "CMakeLists.txt"
     cmake.write_text(cmake.read_text().replace(
         'set(NINFER_BUILD_INFO "local build"', 'set(NINFER_BUILD_INFO "built in $ENV{HOME}"', 1))
@@ -85,9 +87,10 @@ def _broken_copy(example_repo: Path, place: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reproduced(example_repo: tuple[Path, str],
+def reproduced(example_repo: tuple[Path, str], tiny_repo: tuple[Path, str],
                tmp_path_factory: pytest.TempPathFactory) -> Reproduced:
-    """The module's repro runs that build the example in full (five cold builds), two at a time
+    """The module's repro runs (two cold builds of the example, three of the tiny engine), two
+    at a time
     (repro's first build runs at -j1, so one alone leaves a core idle; running beside another
     build changes none of the conditions each repro sets and compares): the example's repro
     beside the leaky upstream's, then the --against runs, which need their kits. Every build
@@ -98,11 +101,13 @@ def reproduced(example_repo: tuple[Path, str],
     with ThreadPoolExecutor(2) as pool:
         example = pool.submit(repro, "--work", str(example_place / "w"), "--json", cwd=ROOT,
                               matrix=None)
-        leaky = pool.submit(_leaky_repro, example_repo[0], leaky_place)
+        leaky = pool.submit(_leaky_repro, tiny_repo[0], leaky_place)
         done, leaked = example.result(), leaky.result()
         built = leaky_place / "w" / "a" / "dist"
         theirs = next(built.iterdir()) if built.is_dir() else None
-        differs = pool.submit(_against, theirs, records, "differs") if theirs else None
+        # (the tiny engine without the leak: its rebuild cannot match the leaky kit either)
+        differs = pool.submit(_against, theirs, records, "differs", "--source",
+                              str(tiny_repo[0])) if theirs else None
         broken = _broken_copy(example_repo[0], records)
         ours = example_place / "w" / "a" / "dist"
         kit = next(ours.iterdir()) if ours.is_dir() else theirs or records

@@ -926,12 +926,8 @@ class GitHubServer:
         if fault is not None:
             self._log("fault", fault.action, method=method, path=path,
                       detail={"nth": fault.nth, "fired": fault.fired})
-            if fault.action == "delay":
-                time.sleep(fault.seconds)
-                fault = None
-            elif fault.action == "hold":
-                assert fault.gate is not None
-                fault.gate.wait(fault.seconds)
+            if fault.action in ("delay", "hold"):  # a delay: a hold whose gate never opens
+                (fault.gate or threading.Event()).wait(fault.seconds)
                 fault = None
         req.fault = fault
         resp = self._pre_route(req, role, fault)

@@ -244,8 +244,9 @@ def _repository_of(factory: pytest.TempPathFactory, source: Path, name: str) -> 
     repo, head = once_per_run(factory, f"{name}-repo", make)
     return Path(repo), head
 
-# Debian roots for verify's tests: session fixtures `roots` and `proc_mounted` (tests/roots.py).
-from roots import proc_mounted, roots  # noqa: E402, F401
+# Debian roots for verify's tests: session fixtures `roots`, `old_roots` and `proc_mounted`
+# (tests/roots.py).
+from roots import old_roots, proc_mounted, roots  # noqa: E402, F401
 
 
 def local_example_build(place: Path, *args: str) -> subprocess.CompletedProcess[str]:

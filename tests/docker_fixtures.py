@@ -312,7 +312,9 @@ def _prebuild(prebuild: Prebuild) -> None:
 
 VERIFY_ROOTS = {
     # The runtime libraries a kit of each suite links (FFmpeg, libcurl, libstdc++): roots the
-    # resolver is checked against, with the real loader as the oracle.
+    # resolver is checked against, with the real loader as the oracle. bullseye's is made only
+    # for test_floor_cmd's check of the Debian 11 facts (the `old_roots` fixture).
+    "bullseye": "libstdc++6 libcurl4 libavformat58 libavcodec58 libavutil56 libswscale5",
     "bookworm": "libstdc++6 libcurl4 libavformat59 libavcodec59 libavutil57 libswscale6",
     "trixie": "libstdc++6 libcurl4t64 libavformat61 libavcodec61 libavutil59 libswscale8",
 }
@@ -478,6 +480,7 @@ def _act_setup() -> object:
 # thread made, or wait for it (each holds a lock per thing it makes).
 PREPARATIONS: dict[str, Any] = {
     "verify-roots": lambda: [export_root(suite, ROOTS_CACHE) for suite in ("bookworm", "trixie")],
+    "verify-root:bullseye": lambda: export_root("bullseye", ROOTS_CACHE),
     **{f"minbase-root:{suite}": (lambda suite=suite: bare_root(suite, ROOTS_CACHE))
        for suite in ("bullseye", "bookworm", "trixie")},
     "python-minbase": lambda: ensure_base_image(PYTHON_MINBASE, "trixie", include="python3"),

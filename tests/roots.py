@@ -1,6 +1,7 @@
 """Debian roots for verify's tests (bookworm and trixie minbase with the runtime libraries kits
 link), made once and kept in .cache/roots/, and /proc mounted in them while a test runs: the
-loader needs /proc to expand $ORIGIN in a program's RUNPATH."""
+loader needs /proc to expand $ORIGIN in a program's RUNPATH. A bullseye one, made the same way,
+for the tests that read an older release's files (`old_roots`)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from docker_fixtures import ensure_engine, export_root, process_lock
-from tools import ROOT, missing
+from docker_fixtures import ROOTS_CACHE, ensure_engine, export_root, process_lock
+from tools import missing
 
 
 @pytest.fixture(scope="session")
@@ -23,8 +24,16 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     ensure_engine()
     if shutil.which("chroot") is None:
         missing("chroot (coreutils)")
-    cache = ROOT / ".cache" / "roots"
-    return {suite: export_root(suite, cache) for suite in ("bookworm", "trixie")}
+    return {suite: export_root(suite, ROOTS_CACHE) for suite in ("bookworm", "trixie")}
+
+
+@pytest.fixture(scope="session")
+def old_roots() -> dict[str, Path]:
+    """Roots of releases older than those verify's tests run in, made the same way and only
+    when a test asks: bullseye's, for the Debian 11 facts of distros.toml (test_floor_cmd).
+    No /proc is mounted in them."""
+    ensure_engine()
+    return {"bullseye": export_root("bullseye", ROOTS_CACHE)}
 
 
 @pytest.fixture()

@@ -47,6 +47,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends curl nasm xz-utils \
  && rm -rf /var/lib/apt/lists/*
 COPY context/sysroot/compiler /opt/ninfer-kits/bin/gcc
+COPY context/sysroot/glibc-2.28.h /opt/ninfer-kits/include/glibc-2.28.h
 RUN ln /opt/ninfer-kits/bin/gcc /opt/ninfer-kits/bin/cc \
  && ln /opt/ninfer-kits/bin/gcc /opt/ninfer-kits/bin/g++ \
  && ln /opt/ninfer-kits/bin/gcc /opt/ninfer-kits/bin/c++
@@ -85,11 +86,11 @@ ENV PATH=/opt/ninfer-kits/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin
 FROM toolchain AS labels-13.0
 LABEL org.ninfer-kits.toolchain=bullseye-sysroot-cuda130 \
       org.ninfer-kits.cuda=13.0.88 \
-      org.ninfer-kits.glibc-floor=2.31
+      org.ninfer-kits.glibc-floor=2.28
 
 FROM toolchain AS labels-13.1
 LABEL org.ninfer-kits.toolchain=bullseye-sysroot-cuda131 \
       org.ninfer-kits.cuda=13.1.115 \
-      org.ninfer-kits.glibc-floor=2.31
+      org.ninfer-kits.glibc-floor=2.28
 
 FROM labels-${CUDA_WHEELS}

@@ -11,8 +11,14 @@ mkdir -p "$build/libstdc++-v3" "$build/libgcc"
 # decides there are no threads and builds a libstdc++ without std::thread and std::mutex.
 cp "$src/libgcc/gthr-posix.h" "$build/libgcc/gthr-default.h"
 cd "$build/libstdc++-v3"
-flags="--sysroot=$SYSROOT -B$SYSROOT/usr/lib/$MULTIARCH/"
+flags="--sysroot=$SYSROOT -B$SYSROOT/usr/lib/$MULTIARCH/ -include /opt/ninfer-kits/include/glibc-2.28.h"
 libs="-L$SYSROOT/usr/lib/$MULTIARCH -L$SYSROOT/lib/$MULTIARCH"
+# pthread_cond_clockwait, pthread_mutex_clocklock and pthread_rwlock_clock*lock came with glibc
+# 2.30 and have no older version: a libstdc++ that uses them (in <condition_variable>, <mutex>
+# and <shared_mutex>, inline in the kit's own code too) raises every kit's floor to 2.30. Told
+# they are missing, it waits on CLOCK_REALTIME as it does on older glibc.
+export glibcxx_cv_PTHREAD_COND_CLOCKWAIT=no glibcxx_cv_PTHREAD_MUTEX_CLOCKLOCK=no \
+    glibcxx_cv_PTHREAD_RWLOCK_CLOCKLOCK=no
 CC="gcc-14 $flags" CXX="g++-14 $flags -nostdinc++" CFLAGS=-O2 CXXFLAGS=-O2 LDFLAGS="$libs" \
     "$src/libstdc++-v3/configure" --host=$MULTIARCH --build=$MULTIARCH --prefix="$STDCXX" \
     --disable-multilib --disable-nls --disable-libstdcxx-pch --enable-clocale=gnu --enable-tls \
@@ -20,6 +26,8 @@ CC="gcc-14 $flags" CXX="g++-14 $flags -nostdinc++" CFLAGS=-O2 CXXFLAGS=-O2 LDFLA
     > configure.log 2>&1 || { tail -40 configure.log; exit 1; }
 grep -q '^#define _GLIBCXX_HAS_GTHREADS 1' config.h \
     || { echo "libstdc++: configure found no threads" >&2; exit 1; }
+! grep -E '^#define _GLIBCXX_USE_PTHREAD_(COND_CLOCKWAIT|MUTEX_CLOCKLOCK|RWLOCK_CLOCKLOCK)' config.h \
+    || { echo "libstdc++: configure still uses glibc 2.30's clock functions" >&2; exit 1; }
 make -j"$JOBS" > make.log 2>&1 || { tail -40 make.log; exit 1; }
 make install DESTDIR="$WORK/stage" > install.log 2>&1 || { tail -40 install.log; exit 1; }
 rm -rf "$WORK/stage$STDCXX/share" "$WORK/stage$STDCXX"/lib/*.la "$WORK/stage$STDCXX"/lib/*.py

@@ -18,7 +18,7 @@
 #            with `ldd` showing where each library comes from. The device tool carries 64 MiB at
 #            most, so it travels as its tar stream in xz; run checks that stream's sha256
 #            against the one `gzip -dc` of the published .tar.gz gave here.
-#   sysroot  the portable tarball of `example-glibc231` (the glibc 2.31 toolchain), checked and
+#   sysroot  the portable tarball of `example-glibc228` (the glibc 2.31 toolchain), checked and
 #            run as `portable` is: GPU_CHECK_KITS=sysroot runs it alone.
 # run prints, for each kit, verify's table and exit status, then what `kit/bin/ninfer` does (it
 # runs every example kernel when a GPU is there); then which of them `fetch --auto --dry-run`
@@ -74,11 +74,11 @@ pack_portable() {  # NAME TARBALL: its tar stream in xz, and the sha256s run che
     sha256sum "$tarball" | sed "s|$(dirname "$tarball")/||" >"$work/kits/$name.tar.gz.sha256"
 }
 
-prepare_sysroot() {  # the portable kit of example-glibc231, beside what prepare made
+prepare_sysroot() {  # the portable kit of example-glibc228, beside what prepare made
     local python="${PYTHON:-python3}" tarball
     mkdir -p "$work/kits" "$work/build"
     (cd "$work" && NINFER_KITS_NO_SOURCES="${NINFER_KITS_NO_SOURCES:-1}" \
-        "$python" -m ninfer_kits build example-glibc231 --builder docker \
+        "$python" -m ninfer_kits build example-glibc228 --builder docker \
         --matrix "$here/matrix.toml" --dist "$work/build/sysroot-dist" \
         --cache-dir "$work/build/sysroot-cache")
     tarball="$(find "$work/build/sysroot-dist" -name '*-portable.tar.gz')"

@@ -122,7 +122,7 @@ def test_production_has_exactly_its_entries(production: Matrix) -> None:
     assert production.schema == 1
     assert list(production.upstreams) == ["ninfer", "ninfer-3090", "ninfer-all", "example"]
     assert list(production.toolchains) == ["ubuntu2404-cuda131", "trixie-cuda130",
-                                           "trixie-cuda131", "bullseye-sysroot-cuda130"]
+                                           "bullseye-sysroot-cuda130", "bullseye-sysroot-cuda131"]
     assert [(k.id, k.upstream.repository, k.arch) for k in production.kits.values()] == [
         ("ninfer-sm120a", "Neroued/ninfer", "sm_120a"),
         ("ninfer-3090-sm86", "Don-Chad/ninfer-3090", "sm_86"),
@@ -131,7 +131,7 @@ def test_production_has_exactly_its_entries(production: Matrix) -> None:
         ("ninfer-all-sm120a", "iamwavecut/ninfer-all", "sm_120a"),
         ("example", "ninfer-kits/example-engine", "sm_86"),
         ("example-sm120a", "ninfer-kits/example-engine", "sm_120a"),
-        ("example-glibc231", "ninfer-kits/example-engine", "sm_86"),
+        ("example-glibc228", "ninfer-kits/example-engine", "sm_86"),
         ("example-jit", "ninfer-kits/example-engine", "sm_86"),
     ]
 
@@ -155,7 +155,7 @@ def test_production_5090_kit_renders_with_a_full_sha(production: Matrix) -> None
     facts = RevisionFacts(revision=FULL_5090_SHA)
     assert kit.render_tag(facts) == "rtx5090-linux-sm120a-feaf4dd0"
     assert kit.render_asset(facts) == "ninfer-5090-kit-feaf4dd0983f-sm120a.tar.gz"
-    assert kit.toolchain.cuda.parts == (13, 1, 2)
+    assert kit.toolchain.cuda.parts == (13, 1, 115)
 
 
 def test_production_ninfer_all_waits_for_a_build(production: Matrix) -> None:
@@ -331,19 +331,34 @@ def test_toolchain_glibc_floor(tmp_path: Path) -> None:
     assert load_matrix(matrix).toolchain("tc").glibc_floor == "2.31"
 
 
-def test_production_trixie_toolchains(production: Matrix) -> None:
+def test_production_debian_toolchains(production: Matrix) -> None:
     ffmpeg7 = ("libavformat61", "libavcodec61", "libavutil59", "libswscale8")
     for name, wheels, cuda in (("trixie-cuda130", "13.0", (13, 0, 88)),
-                               ("trixie-cuda131", "13.1", (13, 1, 115))):
+                               ("bullseye-sysroot-cuda130", "13.0", (13, 0, 88)),
+                               ("bullseye-sysroot-cuda131", "13.1", (13, 1, 115))):
         toolchain = production.toolchain(name)
         assert toolchain.cuda.parts == cuda
         assert toolchain.build_args == toolchain.runtime_build_args == (("CUDA_WHEELS", wheels),)
         assert toolchain.runtime_packages == ffmpeg7
     kit = production.kit("example-sm120a")
-    assert (kit.arch, kit.toolchain.id) == ("sm_120a", "trixie-cuda131")
+    assert (kit.arch, kit.toolchain.id, kit.portable) == ("sm_120a", "bullseye-sysroot-cuda131",
+                                                          True)
     assert kit.render_asset(RevisionFacts(version="0.3.0")) == (
         "ninfer-example-kit-v0.3.0-sm120a.tar.gz")
     assert production.toolchain("ubuntu2404-cuda131").build_args == ()
+
+
+def test_production_kits_build_on_the_portable_toolchains(production: Matrix) -> None:
+    """Every kit of the three upstreams is portable and built on a sysroot toolchain of glibc
+    floor 2.28 whose CUDA meets the upstream's min_cuda; no kit uses the Ubuntu toolchain."""
+    upstream_kits = [kit for kit in production.kits.values() if kit.upstream.id != "example"]
+    assert {kit.upstream.id for kit in upstream_kits} == {"ninfer", "ninfer-3090", "ninfer-all"}
+    for kit in upstream_kits:
+        assert kit.portable, kit.id
+        assert kit.toolchain.id.startswith("bullseye-sysroot-"), kit.id
+        assert kit.toolchain.glibc_floor == "2.28", kit.id
+    assert all(kit.toolchain.id != "ubuntu2404-cuda131" for kit in production.kits.values())
+    assert production.kit("ninfer-sm120a").toolchain.id == "bullseye-sysroot-cuda131"
 
 
 def test_dockerfiles_beside_the_matrix_else_shipped(

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = ROOT / "matrix.toml"
 KITS = ("ninfer-sm120a", "ninfer-3090-sm86", "ninfer-all-sm86", "ninfer-all-sm89",
-        "ninfer-all-sm120a", "example", "example-sm120a", "example-glibc231",
+        "ninfer-all-sm120a", "example", "example-sm120a", "example-glibc228",
         "example-jit")
 
 
@@ -61,19 +61,19 @@ def test_json_has_every_field() -> None:
     assert kit["upstream"]["version"] == "0.6.1-rtx3090"
     assert kit["upstream"]["cmake_options"] == [["CMAKE_BUILD_TYPE", "Release"]]
     assert kit["toolchain"] == {
-        "id": "ubuntu2404-cuda131", "cuda": "13.1.2",
-        "dockerfile": "dockerfiles/toolchain-cuda-ubuntu.Dockerfile",
-        "dockerfile_path": str(ROOT / "dockerfiles/toolchain-cuda-ubuntu.Dockerfile"),
-        "base_image": "nvidia/cuda:13.1.2-devel-ubuntu24.04",
-        "build_args": {},
-        "runtime_dockerfile": "dockerfiles/runtime-ubuntu.Dockerfile",
-        "runtime_dockerfile_path": str(ROOT / "dockerfiles/runtime-ubuntu.Dockerfile"),
-        "runtime_base_image": "nvidia/cuda:13.1.2-runtime-ubuntu24.04",
-        "runtime_build_args": {},
-        "runtime_packages": [],
+        "id": "bullseye-sysroot-cuda130", "cuda": "13.0.88",
+        "dockerfile": "dockerfiles/toolchain-sysroot-debian.Dockerfile",
+        "dockerfile_path": str(ROOT / "dockerfiles/toolchain-sysroot-debian.Dockerfile"),
+        "base_image": "ninfer-kits/debian-trixie-base:local",
+        "build_args": {"CUDA_WHEELS": "13.0"},
+        "runtime_dockerfile": "dockerfiles/runtime-wheels-debian.Dockerfile",
+        "runtime_dockerfile_path": str(ROOT / "dockerfiles/runtime-wheels-debian.Dockerfile"),
+        "runtime_base_image": "ninfer-kits/debian-trixie-minbase:local",
+        "runtime_build_args": {"CUDA_WHEELS": "13.0"},
+        "runtime_packages": ["libavformat61", "libavcodec61", "libavutil59", "libswscale8"],
     }
     cuda131 = kits["example-sm120a"]["toolchain"]
-    assert (cuda131["id"], cuda131["cuda"]) == ("trixie-cuda131", "13.1.115")
+    assert (cuda131["id"], cuda131["cuda"]) == ("bullseye-sysroot-cuda131", "13.1.115")
     assert cuda131["build_args"] == cuda131["runtime_build_args"] == {"CUDA_WHEELS": "13.1"}
     assert cuda131["runtime_packages"] == ["libavformat61", "libavcodec61", "libavutil59",
                                            "libswscale8"]
@@ -93,7 +93,7 @@ def test_github_is_one_line_for_a_job_matrix() -> None:
     include = json.loads(run.stdout)["include"]
     assert len(include) == len(KITS) == 9
     assert include[1] == {"kit": "ninfer-3090-sm86", "upstream": "ninfer-3090", "arch": "sm_86",
-                          "toolchain": "ubuntu2404-cuda131", "card": "RTX 3090"}
+                          "toolchain": "bullseye-sysroot-cuda130", "card": "RTX 3090"}
 
 
 def test_filter_by_kit() -> None:
@@ -127,7 +127,7 @@ def test_unknown_kit_suggests_and_exits_2() -> None:
          "[toolchains.ubuntu2404-cuda131] key 'runtime_dockerfile': Dockerfile "
          "'dockerfiles/runtime-ubunt.Dockerfile' not found: looked for "),
         ('\nbuild_args = { CUDA_WHEELS = "13.1" }', '\nbuild_args = { BASE_IMAGE = "debian" }',
-         "BASE_IMAGE", "[toolchains.trixie-cuda131.build_args] key 'BASE_IMAGE': BASE_IMAGE is "
+         "BASE_IMAGE", "[toolchains.bullseye-sysroot-cuda131.build_args] key 'BASE_IMAGE': BASE_IMAGE is "
          "set from 'base_image'; remove it here"),
     ],
 )
@@ -163,7 +163,7 @@ def test_a_matrix_elsewhere_uses_the_shipped_dockerfiles(tmp_path: Path) -> None
     assert (run.returncode, run.stderr) == (0, "")
     toolchain = json.loads(run.stdout)["kits"][0]["toolchain"]
     assert toolchain["dockerfile_path"] == str(
-        ROOT / "dockerfiles/toolchain-wheels-debian.Dockerfile")
+        ROOT / "dockerfiles/toolchain-sysroot-debian.Dockerfile")
     assert toolchain["runtime_dockerfile_path"] == str(
         ROOT / "dockerfiles/runtime-wheels-debian.Dockerfile")
     assert toolchain["runtime_build_args"] == {"CUDA_WHEELS": "13.1"}

@@ -127,16 +127,18 @@ def engine() -> str:
     return ensure_engine()
 
 
-def project_with(tmp_path: Path, old: str, new: str) -> Path:
-    """This project's matrix (one text replaced), recipe and Dockerfiles in a folder of the
-    test's own; returns the matrix file."""
+def project_with(tmp_path: Path, old: str, new: str, *more: tuple[str, str]) -> Path:
+    """This project's matrix (texts replaced: old by new, then each pair of `more`), recipe and
+    Dockerfiles in a folder of the test's own; returns the matrix file."""
     project = tmp_path / "project"
     (project / "build").mkdir(parents=True)
     shutil.copy(ROOT / "build" / "recipe.py", project / "build" / "recipe.py")
     shutil.copytree(ROOT / "dockerfiles", project / "dockerfiles")
     text = MATRIX.read_text()
-    assert old in text
-    (project / "matrix.toml").write_text(text.replace(old, new))
+    for before, after in ((old, new), *more):
+        assert before in text, before
+        text = text.replace(before, after)
+    (project / "matrix.toml").write_text(text)
     return project / "matrix.toml"
 
 
@@ -149,11 +151,15 @@ def build_in_docker(kit: str, matrix: Path, tmp_path: Path, engine: str
 
 def test_a_missing_cuda_base_image_points_to_the_toolchains_that_build_anywhere(
         engine: str, tmp_path: Path) -> None:
-    # The production toolchain's base, under a tag of this test's own that no engine has and
-    # no registry serves.
+    # The Ubuntu toolchain's base, under a tag of this test's own that no engine has and no
+    # registry serves, as the toolchain of two production kits.
     base = f"nvidia/cuda:13.1.2-devel-ubuntu24.04-{uuid.uuid4().hex[:12]}"
     matrix = project_with(tmp_path, 'base_image = "nvidia/cuda:13.1.2-devel-ubuntu24.04"',
-                          f'base_image = "{base}"')
+                          f'base_image = "{base}"', *(
+                              (f'arch = "{arch}"\ntoolchain = "{toolchain}"',
+                               f'arch = "{arch}"\ntoolchain = "ubuntu2404-cuda131"')
+                              for arch, toolchain in (("sm_120a", "bullseye-sysroot-cuda131"),
+                                                      ("sm_86", "bullseye-sysroot-cuda130"))))
     done = build_in_docker("ninfer-3090-sm86", matrix, tmp_path, engine)
     assert done.returncode == 3
     line = error_line(done)
@@ -163,13 +169,13 @@ def test_a_missing_cuda_base_image_points_to_the_toolchains_that_build_anywhere(
                          "reachable (no Debian root made by scripts/make-base-image.sh stands in "
                          "for it), or build kit ninfer-3090-sm86 with a toolchain of the matrix "
                          "that builds anywhere (Debian packages and NVIDIA's PyPI wheels): "
-                         "trixie-cuda130 (CUDA 13.0.88), trixie-cuda131 (CUDA 13.1.115) or "
-                         "bullseye-sysroot-cuda130 (CUDA 13.0.88), as its toolchain in "
+                         "trixie-cuda130 (CUDA 13.0.88), bullseye-sysroot-cuda130 (CUDA 13.0.88) "
+                         "or bullseye-sysroot-cuda131 (CUDA 13.1.115), as its toolchain in "
                          "[kits.ninfer-3090-sm86]"), line
     # A kit whose upstream needs CUDA 13.1 is offered only the toolchain that has it.
     done = build_in_docker("ninfer-sm120a", matrix, tmp_path, engine)
     assert done.returncode == 3
-    assert error_line(done).endswith(": trixie-cuda131 (CUDA 13.1.115), as its toolchain in "
+    assert error_line(done).endswith(": bullseye-sysroot-cuda131 (CUDA 13.1.115), as its toolchain in "
                                      "[kits.ninfer-sm120a]")
 
 

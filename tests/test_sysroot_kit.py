@@ -1,6 +1,6 @@
 """The portable toolchain (matrix toolchain `bullseye-sysroot-cuda130`,
 dockerfiles/toolchain-sysroot-debian.Dockerfile), end to end: the example kit built in it
-(`example-glibc231`) with the docker builder, twice cold, and what it must show:
+(`example-glibc228`) with the docker builder, twice cold, and what it must show:
 
 - its glibc floor is at most the toolchain's (2.31): `inspect` and `verify` say so, and `floor`
   says every distribution it knows whose glibc is that new (Ubuntu 20.04 and 22.04, Debian 11 and
@@ -51,7 +51,7 @@ from docker_fixtures import Run, bare_root, build, prebuild_toolchain_image
 from oracles import readelf
 from tools import ROOT, sha256_of
 
-KIT = "example-glibc231"
+KIT = "example-glibc228"
 TOOLCHAIN = "bullseye-sysroot-cuda130"
 pytestmark = [pytest.mark.slow, pytest.mark.prebuilt_toolchain(TOOLCHAIN),
               pytest.mark.prepared("minbase-root:bullseye", "minbase-root:bookworm")]

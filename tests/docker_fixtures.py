@@ -16,6 +16,7 @@ Images (all local, no registry involved):
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import hashlib
@@ -267,6 +268,11 @@ class Prebuild:
 
 
 _prebuilds: dict[str, Prebuild] = {}
+# One background build per Dockerfile at a time: the portable toolchains for CUDA 13.0 and 13.1
+# share their longest stage (the sysroot's libraries), which the second then finds in the
+# engine's build cache instead of compiling it beside the first.
+_dockerfile_locks: collections.defaultdict[str, threading.Lock] = collections.defaultdict(
+    threading.Lock)
 
 
 def prebuild_toolchain_image(toolchain: str, logs: Path = PREBUILD_LOGS) -> Prebuild:
@@ -300,7 +306,8 @@ def _prebuild(prebuild: Prebuild) -> None:
         assert toolchain.base_image == BASE_IMAGE, toolchain.base_image  # the one made here
         ensure_base_image(BASE_IMAGE)
         client = docker.from_env(environment=_docker_env(), timeout=3600)
-        with prebuild.log.open("a", encoding="utf-8") as log:
+        with _dockerfile_locks[str(toolchain.dockerfile_path)], \
+                prebuild.log.open("a", encoding="utf-8") as log:
             image = ensure_image(client, ImageRecipe.toolchain_image(toolchain),
                                  Reporter(log, mode="plain"), cpu_shares=PREBUILD_CPU_SHARES)
         prebuild.tag = image.tag

@@ -15,11 +15,8 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 # CUDA's static runtime for every program (nvcc's own default, and NVIDIA's EULA lets a program
 # carry it): CUDA::cudart, which projects link by name, is libcudart_static.a, and CMake's own
 # runtime choice for CUDA targets is the same. A portable kit then carries no libcudart.so: CUDA
-# 13.1's needs libstdc++.so.6 and libgcc_s.so.1, has no RUNPATH and may not be edited. The
-# static runtime calls dlopen and shm_open, which glibc 2.31 keeps in libdl and librt.
+# 13.1's needs libstdc++.so.6 and libgcc_s.so.1, has no RUNPATH and may not be edited. (What
+# the static runtime needs, libdl and librt of glibc 2.31, CMake's CUDA::cudart brings.)
 set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
 set(CUDA_cudart_LIBRARY /opt/sysroot/usr/local/cuda/lib/libcudart_static.a
     CACHE FILEPATH "CUDA's runtime: the static library (the bullseye-sysroot toolchain)")
-foreach(language C CXX CUDA)
-  set(CMAKE_${language}_STANDARD_LIBRARIES "-ldl -lrt" CACHE STRING "glibc 2.31's libdl and librt")
-endforeach()

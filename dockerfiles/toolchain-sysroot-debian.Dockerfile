@@ -68,6 +68,9 @@ COPY --from=cuda-wheels /usr/local/cuda-${CUDA_WHEELS} /usr/local/cuda-${CUDA_WH
 COPY --from=sysroot /opt /opt
 COPY context/sysroot/toolchain.cmake /opt/ninfer-kits/toolchain.cmake
 COPY context/sysroot/toolchain.toml /etc/ninfer-kits/toolchain.toml
+COPY context/sysroot/LICENSE /opt/ninfer-kits/share/doc/ninfer-kits/LICENSE
+COPY context/sysroot/glibc-floor-record.sh /opt/ninfer-kits/build/
+RUN bash /opt/ninfer-kits/build/glibc-floor-record.sh
 # The toolkit inside the sysroot as well (absolute links: the image's own), so that CMake's
 # find_package(CUDAToolkit) finds it where the toolchain file lets it look.
 RUN ln -s cuda-${CUDA_WHEELS} /usr/local/cuda \

@@ -567,6 +567,20 @@ def test_the_version_must_match_the_matrix(origin: Origin, cache: Path, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "ok", "origin"]
 
 
+def test_the_version_is_the_pinned_revisions(origin: Origin, cache: Path,
+                                             tmp_path: Path) -> None:
+    """matrix.toml's version holds for its pinned revision, given in full or short; another
+    revision (--revision, as a maintainer trying an upstream patch) has its own VERSION's."""
+    upstream = make_upstream(origin.file_url, revision=origin.first[:8], version="0.1.0")
+    assert fetch(upstream, cache, tmp_path / "pinned").version == "0.1.0"
+    assert fetch(upstream, cache, tmp_path / "full", revision=origin.first).version == "0.1.0"
+    other = fetch(upstream, cache, tmp_path / "other", revision=origin.second[:10])
+    assert (other.revision, other.version) == (origin.second, "0.2.0")
+    wrong = replace(upstream, version="0.6.1-rtx3090")
+    with pytest.raises(CheckFailed, match="is '0.1.0', matrix.toml expects '0.6.1-rtx3090'"):
+        fetch(wrong, cache, tmp_path / "bad", revision=origin.first.upper())
+
+
 def test_a_missing_version_file_names_file_and_revision(
     origin: Origin, cache: Path, tmp_path: Path
 ) -> None:

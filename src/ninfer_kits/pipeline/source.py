@@ -74,7 +74,15 @@ def fetch_source(
     _check_dest(dest)
     wanted = _wanted_revision(upstream, revision)
     with resolved(upstream, cache_dir=cache_dir, wanted=wanted, log=say) as found:
+        if revision is not None and not _is_pinned(upstream, found.sha):
+            # matrix.toml's version is that of the revision it builds: another one (--revision,
+            # as a maintainer trying an upstream patch) has the version its own file says.
+            upstream = replace(upstream, version=None)
         return _export_tree(upstream, found, dest=dest, log=say)
+
+
+def _is_pinned(upstream: Upstream, sha: str) -> bool:
+    return upstream.revision is not None and sha.startswith(upstream.revision.lower())
 
 
 def resolve_revision(

@@ -32,7 +32,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         + " (default: local)")
     parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                         help="parallel compile jobs, 1 or more (default: from cores and memory)")
-    parser.add_argument("--revision", help="build this revision instead of the pinned one (its version is what its version file says, not matrix.toml's)")
+    parser.add_argument("--revision", help="build this revision instead of the pinned one (its "
+                        "version is what its version file says, not matrix.toml's)")
     parser.add_argument("--source", dest="source_url", metavar="URL",
                         help="fetch the upstream from here instead (a fork, a local checkout)")
     parser.add_argument("--dist", type=Path, default=Path("dist"),

@@ -127,8 +127,8 @@ def test_unknown_kit_suggests_and_exits_2() -> None:
          "[toolchains.ubuntu2404-cuda131] key 'runtime_dockerfile': Dockerfile "
          "'dockerfiles/runtime-ubunt.Dockerfile' not found: looked for "),
         ('\nbuild_args = { CUDA_WHEELS = "13.1" }', '\nbuild_args = { BASE_IMAGE = "debian" }',
-         "BASE_IMAGE", "[toolchains.bullseye-sysroot-cuda131.build_args] key 'BASE_IMAGE': BASE_IMAGE is "
-         "set from 'base_image'; remove it here"),
+         "BASE_IMAGE", "[toolchains.bullseye-sysroot-cuda131.build_args] key 'BASE_IMAGE': "
+         "BASE_IMAGE is set from 'base_image'; remove it here"),
     ],
 )
 def test_bad_matrix_is_one_line_and_exit_2(tmp_path: Path, old: str, new: str, line_text: str,

@@ -175,8 +175,8 @@ def test_a_missing_cuda_base_image_points_to_the_toolchains_that_build_anywhere(
     # A kit whose upstream needs CUDA 13.1 is offered only the toolchain that has it.
     done = build_in_docker("ninfer-sm120a", matrix, tmp_path, engine)
     assert done.returncode == 3
-    assert error_line(done).endswith(": bullseye-sysroot-cuda131 (CUDA 13.1.115), as its toolchain in "
-                                     "[kits.ninfer-sm120a]")
+    assert error_line(done).endswith(": bullseye-sysroot-cuda131 (CUDA 13.1.115), as its "
+                                     "toolchain in [kits.ninfer-sm120a]")
 
 
 def test_a_missing_debian_base_image_is_made_by_make_base_image(engine: str,

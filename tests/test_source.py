@@ -577,7 +577,7 @@ def test_the_version_is_the_pinned_revisions(origin: Origin, cache: Path,
     other = fetch(upstream, cache, tmp_path / "other", revision=origin.second[:10])
     assert (other.revision, other.version) == (origin.second, "0.2.0")
     wrong = replace(upstream, version="0.6.1-rtx3090")
-    with pytest.raises(CheckFailed, match="is '0.1.0', matrix.toml expects '0.6.1-rtx3090'"):
+    with pytest.raises(CheckFailed, match=r"is '0\.1\.0', matrix\.toml expects '0\.6\.1-rtx3090'"):
         fetch(wrong, cache, tmp_path / "bad", revision=origin.first.upper())
 
 

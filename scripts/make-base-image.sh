@@ -116,11 +116,14 @@ if [[ -z "$mirror" ]]; then
 fi
 mirror="${mirror%/}"
 
-if ! command -v debootstrap >/dev/null 2>&1; then
-    log "installing debootstrap with apt"
+# Debian's keyring too: an Ubuntu host (a GitHub-hosted runner) has debootstrap's scripts for
+# Debian's suites but not the keys they check the archive with.
+if ! command -v debootstrap >/dev/null 2>&1 \
+        || [[ ! -f /usr/share/keyrings/debian-archive-keyring.gpg ]]; then
+    log "installing debootstrap and debian-archive-keyring with apt"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2
-    apt-get install -y -qq --no-install-recommends debootstrap >&2
+    apt-get install -y -qq --no-install-recommends debootstrap debian-archive-keyring >&2
 fi
 
 workdir="$(mktemp -d /var/tmp/ninfer-kits-base.XXXXXX)"

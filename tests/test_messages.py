@@ -259,3 +259,28 @@ def test_an_unknown_option_before_the_command_is_the_top_parsers(tmp_path: Path)
     assert done.returncode == 2
     assert error_line(done) == "ninfer-kits: error: unrecognized arguments: --no-such-option"
     assert done.stderr.startswith("usage: ninfer-kits [-h]"), done.stderr
+
+
+def make_kit_base_images(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "make-kit-base-images.py"),
+                           "--matrix", str(MATRIX), *args],
+                          capture_output=True, text=True, check=False, timeout=600)
+
+
+def test_make_kit_base_images_finds_the_debian_roots_an_engine_has(engine: str) -> None:
+    """rebuild.yml's step before a build: the Debian roots of the kit's toolchain and runtime
+    images, each once, made where missing (here the suite made them: each is found), and no
+    other base (the Ubuntu toolchain's nvidia/cuda, which the build pulls)."""
+    from docker_fixtures import BASE_IMAGE, MINBASE_IMAGE, ensure_base_image
+
+    ensure_base_image(BASE_IMAGE)
+    ensure_base_image(MINBASE_IMAGE, include="")
+    done = make_kit_base_images("example-glibc228", "example-sm120a", "example")
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout.splitlines() == [
+        f"make-kit-base-images: {image} is on the engine already"
+        for image in (BASE_IMAGE, MINBASE_IMAGE)]
+    unknown = make_kit_base_images("example", "no-such-kit")
+    assert unknown.returncode == 2 and unknown.stdout == ""
+    assert unknown.stderr.startswith("make-kit-base-images: unknown kit 'no-such-kit' (known: ")
+    assert "Traceback" not in unknown.stderr and unknown.stderr.count("\n") == 1

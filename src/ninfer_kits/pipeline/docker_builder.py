@@ -20,6 +20,7 @@ import hashlib
 import io
 import os
 import re
+import shlex
 import shutil
 import tarfile
 import tempfile
@@ -463,16 +464,28 @@ def builds_anywhere(build_args: Iterable[tuple[str, str]]) -> bool:
     return any(name == WHEELS_ARG for name, _ in build_args)
 
 
+def debian_root_arguments(recipe: ImageRecipe) -> tuple[str, ...] | None:
+    """scripts/make-base-image.sh's arguments that make the recipe's base image, when it is a
+    plain Debian root (named so, for a Dockerfile that adds CUDA from NVIDIA's PyPI wheels): the
+    image, its suite, and for a runtime image a minbase root (`--include ''`). None for any
+    other base (nvidia/cuda:… carries CUDA; only a registry has it)."""
+    base = recipe.base_image
+    if not (builds_anywhere(recipe.build_args) and "debian" in base.rpartition(":")[0]):
+        return None
+    suite = re.search(r"debian-([a-z]+)", base)
+    return (base, *((suite.group(1),) if suite else ()),
+            *(("--include", "") if recipe.role == "runtime" else ()))
+
+
 def _base_missing(recipe: ImageRecipe, cause: str, kit: str, alternatives: Sequence[str]) -> str:
     base = recipe.base_image
     said = (f"base image {base} (toolchain {recipe.toolchain}) cannot be had: it is not on the "
             f"engine at {engine_address()} and pulling it failed ({cause})")
-    if builds_anywhere(recipe.build_args) and "debian" in base.rpartition(":")[0]:
-        suite = re.search(r"debian-([a-z]+)", base)
-        options = (f" {suite.group(1)}" if suite else "") + \
-            (" --include ''" if recipe.role == "runtime" else "")
+    arguments = debian_root_arguments(recipe)
+    if arguments is not None:
+        shown = " ".join(shlex.quote(argument) for argument in arguments)
         return (f"{said}. It is a plain Debian root (the toolchain's Dockerfile adds CUDA from "
-                f"NVIDIA's PyPI wheels): make it with scripts/make-base-image.sh {base}{options}, "
+                f"NVIDIA's PyPI wheels): make it with scripts/make-base-image.sh {shown}, "
                 f"or docker pull / docker load it where a registry is reachable")
     if alternatives:
         listed = " or ".join(alternatives) if len(alternatives) <= 2 else \

@@ -27,7 +27,8 @@
 # - the same in the Debian 11 root, entered with chroot in a mount namespace of its own (as root,
 #   or as an unprivileged user's namespace), the host's /dev, /proc and /sys bound into it and
 #   the host's driver libraries copied into its /driver (LD_LIBRARY_PATH): its glibc is 2.31;
-#   and `verify --root` of that root.
+#   and `verify --root` of that root. (The host's chroot, started with the same environment,
+#   says it cannot preload /startcuda.so, which is the root's: harmless.)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOLCHAIN_REPOSITORY=ninfer-kits/toolchain-bullseye-sysroot-cuda130
@@ -36,12 +37,16 @@ ROOT_IMAGE=ninfer-kits/debian-bullseye-minbase:local
 usage() { sed -n '8,11p' "$0" >&2; exit 2; }
 
 kernel_of() {  # one kernel of ELF $1: "_Z<n>__device_stub__<name>…" names the stub of "_<name>"
-    nm "$1" | awk '$3 ~ /^_Z[0-9]+__device_stub__/ {
-            s = substr($3, 3); n = s + 0; id = substr(s, length(n "") + 1, n)
-            print "_" substr(id, 16) }' | sort -u \
-        | while read -r kernel; do
-            nm "$1" | awk -v k="$kernel" '$3 == k && ($2 == "t" || $2 == "T") { print k; exit }'
-        done | head -n1
+    local symbols
+    symbols="$(mktemp)"
+    nm "$1" >"$symbols"
+    awk 'NR == FNR { if ($2 == "t" || $2 == "T") function_named[$3] = 1; next }
+         $3 ~ /^_Z[0-9]+__device_stub__/ {
+             s = substr($3, 3); n = s + 0; id = substr(s, length(n "") + 1, n)
+             kernel = "_" substr(id, 16)
+             if (kernel in function_named && !(kernel in seen)) { seen[kernel] = 1; print kernel }
+         }' "$symbols" "$symbols" | sort | awk 'NR == 1'
+    rm -f "$symbols"
 }
 
 prepare() {
@@ -58,9 +63,13 @@ prepare() {
     [[ -n "$image" ]] || { echo "no $TOOLCHAIN_REPOSITORY image on this engine" >&2; exit 1; }
     docker run --rm -v "$here/scripts/startcuda.c:/in/startcuda.c:ro" -v "$work:/out" "$image" \
         gcc -shared -fPIC -O2 -o /out/startcuda.so /in/startcuda.c -ldl
+    # Its folders too, and each path through the real folder (in a merged-/usr root /lib is a
+    # link to usr/lib, which dpkg's list goes through).
     docker run --rm "$ROOT_IMAGE" sh -c \
-        'dpkg -L libc6 | while read -r f; do [ -f "$f" ] || [ -L "$f" ] && echo "${f#/}"; done \
-         | tar -C / -cf - -T - etc/os-release usr/lib/os-release' \
+        'dpkg -L libc6 | grep -vx "/\." | while read -r f; do
+             d="$(readlink -f "$(dirname "$f")")"; echo "${d#/}/$(basename "$f")"; done \
+         | sed "s|^/||" | sort -u | tar -C / --no-recursion -cf - -T - \
+             etc/os-release usr/lib/os-release' \
         | xz -T0 -6 >"$work/bullseye-libc6.tar.xz"
     rm -rf "$work/tmp"
     du -sh "$work"
@@ -114,11 +123,13 @@ run() {
         "$kit/kit/bin/ninfer"
     xz -dc "$work/bullseye-libc6.tar.xz" | tar -C "$root" -x
     mkdir -p "$root/driver" "$root/dev" "$root/proc" "$root/sys" "$root/tmp" "$root/home"
-    cp -a "$kit/kit" "$root/kit" && cp "$work/startcuda.so" "$root/startcuda.so"
+    # where verify --root takes a kit to be inside a root (loader/facts.py KIT_MOUNT)
+    mkdir -p "$root/opt/ninfer-kit"
+    cp -a "$kit/kit" "$root/opt/ninfer-kit/kit" && cp "$work/startcuda.so" "$root/startcuda.so"
     driver_libraries | while read -r library; do cp -a "$library" "$root/driver/"; done
     echo "== the Debian 11 root: $(. "$root/etc/os-release" && echo "$PRETTY_NAME"), $(ls "$root"/lib/x86_64-linux-gnu/libc-*.so 2>/dev/null | xargs -n1 basename); driver: $(ls "$root/driver" | paste -sd' ')"
     echo "== verify --root (the Debian 11 root)"
-    PYTHONPATH="$here/src" "$python" -m ninfer_kits verify "$root/kit" --root "$root" \
+    PYTHONPATH="$here/src" "$python" -m ninfer_kits verify "$kit" --root "$root" \
         --ld-library-path /driver --matrix "$here/matrix.toml" \
         && echo "== verify exit status 0" || echo "== verify exit status $?"
     local enter=(unshare -m) chroot
@@ -127,7 +138,7 @@ run() {
     start "start in the Debian 11 root, empty JIT cache (chroot; env -i; EAGER; launch $kernel)" \
         "${enter[@]}" sh -c 'for d in dev proc sys; do mount --rbind "/$d" "$1/$d"; done
             exec env -i HOME=/home CUDA_MODULE_LOADING=EAGER STARTCUDA_KERNEL="$2" \
-                LD_LIBRARY_PATH=/driver LD_PRELOAD=/startcuda.so "$3" "$1" /kit/bin/ninfer' \
+                LD_LIBRARY_PATH=/driver LD_PRELOAD=/startcuda.so "$3" "$1" /opt/ninfer-kit/kit/bin/ninfer' \
         sh "$root" "$kernel" "$chroot"
 }
 

@@ -362,13 +362,13 @@ def test_base_image_that_cannot_be_had(engine: Any, example_repo: tuple[Path, st
     project = project_copy(tmp_path, ('base_image = "ninfer-kits/debian-trixie-base:local"',
                                       f'base_image = "{base}"'))
     run = build(tmp_path, "example", "--source", str(example_repo[0]), project=project)
-    # Not NVIDIA's name on a Debian root (make-base-image.sh); both wheels toolchains lack the
-    # base here, so neither is offered: the kind of toolchain is.
+    # Not NVIDIA's name on a Debian root (make-base-image.sh); every wheels toolchain lacks the
+    # base here, so none is offered: the kind of toolchain is.
     assert_failed_cleanly(run, 3, f"base image {base} (toolchain trixie-cuda130) cannot be had",
                           "no Debian root made by scripts/make-base-image.sh stands in for it",
                           "or use a toolchain that builds anywhere")
     assert "make-base-image.sh nvidia" not in run.done.stderr
-    assert "trixie-cuda131 (CUDA" not in run.done.stderr
+    assert "bullseye-sysroot-cuda130 (CUDA" not in run.done.stderr
 
 
 def test_compile_failure_in_docker(engine: Any, example_repo: tuple[Path, str], tmp_path: Path,

@@ -11,8 +11,8 @@
 #       carry=[".cache/upstream-gpu/NAME"])
 #
 # prepare (needs a Docker engine with the bullseye-sysroot toolchain image and the bullseye
-# minbase image: the tests make both) puts into .cache/upstream-gpu/NAME/: the tarball as built
-# (run checks its sha256), startcuda.so (scripts/startcuda.c, compiled by the portable toolchain
+# minbase image: the tests make both) puts into .cache/upstream-gpu/NAME/: the tarball's tar
+# stream in xz (run checks its sha256 against the one `gzip -dc` of the tarball gave), startcuda.so (scripts/startcuda.c, compiled by the portable toolchain
 # so that it loads on glibc 2.31), the files of Debian 11's libc6 package (a glibc 2.31 root:
 # nothing else of Debian is needed by a portable kit) and KERNEL, one kernel of the kit's
 # `ninfer` (a name its .symtab has for a kernel's launch stub).
@@ -53,9 +53,12 @@ prepare() {
     local name="$1" tarball="$2" work="$here/.cache/upstream-gpu/$1" image
     [[ -f "$tarball" ]] || { echo "no such tarball: $tarball" >&2; exit 2; }
     rm -rf "$work" && mkdir -p "$work/tmp"
-    cp "$tarball" "$work/kit.tar.gz"
-    sha256sum "$work/kit.tar.gz" | cut -d' ' -f1 >"$work/kit.sha256"
-    echo "$(basename "$tarball")" >"$work/KIT"
+    # Its tar stream in xz (the device tool carries 64 MiB; a 5090 kit's .tar.gz is more), and
+    # that stream's sha256, which run checks: what `gzip -dc` of the tarball as built gives.
+    gzip -dc "$tarball" >"$work/tmp/kit.tar"
+    sha256sum "$work/tmp/kit.tar" | cut -d' ' -f1 >"$work/kit.tar.sha256"
+    xz -T0 -9 -c "$work/tmp/kit.tar" >"$work/kit.tar.xz"
+    echo "$(basename "$tarball") (sha256 $(sha256sum "$tarball" | cut -d' ' -f1))" >"$work/KIT"
     tar -xzf "$tarball" -C "$work/tmp" --wildcards '*/bin/ninfer'
     kernel_of "$(find "$work/tmp" -path '*/bin/ninfer' -type f)" >"$work/KERNEL"
     [[ -s "$work/KERNEL" ]] || { echo "no kernel found in $tarball's ninfer" >&2; exit 1; }
@@ -106,10 +109,11 @@ run() {
     echo "== $name: $(cat "$work/KIT")"
     echo "== host: $( (nvidia-smi --query-gpu=name,compute_cap,driver_version \
         --format=csv,noheader || echo "no GPU") | head -n1); $(. /etc/os-release && echo "$PRETTY_NAME"); $(ldd --version | head -n1)"
-    [[ "$(sha256sum "$work/kit.tar.gz" | cut -d' ' -f1)" == "$(cat "$work/kit.sha256")" ]] \
-        || { echo "the tarball is not the one prepare saw" >&2; exit 1; }
     rm -rf "$kit" "$root" && mkdir -p "$kit" "$root" "$kit-home"
-    tar -xzf "$work/kit.tar.gz" -C "$kit"
+    xz -dc "$work/kit.tar.xz" >"$kit.tar"
+    [[ "$(sha256sum "$kit.tar" | cut -d' ' -f1)" == "$(cat "$work/kit.tar.sha256")" ]] \
+        || { echo "the kit's tar stream is not the one prepare saw" >&2; exit 1; }
+    tar -xf "$kit.tar" -C "$kit" && rm "$kit.tar"
     echo "== verify (this host)"
     PYTHONPATH="$here/src" "$python" -m ninfer_kits verify "$kit" --matrix "$here/matrix.toml" \
         && echo "== verify exit status 0" || echo "== verify exit status $?"

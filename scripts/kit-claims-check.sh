@@ -2,7 +2,7 @@
 # What a kit's BUILDINFO.txt claims, beside what binutils' readelf and NVIDIA's cuobjdump read
 # from its files: for a real upstream's kit, which no test builds (issue 37 item 3).
 #
-# usage: scripts/kit-claims-check.sh KIT-FOLDER [CUOBJDUMP]
+# usage: scripts/kit-claims-check.sh KIT-FOLDER [CUOBJDUMP [ROOT...]]
 #
 # KIT-FOLDER is dist/<tag>/ as `ninfer-kits build` leaves it (both tarballs and BUILDINFO.txt).
 # CUOBJDUMP defaults to the one on PATH; NVIDIA's nvidia-cuda-cuobjdump wheel has one
@@ -11,9 +11,13 @@
 # references (readelf -V) against BUILDINFO's glibc_floor and the floor `ninfer-kits inspect`
 # gives the tarball; the libraries the portable one carries; and for each program the SASS and
 # PTX of its .nv_fatbin (cuobjdump --list-elf / --list-ptx) against BUILDINFO's sass and ptx.
+# Then, in each ROOT (a Debian minbase root folder, as the tests make them in .cache/roots/: no
+# FFmpeg, libcurl, OpenSSL or CUDA there), each program of the portable kit started with
+# `--help` under `env -i` with chroot (as root), by the root's own loader and glibc.
 set -euo pipefail
-folder="${1:?usage: $0 KIT-FOLDER [CUOBJDUMP]}"
+folder="${1:?usage: $0 KIT-FOLDER [CUOBJDUMP [ROOT...]]}"
 cuobjdump="${2:-cuobjdump}"
+roots=("${@:3}")
 info="$folder/BUILDINFO.txt"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -53,4 +57,22 @@ for program in "$work/$(basename "$plain" .tar.gz)"/kit/bin/*; do
         | grep -oE 'compute_[0-9]+[af]?|sm_[0-9]+[af]?' | sort | uniq -c \
         | awk '{printf "%s ×%s ", $2, $1}')"
     echo "   static CUDA runtime symbols (.symtab): $(nm "$program" 2>/dev/null | grep -c ' libcudart_static_' || true)"
+done
+portable="$work/$(basename "$(find "$folder" -maxdepth 1 -name '*-portable.tar.gz' | head -n1)" .tar.gz)"
+for root in "${roots[@]}"; do
+    rm -rf "$root/opt/kit-claims" && mkdir -p "$root/opt/kit-claims" "$root/proc"
+    cp -a "$portable/kit" "$root/opt/kit-claims/kit"
+    # /proc: the loader finds $ORIGIN (the kit's RUNPATH) through /proc/self/exe
+    mountpoint -q "$root/proc" || { mount -t proc proc "$root/proc"; mounted=1; }
+    for program in "$root"/opt/kit-claims/kit/bin/*; do
+        set +e
+        said="$(chroot "$root" /usr/bin/env -i "/opt/kit-claims/kit/bin/$(basename "$program")" --help 2>&1)"
+        status=$?
+        set -e
+        echo "== in $(. "$root/etc/os-release" && echo "$PRETTY_NAME") ($(basename "$root")):" \
+            "$(basename "$program") --help: exit status $status; $(echo "$said" | head -n1 | cut -c1-100)"
+    done
+    rm -rf "$root/opt/kit-claims"
+    [[ -z "${mounted:-}" ]] || umount "$root/proc"
+    unset mounted
 done

@@ -69,7 +69,8 @@ for root in "${roots[@]}"; do
         said="$(chroot "$root" /usr/bin/env -i "/opt/kit-claims/kit/bin/$(basename "$program")" --help 2>&1)"
         status=$?
         set -e
-        echo "== in $(. "$root/etc/os-release" && echo "$PRETTY_NAME") ($(basename "$root")):" \
+        echo "== in $(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$root/etc/os-release")" \
+            "($(basename "$root")):" \
             "$(basename "$program") --help: exit status $status; $(echo "$said" | head -n1 | cut -c1-100)"
     done
     rm -rf "$root/opt/kit-claims"

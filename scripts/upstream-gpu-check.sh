@@ -36,6 +36,8 @@ ROOT_IMAGE=ninfer-kits/debian-bullseye-minbase:local
 
 usage() { sed -n '8,11p' "$0" >&2; exit 2; }
 
+pretty_name() { sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$1"; }  # of os-release $1
+
 kernel_of() {  # one kernel of ELF $1: "_Z<n>__device_stub__<name>…" names the stub of "_<name>"
     local symbols
     symbols="$(mktemp)"
@@ -108,7 +110,7 @@ run() {
     python="${PYTHON:-python3}"
     echo "== $name: $(cat "$work/KIT")"
     echo "== host: $( (nvidia-smi --query-gpu=name,compute_cap,driver_version \
-        --format=csv,noheader || echo "no GPU") | head -n1); $(. /etc/os-release && echo "$PRETTY_NAME"); $(ldd --version | head -n1)"
+        --format=csv,noheader || echo "no GPU") | head -n1); $(pretty_name /etc/os-release); $(ldd --version | head -n1)"
     rm -rf "$kit" "$root" && mkdir -p "$kit" "$root" "$kit-home"
     xz -dc "$work/kit.tar.xz" >"$kit.tar"
     [[ "$(sha256sum "$kit.tar" | cut -d' ' -f1)" == "$(cat "$work/kit.tar.sha256")" ]] \
@@ -131,7 +133,7 @@ run() {
     mkdir -p "$root/opt/ninfer-kit"
     cp -a "$kit/kit" "$root/opt/ninfer-kit/kit" && cp "$work/startcuda.so" "$root/startcuda.so"
     driver_libraries | while read -r library; do cp -a "$library" "$root/driver/"; done
-    echo "== the Debian 11 root: $(. "$root/etc/os-release" && echo "$PRETTY_NAME"), $(ls "$root"/lib/x86_64-linux-gnu/libc-*.so 2>/dev/null | xargs -n1 basename); driver: $(ls "$root/driver" | paste -sd' ')"
+    echo "== the Debian 11 root: $(pretty_name "$root/etc/os-release"), $(find "$root/usr/lib/x86_64-linux-gnu" -maxdepth 1 -name 'libc-*.so' -printf '%f'); driver: $(find "$root/driver" -mindepth 1 -printf '%f ')"
     echo "== verify --root (the Debian 11 root)"
     PYTHONPATH="$here/src" "$python" -m ninfer_kits verify "$kit" --root "$root" \
         --ld-library-path /driver --matrix "$here/matrix.toml" \
@@ -139,6 +141,7 @@ run() {
     local enter=(unshare -m) chroot
     [[ "$(id -u)" == 0 ]] || enter=(unshare -r -m)
     chroot="$(command -v chroot)"
+    # shellcheck disable=SC2016  # the inner script's own positional parameters
     start "start in the Debian 11 root, empty JIT cache (chroot; env -i; EAGER; launch $kernel)" \
         "${enter[@]}" sh -c 'for d in dev proc sys; do mount --rbind "/$d" "$1/$d"; done
             exec env -i HOME=/home CUDA_MODULE_LOADING=EAGER STARTCUDA_KERNEL="$2" \

@@ -38,7 +38,6 @@ from docker_fixtures import (
     Run,
     build,
     ensure_second_engine,
-    prebuild_toolchain_image,
     stop_engine,
 )
 from tools import ROOT, changed_copy, sha256_of
@@ -211,31 +210,6 @@ def test_a_failed_build_leaves_nothing_stale_in_the_kept_tree(
     assert mended.info().run_value("build_folder") == "kept (1 source entries changed)"
     assert mended.info().binaries == fresh.info().binaries
     assert mended.info().binaries != docker_builds[1].info().binaries  # the change is in it
-
-
-@pytest.mark.prebuilt_toolchain("bullseye-sysroot-cuda131")
-def test_example_for_sm120a_builds_with_the_cuda_131_wheels(engine: Any,
-                                                            example_repo: tuple[Path, str],
-                                                            tmp_path: Path,
-                                                            no_leaks: None) -> None:
-    """The toolchain the 5090 kits need (CUDA >= 13.1, the portable one: a Debian 11 sysroot,
-    CUDA from pinned PyPI wheels): it builds the example for sm_120a, whose kit then loads in
-    the matching runtime image; its portable flavour carries no CUDA runtime library (CUDA's
-    static runtime is linked in) and needs glibc 2.28."""
-    prebuild_toolchain_image("bullseye-sysroot-cuda131").wait()
-    run = build(tmp_path, "example-sm120a", "--source", str(example_repo[0]),
-                "--ccache-volume", "none")
-    assert run.done.returncode == 0, run.done.stderr[-4000:]
-    out = run.dist / "example-v0.3.0-linux-sm120a"
-    info = buildinfo.read(out / "BUILDINFO.txt")
-    assert info.cuda_version.startswith("13.1."), info.cuda_version
-    assert info.toolchain == "bullseye-sysroot-cuda131" and info.sass == "sm_120a", info
-    assert info.ptx == "none"  # the device link keeps SASS only; -rdc PTX stays relocatable
-    gpu = [requirement for requirement, _ in info.floor if "compute capability" in requirement]
-    assert gpu == ["An NVIDIA GPU of compute capability 12.0 only"], info.floor
-    smoke = info.run_value("smoke") or ""
-    assert smoke.startswith("passed in ninfer-kits/runtime-bullseye-sysroot-cuda131:"), smoke
-    assert info.run_value("ccache") == "none (--ccache-volume none)"
 
 
 def test_no_engine_says_how_to_start_one(tmp_path: Path) -> None:

@@ -18,6 +18,9 @@ dockerfiles/toolchain-sysroot-debian.Dockerfile), end to end: the example kit bu
   fetched back with `fetch --portable` (checked against SHA256SUMS, unpacked, verified); that
   folder is the one the old roots run.
 
+- its CUDA 13.1 sibling (`bullseye-sysroot-cuda131`, the RTX 5090 kits' toolchain) builds the
+  example for sm_120a, with no CUDA runtime library carried and the same floor.
+
 The image takes about 15 minutes to build on 2 cores (OpenSSL, libcurl, FFmpeg and libstdc++ from
 source): conftest starts building it in the background when the session starts
 (`prebuilt_toolchain`), at a low CPU weight, so that it uses the core the tests before this
@@ -280,3 +283,39 @@ def test_both_binaries_start_in_old_minbase_roots(fetched: Fetched, old_roots: d
     assert outcome.ran, outcome
     assert outcome.version.stdout.startswith("ninfer 0.3.0-example (sm_86")
     assert json.loads(outcome.models or "")["object"] == "list"
+
+
+@pytest.mark.prebuilt_toolchain("bullseye-sysroot-cuda131")
+def test_the_cuda_131_toolchain_builds_the_example_for_sm120a(engine: Any,
+                                                               example_repo: tuple[Path, str],
+                                                               tmp_path: Path) -> None:
+    """The toolchain of the RTX 5090 kits (CUDA >= 13.1), portable as the 13.0 one, made from
+    the same sysroot layers after it (conftest builds them one after the other): it builds the
+    example for sm_120a, whose kit then loads in the matching runtime image, and whose portable
+    flavour carries no CUDA runtime library (the static one is linked in) and needs glibc 2.28."""
+    print(f"\n{prebuild_toolchain_image('bullseye-sysroot-cuda131').wait()}")
+    run = build(tmp_path, "example-sm120a", "--source", str(example_repo[0]),
+                "--ccache-volume", "none")
+    assert run.done.returncode == 0, run.done.stderr[-4000:]
+    folder = run.dist / "example-v0.3.0-linux-sm120a"
+    info = buildinfo.read(folder / kitdir.BUILDINFO)
+    assert info.cuda_version.startswith("13.1."), info.cuda_version
+    assert info.toolchain == "bullseye-sysroot-cuda131" and info.sass == "sm_120a", info
+    assert info.ptx == "none"  # the device link keeps SASS only; -rdc PTX stays relocatable
+    gpu = [requirement for requirement, _ in info.floor if "compute capability" in requirement]
+    assert gpu == ["An NVIDIA GPU of compute capability 12.0 only"], info.floor
+    smoke = info.run_value("smoke") or ""
+    assert smoke.startswith("passed in ninfer-kits/runtime-bullseye-sysroot-cuda131:"), smoke
+    assert info.run_value("ccache") == "none (--ccache-volume none)"
+    portable = _portable(folder)
+    unpacked = _unpacked(portable, tmp_path / "p")
+    bundled = {entry[0] for entry in _inner_buildinfo(portable).bundled}
+    assert not any(name.startswith("libcudart") for name in bundled), sorted(bundled)
+    for program in ("ninfer", "ninfer-serve"):
+        needed = readelf(unpacked / "kit" / "bin" / program).needed
+        assert not any(name.startswith("libcudart") for name in needed), needed
+    table = json.loads(_cli("inspect", "--json", portable).stdout)["floor"]["table"]
+    glibc = next(row["requirement"] for row in table
+                 if row["requirement"].startswith("x86-64 Linux, glibc"))
+    found = re.search(r"glibc ≥ 2\.([0-9]+)", glibc)
+    assert found and int(found[1]) <= 28, glibc

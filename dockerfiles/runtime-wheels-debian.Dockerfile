@@ -68,12 +68,12 @@ ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 # The labels of each wheel set; the last stage picks one (the classic builder has no
 # conditional LABEL, but FROM expands build args).
 FROM runtime AS labels-13.0
-LABEL org.ninfer-kits.runtime=trixie-cuda130 \
+LABEL org.ninfer-kits.runtime=trixie-cuda-wheels-13.0 \
       org.ninfer-kits.cuda=13.0.88 \
       org.ninfer-kits.cudart="nvidia-cuda-runtime 13.0.96 (libcudart.so.13)"
 
 FROM runtime AS labels-13.1
-LABEL org.ninfer-kits.runtime=trixie-cuda131 \
+LABEL org.ninfer-kits.runtime=trixie-cuda-wheels-13.1 \
       org.ninfer-kits.cuda=13.1.115 \
       org.ninfer-kits.cudart="nvidia-cuda-runtime 13.1.80 (libcudart.so.13)"
 

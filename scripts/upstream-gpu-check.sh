@@ -8,14 +8,15 @@
 #        scripts/upstream-gpu-check.sh run NAME [OUT]                # on the GPU host
 #   through the device tool:
 #   run(command="bash scripts/upstream-gpu-check.sh run NAME $OUT",
-#       carry=[".cache/upstream-gpu/NAME"])
+#       carry=[".cache/upstream-gpu/NAME", ".cache/upstream-gpu/bullseye-libc6.tar.xz"])
 #
 # prepare (needs a Docker engine with the bullseye-sysroot toolchain image and the bullseye
 # minbase image: the tests make both) puts into .cache/upstream-gpu/NAME/: the tarball's tar
 # stream in xz (run checks its sha256 against the one `gzip -dc` of the tarball gave), startcuda.so (scripts/startcuda.c, compiled by the portable toolchain
-# so that it loads on glibc 2.31), the files of Debian 11's libc6 package (a glibc 2.31 root:
-# nothing else of Debian is needed by a portable kit) and KERNEL, one kernel of the kit's
-# `ninfer` (a name its .symtab has for a kernel's launch stub).
+# so that it loads on glibc 2.31) and KERNEL, one kernel of the kit's
+# `ninfer` (a name its .symtab has for a kernel's launch stub); and, for every kit, into
+# .cache/upstream-gpu/, the files of Debian 11's libc6 package (a glibc 2.31 root: nothing else
+# of Debian is needed by a portable kit). Carry both folders.
 #
 # run, for the kit unpacked from that tarball into an empty folder:
 # - `verify` on this host: its table and exit status;
@@ -75,7 +76,7 @@ prepare() {
              d="$(readlink -f "$(dirname "$f")")"; echo "${d#/}/$(basename "$f")"; done \
          | sed "s|^/||" | sort -u | tar -C / --no-recursion -cf - -T - \
              etc/os-release usr/lib/os-release' \
-        | xz -T0 -6 >"$work/bullseye-libc6.tar.xz"
+        | xz -T0 -6 >"$here/.cache/upstream-gpu/bullseye-libc6.tar.xz"
     rm -rf "$work/tmp"
     du -sh "$work"
 }
@@ -127,7 +128,7 @@ run() {
     start "start on the host again, JIT cache warm" \
         env -i HOME="$kit-home" CUDA_MODULE_LOADING=EAGER LD_PRELOAD="$work/startcuda.so" \
         "$kit/kit/bin/ninfer"
-    xz -dc "$work/bullseye-libc6.tar.xz" | tar -C "$root" -x
+    xz -dc "$here/.cache/upstream-gpu/bullseye-libc6.tar.xz" | tar -C "$root" -x
     mkdir -p "$root/driver" "$root/dev" "$root/proc" "$root/sys" "$root/tmp" "$root/home"
     # where verify --root takes a kit to be inside a root (loader/facts.py KIT_MOUNT)
     mkdir -p "$root/opt/ninfer-kit"

@@ -558,15 +558,17 @@ def test_portable_of_a_release_without_one_is_bad_input_naming_it(
 
 def test_kit_url_portable(tmp_path: Path, pair: Path) -> None:
     matrix = checkout(tmp_path, "https://api.github.com")
+    portable = 'asset = "ninfer-3090-kit-v{version_core}-{arch_id}.tar.gz"\nportable = true\n'
+    text = matrix.read_text()
+    assert portable in text  # matrix.toml builds the 3090 kit portable
     # no ledger, a kit the matrix does not build portable
+    matrix.write_text(text.replace(portable, portable.removesuffix("portable = true\n")))
     done = cli("kit-url", KIT, "--portable", "--matrix", str(matrix))
     assert done.returncode == 2
     assert (f"release {TAG} has no portable kit (GitHub {REPOSITORY} release {TAG}: kit {KIT} "
             f"is not built portable") in done.stderr
     # no ledger, the matrix builds it portable: the URL by the pattern
-    text = matrix.read_text()
-    matrix.write_text(text.replace("[kits.ninfer-3090-sm86]\n",
-                                   "[kits.ninfer-3090-sm86]\nportable = true\n"))
+    matrix.write_text(text)
     done = cli("kit-url", KIT, "--portable", "--matrix", str(matrix))
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"https://github.com/{REPOSITORY}/releases/download/{TAG}/{PORTABLE}\n"

@@ -63,7 +63,7 @@ _USES = re.compile(r"^\s*(?:-\s+)?uses:\s+([\w.-]+/[\w.-]+)(?:/[\w./-]+)?@([0-9a
 # The project files a checkout needs for `pip install .` and the workflows (no tests, no
 # examples: the upstreams are git repositories of their own).
 PROJECT_FILES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "src", "build",
-                 "dockerfiles", ".github")
+                 "dockerfiles", "scripts", ".github")
 
 
 def cache_root() -> Path:

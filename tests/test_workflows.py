@@ -327,3 +327,21 @@ def test_ci_prepares_the_runner_and_runs_the_tests_as_root() -> None:
     script = (tools.ROOT / ".ci" / "run").read_text()
     assert 'python3 .ci/lanes.py --oldest "$oldest" "${sessions[@]}"' in script
     assert "scripts/install-cuda-wheels.sh" in script
+
+
+def test_every_project_file_a_run_step_names_is_in_acts_checkout() -> None:
+    """A `run:` step of rebuild.yml (the workflow act runs) that runs a file of this repository
+    (scripts/…, build/…) finds it in the checkout act's tests make of the project
+    (act_runner.PROJECT_FILES), as on GitHub: a file left out fails the workflow there at once
+    and nowhere else (rebuild.yml's base images step did, the first time)."""
+    from act_runner import PROJECT_FILES
+
+    named = set()
+    for job in _load(WORKFLOWS / "rebuild.yml")["jobs"].values():
+        for step in job.get("steps", []):
+            named |= set(re.findall(r"(?<![\w$/.-])((?:scripts|build|\.ci)/[\w./-]+)",
+                                    step.get("run", "")))
+    assert "scripts/make-kit-base-images.py" in named, sorted(named)
+    for name in sorted(named):
+        assert (tools.ROOT / name).exists(), name
+        assert name.split("/", 1)[0] in PROJECT_FILES, (name, PROJECT_FILES)

@@ -25,7 +25,12 @@ What github.com gives a workflow and this machine cannot, and what stands in for
   `--cache-dir $RUNNER_TEMP/ninfer-kits` keeps them under environments/, one folder per image
   ID): a runner exports the image it built; here every leg uses the same image of the shared
   engine, so the suite's one export (.cache/environments, docker_fixtures) is mounted there
-  (`environments`) instead of each leg exporting the same 1.2 GB again.
+  (`environments`) instead of each leg exporting the same 1.2 GB again;
+- a hosted runner's bare engine: the legs of a run given `engine` reach, through their Docker
+  socket, an engine that holds none of the suite's images (a second dockerd the test starts and
+  purges), and make everything themselves as rebuild.yml's steps do on a runner. Every leg of
+  every run on a bare engine would cost ~5 minutes of CI each (debootstrap, toolchain image,
+  export); the toolchain pulled by digest from a registry (issue 40) is what makes that cheap.
 """
 
 from __future__ import annotations
@@ -48,8 +53,11 @@ from tools import ROOT, missing
 
 ACT_ACTIONS = ROOT / "tests" / "act_actions"
 WORKFLOWS = ROOT / ".github" / "workflows"
-RUNNER_PACKAGES = "nodejs git python3 python3-venv ca-certificates zstd tar curl gzip"
+# docker-cli: a hosted runner has one (rebuild.yml's base-image step runs `docker import`)
+RUNNER_PACKAGES = ("nodejs git python3 python3-venv ca-certificates zstd tar curl gzip "
+                   "docker-cli")
 WHEELHOUSE = "/wheelhouse"
+RUNNER_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # Where a leg's build keeps the exported toolchain images: rebuild.yml's --cache-dir
 # "$RUNNER_TEMP/ninfer-kits", and act's RUNNER_TEMP is /tmp.
 LEG_ENVIRONMENTS = "/tmp/ninfer-kits/environments"
@@ -295,11 +303,16 @@ class Act:
     def run(self, event: str, workflow: str = "rebuild.yml", *,
             inputs: Mapping[str, object] | None = None, secrets: Mapping[str, str],
             variables: Mapping[str, str] | None = None, run_id: int | None = None,
-            cache: Path | None = None, timeout: float = 900) -> ActRun:
+            cache: Path | None = None, engine: str | None = None,
+            timeout: float = 900) -> ActRun:
         """`act EVENT` of .github/workflows/WORKFLOW in the checkout. `run_id`: github.run_id
         (default: the count of runs); `cache`: act's cache server folder (default: one shared
         by every run; two act processes at once need one each: act's cache server keeps a
-        database there that one process at a time may open)."""
+        database there that one process at a time may open); `engine`: the unix:// address of
+        the engine the job containers' Docker socket reaches instead of the suite's: one that
+        holds none of the suite's images is what a hosted runner gives each leg. Such legs run
+        privileged (rebuild.yml's base-image step debootstraps as root, as on a runner's VM) and
+        export their toolchain themselves (no `environments` mount)."""
         self.count += 1
         run_id = run_id or self.count
         where = self.state / f"run-{run_id}"
@@ -332,12 +345,17 @@ class Act:
                    "--artifact-server-port", str(free_port()),
                    "--cache-server-path", str(cache or self.state / "cache"),
                    "--cache-server-addr", "127.0.0.1", "--cache-server-port", str(free_port()),
-                   "--container-options", f"-v {self.wheels}:{WHEELHOUSE}:ro" + (
-                       f" -v {self.environments}:{LEG_ENVIRONMENTS}" if self.environments
-                       else ""),
+                   # The machine's CA bundle as the runner's own: a toolchain image built
+                   # in a leg fetches CUDA's wheels from PyPI the way this machine reaches it.
+                   "--container-options", f"-v {self.wheels}:{WHEELHOUSE}:ro"
+                   f" -v {host_ca_bundle()}:{RUNNER_CA_BUNDLE}:ro" + (
+                       f" -v {self.environments}:{LEG_ENVIRONMENTS}"
+                       if self.environments and engine is None else ""),
                    "--env", "PIP_NO_INDEX=1", "--env", f"PIP_FIND_LINKS={WHEELHOUSE}",
                    "--env", "PIP_DISABLE_PIP_VERSION_CHECK=1", "--env", "PIP_NO_COMPILE=1",
                    "--env", f"GITHUB_RUN_ID={run_id}", "--env", "NINFER_KITS_RETRY_SCALE=0.001"]
+        if engine is not None:
+            command += ["--container-daemon-socket", engine, "--privileged"]
         for local in local_repositories(workflow_path, self.actions):
             command += ["--local-repository", local]
         for name, value in (variables or {}).items():

@@ -1,7 +1,8 @@
 """.github/workflows/rebuild.yml itself, run by `act` (tests/act_runner.py) in Docker job
 containers, against the local GitHub server (tests/github_server.py: its API, releases, issues
-and git remotes over smart HTTP) and the local Docker engine, with the example engine as two
-upstreams, up/alpha and up/beta (git repositories the server serves).
+and git remotes over smart HTTP) and the local Docker engine, with the tiny engine
+(tests/data/tiny-engine: the example's build interface, one kernel) as two upstreams, up/alpha and
+up/beta (git repositories the server serves): the claim is the workflow, not the compile.
 
 What act cannot do here, and what stands in: github.com's JavaScript actions (actions/cache,
 upload-artifact, download-artifact) are STAND-INS built at test time from tests/act_actions/
@@ -19,8 +20,13 @@ run on GitHub checks out the default branch as it is):
    reproduction's record, their notes saying so), both ledger files landed on the remote; the
    next scheduled run builds nothing (watch: 0 stale, no build or publish legs). The later
    runs switch the reproduce legs off (NINFER_KITS_REPRODUCE=off): each is a cold build;
-2. a dispatch with force=true of a published kit: rebuilt with a warm compiler cache, publish's
-   outcome is `reproduced`, the run is green and the release is unchanged (asset ids, bytes);
+2. a dispatch with force=true of a published kit, its leg on an engine that holds none of the
+   suite's images, as a hosted runner's: rebuild.yml's own steps make the Debian base images
+   (debootstrap), the toolchain and runtime images and the toolchain's export; rebuilt with a
+   warm compiler cache, publish's outcome is `reproduced` (the kit made on a toolchain made
+   from nothing is the first run's, byte for byte), the run is green and the release is
+   unchanged (asset ids, bytes). The other runs' legs use the suite's engine, its images made
+   before act runs (each leg from nothing would cost ~5 minutes of CI: issue 40's registry);
 3. both upstreams moved, beta's new head does not build: alpha's kit is still published, the
    run is red, the summary names beta and its step, and one issue is opened; a second failing
    run opens no second issue;
@@ -38,6 +44,7 @@ import re
 import shutil
 import subprocess
 import sys
+import uuid
 import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -66,6 +73,8 @@ from docker_fixtures import (
     cache_sharing_environments,
     ensure_base_image,
     ensure_engine,
+    ensure_second_engine,
+    stop_engine,
 )
 from tools import ROOT, git
 
@@ -99,9 +108,10 @@ class World:
         if fixed:
             text = text.replace(BROKEN, "")
         cmake.write_text(text, encoding="utf-8")
-        readme = repo / "README.md"
-        readme.write_text(readme.read_text(encoding="utf-8") + f"\n{message}\n", encoding="utf-8")
-        git("commit", "-q", "-am", message, cwd=repo)
+        with (repo / "CHANGES").open("a", encoding="utf-8") as changes:
+            changes.write(f"{message}\n")
+        git("add", "-A", cwd=repo)
+        git("commit", "-q", "-m", message, cwd=repo)
         git("push", "-q", str(self.remotes[f"up/{name}"]), "HEAD:main", cwd=repo)
         head = git("rev-parse", "HEAD", cwd=repo)
         self.server.set_branch(f"up/{name}", "main", head)
@@ -113,16 +123,18 @@ class World:
         git("reset", "-q", "--hard", "FETCH_HEAD", cwd=self.checkout)
 
     def run(self, event: str = "schedule", run_id: int | None = None,
-            cache: Path | None = None, reproduce: bool = False, **inputs: object) -> ActRun:
+            cache: Path | None = None, reproduce: bool = False, engine: str | None = None,
+            **inputs: object) -> ActRun:
         """One run of rebuild.yml, from the default branch as the remote has it now. Only a
-        run given `reproduce` has the reproduce legs: each is one more cold build."""
+        run given `reproduce` has the reproduce legs: each is one more cold build. `engine`:
+        where the legs' Docker socket leads (Act.run)."""
         if run_id is None:
             self.sync()
         variables = {"NINFER_KITS_GITHUB_API": self.server.base_url}
         if not reproduce:
             variables["NINFER_KITS_REPRODUCE"] = "off"
         return self.act.run(event, inputs=inputs or None, secrets={"GITHUB_TOKEN": TOKEN},
-                            variables=variables, run_id=run_id, cache=cache)
+                            variables=variables, run_id=run_id, cache=cache, engine=engine)
 
     def result(self, run: int, kit: str) -> dict[str, Any]:
         """The result file the run's publish leg of `kit` wrote (ninfer-kits summary's input)."""
@@ -168,11 +180,11 @@ class World:
 
 
 def _upstream(place: Path, name: str, bare: Path) -> str:
-    shutil.copytree(ROOT / "examples" / "engine", place,
+    shutil.copytree(ROOT / "tests" / "data" / "tiny-engine", place,
                     ignore=shutil.ignore_patterns("build", "build-*"))
     git("init", "-q", "-b", "main", cwd=place)
     git("add", "-A", cwd=place)
-    git("commit", "-q", "-m", f"{name}: import the example engine", cwd=place)
+    git("commit", "-q", "-m", f"{name}: import the tiny engine", cwd=place)
     git("init", "-q", "--bare", "-b", "main", str(bare), cwd=place)
     git("push", "-q", str(bare), "HEAD:main", cwd=place)
     return git("rev-parse", "HEAD", cwd=place)
@@ -360,13 +372,32 @@ class Forced:
     before: dict[str, ReleaseView]
     after: dict[str, ReleaseView]
     history: tuple[list[str], list[str]]  # the ledger's history before and after
+    images: tuple[list[str], list[str]]  # the leg's engine's image tags before and after
+
+
+def _image_tags(address: str) -> list[str]:
+    import docker
+
+    client = docker.DockerClient(base_url=address)
+    try:
+        return sorted(tag for image in client.images.list() for tag in image.tags)
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="module")
 def forced(world: World, first: First) -> Forced:
-    before, history = world.releases(), world.history()
-    run = world.run("workflow_dispatch", kit="alpha-sm86", force=True)
-    return Forced(run, world.act.count, before, world.releases(), (history, world.history()))
+    """The forced run's leg on an engine of its own, started empty, as a hosted runner's."""
+    name = f"act-bare-{uuid.uuid4().hex[:8]}"  # stop_engine purges the engine it names
+    address = ensure_second_engine(name)
+    try:
+        images = _image_tags(address)
+        before, history = world.releases(), world.history()
+        run = world.run("workflow_dispatch", engine=address, kit="alpha-sm86", force=True)
+        return Forced(run, world.act.count, before, world.releases(),
+                      (history, world.history()), (images, _image_tags(address)))
+    finally:
+        stop_engine(name)
 
 
 def test_a_forced_rebuild_of_a_published_kit_is_reproduced_and_changes_nothing(
@@ -383,8 +414,22 @@ def test_a_forced_rebuild_of_a_published_kit_is_reproduced_and_changes_nothing(
     # The compiler cache came back through actions/cache: the rebuild hit it.
     hits = _ccache_hits(run)
     assert hits and hits[0] > 0, run.text[-3000:]
-    # and the toolchain's exported files through the mount: the leg exported nothing
-    assert f"into {LEG_ENVIRONMENTS}" not in run.text, run.text[-3000:]
+
+
+def test_a_leg_on_an_engine_without_our_images_makes_them_with_the_workflows_steps(
+        forced: Forced) -> None:
+    """What a hosted runner's engine lacks, the leg made: the Debian base images by
+    rebuild.yml's step (debootstrap), the toolchain and runtime images and the toolchain's
+    export by the build; the kit it built is the first run's (the previous test)."""
+    run, (before, after) = forced.run, forced.images
+    assert before == [], before
+    made = "\n".join(run.step_output("build", "Make the Debian base images"))
+    for image in (BASE_IMAGE, MINBASE_IMAGE):
+        assert image in after, after
+        assert f"make-base-image: made {image}:" in made, made[-3000:]
+    assert any(tag.startswith("ninfer-kits/toolchain-trixie-cuda130:") for tag in after), after
+    assert any(tag.startswith("ninfer-kits/runtime-trixie-cuda130:") for tag in after), after
+    assert f"into {LEG_ENVIRONMENTS}" in run.text, run.text[-3000:]
 
 
 def test_a_forced_rebuild_of_a_reproduced_kit_leaves_the_ledger_alone(forced: Forced) -> None:
@@ -432,6 +477,8 @@ def test_a_failed_build_does_not_stop_the_other_kits_publish(world: World,
     tag = alpha["tag"]
     assert tag in failing.releases and f"releases: {tag}" in world.history()
     assert "this revision does not build" in run.text
+    # The toolchain's exported files came through the mount: alpha's leg exported nothing.
+    assert f"into {LEG_ENVIRONMENTS}" not in run.text, run.text[-3000:]
     # The summary job names the failed kit and the step, and is what turns the run red.
     assert run.legs("summary") == ["failure"], run.jobs
     summary = "\n".join(run.step_output("summary", "What this run did"))

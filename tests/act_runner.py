@@ -310,9 +310,10 @@ class Act:
         by every run; two act processes at once need one each: act's cache server keeps a
         database there that one process at a time may open); `engine`: the unix:// address of
         the engine the job containers' Docker socket reaches instead of the suite's: one that
-        holds none of the suite's images is what a hosted runner gives each leg. Such legs run
-        privileged (rebuild.yml's base-image step debootstraps as root, as on a runner's VM) and
-        export their toolchain themselves (no `environments` mount)."""
+        holds none of the suite's images is what a hosted runner gives each leg. Such legs have
+        CAP_SYS_ADMIN (rebuild.yml's base-image step debootstraps, which mounts /proc in the new
+        root, as root on a runner's VM may; `--privileged` asks for capabilities this machine
+        lacks) and export their toolchain themselves (no `environments` mount)."""
         self.count += 1
         run_id = run_id or self.count
         where = self.state / f"run-{run_id}"
@@ -355,7 +356,7 @@ class Act:
                    "--env", "PIP_DISABLE_PIP_VERSION_CHECK=1", "--env", "PIP_NO_COMPILE=1",
                    "--env", f"GITHUB_RUN_ID={run_id}", "--env", "NINFER_KITS_RETRY_SCALE=0.001"]
         if engine is not None:
-            command += ["--container-daemon-socket", engine, "--privileged"]
+            command += ["--container-daemon-socket", engine, "--container-cap-add", "SYS_ADMIN"]
         for local in local_repositories(workflow_path, self.actions):
             command += ["--local-repository", local]
         for name, value in (variables or {}).items():

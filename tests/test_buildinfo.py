@@ -12,6 +12,7 @@ from ninfer_kits.buildinfo import BuildInfo
 from ninfer_kits.errors import EXIT_BAD_INPUT, BadInput
 
 SHA = "0123456789abcdef" * 4
+BASE_ID = "sha256:" + "e" * 64
 
 
 def sample() -> BuildInfo:
@@ -20,8 +21,8 @@ def sample() -> BuildInfo:
         tracked_ref="main", revision="a" * 40, version="0.3.0", arch="sm_86",
         cuda_version="13.0.88", host_compiler="GNU 12.2.0", cmake_version="3.31.6",
         cmake_options="-DCMAKE_BUILD_TYPE=Release", builder="local", toolchain="tc",
-        base_image="none (built on the host)", base_image_digest="none",
-        source_date_epoch=1735689600, pipeline_version="0.1.0",
+        base_image="none (built on the host)", source_date_epoch=1735689600,
+        pipeline_version="0.1.0",
         recipe="c" * 64, python_version="3.11.7", zlib_version="1.2.13",
         glibc_floor="2.34", sonames="libc.so.6", runpath="none", sass="sm_86", ptx="none",
         symbol_floors=("GLIBC_2.34", "GLIBCXX_3.4.29"),
@@ -29,7 +30,7 @@ def sample() -> BuildInfo:
         binaries=((SHA, "kit/bin/ninfer"), (SHA, "kit/bin/ninfer-serve")),
         licenses=("kit/LICENSE", "kit/NOTICE"),
         run=(("jobs", "2"), ("pipeline_revision", f"{'b' * 40}-dirty"),
-             ("pipeline_changes", "README.md, src/x.py")),
+             ("pipeline_changes", "README.md, src/x.py"), ("base_image_digest", BASE_ID)),
     )
 
 
@@ -59,6 +60,26 @@ def test_the_pipeline_checkout_is_a_run_key_and_the_recipe_an_input() -> None:
     # Another checkout commit, dirty or not, leaves the kit's copy as it was.
     other = dataclasses.replace(info, run=(("jobs", "2"), ("pipeline_revision", "d" * 40)))
     assert buildinfo.render(other, with_run=False) == inside
+
+
+def test_the_base_images_id_on_the_engine_is_a_run_key() -> None:
+    """Two engines that each make the same base image (two hosted runners) give it two IDs and
+    the kit the same compilers: the kit's own copy names the base image, not its ID, which the
+    copy beside the tarball has below the marker. Older kits carry it above; they still read."""
+    info = sample()
+    inside = buildinfo.render(info, with_run=False)
+    assert "base_image_digest" not in inside and "e" * 64 not in inside
+    another = ("base_image_digest", "sha256:" + "f" * 64)
+    other = dataclasses.replace(info, run=(*info.run[:-1], another))
+    assert buildinfo.render(other, with_run=False) == inside
+    beside = buildinfo.render(info)
+    assert f"\nrun.base_image_digest: {BASE_ID}\n" in beside.split(buildinfo.RUN_MARKER)[1]
+    assert buildinfo.parse(beside).base_image_id == BASE_ID
+    assert buildinfo.parse(inside).base_image_id == "unknown"
+    older = inside.replace("\nsource_date_epoch:",
+                           f"\nbase_image_digest: {BASE_ID}\nsource_date_epoch:")
+    assert buildinfo.parse(older).base_image_id == BASE_ID
+    assert buildinfo.render(buildinfo.parse(older), with_run=False) == older
 
 
 def test_a_kit_from_before_the_recipe_key_still_reads_with_its_pipeline_revision() -> None:

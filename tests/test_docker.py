@@ -102,9 +102,9 @@ def test_floor_is_the_images_not_the_hosts(engine: Any, docker_builds: tuple[Run
     assert floor >= (2, 38), info.glibc_floor
     if host_glibc < (2, 38):
         assert floor > host_glibc, (info.glibc_floor, host_glibc)
-    assert info.base_image == BASE_IMAGE and info.base_image_digest.startswith("sha256:")
+    assert info.base_image == BASE_IMAGE and info.base_image_id.startswith("sha256:")
     # The base the image was built from, as its label recorded it (the same base here).
-    assert info.base_image_digest == engine.images.get(BASE_IMAGE).id
+    assert info.base_image_id == engine.images.get(BASE_IMAGE).id
     assert info.host_compiler.startswith("GNU 14.")
     assert info.cuda_version == "13.0.88"
     image = info.run_value("image") or ""

@@ -237,7 +237,7 @@ def _images(info: BuildInfo) -> list[dict[str, Any]]:
     """The images the kit was built in (scope `excluded`: they made it, it does not carry
     them): the base image, and the toolchain image this run used."""
     images = []
-    base = IMAGE_DIGEST.fullmatch(info.base_image_digest)
+    base = IMAGE_DIGEST.fullmatch(info.base_image_id)
     if base is not None:
         images.append(("base_image", info.base_image, base[1]))
     name, _, digest = (info.run_value("image") or "").partition("@")

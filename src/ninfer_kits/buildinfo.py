@@ -11,7 +11,10 @@ them: `pipeline_version` and `recipe` (the sha256 of build/recipe.py). The check
 (`run.pipeline_revision`, `<sha>-dirty` with uncommitted changes) is below it: a commit that
 changes nothing the kit is made of (a README line, the ledger file publish writes, a fetched kit
 in the working folder) must not give the same inputs another tarball. Kits built before this
-carry `pipeline_revision` above the marker; it still reads (`BuildInfo.pipeline_commit`).
+carry `pipeline_revision` above the marker; it still reads (`BuildInfo.pipeline_commit`). The
+base image's ID on the engine is below it too (`run.base_image_digest`): two engines that each
+debootstrap the same base, as two hosted runners do, give it two IDs and the same compilers.
+Kits built before carry `base_image_digest` above the marker (`BuildInfo.base_image_id`).
 
 A kit built `portable` has a second tarball beside the plain one, `<stem>-portable.tar.gz`: the
 same compile carrying its own libraries in kit/lib/. Its own BUILDINFO.txt (inside it) says
@@ -49,10 +52,11 @@ SCALARS = (
 # `run.pipeline_revision` instead (the checkout's commit is not an input of the kit's bytes).
 OPTIONAL = {"relocatable_device_code": "none", "python_version": "unknown",
             "zlib_version": "unknown", "flavour": "plain", "portable_asset": "none",
-            "pipeline_revision": "", "recipe": "unknown", "inputs": "unknown"}
+            "pipeline_revision": "", "base_image_digest": "", "recipe": "unknown",
+            "inputs": "unknown"}
 # Optional scalars left out of the file at their default value.
 UNWRITTEN_DEFAULTS = {"flavour": "plain", "portable_asset": "none", "pipeline_revision": "",
-                      "recipe": "unknown", "inputs": "unknown"}
+                      "base_image_digest": "", "recipe": "unknown", "inputs": "unknown"}
 RECIPE_VALUE = re.compile(r"[0-9a-f]{64}")
 # `inputs: sha256:<hex> part=<16 hex> part=<16 hex> ...`: ninfer_kits.matrix.inputs' digest of
 # everything that makes the kit, then the start of each part's sha256 (what `watch` names).
@@ -104,7 +108,8 @@ class BuildInfo:
     builder: str
     toolchain: str  # the matrix toolchain (docker builder), or HOST_TOOLCHAIN (local builder)
     base_image: str
-    base_image_digest: str
+    # Kits built before `run.base_image_digest` only (`base_image_id` reads either).
+    base_image_digest: str = ""
     source_date_epoch: int
     pipeline_version: str  # the ninfer-kits version that built it
     # Kits built before `recipe` only: the checkout's commit (`<sha>-dirty`), above the marker.
@@ -152,6 +157,13 @@ class BuildInfo:
         uncommitted changes): `run.pipeline_revision`, or an older kit's `pipeline_revision`;
         "unknown" in a tarball's own copy of a newer kit, which has no run keys."""
         return self.run_value("pipeline_revision") or self.pipeline_revision or "unknown"
+
+    @property
+    def base_image_id(self) -> str:
+        """The base image's ID on the engine that built the toolchain image (`none` with the
+        local builder): `run.base_image_digest`, or an older kit's `base_image_digest`;
+        "unknown" in a tarball's own copy of a newer kit, which has no run keys."""
+        return self.run_value("base_image_digest") or self.base_image_digest or "unknown"
 
 
 def render(info: BuildInfo, *, with_run: bool = True) -> str:

@@ -29,7 +29,8 @@ LISTED_CHANGES: Final = 20  # changed files of a dirty pipeline checkout named i
 
 def make_buildinfo(state: BuildState) -> BuildInfo:
     """The inputs' part of BUILDINFO.txt: what the kit's bytes depend on and nothing else (the
-    pipeline checkout's commit is a run key: a README edit must not change the tarball)."""
+    pipeline checkout's commit and the base image's ID on the engine are run keys: a README
+    edit, or a base image made again from the same packages, must not change the tarball)."""
     request, toolchain = state.request, need(state.toolchain, "toolchain")
     source, compiled, inspection = (need(state.source, "source"), need(state.compiled, "compiled"),
                                     need(state.inspection, "inspection"))
@@ -43,7 +44,6 @@ def make_buildinfo(state: BuildState) -> BuildInfo:
         cmake_options=" ".join(report.cmake_options),
         builder=toolchain.builder, toolchain=toolchain_field(toolchain.builder, kit.toolchain.id),
         base_image=toolchain.base_image or "none (built on the host)",
-        base_image_digest=toolchain.base_image_digest or "none",
         source_date_epoch=source.commit_time, pipeline_version=__version__,
         recipe=need(state.recipe_sha256 or None, "recipe_sha256"),
         inputs=inputs.digest, input_parts=inputs.short_parts(),
@@ -92,7 +92,7 @@ def run_entries(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str],
     """The `run.` keys of the published BUILDINFO.txt: this run's, not the inputs'."""
     report = compiled.report
     driver, gpu = driver_and_gpu()
-    checkout = need(state.checkout, "checkout")
+    checkout, toolchain = need(state.checkout, "checkout"), need(state.toolchain, "toolchain")
     ccache = report.ccache
     return (
         ("jobs", str(report.jobs)),
@@ -105,6 +105,7 @@ def run_entries(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str],
         ("gpu", gpu),
         ("smoke", state.plain.smoke),
         ("pipeline_revision", checkout.revision),
+        ("base_image_digest", toolchain.base_image_digest or "none"),
         *((("pipeline_changes", checkout.changes),) if checkout.changes else ()),
         *compiled.run_entries,
         *((("ccache_calls", str(ccache.calls)), ("ccache_hits", str(ccache.hits)),

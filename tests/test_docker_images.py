@@ -72,6 +72,7 @@ class FakeApi:
         with tarfile.open(fileobj=options["fileobj"]) as context:  # as the engine reads it
             options["context"] = {member.name: context.extractfile(member).read()  # type: ignore[union-attr]
                                   for member in context if member.isfile()}
+            options["mtimes"] = {member.name: member.mtime for member in context.getmembers()}
         self.builds.append(options)
         built = f"sha256:{len(self.builds):064x}"
         self.images.present.append(FakeImage(built, [options["tag"]], dict(options["labels"])))
@@ -214,6 +215,8 @@ def test_the_context_folders_a_dockerfile_copies_from_are_sent_and_hashed(
     context = client.api.builds[0]["context"]
     assert sorted(context) == ["Dockerfile", "context/wheels/13.1.txt", "host-ca.crt"]
     assert context["context/wheels/13.1.txt"] == b"nvidia-cuda-nvcc==13.1.116\n"
+    # COPY keeps a file's mtime, and nvcc -lineinfo records a header's: none is the checkout's
+    assert set(client.api.builds[0]["mtimes"].values()) == {0}
     # a folder that is not there is said before any build
     recipe.dockerfile.write_text("FROM base\nCOPY a context/gone/b /tmp/\n")
     with pytest.raises(BadInput, match=r"tc.Dockerfile: COPY from context/gone/"):

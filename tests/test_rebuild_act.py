@@ -21,15 +21,17 @@ run on GitHub checks out the default branch as it is):
    next scheduled run builds nothing (watch: 0 stale, no build or publish legs). The later
    runs switch the reproduce legs off (NINFER_KITS_REPRODUCE=off): each is a cold build;
 2. a dispatch with force=true of a published kit, its leg on an engine that holds none of the
-   suite's images, as a hosted runner's: rebuild.yml's own steps make the Debian base images
-   (debootstrap), the toolchain and runtime images and the toolchain's export; rebuilt with a
-   warm compiler cache, publish's outcome is `reproduced` (the kit made on a toolchain made
-   from nothing is the first run's, byte for byte), the run is green and the release is
-   unchanged (asset ids, bytes). The other runs' legs use the suite's engine, its images made
-   before act runs (each leg from nothing would cost ~5 minutes of CI: issue 40's registry);
-3. both upstreams moved, beta's new head does not build: alpha's kit is still published, the
-   run is red, the summary names beta and its step, and one issue is opened; a second failing
-   run opens no second issue;
+   suite's images and with an empty cache server, as a hosted runner whose caches expired:
+   rebuild.yml's own steps make the Debian base images (debootstrap), the toolchain and runtime
+   images and the toolchain's export, and the kit is compiled cold; publish's outcome is
+   `reproduced` (the kit made on a toolchain made anew is the first run's, byte for byte), the
+   run is green and the release is unchanged (asset ids, bytes). The other runs' legs use the
+   suite's engine, its images made before act runs (each leg from nothing would cost ~5
+   minutes of CI: issue 40's registry);
+3. both upstreams moved, beta's new head does not build: alpha's kit is still published (its
+   compiler cache restored through actions/cache, which the first run saved), the run is red,
+   the summary names beta and its step, and one issue is opened; a second failing run opens no
+   second issue;
 4. two runs at once, after both upstreams moved again: afterwards every release is complete
    and alone for its tag, the ledger files parse and both landed, the kit index on main is
    the one the whole ledger makes, and the ledger's history has no conflict markers.
@@ -387,13 +389,15 @@ def _image_tags(address: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def forced(world: World, first: First) -> Forced:
-    """The forced run's leg on an engine of its own, started empty, as a hosted runner's."""
+    """The forced run's leg on an engine of its own, started empty, as a hosted runner's, and
+    with a cache server of its own, empty: nothing of the first run's build is at hand."""
     name = f"act-bare-{uuid.uuid4().hex[:8]}"  # stop_engine purges the engine it names
     address = ensure_second_engine(name)
     try:
         images = _image_tags(address)
         before, history = world.releases(), world.history()
-        run = world.run("workflow_dispatch", engine=address, kit="alpha-sm86", force=True)
+        run = world.run("workflow_dispatch", engine=address, cache=world.base / "bare-cache",
+                        kit="alpha-sm86", force=True)
         return Forced(run, world.act.count, before, world.releases(),
                       (history, world.history()), (images, _image_tags(address)))
     finally:
@@ -411,9 +415,8 @@ def test_a_forced_rebuild_of_a_published_kit_is_reproduced_and_changes_nothing(
     assert result["build"] == "success" and result["publish"] == "reproduced", result
     # The release as it was: the same assets (ids and bytes).
     assert forced.after == forced.before
-    # The compiler cache came back through actions/cache: the rebuild hit it.
-    hits = _ccache_hits(run)
-    assert hits and hits[0] > 0, run.text[-3000:]
+    # A cold compile: the same bytes came from the toolchain made anew, not from a cache.
+    assert _ccache_hits(run) == [0], run.text[-3000:]
 
 
 def test_a_leg_on_an_engine_without_our_images_makes_them_with_the_workflows_steps(
@@ -477,8 +480,11 @@ def test_a_failed_build_does_not_stop_the_other_kits_publish(world: World,
     tag = alpha["tag"]
     assert tag in failing.releases and f"releases: {tag}" in world.history()
     assert "this revision does not build" in run.text
-    # The toolchain's exported files came through the mount: alpha's leg exported nothing.
+    # The toolchain's exported files came through the mount: alpha's leg exported nothing;
+    # and its compiler cache came back through actions/cache: the build hit it.
     assert f"into {LEG_ENVIRONMENTS}" not in run.text, run.text[-3000:]
+    hits = _ccache_hits(run)
+    assert hits and hits[0] > 0, run.text[-3000:]
     # The summary job names the failed kit and the step, and is what turns the run red.
     assert run.legs("summary") == ["failure"], run.jobs
     summary = "\n".join(run.step_output("summary", "What this run did"))

@@ -26,6 +26,10 @@ for versioned in "$target"/lib/lib*.so.*; do
 done
 ln -s ../../include "$target/targets/x86_64-linux/include"
 ln -s ../../lib "$target/targets/x86_64-linux/lib"
+# One mtime for every file (the epoch): pip writes the moment of the install, and nvcc -lineinfo
+# records each header's mtime in the device code's line table, so a toolkit installed at another
+# moment (another runner's image, next week's) would make other binaries of the same source.
+find "$target" -exec touch -h -d @0 {} +
 test -x "$target/bin/nvcc" && test -x "$target/nvvm/bin/cicc" \
     && test -L "$target/lib/libcudart.so" && test -f "$target/include/cuda_runtime.h"
 expected="V$(sed -n 's/^nvidia-cuda-nvcc==\([^ ]*\) .*/\1/p' "$pins")"

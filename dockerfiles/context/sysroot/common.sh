@@ -48,6 +48,9 @@ install_recorded() {
             echo "\"${prefix%/}${file#.}\" = \"$(sha256sum < "$file" | cut -d' ' -f1)\""
         done)
     } > "$record"
+    # Installed files carry SOURCE_DATE_EPOCH, not the moment of this build: nvcc -lineinfo
+    # records the mtime of every header the device code uses, so it would reach the kit.
+    find "$stage" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
     cp -a "$stage/." "$prefix/"
     rm -rf "$stage"
 }

@@ -519,12 +519,14 @@ def context_files(dockerfile: Path) -> list[tuple[str, Path]]:
 def _context(dockerfile: Path) -> Iterator[io.BytesIO]:
     """The build context: the Dockerfile, the context/ folders it copies from, and the host's
     CA bundle so that pip and apt inside a classic `docker build` (no mounts) trust what this
-    machine trusts."""
+    machine trusts. Every file has mtime 0: COPY keeps it, and a header the image's compilers
+    read (the sysroot's glibc-2.28.h) must not carry the moment this checkout was made, which
+    nvcc -lineinfo would record in the kit's device code."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
-        archive.add(dockerfile, arcname="Dockerfile")
+        archive.add(dockerfile, arcname="Dockerfile", filter=_without_mtime)
         for name, path in context_files(dockerfile):
-            archive.add(path, arcname=name)
+            archive.add(path, arcname=name, filter=_without_mtime)
         ca = CA_BUNDLE if CA_BUNDLE.is_file() else None
         data = ca.read_bytes() if ca else b""
         info = tarfile.TarInfo("host-ca.crt")
@@ -532,6 +534,11 @@ def _context(dockerfile: Path) -> Iterator[io.BytesIO]:
         archive.addfile(info, io.BytesIO(data))
     buffer.seek(0)
     yield buffer
+
+
+def _without_mtime(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.mtime = 0
+    return info
 
 
 def ensure_volume(client: Any, name: str, labels: dict[str, str] | None = None) -> str:

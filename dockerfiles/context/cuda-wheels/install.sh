@@ -26,6 +26,10 @@ for versioned in "$target"/lib/lib*.so.*; do
 done
 ln -s ../../include "$target/targets/x86_64-linux/include"
 ln -s ../../lib "$target/targets/x86_64-linux/lib"
+# This script in the tree it made: Docker's layer cache compares what a `COPY --from` copies by
+# content alone, so without it an engine holding the tree of an earlier version of this script
+# (other mtimes, below) would reuse that tree.
+cp "${BASH_SOURCE[0]}" "$target/dist-info/ninfer-kits-install.sh"
 # One mtime for every file (the epoch): pip writes the moment of the install, and nvcc -lineinfo
 # records each header's mtime in the device code's line table, so a toolkit installed at another
 # moment (another runner's image, next week's) would make other binaries of the same source.

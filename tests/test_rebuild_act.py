@@ -363,7 +363,8 @@ def _no_conflict_markers(world: World) -> None:
 
 
 def _ccache_hits(run: ActRun) -> list[int]:
-    """The hits of each build's `ccache: H hits, M misses (R% hit rate)` line."""
+    """The hits of each build's `ccache: H hits, M misses (R% hit rate)` line (each shows
+    twice: in the step's log and in the job summary it appends to)."""
     return [int(m) for m in re.findall(r"ccache: (\d+) hits?, \d+ miss", run.text)]
 
 
@@ -416,7 +417,8 @@ def test_a_forced_rebuild_of_a_published_kit_is_reproduced_and_changes_nothing(
     # The release as it was: the same assets (ids and bytes).
     assert forced.after == forced.before
     # A cold compile: the same bytes came from the toolchain made anew, not from a cache.
-    assert _ccache_hits(run) == [0], run.text[-3000:]
+    hits = _ccache_hits(run)
+    assert hits and set(hits) == {0}, run.text[-3000:]
 
 
 def test_a_leg_on_an_engine_without_our_images_makes_them_with_the_workflows_steps(
@@ -481,10 +483,10 @@ def test_a_failed_build_does_not_stop_the_other_kits_publish(world: World,
     assert tag in failing.releases and f"releases: {tag}" in world.history()
     assert "this revision does not build" in run.text
     # The toolchain's exported files came through the mount: alpha's leg exported nothing;
-    # and its compiler cache came back through actions/cache: the build hit it.
+    # and its compiler cache came back through actions/cache: the build hit it (beta's leg,
+    # beside it in any order, stops at configure: no hit there).
     assert f"into {LEG_ENVIRONMENTS}" not in run.text, run.text[-3000:]
-    hits = _ccache_hits(run)
-    assert hits and hits[0] > 0, run.text[-3000:]
+    assert max(_ccache_hits(run), default=0) > 0, run.text[-3000:]
     # The summary job names the failed kit and the step, and is what turns the run red.
     assert run.legs("summary") == ["failure"], run.jobs
     summary = "\n".join(run.step_output("summary", "What this run did"))

@@ -154,6 +154,8 @@ case "${1:-}" in
     prepare) shift; [[ $# -eq 2 ]] || usage; prepare "$@" ;;
     run)
         shift; [[ $# -ge 1 ]] || usage
-        if [[ -n "${2:-}" ]]; then run "$1" 2>&1 | tee "$2/upstream-gpu-check-$1.txt"; else run "$1"; fi ;;
+        if [[ -n "${2:-}" ]]; then
+            mkdir -p "$2" && run "$1" 2>&1 | tee "$2/upstream-gpu-check-$1.txt"
+        else run "$1"; fi ;;
     *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -14,7 +14,10 @@ members. This module adds what writing them to disk needs:
   placed and again once the tree is whole (a link placed later can change how an earlier one
   resolves);
 - modes: folders 0755, files their own bits within 0755 (no setuid, no group/other write);
-- a bound on the total: `expansion_limit` × the archive's size (1 GiB at least).
+- a bound on the total: `expansion_limit` × the archive's size, 1 GiB at least (MIN_TOTAL_LIMIT:
+  an archive of no known size, or a small one); KitArchive bounds the tree's shape (members,
+  depth, name lengths), and a member whose path under the staging folder would pass PATH_MAX
+  is refused here, by name, before anything tries to write it.
 
 `FollowingArchive` reads the archive while the downloader still writes it (a `Feed` says how far
 it is), so that unpacking runs beside the download instead of after it; the archive is
@@ -34,8 +37,9 @@ from typing import BinaryIO
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.fetch.download import Feed, GrowingFile
-from ninfer_kits.inspector.archive import KitArchive, Member
+from ninfer_kits.inspector.archive import PATH_MAX, KitArchive, Member, shown_name
 from ninfer_kits.inspector.inputs import RegularFile, printable
+from ninfer_kits.trees import MAX_SYMLINKS, TooManyLinks, stays_inside
 
 TOP = "kit"
 EXPANSION_LIMIT = 50
@@ -87,12 +91,16 @@ def extract(archive: KitArchive, staging: Path, *, archive_size: int,
     folders = {""}  # made by this extraction, relative to staging: safe to write into
     files: set[str] = set()
     links: list[str] = []
+    room = PATH_MAX - 1 - len(os.fsencode(staging)) - 1  # bytes a member's name may have
     for member in archive:
-        shown = f"{printable(archive.shown)}: member {printable(member.name)}"
+        shown = f"{printable(archive.shown)}: member {shown_name(member.name)}"
         top, _, _ = member.name.partition("/")
         if top != TOP:
             raise BadInput(f"{shown}: outside {TOP}/; a kit archive holds kit/ and nothing "
                            f"else")
+        if len(os.fsencode(member.name)) > room:
+            raise BadInput(f"{shown}: its path, unpacked into {printable(str(staging))}, "
+                           f"would be longer than a path may be ({PATH_MAX - 1} bytes): refused")
         parent, _, _ = member.name.rpartition("/")
         _make_folders(staging, parent, folders, shown)
         target = staging / member.name
@@ -106,8 +114,9 @@ def extract(archive: KitArchive, staging: Path, *, archive_size: int,
         if member.kind == "file":
             done.bytes += member.size
             if done.bytes > limit:
-                raise BadInput(f"{shown}: the archive unpacks to more than {limit} bytes "
-                               f"({expansion_limit}× its size): refused")
+                raise BadInput(f"{shown}: the archive unpacks to more than {limit:,} bytes "
+                               f"({expansion_limit}× its size, {MIN_TOTAL_LIMIT >> 30} GiB at "
+                               f"least): refused")
             _write_file(member, target, shown)
             files.add(member.name)
             done.files += 1
@@ -125,20 +134,23 @@ def extract(archive: KitArchive, staging: Path, *, archive_size: int,
         raise BadInput(f"{printable(archive.shown)}: holds no {TOP}/ folder")
     for name in links:  # the tree is whole now: how each link resolves for good
         _check_resolves_inside(staging, name,
-                               f"{printable(archive.shown)}: member {printable(name)}")
+                               f"{printable(archive.shown)}: member {shown_name(name)}")
     return done
 
 
 def _check_resolves_inside(staging: Path, name: str, shown: str) -> None:
     """Refuse the symlink `name` when the file system resolves it outside `staging` (which
     becomes DEST), following the links already in the tree."""
-    root = os.path.realpath(staging)
-    resolved = os.path.realpath(os.path.join(root, name))
-    if resolved != root and not resolved.startswith(root + os.sep):
-        link = os.readlink(os.path.join(root, name))
-        raise BadInput(f"{shown}: a symlink to {printable(link)}, which resolves outside the "
-                       f"folder it is unpacked into (through the links in the archive): "
-                       f"refused")
+    link = shown_name(os.readlink(staging / name))
+    try:
+        inside = stays_inside(str(staging), name)
+    except TooManyLinks:
+        raise BadInput(f"{shown}: a symlink to {link}, which resolves through more than "
+                       f"{MAX_SYMLINKS} links (a loop, or more than the system follows): "
+                       f"refused") from None
+    if not inside:
+        raise BadInput(f"{shown}: a symlink to {link}, which resolves outside the folder it "
+                       f"is unpacked into (through the links in the archive): refused")
 
 
 def _make_folders(staging: Path, parent: str, folders: set[str], shown: str) -> None:

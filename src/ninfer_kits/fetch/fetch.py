@@ -19,10 +19,18 @@ the same. A release with both tarballs lists both in SHA256SUMS and SHA1SUMS whi
 one: there `sha256sum -c --ignore-missing SHA256SUMS` checks what is here.
 
 The tarball is written to `.<asset>.part` and unpacked, while it arrives, into a private staging
-folder in DEST; only when its sha256 (and sha1 where one is recorded) matches does the staging
-folder become DEST/kit and the .part file DEST/<asset>. A mismatch removes both: nothing is
-extracted and no half file has the final name. The checksums cannot be skipped: a release
-without SHA256SUMS, or whose SHA256SUMS does not list the tarball, is refused.
+folder in DEST (`<staging>/new/kit`); only when its sha256 (and sha1 where one is recorded)
+matches does the .part file join it (`<staging>/new/<asset>`), with SHA256SUMS and the other
+small files. A mismatch removes them all: nothing is extracted and no half file has the final
+name. The checksums cannot be skipped: a release without SHA256SUMS, or whose SHA256SUMS does
+not list the tarball, is refused.
+
+Then DEST switches from the files of an earlier fetch to these, as one step for anyone who looks
+after it (`_switch`): DEST's release files (RELEASE_FILES and the asset) move into
+`<staging>/old`, the rename of `old` to `replaced` commits, and the new files move in; SIGINT
+and SIGTERM wait until it is done. A failure in it, or a fetch killed in it (found by the next
+fetch into DEST), is settled from the staging folder alone (`_settle`): before the commit the
+old files go back, after it the new ones go in. DEST holds one release's files, never a mix.
 """
 
 from __future__ import annotations
@@ -30,12 +38,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import stat
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,11 +73,18 @@ from ninfer_kits.fetch.locate import (
     plain_file_name,
 )
 from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive, terminate_as_exit
+from ninfer_kits.inspector.inputs import os_error_words
 from ninfer_kits.kitdir import REPRODUCTION, SIGNATURE
 from ninfer_kits.log import Reporter
+from ninfer_kits.trees import remove_tree
 
 KIT = "kit"
 STAGING_PREFIX = ".ninfer-kits-fetch-"
+# In a staging folder: the new release's files, complete before the switch; DEST's earlier
+# files, moved aside by the switch; the same folder renamed, the switch's commit.
+NEW, OLD, REPLACED = "new", "old", "replaced"
+# What a fetch puts in DEST besides the tarball: the files replaced together, as one set.
+RELEASE_FILES = (KIT, SHA256SUMS, SIGNATURE, SHA1SUMS, BUILDINFO, REPRODUCTION)
 # Bytes a download of no recorded size may still bring once the archive was read to its end
 # (what the decompressor had not reached yet: a trailer, padding); more is refused.
 TAIL_LIMIT = 16 << 20
@@ -170,20 +186,14 @@ class Fetcher:
             agreed.append(tarball.recorded_by)
         sha1, sha1_text = self._sha1(located)
         extras = self._extras(located, sums)
-        with terminate_as_exit():
-            result = self._tarball(located, dest, sha256, sha1)
+        small = {SHA256SUMS: sums_data, SIGNATURE: signature, SHA1SUMS: sha1_text, **extras}
+        with terminate_as_exit(), _staging(dest) as staging:
+            result = self._tarball(located, dest, staging, sha256, sha1)
+            for name, data in small.items():
+                if data is not None:
+                    atomic.write_file(staging / NEW / name, data)
+            _switch(dest, staging, located.asset)
         digests, reused, extraction, resumed_from, reconnects = result
-        atomic.write_file(dest / SHA256SUMS, sums_data)
-        if signature is not None:
-            atomic.write_file(dest / SIGNATURE, signature)
-        else:  # an older fetch's .sig must not sit beside another release's SHA256SUMS
-            (dest / SIGNATURE).unlink(missing_ok=True)
-        if sha1_text is not None:
-            atomic.write_file(dest / SHA1SUMS, sha1_text)
-        for name, data in extras.items():
-            atomic.write_file(dest / name, data)
-        if REPRODUCTION not in extras:  # an older fetch's record is not this release's
-            (dest / REPRODUCTION).unlink(missing_ok=True)
         parts = [f"{SHA256SUMS} ok"]
         if sha1 is not None:
             parts.append(f"{SHA1SUMS} ok" if sha1_text is not None else
@@ -240,28 +250,24 @@ class Fetcher:
             return FileSource(Path(file.url))
         return HttpSource(self.client, file.url, file.accept)
 
-    def _tarball(self, located: Located, dest: Path, sha256: str, sha1: str | None
-                 ) -> tuple[Digests, bool, Extraction, int, int]:
+    def _tarball(self, located: Located, dest: Path, staging: Path, sha256: str,
+                 sha1: str | None) -> tuple[Digests, bool, Extraction, int, int]:
+        """The tarball, checked, and kit/ unpacked from it, in staging/NEW; DEST's own files
+        untouched (the .part aside)."""
+        new = staging / NEW
         final = dest / located.asset
-        tarball = located.tarball
         reuse = _existing(final, sha256, sha1)
-        staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=dest))
-        try:
-            if reuse is not None:
-                with KitArchive(final, shown=located.asset) as archive:
-                    extraction = extract(archive, staging, archive_size=reuse.size)
-                digests, resumed_from, reconnects = reuse, reuse.size, 0
-            else:
-                digests, extraction, resumed_from, reconnects = self._download(
-                    located, tarball, dest, staging, sha256, sha1)
-            _place(staging / KIT, dest / KIT, staging)
-            if reuse is None:
-                part, marker = part_paths(dest, located.asset)
-                os.replace(part, final)
-                marker.unlink(missing_ok=True)
-            return digests, reuse is not None, extraction, resumed_from, reconnects
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        if reuse is not None:
+            with KitArchive(final, shown=located.asset) as archive:
+                extraction = extract(archive, new, archive_size=reuse.size)
+            _link_or_copy(final, new / located.asset)
+            return reuse, True, extraction, reuse.size, 0
+        digests, extraction, resumed_from, reconnects = self._download(
+            located, located.tarball, dest, new, sha256, sha1)
+        part, marker = part_paths(dest, located.asset)
+        os.replace(part, new / located.asset)
+        marker.unlink(missing_ok=True)
+        return digests, False, extraction, resumed_from, reconnects
 
     def _download(self, located: Located, tarball: RemoteFile, dest: Path, staging: Path,
                   sha256: str, sha1: str | None) -> tuple[Digests, Extraction, int, int]:
@@ -346,7 +352,7 @@ def _only_fetch_into(dest: Path) -> Iterator[None]:
 
 def _clear_stale_staging(dest: Path) -> None:
     """Staging folders of fetches that were killed (SIGKILL, a power cut): their process is
-    gone."""
+    gone. A switch one of them was in the middle of is settled first."""
     for path in dest.glob(f"{STAGING_PREFIX}*"):
         pid = path.name[len(STAGING_PREFIX):].partition("-")[0]
         if not pid.isdigit():
@@ -354,9 +360,108 @@ def _clear_stale_staging(dest: Path) -> None:
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
+            _settle_or_explain(dest, path)
+            _discard(path)
         except PermissionError:
             pass  # someone else's live process
+
+
+@contextmanager
+def _staging(dest: Path) -> Iterator[Path]:
+    """A private folder in DEST for the new release's files (in NEW), settled and removed
+    when the fetch ends, however it ends; a fetch killed outright leaves it to the next one."""
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=dest))
+    (staging / NEW).mkdir()
+    try:
+        yield staging
+    finally:
+        _settle_or_explain(dest, staging)
+        _discard(staging)
+
+
+def _switch(dest: Path, staging: Path, asset: str) -> None:
+    """DEST's release files replaced by staging/NEW's, as one step: DEST's move into OLD,
+    the rename of OLD to REPLACED commits, the new ones move in. SIGINT and SIGTERM wait
+    until it is done; a failure is settled before it is told."""
+    old = staging / OLD
+    with _signals_deferred():
+        try:
+            _check_replaceable(dest / KIT)
+            old.mkdir()
+            for name in dict.fromkeys((*RELEASE_FILES, asset)):
+                if os.path.lexists(dest / name):
+                    os.rename(dest / name, old / name)
+            os.rename(old, staging / REPLACED)
+            for name in sorted(os.listdir(staging / NEW)):
+                os.rename(staging / NEW / name, dest / name)
+        except OSError as error:
+            held = _settle_or_explain(dest, staging)
+            raise EnvironmentFailure(f"cannot put the new release's files in {dest} "
+                                     f"({os_error_words(error)}): {held}") from error
+    atomic.fsync_dir(dest)
+
+
+def _settle(dest: Path, staging: Path) -> str:
+    """Finish what a switch left in `staging` (a failure, or its fetch was killed): before
+    its commit DEST's files go back, after it the new ones go in. Which release DEST holds,
+    in words; an OSError when a move fails."""
+    if (staging / REPLACED).is_dir():
+        _move_all(staging / NEW, dest)
+        return f"{dest} holds the new release's files"
+    if (staging / OLD).is_dir():
+        _move_all(staging / OLD, dest)
+        return f"{dest} holds the earlier release's files, as before"
+    return f"{dest} is as it was"
+
+
+def _settle_or_explain(dest: Path, staging: Path) -> str:
+    try:
+        return _settle(dest, staging)
+    except OSError as error:
+        raise EnvironmentFailure(
+            f"cannot finish switching {dest} to another release's files "
+            f"({os_error_words(error)}: {error.filename}): what is not in {dest} is in "
+            f"{staging}; the next fetch into {dest} finishes it") from error
+
+
+def _move_all(folder: Path, dest: Path) -> None:
+    for name in sorted(os.listdir(folder)):
+        os.rename(folder / name, dest / name)
+
+
+def _discard(staging: Path) -> None:
+    """A staging folder settled: away, however deep (best effort: the next fetch tries
+    again)."""
+    with suppress(OSError):
+        remove_tree(staging)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive in the block act when it ends: stopped halfway, the
+    switch (a few renames) would leave DEST holding part of each release. Only the main
+    thread can set handlers; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = {number: signal.signal(number, lambda got, _: arrived.append(got))
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        for got in arrived:
+            signal.raise_signal(got)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """The tarball already in DEST, in the staging folder too (a hard link, else a copy)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def _existing(final: Path, sha256: str, sha1: str | None) -> Digests | None:
@@ -380,19 +485,6 @@ def _check_replaceable(kit: Path) -> None:
     if kit.is_symlink() or not kit.is_dir() or not (kit / "BUILDINFO.txt").is_file():
         raise BadInput(f"{kit} exists and is not a kit (no kit/BUILDINFO.txt): fetch would "
                        f"replace it; move it away or give another --dest")
-
-
-def _place(new: Path, final: Path, staging: Path) -> None:
-    """The unpacked kit in place of DEST/kit (an older one goes into staging, then away)."""
-    if os.path.lexists(final):
-        _check_replaceable(final)
-        final.rename(staging / "previous-kit")
-    try:
-        new.rename(final)
-    except OSError:
-        if os.path.lexists(staging / "previous-kit"):
-            (staging / "previous-kit").rename(final)
-        raise
 
 
 def _missing_folders(dest: Path) -> list[Path]:

@@ -16,6 +16,10 @@
   most once; a member's data is available only while the archive stands at it.
 - Safe names: absolute paths, `..` components, links leaving the archive's tree, device files,
   FIFOs, unknown member types and repeated names are refused (BadInput naming the member).
+- Bounded shape, so that nothing that walks, removes or resolves the unpacked tree meets
+  more than it can handle: at most MAX_MEMBERS members, each at most MAX_DEPTH names deep;
+  no name (or link target) longer than Linux's PATH_MAX, no name component longer than its
+  NAME_MAX. The first member past a bound is refused, named (shortened).
 - Bounded memory and disk: a member is held only when asked (`contents()`, `read()`): in memory
   up to `memory_limit` (64 MiB), else in an unnamed temporary file (O_TMPFILE, or unlinked at
   once), which the kernel frees when it is closed or the process ends, however it ends; a member
@@ -35,6 +39,7 @@ from __future__ import annotations
 import errno
 import io
 import mmap
+import os
 import posixpath
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -66,6 +71,14 @@ if TYPE_CHECKING:  # tarfile, tempfile and the signal machinery load only when a
 MEMORY_LIMIT = 64 << 20
 HEADER_LIMIT = 1 << 20
 STREAM_BUFFER = 1 << 20
+# The shape of a kit's tree (docs/fetch.md says the same): a real kit is a few folders deep and
+# holds hundreds of files; these leave room for thousands while keeping a hostile archive from
+# making a tree that recursion, path lengths or inode counts cannot cope with.
+MAX_MEMBERS = 65_536
+MAX_DEPTH = 64  # names in a member's path: kit/bin/app is 3
+NAME_MAX = 255  # bytes in one name of a path (Linux, every common file system)
+PATH_MAX = 4096  # bytes in a path the kernel takes, its NUL included (Linux)
+SHOWN_NAME = 80  # characters of a member's name shown in a message, at most
 
 # Member types (tarfile's REGTYPE, AREGTYPE, CONTTYPE, GNUTYPE_SPARSE, DIRTYPE, SYMTYPE, LNKTYPE;
 # CHRTYPE, BLKTYPE, FIFOTYPE; GNUTYPE_LONGNAME, GNUTYPE_LONGLINK, XHDTYPE, XGLTYPE,
@@ -220,7 +233,7 @@ class Member:
             yield block
 
     def _where(self) -> str:
-        return f"{printable(self._archive.shown)}: member {printable(self.name)}"
+        return f"{printable(self._archive.shown)}: member {shown_name(self.name)}"
 
     def _check_size(self) -> None:
         if self.size > self._archive.member_limit:
@@ -297,6 +310,7 @@ class KitArchive:
         self._tar: tarfile.TarFile | None = None
         self._stream: object = None
         self._names: set[str] = set()
+        self._count = 0
 
     @property
     def tar(self) -> tarfile.TarFile:
@@ -413,7 +427,7 @@ class KitArchive:
             while remaining > 0:
                 block = stream.read(min(remaining, STREAM_BUFFER))
                 if not block:
-                    raise BadInput(f"{printable(self.shown)}: member {printable(tarinfo.name)}: "
+                    raise BadInput(f"{printable(self.shown)}: member {shown_name(tarinfo.name)}: "
                                    f"truncated (the archive ends inside it)")
                 remaining -= len(block)
 
@@ -476,7 +490,7 @@ class KitArchive:
     def _member(self, tarinfo: tarfile.TarInfo) -> Member | None:
         raw = tarinfo.name
         name = _safe_name(raw)
-        shown = f"{printable(self.shown)}: member {printable(raw)}"
+        shown = f"{printable(self.shown)}: member {shown_name(raw)}"
         if name is None:
             raise BadInput(f"{shown}: an absolute path or one with '..': refused (it would be "
                            f"written outside the folder it is extracted into)")
@@ -486,18 +500,26 @@ class KitArchive:
         kind = KINDS.get(tarinfo.type)
         if kind is None:
             raise BadInput(f"{shown}: unknown member type {tarinfo.type!r}")
+        self._count += 1
+        if self._count > MAX_MEMBERS:
+            raise BadInput(f"{shown}: more than {MAX_MEMBERS:,} members, which a kit archive "
+                           f"holds at most: refused")
         if not name:
             return None  # the archive's own top folder, "./"
+        too_large = _shape_problem(name, tarinfo.linkname if kind in ("symlink", "hardlink")
+                                   else None)
+        if too_large is not None:
+            raise BadInput(f"{shown}: {too_large}: refused")
         link = None
         if kind == "symlink":
             link = tarinfo.linkname
             if not _link_stays_inside(name, link):
-                raise BadInput(f"{shown}: a symlink to {printable(link)}, outside the archive's "
+                raise BadInput(f"{shown}: a symlink to {shown_name(link)}, outside the archive's "
                                f"tree: refused")
         elif kind == "hardlink":
             link = _safe_name(tarinfo.linkname)
             if not link or link not in self._names:
-                raise BadInput(f"{shown}: a hardlink to {printable(tarinfo.linkname)}, which is "
+                raise BadInput(f"{shown}: a hardlink to {shown_name(tarinfo.linkname)}, which is "
                                f"not an earlier member of the archive: refused")
         if kind != "folder":
             if name in self._names:
@@ -517,7 +539,7 @@ class KitArchive:
         import tarfile
         import zlib
 
-        where = printable(self.shown) + (f": member {printable(member)}" if member else "")
+        where = printable(self.shown) + (f": member {shown_name(member)}" if member else "")
         kind = f"{self.format} tarball" if self.format not in ("", "tar") else "tarball"
         try:
             yield
@@ -556,7 +578,7 @@ class KitArchive:
             handle: BinaryIO = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (unnamed: O_TMPFILE)
         except OSError as error:
             raise SpoolFailed(error.errno, f"{printable(self.shown)}: member "
-                              f"{printable(member)}: cannot make a temporary file in {folder}: "
+                              f"{shown_name(member)}: cannot make a temporary file in {folder}: "
                               f"{os_error_words(error)}") from error
         with handle:
             yield handle
@@ -567,7 +589,7 @@ class KitArchive:
         where = getattr(sink, "name", None)
         if isinstance(where, int) or where is None:
             where = str(self.temp_dir) if self.temp_dir else tempfile.gettempdir()
-        return SpoolFailed(error.errno, f"{printable(self.shown)}: member {printable(member)}: "
+        return SpoolFailed(error.errno, f"{printable(self.shown)}: member {shown_name(member)}: "
                                         f"cannot write a copy of it to {where}: "
                                         f"{os_error_words(error)}")
 
@@ -587,6 +609,35 @@ class SpoolFailed(OSError):
 
     def __str__(self) -> str:
         return self.message
+
+
+def shown_name(name: str) -> str:
+    """A member's name (or a link's target) for a message: escaped, and its middle left out
+    when it is long (a name of 4,000 bytes would bury the message)."""
+    text = printable(name)
+    if len(text) <= SHOWN_NAME:
+        return text
+    half = SHOWN_NAME // 2
+    return f"{text[:half]}…({len(os.fsencode(name)):,} bytes)…{text[-half:]}"
+
+
+def _shape_problem(name: str, link: str | None) -> str | None:
+    """What makes a member deeper or longer than a kit's tree may be (MAX_DEPTH, PATH_MAX,
+    NAME_MAX), in words; None when nothing does."""
+    parts = name.split("/")
+    if len(parts) > MAX_DEPTH:
+        return f"{len(parts):,} names deep, more than the {MAX_DEPTH} a kit's path may have"
+    size = len(os.fsencode(name))
+    if size >= PATH_MAX:
+        return f"a name of {size:,} bytes, longer than a path may be ({PATH_MAX - 1} bytes)"
+    longest = max(parts, key=lambda part: len(os.fsencode(part)))
+    if len(os.fsencode(longest)) > NAME_MAX:
+        return (f"a name in its path of {len(os.fsencode(longest)):,} bytes, longer than a "
+                f"file system takes ({NAME_MAX} bytes)")
+    if link is not None and len(os.fsencode(link)) >= PATH_MAX:
+        return (f"a link target of {len(os.fsencode(link)):,} bytes, longer than a path may "
+                f"be ({PATH_MAX - 1} bytes)")
+    return None
 
 
 def _safe_name(raw: str) -> str | None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import datetime
 import json
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from ninfer_kits import toml_text
 from ninfer_kits.atomic import write_file
 from ninfer_kits.errors import BadInput
 
@@ -296,13 +296,9 @@ def read(path: Path) -> LedgerEntry:
 
 def parse(text: str, source: str = "ledger") -> LedgerEntry:
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
+        data = toml_text.loads(text)
+    except toml_text.InvalidToml as error:
         raise BadInput(f"{source}: invalid TOML: {error}") from None
-    except ValueError as error:  # an integer of more than 4300 digits (sys.int_info)
-        raise BadInput(f"{source}: invalid TOML: {str(error)[:100]}") from None
-    except RecursionError:  # arrays or inline tables nested thousands deep
-        raise BadInput(f"{source}: invalid TOML: nested too deep") from None
     if data.get("format") != FORMAT:
         raise BadInput(f"{source}: unsupported format {_shown(data.get('format'))} (this tool "
                        f"reads {FORMAT})")

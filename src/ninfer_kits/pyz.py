@@ -174,13 +174,13 @@ def _bundled_files(matrix: Path | None) -> Iterator[tuple[str, bytes]]:
 
 def _allowed_signers(matrix: Path) -> str | None:
     """[publish.signing] allowed_signers of the matrix (a path relative to it), or None. Read
-    with tomllib alone: the matrix reader checked it when publish loaded the matrix (and the
+    with toml_text alone: the matrix reader checked it when publish loaded the matrix (and the
     ground floor does not import it)."""
-    import tomllib
     from pathlib import PurePosixPath
 
-    with matrix.open("rb") as handle:
-        data = tomllib.load(handle)
+    from ninfer_kits import toml_text
+
+    data = toml_text.loads(matrix.read_text(encoding="utf-8"))
     publish = data.get("publish")
     signing = publish.get("signing") if isinstance(publish, dict) else None
     relative = signing.get("allowed_signers") if isinstance(signing, dict) else None

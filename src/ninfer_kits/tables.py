@@ -333,11 +333,11 @@ def read_data_file(path: Path, what: str) -> Table:
 
 def parse(path: Path, text: str) -> Table:
     """TOML text read from `path`, as its root Table; ConfigError when it is not TOML."""
-    import tomllib  # not at start-up: only the commands that read a TOML file need it
+    from ninfer_kits import toml_text
 
     try:
-        raw = tomllib.loads(text)
-    except ValueError as error:  # TOMLDecodeError, and int() refusing a huge number
+        raw = toml_text.loads(text)
+    except toml_text.InvalidToml as error:
         message = str(error)
         found = re.search(r"\(at line ([0-9]+), column [0-9]+\)", message)
         line = int(found.group(1)) if found else None

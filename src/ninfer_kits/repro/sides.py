@@ -33,6 +33,7 @@ from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive, TarHeader, arc
 from ninfer_kits.inspector.inputs import ByteSource, look, open_regular, printable
 from ninfer_kits.kitdir import BUILDINFO, FIXED_FILES, SHA256SUMS, TARBALL_SUFFIX
 from ninfer_kits.repro.model import Side
+from ninfer_kits.trees import walk
 
 KEEP = 1 << 20  # members up to this size are kept in memory by the first pass
 BLOCK = 1 << 20
@@ -86,7 +87,7 @@ def read_tree(path: Path, shown: str) -> Tree:
     if stat.S_ISDIR(mode):
         if _is_kit_folder(path):
             return _kit_folder(path, shown)
-        return Tree(shown, FOLDER, dict(_folder(path, "")))
+        return Tree(shown, FOLDER, dict(_folder(path)))
     with open_regular(path, shown) as file:
         head = file.head(HEAD_BYTES)
     if archive_format(head) is not None:
@@ -126,22 +127,20 @@ def role(asset: str) -> str:
     return "portable" if asset.endswith(PORTABLE_SUFFIX) else "kit"
 
 
-def _folder(root: Path, prefix: str) -> Iterator[tuple[str, Member]]:
-    """Every entry under `root` (symlinks not followed), sorted, with '/'-separated paths."""
-    def walk(folder: Path, relative: str) -> Iterator[tuple[str, Member]]:
+def _folder(root: Path) -> Iterator[tuple[str, Member]]:
+    """Every entry under `root` (symlinks not followed), sorted, with '/'-separated paths
+    (trees.walk: however deep the tree, no recursion)."""
+    entries = walk(root)
+    while True:
         try:
-            names = sorted(os.listdir(folder))
+            found = next(entries, None)
         except OSError as error:
-            raise BadInput(f"{printable(str(folder))}: cannot list it ({error.strerror})") \
-                from error
-        for name in names:
-            child, path = folder / name, f"{relative}{name}"
-            status = child.lstat()
-            yield from _entry(child, path, status).items()
-            if stat.S_ISDIR(status.st_mode):
-                yield from walk(child, f"{path}/")
-
-    yield from walk(root, prefix)
+            raise BadInput(f"{printable(str(error.filename))}: cannot read it "
+                           f"({error.strerror})") from error
+        if found is None:
+            return
+        path, status = found
+        yield from _entry(root / path, path, status).items()
 
 
 def _entry(path: Path, name: str, status: os.stat_result) -> dict[str, Member]:

@@ -9,10 +9,10 @@ folder, which goes when the `with` ends."""
 from __future__ import annotations
 
 import os
-import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from ninfer_kits.kitdir import (
     read_kit_dir,
 )
 from ninfer_kits.signatures import Trust, check_sums
+from ninfer_kits.trees import remove_tree, walk
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,8 @@ def _unpacked(archive_path: Path) -> Iterator[Path]:
             raise BadInput(f"{archive_path}: holds no kit/ folder")
         yield workdir
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        with suppress(OSError):
+            remove_tree(workdir)
 
 
 def _reproduction(folder: Path) -> reproduction.Reproduction | None:
@@ -181,8 +183,8 @@ def _read(shown: str, root: Path, checked: str,
         if bin_dir.is_dir() else ()
     if not programs:
         raise BadInput(f"{shown}: kit/bin/ holds no program")
-    elfs = [p for p in sorted((root / "kit").rglob("*")) if p.is_file() and not p.is_symlink()
-            and is_elf(p)]
+    elfs = [root / "kit" / relative for relative, status in walk(root / "kit")
+            if stat.S_ISREG(status.st_mode) and is_elf(root / "kit" / relative)]
     files = tuple(read_elf(p, str(p.relative_to(root))) for p in elfs)
     info_path = root / "kit" / "BUILDINFO.txt"
     info = buildinfo.read(info_path) if info_path.is_file() else None

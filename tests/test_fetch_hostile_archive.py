@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import os
 import shutil
 import signal
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import ledger, trees
+from ninfer_kits import ledger, tarsafe, trees
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.fetch import extract, locate
 from ninfer_kits.fetch.fetch import Fetcher
@@ -186,6 +187,27 @@ def test_the_bounds_are_what_docs_fetch_md_says() -> None:
                  f"longer than {archive.PATH_MAX - 1:,} bytes",
                  f"more than {trees.MAX_SYMLINKS} links"):
         assert fact in text, fact
+
+
+@pytest.mark.parametrize("members", [
+    pytest.param([_member(DEEP, data=b"x")], id="a member 2,000 folders deep"),
+    pytest.param([*(_member(f"l{n}", tarfile.SYMTYPE, link=f"l{n + 1}")
+                    for n in reversed(range(1200))), _member("l0/x", data=b"x")],
+                 id="a chain of 1,200 links"),
+])
+@pytest.mark.parametrize("policy", ["data", "tar"])
+@pytest.mark.parametrize("how", ["native", "checked"])
+def test_the_build_sides_extraction_refuses_the_same_trees(
+        tmp_path: Path, members: Members, policy: tarsafe.Policy, how: str) -> None:
+    """tarsafe (upstream sources, image exports): refused, on the Pythons with tarfile's
+    filters and without, where tarfile's makedirs and realpath would recurse past the limit."""
+    if how == "native" and not tarsafe.NATIVE_FILTERS:
+        pytest.skip("this Python's tarfile has no filters")
+    extract_all = tarsafe.extract_all if how == "native" else tarsafe.extract_all_checked
+    (tmp_path / "out").mkdir()
+    with tarfile.open(fileobj=io.BytesIO(_tarball(members))) as opened, \
+            pytest.raises(tarsafe.UnsafeMember, match=r"names deep|through more than 40 links"):
+        extract_all(opened, tmp_path / "out", policy=policy)
 
 
 # --------------------------------------------------------------------------- deep leftovers

@@ -13,6 +13,12 @@ written, or refused, the same way on both:
   destination, devices and FIFOs. Files are readable and writable by their owner, executable
   by others only where by the owner; everything belongs to whoever extracts.
 
+On both, and under either policy, a member more than MAX_DEPTH names deep, or whose path or
+link target resolves through more than MAX_SYMLINKS links, is refused first: extracting makes
+a member's missing folders with os.makedirs and both checks resolve paths with
+os.path.realpath, which on Python 3.11 recurse once per folder or link (an archive could end
+them in RecursionError).
+
 A refusal is `UnsafeMember` (a tarfile.TarError) on every Python; what was written before the
 refused member stays written.
 """
@@ -21,10 +27,14 @@ from __future__ import annotations
 
 import copy
 import os
+import posixpath
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, Literal
+
+from ninfer_kits.inspector.archive import MAX_DEPTH, shown_name
+from ninfer_kits.trees import MAX_SYMLINKS, TooManyLinks, stays_inside
 
 Policy = Literal["data", "tar"]
 
@@ -45,7 +55,7 @@ def extract_all(archive: tarfile.TarFile, dest: Path, *, policy: Policy = "data"
         extract_all_checked(archive, dest, policy=policy)
         return
     try:
-        archive.extractall(dest, filter=_FILTERS[policy])
+        archive.extractall(dest, filter=_filter(policy))
     except tarfile.FilterError as error:
         raise UnsafeMember(str(error)) from error
 
@@ -57,7 +67,7 @@ def extract(archive: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, *,
         extract_checked(archive, member, dest, policy=policy)
         return
     try:
-        archive.extract(member, dest, filter=_FILTERS[policy])
+        archive.extract(member, dest, filter=_filter(policy))
     except tarfile.FilterError as error:
         raise UnsafeMember(str(error)) from error
 
@@ -84,6 +94,7 @@ def checked(member: tarfile.TarInfo, dest: Path, policy: Policy) -> tarfile.TarI
     """A copy of `member` as `policy` lets it be written under `dest` (tarfile's
     _get_filtered_attrs, for Pythons without it); UnsafeMember when it refuses it."""
     root = os.path.realpath(dest)
+    _within_bounds(member, root)
     name = member.name.lstrip("/" + os.sep)
     if not name and member.name:
         name = "."
@@ -131,7 +142,29 @@ def _tar_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
     return tarfile.tar_filter(member, dest)
 
 
-_FILTERS: Final[dict[Policy, Any]] = {"data": "data", "tar": _tar_filter}
+def _filter(policy: Policy) -> Callable[[tarfile.TarInfo, str], tarfile.TarInfo]:
+    """tarfile's filter for `policy`, after the bounds."""
+    native = tarfile.data_filter if policy == "data" else _tar_filter
+    return lambda member, dest: native(_within_bounds(member, dest), dest)
+
+
+def _within_bounds(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    """`member`, unless it is more than MAX_DEPTH names deep or its path (or a link's target)
+    resolves under `dest` through more than MAX_SYMLINKS links: UnsafeMember then."""
+    name = member.name.lstrip("/")
+    if name.count("/") >= MAX_DEPTH:
+        raise UnsafeMember(f"{shown_name(member.name)} is more than {MAX_DEPTH} names deep")
+    paths = [name]
+    if member.issym() or member.islnk():
+        base = posixpath.dirname(name) if member.issym() else ""
+        paths.append(posixpath.join(base, member.linkname))
+    try:
+        for path in paths:
+            stays_inside(dest, path)
+    except TooManyLinks:
+        raise UnsafeMember(f"{shown_name(member.name)} resolves through more than "
+                           f"{MAX_SYMLINKS} links") from None
+    return member
 
 
 def _inside(path: str, root: str) -> bool:

@@ -479,17 +479,17 @@ def test_fetch_portable_from_a_dist_folder_unpacks_the_portable_kit(tmp_path: Pa
 
 def test_fetch_without_portable_takes_the_plain_kit_of_a_pair(tmp_path: Path,
                                                              pair: Path) -> None:
-    """A tag the matrix does not render: the plain tarball is told from its sibling by
-    pairing, not by which one is listed first."""
-    other = tmp_path / "dist" / "some-tag"
+    """A tag nothing records, named as a tag: the plain tarball is told from its sibling by
+    pairing, not by which one is listed first (and bound to the tag by the matrix after)."""
+    other = tmp_path / "dist" / TAG
     shutil.copytree(pair, other)
     dest = tmp_path / "box"
-    done = cli("fetch", "some-tag", "--from", str(other.parent), "--dest", str(dest),
+    done = cli("fetch", TAG, "--from", str(other.parent), "--dest", str(dest),
                "--matrix", str(ROOT / "matrix.toml"))
     assert done.returncode == 0, done.stderr
     assert (dest / ASSET).is_file() and not (dest / PORTABLE).exists()
     assert not (dest / "kit" / "third_party").exists()
-    portable = cli("fetch", "some-tag", "--portable", "--from", str(other.parent), "--dest",
+    portable = cli("fetch", TAG, "--portable", "--from", str(other.parent), "--dest",
                    str(tmp_path / "box2"), "--matrix", str(ROOT / "matrix.toml"))
     assert portable.returncode == 0, portable.stderr
     assert (tmp_path / "box2" / "kit" / "third_party").is_dir()
@@ -815,10 +815,10 @@ def test_unsafe_archives_are_refused_and_leave_nothing(
 def test_setuid_and_group_write_bits_are_dropped(tmp_path: Path) -> None:
     info, data = _member("kit/bin/app", data=b"#!/bin/sh\n")
     info.mode = 0o6777
+    text = buildinfo.render(kit_info(), with_run=False).encode()
     folder = _release_of(tmp_path, _tarball([(info, data),
-                                             _member("kit/BUILDINFO.txt", data=b"x")]))
-    release = locate.Located(TAG, ASSET, "dir", "folder", {
-        name: locate.RemoteFile(name, str(folder / name)) for name in (ASSET, "SHA256SUMS")})
+                                             _member("kit/BUILDINFO.txt", data=text)]))
+    release = locate.locate(TAG, str(folder.parent), ctx_for(ROOT / "matrix.toml"))
     Fetcher(Client(), quiet()).fetch(release, tmp_path / "box")
     assert (tmp_path / "box" / "kit" / "bin" / "app").stat().st_mode & 0o7777 == 0o755
 

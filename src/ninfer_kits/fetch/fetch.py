@@ -53,6 +53,7 @@ from ninfer_kits.fetch.download import (
     part_paths,
     prepare_part,
 )
+from ninfer_kits.fetch import identity
 from ninfer_kits.fetch.extract import Extraction, FollowingArchive, extract
 from ninfer_kits.fetch.http import Client, NotFound, shown
 from ninfer_kits.fetch.locate import (
@@ -168,6 +169,9 @@ class Fetcher:
                 raise CheckFailed(f"{located.asset}: {SHA256SUMS} says {sha256}, "
                                   f"{tarball.recorded_by} says {tarball.sha256}: refusing it")
             agreed.append(tarball.recorded_by)
+        recorded = identity.check_listed(_request(located), located.asset, sha256, SHA256SUMS)
+        if recorded is not None and recorded not in agreed:
+            agreed.append(recorded)
         sha1, sha1_text = self._sha1(located)
         extras = self._extras(located, sums)
         with terminate_as_exit():
@@ -189,6 +193,7 @@ class Fetcher:
             parts.append(f"{SHA1SUMS} ok" if sha1_text is not None else
                          f"sha1 ok (as {tarball.sha1_by} records it)")
         parts += [f"{who} agrees" for who in agreed]
+        parts.append(_request(located).bound)
         parts.append(signed)
         checked = ", ".join(parts)
         return Fetched(located, dest, dest / located.asset, digests, checked, reused,
@@ -254,6 +259,7 @@ class Fetcher:
             else:
                 digests, extraction, resumed_from, reconnects = self._download(
                     located, tarball, dest, staging, sha256, sha1)
+            self._bind(located, dest, staging / KIT)
             _place(staging / KIT, dest / KIT, staging)
             if reuse is None:
                 part, marker = part_paths(dest, located.asset)
@@ -262,6 +268,16 @@ class Fetcher:
             return digests, reuse is not None, extraction, resumed_from, reconnects
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+    def _bind(self, located: Located, dest: Path, kit: Path) -> None:
+        """The unpacked kit/BUILDINFO.txt against what was asked for, before kit/ is placed.
+        A refused tarball's download goes: its bytes are the release's, and not the kit asked
+        for, so there is nothing to resume."""
+        try:
+            identity.check_unpacked(_request(located), located.asset, kit, located.where)
+        except CheckFailed:
+            _remove(*part_paths(dest, located.asset))
+            raise
 
     def _download(self, located: Located, tarball: RemoteFile, dest: Path, staging: Path,
                   sha256: str, sha1: str | None) -> tuple[Digests, Extraction, int, int]:
@@ -417,6 +433,12 @@ def _remove_empty(folders: list[Path]) -> None:
 def _remove(*paths: Path) -> None:
     for path in paths:
         path.unlink(missing_ok=True)
+
+
+def _request(located: Located) -> identity.Request:
+    """What was asked for: as locate stated it, else (a Located made by hand) its own tag,
+    tarball and kit, which the matrix's templates then cannot bind: it is refused."""
+    return located.request or identity.Request(located.tag, located.asset, located.kit)
 
 
 def describe(fetched: Fetched) -> list[str]:

@@ -29,6 +29,7 @@ TIMEOUT = 15.0
 
 
 NO_INDEX = "none"  # --index none: locate as before there was an index
+BY = "the kit index"  # Recorded.by of its entries
 
 
 def index_location(given: str | None, repository: str | None, web: str,
@@ -55,6 +56,11 @@ class IndexSource:
     def words(self) -> str:
         return f"the kit index {shown(self.location)}"
 
+    @property
+    def loaded(self) -> bool:
+        """Whether it was read already (by fetch --auto, which chose a release from it)."""
+        return self._entries is not None
+
     def entries(self) -> tuple[LedgerEntry, ...]:
         if self._entries is None:
             self._entries = self._read()
@@ -62,11 +68,11 @@ class IndexSource:
 
     def entry(self, tag: str) -> Recorded | None:
         found = next((entry for entry in self.entries() if entry.tag == tag), None)
-        return Recorded(self.words, found) if found is not None else None
+        return Recorded(self.words, found, BY) if found is not None else None
 
     def entries_of(self, kit: str) -> list[Recorded]:
         """Every release of `kit` in the index, oldest first (the index's order)."""
-        return [Recorded(self.words, entry) for entry in self.entries() if entry.kit == kit]
+        return [Recorded(self.words, entry, BY) for entry in self.entries() if entry.kit == kit]
 
     def _read(self) -> tuple[LedgerEntry, ...]:
         if "://" not in self.location:

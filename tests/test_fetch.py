@@ -61,9 +61,11 @@ def kit_info(kit: str = KIT) -> BuildInfo:
     )
 
 
-def make_kit(folder: Path, *, filler: int = 3 << 20, needs: str | None = None) -> Path:
+def make_kit(folder: Path, *, filler: int = 3 << 20, needs: str | None = None,
+             info: BuildInfo | None = None) -> Path:
     """folder/kit/: bin/app (C, libc only; or also `needs`, a library not shipped),
-    BUILDINFO.txt, LICENSE, lib/ with `filler` bytes of incompressible data and a symlink."""
+    BUILDINFO.txt (`info`, else kit_info()), LICENSE, lib/ with `filler` bytes of
+    incompressible data and a symlink."""
     kit = folder / "kit"
     (kit / "bin").mkdir(parents=True)
     (kit / "lib").mkdir()
@@ -77,7 +79,7 @@ def make_kit(folder: Path, *, filler: int = 3 << 20, needs: str | None = None) -
         (folder / "app.c").write_text("int n(void);\nint main(void) { return n(); }\n")
         command += [str(folder / needs)]
     subprocess.run(command, check=True)
-    (kit / "BUILDINFO.txt").write_text(buildinfo.render(kit_info(), with_run=False))
+    (kit / "BUILDINFO.txt").write_text(buildinfo.render(info or kit_info(), with_run=False))
     (kit / "LICENSE").write_text("Apache-2.0\n")
     (kit / "lib" / "libfiller.so.1").write_bytes(os.urandom(filler))
     (kit / "lib" / "libfiller.so").symlink_to("libfiller.so.1")
@@ -101,13 +103,14 @@ def make_portable(kit: Path) -> Path:
 
 
 def publish_folder(kit: Path, dist: Path, tag: str = TAG, asset: str = ASSET,
-                   portable: Path | None = None) -> Path:
-    """dist/<tag>/ as `build` writes it: tarball, BUILDINFO.txt, SHA256SUMS, SHA1SUMS,
-    build.log; with `portable` (a kit/ tree, make_portable) also the portable sibling."""
+                   portable: Path | None = None, info: BuildInfo | None = None) -> Path:
+    """dist/<tag>/ as `build` writes it: tarball, BUILDINFO.txt (`info`, else kit_info()),
+    SHA256SUMS, SHA1SUMS, build.log; with `portable` (a kit/ tree, make_portable) also the
+    portable sibling."""
     folder = dist / tag
     folder.mkdir(parents=True)
     packed = {asset: pack_tree(kit, folder / asset, mtime=MTIME)}
-    info = kit_info()
+    info = info or kit_info()
     if portable is not None:
         sibling = kitdir.PORTABLE.asset(asset)
         packed[sibling] = pack_tree(portable, folder / sibling, mtime=MTIME)

@@ -42,6 +42,7 @@ from pathlib import Path
 from ninfer_kits import atomic, locks, signatures
 from ninfer_kits.checksums import SHA1, SHA256, parse_sums
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
+from ninfer_kits.fetch import identity
 from ninfer_kits.fetch.download import (
     Aborted,
     Digests,
@@ -53,7 +54,6 @@ from ninfer_kits.fetch.download import (
     part_paths,
     prepare_part,
 )
-from ninfer_kits.fetch import identity
 from ninfer_kits.fetch.extract import Extraction, FollowingArchive, extract
 from ninfer_kits.fetch.http import Client, NotFound, shown
 from ninfer_kits.fetch.locate import (

@@ -301,3 +301,113 @@ def test_auto_binds_the_fetch_to_the_release_it_chose(tmp_path: Path,
                    "--index", str(index), "--matrix", str(user), "--dest", str(dest))
         refused(done, f"chosen: {TAG} (plain)", f"{ASSET}: SHA256SUMS says ",
                 f"the kit index {index} records ")
+
+
+# --------------------------------------------------------------------------- nothing raw
+
+
+ESCAPE = "\x1b]0;owned\x07\x1b[2J"  # a terminal title, then a cleared screen
+ESCAPED = "\\x1b]0;owned\\x07\\x1b[2J"
+
+
+def shown_escaped(done: subprocess.CompletedProcess[str]) -> None:
+    out = done.stdout + done.stderr
+    assert "\x1b" not in out and "\x07" not in out, out
+    assert ESCAPED in out, out
+
+
+def test_a_checksum_name_with_an_escape_sequence_is_shown_escaped(
+        tmp_path: Path, releases: dict[str, Path]) -> None:
+    folder = _presented(releases["genuine"], tmp_path / "dist")
+    with (folder / "SHA256SUMS").open("a") as sums:
+        sums.write(f"{'0' * 64}  {ESCAPE}.tar.gz\n")
+    with guarded(tmp_path) as dest:
+        done = cli("fetch", TAG, "--from", str(folder.parent), "--dest", str(dest),
+                   "--matrix", str(ROOT / "matrix.toml"))
+        refused(done, f"folder {folder}: SHA256SUMS:3: the name ", " holds a control "
+                      "character: refused")
+        shown_escaped(done)
+    verified = cli("verify", str(folder))
+    assert verified.returncode == 1 and "SHA256SUMS:3: the name " in verified.stderr
+    shown_escaped(verified)
+
+
+def test_crlf_checksums_are_read_as_sha256sum_reads_them(
+        tmp_path: Path, releases: dict[str, Path]) -> None:
+    """`sha256sum -c` (coreutils) accepts a SHA256SUMS with CRLF line ends; so does fetch,
+    where it once said "does not list k.tar.gz (it lists k.tar.gz\\r)" without the \\r."""
+    folder = _presented(releases["genuine"], tmp_path / "dist")
+    sums = folder / "SHA256SUMS"
+    for name in ("BUILDINFO.txt", "SHA1SUMS"):  # SHA256SUMS alone is the case
+        (folder / name).unlink()
+    sums.write_bytes(b"".join(line + b"\r\n" for line in sums.read_bytes().splitlines()
+                              if ASSET.encode() in line))
+    assert subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=folder,
+                          capture_output=True).returncode == 0
+    dest = tmp_path / "box"
+    done = cli("fetch", TAG, "--from", str(folder.parent), "--dest", str(dest),
+               "--matrix", str(ROOT / "matrix.toml"))
+    assert "error" not in done.stderr and (dest / "kit" / "bin" / "app").is_file(), done.stderr
+    assert "SHA256SUMS ok" in done.stderr
+
+
+def test_an_api_asset_name_with_an_escape_sequence(tmp_path: Path,
+                                                   releases: dict[str, Path]) -> None:
+    assets = _assets(releases["genuine"])
+    assets[f"{ESCAPE}.tar.gz"] = assets.pop(ASSET)
+    with GitHubServer() as server:
+        server.add_repo(REPOSITORY)
+        server.add_release(REPOSITORY, "v9-escape", assets=assets)
+        matrix = checkout(tmp_path, server.base_url)
+        with guarded(tmp_path) as dest:
+            done = cli("fetch", "v9-escape", "--matrix", str(matrix), "--dest", str(dest),
+                       "--index", "none")
+            assert done.returncode == 2, done.stderr
+            assert "not a plain file name (a path, '.', '..' or a control character)" in \
+                done.stderr
+            shown_escaped(done)
+
+
+def test_index_text_with_an_escape_sequence(tmp_path: Path, releases: dict[str, Path]) -> None:
+    index = _index(tmp_path, releases["genuine"], "http://127.0.0.1:9", card=ESCAPE)
+    user = checkout(tmp_path / "user", "http://127.0.0.1:9")
+    with guarded(tmp_path) as dest:
+        for command in (("fetch", TAG, "--dest", str(dest)), ("fetch", "--auto", "--dry-run")):
+            done = cli(*command, "--matrix", str(user), "--index", str(index))
+            assert done.returncode == 2, done.stderr
+            assert f"{index}: kits[0].ledger: key 'card' holds a control character: " in \
+                done.stderr
+            shown_escaped(done)
+
+
+def test_a_servers_reason_phrase_is_shown_escaped() -> None:
+    import http.server
+    import threading
+
+    from ninfer_kits.fetch.http import Client, HttpFailure
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(418, ESCAPE)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        port = server.server_address[1]
+        with pytest.raises(HttpFailure) as failure:
+            Client(attempts=1).get_bytes(f"http://127.0.0.1:{port}/k.tar.gz")
+        server.shutdown()
+    said = str(failure.value)
+    assert "\x1b" not in said and f"HTTP 418 {ESCAPED}" in said, said
+
+
+def test_verifys_table_shows_a_kits_names_escaped(tmp_path: Path) -> None:
+    """A soname inside the kit's own ELF file reaches verify's table escaped."""
+    kit = make_kit(tmp_path / "tree", filler=100, needs=f"libx{ESCAPE}.so.1")
+    done = cli("verify", str(kit.parent))
+    assert done.returncode != 0 and f"libx{ESCAPED}.so.1" in done.stdout, done.stdout
+    shown_escaped(done)

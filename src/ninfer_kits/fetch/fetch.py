@@ -160,7 +160,7 @@ class Fetcher:
         signed, signature = self._signature(located, sums_data)
         tarball = located.tarball
         sha256 = sums.get(located.asset)
-        if sha256 is None:
+        if sha256 is None:  # the names shown as they are: parse_sums refuses unprintable ones
             raise CheckFailed(f"{located.where}: {SHA256SUMS} does not list {located.asset} "
                               f"(it lists {', '.join(sorted(sums)) or 'nothing'})")
         agreed = []

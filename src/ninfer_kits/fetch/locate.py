@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ BUILDINFO = "BUILDINFO.txt"
 TARBALL_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".tar.bz2", ".tar")
 OCTET_STREAM = "application/octet-stream"
 B2_URL_ENV = "NINFER_KITS_B2_URL"
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 @dataclass(frozen=True)
@@ -291,7 +293,7 @@ def _portable(found: Located, want: Wanted) -> Located:
     """The same release with its portable tarball as the asset."""
     name = _sibling_name(found.asset)
     if name is None or name not in found.files:
-        listed = ", ".join(sorted(found.files)) or "no files"
+        listed = ", ".join(printable(file) for file in sorted(found.files)) or "no files"
         why = (f"kit {want.kit.id} is not built portable (no `portable = true` in the matrix)"
                if want.kit is not None and not want.kit.portable else
                f"no {name or 'portable tarball'} among its files: {listed}")
@@ -381,12 +383,11 @@ def _github_api(want: Wanted, ctx: Context, client: Client, repository: str, whe
         name = str(asset.get("name", ""))
         if name and not plain_file_name(name):
             raise BadInput(f"{shown(url)}: an asset named {printable(name)}: not a plain file "
-                           f"name (a path, or '.' or '..'): refused")
+                           f"name (a path, '.', '..' or a control character): refused")
         link = asset.get("url") if use_api else asset.get("browser_download_url")
         if not name or not isinstance(link, str):
             continue
-        digest = asset.get("digest")
-        sha256 = digest[7:] if isinstance(digest, str) and digest.startswith("sha256:") else None
+        sha256 = _digest(asset.get("digest"), name, url)
         size = asset.get("size") if isinstance(asset.get("size"), int) else None
         old = recorded.files.get(name) if recorded else None
         files[name] = RemoteFile(name, link, accept=OCTET_STREAM if use_api else None, size=size,
@@ -403,10 +404,21 @@ def _github_api(want: Wanted, ctx: Context, client: Client, repository: str, whe
                    notes=(*want.notes, f"the release from {shown(url)}"))
 
 
+def _digest(digest: object, name: str, url: str) -> str | None:
+    """The sha256 of GitHub's asset `digest` (`sha256:<hex>`), None without one."""
+    if not isinstance(digest, str) or not digest.startswith("sha256:"):
+        return None
+    if _SHA256.fullmatch(digest[7:]) is None:
+        raise BadInput(f"{shown(url)}: asset {name}: the digest {printable(digest[:80])} is not "
+                       f"a sha256: refused")
+    return digest[7:].lower()
+
+
 def plain_file_name(name: str) -> bool:
     """Whether `name` names a file in the folder it is joined to, and nothing else: no '/',
-    not '.' or '..', no NUL, not empty."""
-    return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name
+    not '.' or '..', not empty; and shows as itself: no control character (no NUL, no escape
+    sequence for the terminal that every message naming the asset would print)."""
+    return bool(name) and name not in (".", "..") and "/" not in name and name.isprintable()
 
 
 def _b2(want: Wanted, ctx: Context) -> Located:
@@ -471,7 +483,7 @@ def _only_tarball(files: Mapping[str, Any], where: str,
         sources = {name.removeprefix(f"{SOURCES}/") for name in listed_sources(sums())}
         tarballs = [name for name in tarballs if name not in sources]
     if len(tarballs) != 1:
-        listed = ", ".join(sorted(files)) or "no files"
+        listed = ", ".join(printable(name) for name in sorted(files)) or "no files"
         raise BadInput(f"{where}: expected one kit tarball, found {len(tarballs)} ({listed})")
     return tarballs[0]
 

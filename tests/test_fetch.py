@@ -415,16 +415,17 @@ def test_fetch_from_b2_urls_of_the_ledger(tmp_path: Path, release: Path,
 
 
 def test_exit_status_is_verifys(tmp_path: Path) -> None:
-    """A kit that needs a library this host lacks: fetched fine, verify says no (exit 1)."""
+    """A kit that needs a library this host lacks: fetched fine, verify says it will not run
+    here (exit 4, not 1: nothing was refused)."""
     folder = publish_folder(make_kit(tmp_path / "tree", filler=1000,
                                      needs="libninfer-kits-absent.so.1"), tmp_path / "dist")
     dest = tmp_path / "box"
     done = cli("fetch", TAG, "--from", str(folder.parent), "--dest", str(dest),
                "--matrix", str(ROOT / "matrix.toml"))
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 4, done.stderr
     assert "libninfer-kits-absent.so.1" in done.stdout and "missing" in done.stdout
     assert (dest / "kit" / "bin" / "app").is_file()  # fetched and checked: it is the host
-    assert cli("verify", str(dest)).returncode == 1
+    assert cli("verify", str(dest)).returncode == 4
 
 
 def test_a_second_fetch_reuses_the_checked_tarball_and_replaces_the_kit(

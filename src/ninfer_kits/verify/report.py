@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ninfer_kits import versions
+from ninfer_kits.errors import EXIT_WILL_NOT_RUN
 from ninfer_kits.inspector.floor import KitFloor, SymbolVersion, highest_needed
 from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.loader.resolve import Found, NotFound, Resolution, VersionGap
@@ -56,7 +57,9 @@ class VerifyReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.met else 1
+        """0, or EXIT_WILL_NOT_RUN: what this table judges is the target, never the kit's
+        soundness (a refused checksum or signature raised CheckFailed before)."""
+        return 0 if self.met else EXIT_WILL_NOT_RUN
 
 
 def library_rows(floor: KitFloor, resolutions: Sequence[Resolution],

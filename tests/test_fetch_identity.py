@@ -375,7 +375,7 @@ def test_index_text_with_an_escape_sequence(tmp_path: Path, releases: dict[str, 
         for command in (("fetch", TAG, "--dest", str(dest)), ("fetch", "--auto", "--dry-run")):
             done = cli(*command, "--matrix", str(user), "--index", str(index))
             assert done.returncode == 2, done.stderr
-            assert f"{index}: kits[0].ledger: key 'card' holds a control character: " in \
+            assert f"the kit index {index}: release {TAG} holds a control character in " in \
                 done.stderr
             shown_escaped(done)
 

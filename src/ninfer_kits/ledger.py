@@ -384,7 +384,7 @@ def _string_list(table: Mapping[str, Any], key: str, where: str) -> tuple[str, .
     value = table.get(key)
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise BadInput(f"{where}: {key} must be a list of strings")
-    return tuple(_one_line(item, key, where) for item in value)
+    return tuple(value)
 
 
 def _optional_text(table: Mapping[str, Any], key: str, source: str) -> str | None:
@@ -488,15 +488,6 @@ def _text(table: Mapping[str, Any], key: str, source: str) -> str:
     value = table.get(key)
     if not isinstance(value, str):
         raise BadInput(f"{source}: key {key!r} must be a string")
-    return _one_line(value, key, source)
-
-
-def _one_line(value: str, key: str, source: str) -> str:
-    """A value as publish writes one: printable text on one line. The kit index is a ledger
-    that comes from a server, and its values reach the terminal: an escape sequence or a line
-    break in one is refused (shown escaped) rather than printed."""
-    if not value.isprintable():
-        raise BadInput(f"{source}: key {key!r} holds a control character: {value[:80]!r}")
     return value
 
 

@@ -124,13 +124,13 @@ def _unbound(request: Request, asset: str, info: buildinfo.BuildInfo) -> list[st
     if kit is None:
         return [f"kit {printable(info.kit)}, which the matrix does not have, and nothing "
                 f"records release {request.tag}: nothing binds the kit to that tag"]
-    try:
+    try:  # ValueError: not a revision, or (portable) an asset with no portable sibling
         facts = RevisionFacts(revision=info.revision, version=info.version)
         tag, plain = kit.render_tag(facts), kit.render_asset(facts)
+        made = PORTABLE.asset(plain) if request.flavour == PORTABLE.name else plain
     except (ValueError, UnresolvedPlaceholders) as error:
         return [f"revision {printable(info.revision)} and version {printable(info.version)}, "
                 f"from which kit {kit.id}'s tag cannot be made ({printable(str(error))})"]
-    made = PORTABLE.asset(plain) if request.flavour == PORTABLE.name else plain
     said = []
     if tag != request.tag:
         said.append(f"kit {kit.id} at revision {printable(info.revision)}, version "

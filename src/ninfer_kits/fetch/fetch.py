@@ -14,6 +14,11 @@ the matrix's [publish.signing] a missing or bad signature is refused (exit 1) un
 --insecure-no-signature (a loud warning); without it, a release without one is "unsigned", as
 every release made before signing is.
 
+What arrives is held to what was asked for (fetch.identity): the tarball by the name the ledger,
+the index or the matrix gives it, its sha256 as they record it, and kit/BUILDINFO.txt's kit,
+flavour and revision once unpacked, before anything is placed: another kit's release is refused
+even where its own checksums and signature are good.
+
 With --portable the tarball is the release's `<stem>-portable.tar.gz`, and everything below is
 the same. A release with both tarballs lists both in SHA256SUMS and SHA1SUMS while DEST holds
 one: there `sha256sum -c --ignore-missing SHA256SUMS` checks what is here.

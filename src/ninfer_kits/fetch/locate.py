@@ -273,7 +273,7 @@ def _request(want: Wanted, ctx: Context, portable: bool) -> Request:
         asset = record.portable_asset if record and record.portable_asset else \
             _sibling_name(asset)
     return Request(
-        tag=want.tag, asset=asset, kit=_kit_id(want),
+        tag=want.tag, asset=asset, kit=_kit_id(want) or None,
         flavour=PORTABLE.name if portable else PLAIN,
         revision=(record.entry.revision or None) if record else None,
         sha256=_recorded_sha256(record, asset), recorded_by=record.by if record else "",

@@ -160,7 +160,11 @@ run_kit() {  # one kit: verify, then the program itself
     echo "$ran"
     echo "== $name: ninfer exit status $code"
     local said smoke
-    said="$( ((status == 0)) && echo "runs" || echo "does not run")"
+    case $status in  # 4: sound, and this host does not meet its floor; 1: refused
+        0) said="runs" ;;
+        4) said="does not run" ;;
+        *) said="refused or failed" ;;
+    esac
     smoke="$(grep -m1 -E "kernels ok|failed|error while loading|no kernel image" <<<"$ran" \
         || tail -n1 <<<"$ran")"
     ROWS+=("| $GPU | $DRIVER | $DISTRO | $name | $said (exit $status) | $smoke (exit $code) |")

@@ -294,7 +294,7 @@ def test_the_documents_are_published_with_the_kit(attested: kitdir.KitDir,
     dest = tmp_path / "box"
     done = cli("fetch", TAG, "--from", tmp_path / "out", "--dest", dest, "--matrix",
                ROOT / "matrix.toml")
-    assert done.returncode in (0, 1), done.stderr  # verify's verdict: no NVIDIA driver here
+    assert done.returncode in (0, 4), done.stderr  # verify's verdict: no NVIDIA driver here
     assert "checked   SHA256SUMS ok" in done.stderr
     fetched = kitdir.read_kit_dir(dest)
     assert fetched.attestations == () and fetched.verified

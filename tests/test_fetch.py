@@ -61,9 +61,11 @@ def kit_info(kit: str = KIT) -> BuildInfo:
     )
 
 
-def make_kit(folder: Path, *, filler: int = 3 << 20, needs: str | None = None) -> Path:
+def make_kit(folder: Path, *, filler: int = 3 << 20, needs: str | None = None,
+             info: BuildInfo | None = None) -> Path:
     """folder/kit/: bin/app (C, libc only; or also `needs`, a library not shipped),
-    BUILDINFO.txt, LICENSE, lib/ with `filler` bytes of incompressible data and a symlink."""
+    BUILDINFO.txt (`info`, else kit_info()), LICENSE, lib/ with `filler` bytes of
+    incompressible data and a symlink."""
     kit = folder / "kit"
     (kit / "bin").mkdir(parents=True)
     (kit / "lib").mkdir()
@@ -77,7 +79,7 @@ def make_kit(folder: Path, *, filler: int = 3 << 20, needs: str | None = None) -
         (folder / "app.c").write_text("int n(void);\nint main(void) { return n(); }\n")
         command += [str(folder / needs)]
     subprocess.run(command, check=True)
-    (kit / "BUILDINFO.txt").write_text(buildinfo.render(kit_info(), with_run=False))
+    (kit / "BUILDINFO.txt").write_text(buildinfo.render(info or kit_info(), with_run=False))
     (kit / "LICENSE").write_text("Apache-2.0\n")
     (kit / "lib" / "libfiller.so.1").write_bytes(os.urandom(filler))
     (kit / "lib" / "libfiller.so").symlink_to("libfiller.so.1")
@@ -101,13 +103,14 @@ def make_portable(kit: Path) -> Path:
 
 
 def publish_folder(kit: Path, dist: Path, tag: str = TAG, asset: str = ASSET,
-                   portable: Path | None = None) -> Path:
-    """dist/<tag>/ as `build` writes it: tarball, BUILDINFO.txt, SHA256SUMS, SHA1SUMS,
-    build.log; with `portable` (a kit/ tree, make_portable) also the portable sibling."""
+                   portable: Path | None = None, info: BuildInfo | None = None) -> Path:
+    """dist/<tag>/ as `build` writes it: tarball, BUILDINFO.txt (`info`, else kit_info()),
+    SHA256SUMS, SHA1SUMS, build.log; with `portable` (a kit/ tree, make_portable) also the
+    portable sibling."""
     folder = dist / tag
     folder.mkdir(parents=True)
     packed = {asset: pack_tree(kit, folder / asset, mtime=MTIME)}
-    info = kit_info()
+    info = info or kit_info()
     if portable is not None:
         sibling = kitdir.PORTABLE.asset(asset)
         packed[sibling] = pack_tree(portable, folder / sibling, mtime=MTIME)
@@ -412,16 +415,17 @@ def test_fetch_from_b2_urls_of_the_ledger(tmp_path: Path, release: Path,
 
 
 def test_exit_status_is_verifys(tmp_path: Path) -> None:
-    """A kit that needs a library this host lacks: fetched fine, verify says no (exit 1)."""
+    """A kit that needs a library this host lacks: fetched fine, verify says it will not run
+    here (exit 4, not 1: nothing was refused)."""
     folder = publish_folder(make_kit(tmp_path / "tree", filler=1000,
                                      needs="libninfer-kits-absent.so.1"), tmp_path / "dist")
     dest = tmp_path / "box"
     done = cli("fetch", TAG, "--from", str(folder.parent), "--dest", str(dest),
                "--matrix", str(ROOT / "matrix.toml"))
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 4, done.stderr
     assert "libninfer-kits-absent.so.1" in done.stdout and "missing" in done.stdout
     assert (dest / "kit" / "bin" / "app").is_file()  # fetched and checked: it is the host
-    assert cli("verify", str(dest)).returncode == 1
+    assert cli("verify", str(dest)).returncode == 4
 
 
 def test_a_second_fetch_reuses_the_checked_tarball_and_replaces_the_kit(
@@ -479,17 +483,17 @@ def test_fetch_portable_from_a_dist_folder_unpacks_the_portable_kit(tmp_path: Pa
 
 def test_fetch_without_portable_takes_the_plain_kit_of_a_pair(tmp_path: Path,
                                                              pair: Path) -> None:
-    """A tag the matrix does not render: the plain tarball is told from its sibling by
-    pairing, not by which one is listed first."""
-    other = tmp_path / "dist" / "some-tag"
+    """A tag nothing records, named as a tag: the plain tarball is told from its sibling by
+    pairing, not by which one is listed first (and bound to the tag by the matrix after)."""
+    other = tmp_path / "dist" / TAG
     shutil.copytree(pair, other)
     dest = tmp_path / "box"
-    done = cli("fetch", "some-tag", "--from", str(other.parent), "--dest", str(dest),
+    done = cli("fetch", TAG, "--from", str(other.parent), "--dest", str(dest),
                "--matrix", str(ROOT / "matrix.toml"))
     assert done.returncode == 0, done.stderr
     assert (dest / ASSET).is_file() and not (dest / PORTABLE).exists()
     assert not (dest / "kit" / "third_party").exists()
-    portable = cli("fetch", "some-tag", "--portable", "--from", str(other.parent), "--dest",
+    portable = cli("fetch", TAG, "--portable", "--from", str(other.parent), "--dest",
                    str(tmp_path / "box2"), "--matrix", str(ROOT / "matrix.toml"))
     assert portable.returncode == 0, portable.stderr
     assert (tmp_path / "box2" / "kit" / "third_party").is_dir()
@@ -815,10 +819,10 @@ def test_unsafe_archives_are_refused_and_leave_nothing(
 def test_setuid_and_group_write_bits_are_dropped(tmp_path: Path) -> None:
     info, data = _member("kit/bin/app", data=b"#!/bin/sh\n")
     info.mode = 0o6777
+    text = buildinfo.render(kit_info(), with_run=False).encode()
     folder = _release_of(tmp_path, _tarball([(info, data),
-                                             _member("kit/BUILDINFO.txt", data=b"x")]))
-    release = locate.Located(TAG, ASSET, "dir", "folder", {
-        name: locate.RemoteFile(name, str(folder / name)) for name in (ASSET, "SHA256SUMS")})
+                                             _member("kit/BUILDINFO.txt", data=text)]))
+    release = locate.locate(TAG, str(folder.parent), ctx_for(ROOT / "matrix.toml"))
     Fetcher(Client(), quiet()).fetch(release, tmp_path / "box")
     assert (tmp_path / "box" / "kit" / "bin" / "app").stat().st_mode & 0o7777 == 0o755
 

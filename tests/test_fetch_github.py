@@ -28,6 +28,7 @@ from test_fetch import (
 )
 
 CANARY = "ghp_canaryTOKEN0123456789abcdefghijklmnop"
+PLAIN_ONLY = "ninfer-kits/plain-only"
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +80,10 @@ def test_no_ledger_the_api_finds_the_release_and_storage_serves_it(
 def test_a_tag_with_the_zipapp_beside_the_kit(tmp_path: Path, release: Path) -> None:
     with GitHubServer() as server:
         server.add_repo(REPOSITORY)
-        server.add_release(REPOSITORY, "some-other-tag", assets={
+        server.add_release(REPOSITORY, TAG, assets={
             **assets_of(release), "ninfer-kits.pyz": b"PK zipapp"})
         dest = tmp_path / "box"
-        done = fetch(checkout(tmp_path, server.base_url), dest, "some-other-tag")
+        done = fetch(checkout(tmp_path, server.base_url), dest, TAG)
         assert done.returncode == 0, done.stderr
         assert (dest / ASSET).is_file() and not (dest / "ninfer-kits.pyz").exists()
 
@@ -169,7 +170,8 @@ def test_portable_through_the_api_and_storage(tmp_path: Path) -> None:
     with GitHubServer() as server:
         server.add_repo(REPOSITORY)
         server.add_release(REPOSITORY, TAG, assets=assets_of(pair))
-        server.add_release(REPOSITORY, "plain-only", assets={
+        server.add_repo(PLAIN_ONLY)  # the same tag, without the portable kit
+        server.add_release(PLAIN_ONLY, TAG, assets={
             name: data for name, data in assets_of(pair).items() if name != PORTABLE})
         matrix = checkout(tmp_path, server.base_url)
         dest = tmp_path / "box"
@@ -181,12 +183,12 @@ def test_portable_through_the_api_and_storage(tmp_path: Path) -> None:
         assert "SHA256SUMS ok, SHA1SUMS ok, GitHub's digest agrees" in done.stderr
         assert server.requests("GET", rf"^/{REPOSITORY}/releases/download/{TAG}/{PORTABLE}$")
         assert not server.requests("GET", rf"^/{REPOSITORY}/releases/download/{TAG}/{ASSET}$")
-        plain = fetch(matrix, tmp_path / "plain", "plain-only")
+        plain = fetch(matrix, tmp_path / "plain", TAG, "--repository", PLAIN_ONLY)
         assert plain.returncode == 0, plain.stderr
-        missing = fetch(matrix, tmp_path / "none", "plain-only", "--portable")
+        missing = fetch(matrix, tmp_path / "none", TAG, "--portable", "--repository", PLAIN_ONLY)
         assert missing.returncode == 2, missing.stderr
-        assert (f"release plain-only has no portable kit (GitHub {REPOSITORY} release "
-                f"plain-only: no {PORTABLE} among its files") in missing.stderr
+        assert (f"release {TAG} has no portable kit (GitHub {PLAIN_ONLY} release "
+                f"{TAG}: no {PORTABLE} among its files") in missing.stderr
 
 
 def test_by_tag_the_sources_beside_the_kit_are_not_taken_for_it(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ninfer_kits import buildinfo
 from ninfer_kits.fetch.http import Client
 from test_fetch import (
     ASSET,
@@ -29,6 +30,7 @@ from test_fetch import (
     _tarball,
     checkout,
     cli,
+    kit_info,
     make_kit,
     publish_folder,
     write_ledger,
@@ -94,9 +96,10 @@ def test_a_hardlink_through_a_link_is_refused(tmp_path: Path) -> None:
 
 
 def test_links_that_stay_inside_are_kept(tmp_path: Path) -> None:
+    info = buildinfo.render(kit_info(), with_run=False).encode()
     folder = _release_of(tmp_path, _tarball([
         _member("kit/", tarfile.DIRTYPE), _member("kit/lib/", tarfile.DIRTYPE),
-        _member("kit/lib/libx.so.1", data=b"x"), _member("kit/BUILDINFO.txt", data=b"kit\n"),
+        _member("kit/lib/libx.so.1", data=b"x"), _member("kit/BUILDINFO.txt", data=info),
         _member("kit/lib/libx.so", tarfile.SYMTYPE, link="libx.so.1"),
         _member("kit/here", tarfile.SYMTYPE, link="."),
         _member("kit/top", tarfile.SYMTYPE, link="here/here/lib/../BUILDINFO.txt"),
@@ -104,7 +107,7 @@ def test_links_that_stay_inside_are_kept(tmp_path: Path) -> None:
     dest = tmp_path / "box"
     _, err = fetch_dir(folder, dest)
     assert "refused" not in err and "unpacked" in err, err  # (verify: not a whole kit)
-    assert (dest / "kit" / "top").read_text() == "kit\n"
+    assert (dest / "kit" / "top").read_bytes() == info
     assert (dest / "kit" / "lib" / "libx.so").read_bytes() == b"x"
 
 

@@ -4,6 +4,7 @@ in a root is checked against that root's own loader."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -122,7 +123,7 @@ def test_example_kit_on_this_host(example_dist: Path) -> None:
     if not has_driver:
         driver = [r for r in as_json["rows"] if r["requirement"].startswith("An NVIDIA driver")]
         assert [r["status"] for r in driver] == ["missing"], driver
-        assert done.returncode == 1 and as_json["met"] is False
+        assert done.returncode == 4 and as_json["met"] is False
         assert "The kit will not run here as it is." in done.stdout
 
 
@@ -132,7 +133,7 @@ def test_example_kit_in_a_root_agrees_with_its_loader(example_dist: Path, roots:
                                                       proc_mounted: None, suite: str) -> None:
     with in_root(example_dist, roots[suite]) as report:
         assert_agrees_with_the_loader(report, roots[suite])
-    assert not report.met and report.exit_code == 1
+    assert not report.met and report.exit_code == 4
     # The kit's RUNPATH is the build machine's toolkit: no CUDA runtime in a plain root.
     _, found, status, fix = row(report, "CUDA 13 runtime")
     assert status == MISSING and "cuda-cudart-13-0" in fix
@@ -154,7 +155,7 @@ def test_verify_an_image_reads_it_as_a_root(example_dist: Path, roots: dict[str,
     exported root, plus the driver, which only a host supplies."""
     done = cli(str(example_dist), "--image", "ninfer-kits/verify-trixie:local", "--json")
     by_root = cli(str(example_dist), "--root", str(roots["trixie"]), "--json")
-    assert done.returncode == by_root.returncode == 1, done.stderr
+    assert done.returncode == by_root.returncode == 4, done.stderr
     validate_schema(json.loads(done.stdout))
     image_rows = json.loads(done.stdout)["rows"]
     assert [(r["requirement"], r["status"]) for r in image_rows] == [
@@ -296,3 +297,63 @@ def test_a_chain_of_links_cannot_lead_a_file_out(tmp_path: Path) -> None:
 
     assert not glob.glob(str(Path(tempfile.gettempdir()) / "ESCAPED-BY-VERIFY"))
     assert not (tmp_path / "ESCAPED-BY-VERIFY").exists()
+
+
+# --------------------------------------------------------------------------- exit status
+
+
+def test_the_exit_status_tells_a_refusal_from_a_machine_that_cannot_run_it(
+        tmp_path: Path) -> None:
+    """Issue 38 item 8: 0 runs here; 4 sound, and this host lacks what it needs (a script can
+    still use the kit elsewhere); 1 refused (do not trust it) — for verify and for fetch, which
+    ends with verify."""
+    from test_fetch import TAG, make_kit, publish_folder
+    from test_fetch import cli as ninfer_kits
+
+    runs = publish_folder(make_kit(tmp_path / "runs", filler=100), tmp_path / "runs" / "dist")
+    lacking = publish_folder(make_kit(tmp_path / "lacks", filler=100,
+                                      needs="libninfer-kits-absent.so.1"),
+                             tmp_path / "lacks" / "dist")
+    tampered = tmp_path / "tampered" / TAG
+    shutil.copytree(lacking, tampered)
+    sums = tampered / "SHA256SUMS"
+    sums.write_text(sums.read_text().replace(sums.read_text()[:8], "00000000", 1))
+    matrix = str(ROOT / "matrix.toml")
+    for folder, status, said in ((runs, 0, "the kit will load"),
+                                 (lacking, 4, "The kit will not run here as it is."),
+                                 (tampered, 1, "does not match")):
+        verified = cli(str(folder))
+        assert verified.returncode == status, verified.stdout + verified.stderr
+        assert said in verified.stdout + verified.stderr
+        fetched = ninfer_kits("fetch", TAG, "--from", str(folder.parent), "--matrix", matrix,
+                              "--dest", str(tmp_path / f"box{status}"))
+        assert fetched.returncode == status, fetched.stdout + fetched.stderr
+        assert "Traceback" not in verified.stderr + fetched.stderr
+
+
+def test_fetch_auto_with_nothing_that_runs_is_the_machines_verdict(tmp_path: Path) -> None:
+    """No published kit will run on the root chosen for: exit 4, before anything is fetched."""
+    from ninfer_kits import kitindex, ledger
+    from ninfer_kits.inspector.floor import kit_floor
+    from ninfer_kits.ledger import LedgerFlavour
+    from ninfer_kits.publish.needs import needs_of
+    from test_fetch import ASSET, checkout, make_kit, publish_folder, write_ledger
+    from test_fetch import cli as ninfer_kits
+
+    kit = make_kit(tmp_path / "tree", filler=100, needs="libninfer-kits-absent.so.1")
+    release = publish_folder(kit, tmp_path / "dist")
+    publisher = checkout(tmp_path / "publisher", "http://127.0.0.1:9")
+    write_ledger(publisher, release, {"github": "http://127.0.0.1:9/gh"})
+    needs = needs_of(kit_floor([read_elf(kit / "bin" / "app")]))
+    entries = [dataclasses.replace(entry, flavours=(
+        LedgerFlavour(flavour="plain", asset=ASSET, needs=needs),))
+        for entry in ledger.read_all(publisher.parent / "releases")]
+    index = tmp_path / "index.json"
+    index.write_bytes(kitindex.render(kitindex.document(entries)))
+    user = checkout(tmp_path / "user", "http://127.0.0.1:9")
+    done = ninfer_kits("fetch", "--auto", "--root", "/", "--index", str(index), "--matrix",
+                       str(user), "--dest", str(tmp_path / "box"))
+    assert done.returncode == 4, done.stderr
+    assert "no published kit will run on root /" in done.stderr
+    assert "libninfer-kits-absent.so.1" in done.stderr and "Nothing was downloaded" in done.stderr
+    assert not (tmp_path / "box").exists()

@@ -5,7 +5,9 @@ name. Build writes them, publish uploads them, fetch checks a download against t
 and verify a tarball against the ones beside it, all through this one reader: a `*` (binary)
 marker and upper-case hex are read as sha256sum writes them, a name listed twice and a line
 that is not a checksum line are refused naming the line, and blank lines are allowed only at
-the end (an editor's final newline).
+the end (an editor's final newline). A line may end in CRLF, as `sha256sum -c` (coreutils)
+accepts it. A name holding any other control character (an escape sequence that would reach
+the terminal in a message) is refused, shown escaped: no name read here is unprintable.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ def render_sums(digests: Mapping[str, str], width: int = SHA256) -> str:
 
 
 def _line(name: str, digest: str, width: int) -> str:
-    # sha256sum escapes these with a leading backslash; asset names never need them.
-    if not name or any(char in name for char in "\n\r\\"):
+    # sha256sum escapes \n and \\ with a leading backslash; asset names never need them, nor
+    # any other control character (parse_sums refuses them).
+    if not name or "\\" in name or not name.isprintable():
         raise BadInput(f"asset name {name!r} cannot be listed in a checksum file")
     if not re.fullmatch(f"[0-9a-fA-F]{{{width}}}", digest):
         raise BadInput(f"{name}: {digest!r} is not a hex digest of {width} digits")
@@ -56,11 +59,14 @@ def parse_sums(text: str, width: int, source: str,
         lines.pop()  # the final newline ends the last line; it does not start another
     sums: dict[str, str] = {}
     for number, line in enumerate(lines, start=1):
-        match = _LINE.fullmatch(line)
+        match = _LINE.fullmatch(line.removesuffix("\r"))  # CRLF, as sha256sum -c reads it
         if match is None or len(match["hash"]) != width:
             raise failure(f"{source}:{number}: not a checksum line `<hex>  <name>`: "
                           f"{line[:80]!r}")
         name = match["name"]
+        if not name.isprintable():
+            raise failure(f"{source}:{number}: the name {name!r} holds a control character: "
+                          f"refused")
         if name in sums:
             raise failure(f"{source}:{number}: {name!r} is listed twice")
         sums[name] = match["hash"].lower()

@@ -1,11 +1,14 @@
 """One error family for the whole program; the CLI turns each into a message and an exit code.
 
 Exit codes (README.md and `ninfer-kits --help` show the same table, from EXIT_CODES):
-0 done; 1 a check failed: a kit (or something built on the way to one) is wrong; 2 the user's
-input is wrong: an argument, the matrix, a file given to us; 3 the environment or a service
-failed: a tool missing, too old or hanging, no Docker engine or an engine error, the network,
-a full disk, a kit work folder held by another build; 130 interrupted (Ctrl-C, SIGINT); 143
-terminated (SIGTERM: a cancelled CI job, `timeout`), which every command handles as Ctrl-C.
+0 done; 1 a check failed or was refused: a kit (or something built on the way to one, or a
+release's checksum or signature) is wrong, do not trust it; 2 the user's input is wrong: an
+argument, the matrix, a file given to us; 3 the environment or a service failed: a tool
+missing, too old or hanging, no Docker engine or an engine error, the network, a full disk, a
+kit work folder held by another build; 4 the kit is sound, and this machine (or the root or
+image checked) does not meet its floor: it will not run there (verify's and fetch's verdict,
+which a script must tell from 1); 130 interrupted (Ctrl-C, SIGINT); 143 terminated (SIGTERM:
+a cancelled CI job, `timeout`), which every command handles as Ctrl-C.
 """
 
 from __future__ import annotations
@@ -19,18 +22,21 @@ if TYPE_CHECKING:  # every command imports this module: it loads no more than it
 EXIT_CHECK_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
+EXIT_WILL_NOT_RUN = 4
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process that SIGTERM ended
 
 # (code, meaning), in the order `--help` and README.md list them.
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (0, "done"),
-    (EXIT_CHECK_FAILED, "a check failed: the kit (or a compile, arch, smoke or checksum check on "
-                        "the way to it) is wrong"),
+    (EXIT_CHECK_FAILED, "a check failed or refused: the kit (or a compile, arch, smoke, checksum "
+                        "or signature check on the way to it) is wrong; do not trust it"),
     (EXIT_BAD_INPUT, "bad input: an argument, the matrix, or a file given to ninfer-kits"),
     (EXIT_ENVIRONMENT, "the environment or a service failed: a tool missing, too old or not "
                        "answering, no Docker engine or an engine error, the network, a full "
                        "disk, a work folder held by another build"),
+    (EXIT_WILL_NOT_RUN, "the kit is sound, and this machine (or the root or image checked) does "
+                        "not meet its floor: it will not run there (verify, fetch)"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
     (EXIT_TERMINATED, "terminated (SIGTERM: a cancelled CI job, `timeout`), handled as Ctrl-C"),
 )
@@ -83,6 +89,13 @@ class CheckFailed(NinferKitsError):
     """A check we run on real things (a build, a binary, a floor) did not pass."""
 
     exit_code = EXIT_CHECK_FAILED
+
+
+class WillNotRunHere(NinferKitsError):
+    """The kit is sound, and the machine judged (this host, a root, an image) does not meet its
+    floor: not a refusal (1), a verdict on the machine."""
+
+    exit_code = EXIT_WILL_NOT_RUN
 
 
 class EnvironmentFailure(NinferKitsError):

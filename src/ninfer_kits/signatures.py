@@ -43,6 +43,7 @@ from typing import Final
 
 from ninfer_kits import atomic
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
+from ninfer_kits.inspector.inputs import printable
 
 NAMESPACE: Final = "ninfer-kits-checksums"
 SIG_SUFFIX: Final = ".sig"
@@ -191,8 +192,8 @@ def _ed25519_key(key_blob: bytes, what: str) -> bytes:
     """The 32 key bytes of an ssh-ed25519 public key blob."""
     kind, key = _ssh_strings(key_blob, 2, what)
     if kind != ED25519.encode():
-        raise ValueError(f"{what} is a {kind.decode('ascii', 'replace') or '?'} key; only "
-                         f"{ED25519} is supported")
+        shown = printable(kind.decode("ascii", "replace")) or "?"  # the file's bytes
+        raise ValueError(f"{what} is a {shown} key; only {ED25519} is supported")
     if len(key) != 32:
         raise ValueError(f"{what}: an {ED25519} key has 32 bytes, this one {len(key)}")
     return key
@@ -441,8 +442,9 @@ def verify(message: bytes, signature: bytes, signers: Sequence[AllowedSigner], i
     except ValueError as error:
         raise NotASignature(f"{shown}{SIG_SUFFIX} is not an SSH signature: {error}") from None
     if sig_type != ED25519.encode():
-        return Verdict(False, f"{shown}{SIG_SUFFIX} is a {sig_type.decode('ascii', 'replace')} "
-                              f"signature; only {ED25519} is supported", print_)
+        kind = printable(sig_type.decode("ascii", "replace"))  # the signature file's bytes
+        return Verdict(False, f"{shown}{SIG_SUFFIX} is a {kind} signature; only {ED25519} is "
+                              f"supported", print_)
     if not ed25519_verify(key, parsed.signed_data(message), raw):
         return Verdict(False, f"{shown} does not match its signature ({shown}{SIG_SUFFIX}, key "
                               f"{print_})", print_)

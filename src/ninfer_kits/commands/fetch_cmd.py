@@ -1,7 +1,7 @@
 """`ninfer-kits fetch KIT|TAG`: a published kit, downloaded, checked against its release's
 SHA256SUMS (itself checked against SHA256SUMS.sig where the release is signed), unpacked,
-then verified on this host (exit status: verify's). --portable takes the release's portable
-tarball instead."""
+then verified on this host (exit status: verify's: 0, or 4 where it will not run here; 1 is a
+refusal). --portable takes the release's portable tarball instead."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.errors import BadInput, WillNotRunHere
 from ninfer_kits.fetch.locate import ORIGINS_HELP, Context, add_location_arguments, client_for
 from ninfer_kits.kitdir import PORTABLE
 from ninfer_kits.log import Reporter
@@ -87,7 +87,8 @@ def execute(args: argparse.Namespace) -> int:
 def auto_choice(args: argparse.Namespace, ctx: Context,
                 reporter: Reporter) -> tuple[str, bool] | None:
     """The release and flavour --auto chose (tag, portable), after saying why; None after a
-    --dry-run. CheckFailed, before anything is downloaded, when none will run here."""
+    --dry-run. WillNotRunHere, before anything is downloaded, when none will run here."""
+    from ninfer_kits.inspector.inputs import printable
     from ninfer_kits.verify import gpu_host
     from ninfer_kits.verify.choose import choose
     from ninfer_kits.verify.target import open_target
@@ -103,18 +104,19 @@ def auto_choice(args: argparse.Namespace, ctx: Context,
     if not choice.judged:
         raise BadInput(f"fetch --auto: no published release of kit {args.name} in "
                        f"{ctx.recorded_words}")
+    machine = target.description  # a root's /etc/os-release says it: shown escaped
     for judged in choice.judged:
         said = "runs" if judged.runs else "will not run: " + "; ".join(judged.unmet)
-        reporter.info(f"{judged.words} on {target.description}: {said}")
+        reporter.info(printable(f"{judged.words} on {machine}: {said}"))
         for note in judged.notes:
-            reporter.info(f"  ({note})")
+            reporter.info(printable(f"  ({note})"))
     chosen = choice.chosen
     if chosen is None:
         nearest = choice.nearest
         assert nearest is not None
-        raise CheckFailed(f"no published kit will run on {target.description}; the nearest is "
-                          f"{nearest.words}: {'; '.join(nearest.unmet)}. Nothing was "
-                          f"downloaded")
+        raise WillNotRunHere(printable(
+            f"no published kit will run on {machine}; the nearest is {nearest.words}: "
+            f"{'; '.join(nearest.unmet)}. Nothing was downloaded"))
     portable = chosen.flavour.flavour == PORTABLE.name
     command = f"ninfer-kits fetch {chosen.entry.tag}{' --portable' if portable else ''}"
     reporter.info(f"chosen: {chosen.words}" + (", its GPU code native here (SASS)"

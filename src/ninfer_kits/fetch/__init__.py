@@ -6,6 +6,8 @@
   never carry a token to another host;
 - `download`: one pass over the bytes: written to a temporary name, hashed (sha256, sha1) and
   handed to the extractor as they arrive; an interrupted download resumes where it stopped;
+- `identity`: what was asked for (tag, tarball, kit, the record's revision and sha256), and the
+  checks that the release located, listed and unpacked is that one;
 - `extract`: the kit archive unpacked with the hardened reader (`inspector.archive`) into a
   private staging folder that only a matching checksum turns into `kit/`;
 - `fetch`: the whole job, ending in `verify` on this host.

@@ -14,6 +14,11 @@ the matrix's [publish.signing] a missing or bad signature is refused (exit 1) un
 --insecure-no-signature (a loud warning); without it, a release without one is "unsigned", as
 every release made before signing is.
 
+What arrives is held to what was asked for (fetch.identity): the tarball by the name the ledger,
+the index or the matrix gives it, its sha256 as they record it, and kit/BUILDINFO.txt's kit,
+flavour and revision once unpacked, before anything is placed: another kit's release is refused
+even where its own checksums and signature are good.
+
 With --portable the tarball is the release's `<stem>-portable.tar.gz`, and everything below is
 the same. A release with both tarballs lists both in SHA256SUMS and SHA1SUMS while DEST holds
 one: there `sha256sum -c --ignore-missing SHA256SUMS` checks what is here.
@@ -51,6 +56,7 @@ from pathlib import Path
 from ninfer_kits import atomic, locks, signatures
 from ninfer_kits.checksums import SHA1, SHA256, parse_sums
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
+from ninfer_kits.fetch import identity
 from ninfer_kits.fetch.download import (
     Aborted,
     Digests,
@@ -175,7 +181,7 @@ class Fetcher:
         signed, signature = self._signature(located, sums_data)
         tarball = located.tarball
         sha256 = sums.get(located.asset)
-        if sha256 is None:
+        if sha256 is None:  # the names shown as they are: parse_sums refuses unprintable ones
             raise CheckFailed(f"{located.where}: {SHA256SUMS} does not list {located.asset} "
                               f"(it lists {', '.join(sorted(sums)) or 'nothing'})")
         agreed = []
@@ -184,6 +190,9 @@ class Fetcher:
                 raise CheckFailed(f"{located.asset}: {SHA256SUMS} says {sha256}, "
                                   f"{tarball.recorded_by} says {tarball.sha256}: refusing it")
             agreed.append(tarball.recorded_by)
+        recorded = identity.check_listed(_request(located), located.asset, sha256, SHA256SUMS)
+        if recorded is not None and recorded not in agreed:
+            agreed.append(recorded)
         sha1, sha1_text = self._sha1(located)
         extras = self._extras(located, sums)
         small = {SHA256SUMS: sums_data, SIGNATURE: signature, SHA1SUMS: sha1_text, **extras}
@@ -199,6 +208,7 @@ class Fetcher:
             parts.append(f"{SHA1SUMS} ok" if sha1_text is not None else
                          f"sha1 ok (as {tarball.sha1_by} records it)")
         parts += [f"{who} agrees" for who in agreed]
+        parts.append(_request(located).bound)
         parts.append(signed)
         checked = ", ".join(parts)
         return Fetched(located, dest, dest / located.asset, digests, checked, reused,
@@ -260,14 +270,26 @@ class Fetcher:
         if reuse is not None:
             with KitArchive(final, shown=located.asset) as archive:
                 extraction = extract(archive, new, archive_size=reuse.size)
+            self._bind(located, dest, new / KIT)
             _link_or_copy(final, new / located.asset)
             return reuse, True, extraction, reuse.size, 0
         digests, extraction, resumed_from, reconnects = self._download(
             located, located.tarball, dest, new, sha256, sha1)
+        self._bind(located, dest, new / KIT)
         part, marker = part_paths(dest, located.asset)
         os.replace(part, new / located.asset)
         marker.unlink(missing_ok=True)
         return digests, False, extraction, resumed_from, reconnects
+
+    def _bind(self, located: Located, dest: Path, kit: Path) -> None:
+        """The unpacked kit/BUILDINFO.txt against what was asked for, before kit/ is placed.
+        A refused tarball's download goes: its bytes are the release's, and not the kit asked
+        for, so there is nothing to resume."""
+        try:
+            identity.check_unpacked(_request(located), located.asset, kit, located.where)
+        except CheckFailed:
+            _remove(*part_paths(dest, located.asset))
+            raise
 
     def _download(self, located: Located, tarball: RemoteFile, dest: Path, staging: Path,
                   sha256: str, sha1: str | None) -> tuple[Digests, Extraction, int, int]:
@@ -509,6 +531,12 @@ def _remove_empty(folders: list[Path]) -> None:
 def _remove(*paths: Path) -> None:
     for path in paths:
         path.unlink(missing_ok=True)
+
+
+def _request(located: Located) -> identity.Request:
+    """What was asked for: as locate stated it, else (a Located made by hand) its own tag,
+    tarball and kit, which the matrix's templates then cannot bind: it is refused."""
+    return located.request or identity.Request(located.tag, located.asset, located.kit)
 
 
 def describe(fetched: Fetched) -> list[str]:

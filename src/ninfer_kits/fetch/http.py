@@ -26,6 +26,7 @@ from typing import Any
 
 from ninfer_kits import __version__
 from ninfer_kits.errors import BadInput, EnvironmentFailure
+from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.remote import cleartext_token_problem
 from ninfer_kits.retry import limit_wait
 
@@ -64,12 +65,12 @@ class Opened:
 
 def shown(url: str) -> str:
     """A URL for messages: without user info or query (signed storage URLs carry secrets
-    there)."""
+    there), escaped (a server names it)."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or ""
     if parts.port:
         host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+    return printable(urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", "")))
 
 
 def _host(url: str) -> str:
@@ -188,8 +189,9 @@ class Client:
             hint = ("the token in GITHUB_TOKEN/GH_TOKEN was refused or cannot read it"
                     if self._token else "set GITHUB_TOKEN or GH_TOKEN if the release is not "
                                         "public")
-            return f"{where}: HTTP {status} {error.reason}: {hint}"
-        return f"{where}: HTTP {status} {error.reason} (after {self.attempts} attempts)"
+            return f"{where}: HTTP {status} {printable(str(error.reason))}: {hint}"
+        return (f"{where}: HTTP {status} {printable(str(error.reason))} (after {self.attempts} "
+                f"attempts)")
 
 
 def _placement(response: HTTPResponse, offset: int, url: str) -> tuple[int, int | None]:

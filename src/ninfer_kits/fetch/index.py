@@ -11,8 +11,9 @@ but is not one is bad input naming it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ninfer_kits import kitindex
@@ -29,6 +30,7 @@ TIMEOUT = 15.0
 
 
 NO_INDEX = "none"  # --index none: locate as before there was an index
+BY = "the kit index"  # Recorded.by of its entries
 
 
 def index_location(given: str | None, repository: str | None, web: str,
@@ -55,18 +57,23 @@ class IndexSource:
     def words(self) -> str:
         return f"the kit index {shown(self.location)}"
 
+    @property
+    def loaded(self) -> bool:
+        """Whether it was read already (by fetch --auto, which chose a release from it)."""
+        return self._entries is not None
+
     def entries(self) -> tuple[LedgerEntry, ...]:
         if self._entries is None:
-            self._entries = self._read()
+            self._entries = tuple(_shown_as_is(entry, self.words) for entry in self._read())
         return self._entries
 
     def entry(self, tag: str) -> Recorded | None:
         found = next((entry for entry in self.entries() if entry.tag == tag), None)
-        return Recorded(self.words, found) if found is not None else None
+        return Recorded(self.words, found, BY) if found is not None else None
 
     def entries_of(self, kit: str) -> list[Recorded]:
         """Every release of `kit` in the index, oldest first (the index's order)."""
-        return [Recorded(self.words, entry) for entry in self.entries() if entry.kit == kit]
+        return [Recorded(self.words, entry, BY) for entry in self.entries() if entry.kit == kit]
 
     def _read(self) -> tuple[LedgerEntry, ...]:
         if "://" not in self.location:
@@ -84,3 +91,27 @@ class IndexSource:
         except BadInput as error:
             raise BadInput(f"{error} (give --index URL|FILE for another, or --index "
                            f"{NO_INDEX} to go without one)") from None
+
+
+def _shown_as_is(entry: LedgerEntry, where: str) -> LedgerEntry:
+    """The entry, when each of its texts can be shown as it is: the index comes from a server,
+    and its tags, names and needs reach the terminal (fetch's notes, --auto's judgements), where
+    an escape sequence in one would act on it. Refused, shown escaped, otherwise."""
+    for text in _texts(entry):
+        if not text.isprintable():
+            raise BadInput(f"{where}: release {printable(entry.tag)} holds a control character "
+                           f"in {printable(text[:80])}: refused (give --index URL|FILE for "
+                           f"another, or --index {NO_INDEX} to go without one)")
+    return entry
+
+
+def _texts(value: object) -> Iterator[str]:
+    """Every str in a ledger entry (its dataclasses and tuples, of a fixed shape)."""
+    if isinstance(value, str):
+        yield value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for item in dataclasses.fields(value):
+            yield from _texts(getattr(value, item.name))
+    elif isinstance(value, tuple):
+        for item in value:
+            yield from _texts(item)

@@ -21,6 +21,7 @@ class Recorded:
 
     source: str  # for messages: the ledger file, or the kit index
     entry: LedgerEntry
+    by: str = "the ledger"  # who records it, in short: "the ledger" or "the kit index"
 
     @property
     def tag(self) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from ninfer_kits import ledger, resources
 from ninfer_kits.errors import BadInput
 from ninfer_kits.fetch import ledger as ledger_mod
 from ninfer_kits.fetch.http import Client, NotFound, shown
+from ninfer_kits.fetch.identity import PLAIN, Request, check_located
 from ninfer_kits.fetch.index import COMMITTED, INDEX_ENV, IndexSource, index_location
 from ninfer_kits.fetch.ledger import Recorded, url_of
 from ninfer_kits.inspector.inputs import printable
@@ -52,6 +54,7 @@ BUILDINFO = "BUILDINFO.txt"
 TARBALL_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".tar.bz2", ".tar")
 OCTET_STREAM = "application/octet-stream"
 B2_URL_ENV = "NINFER_KITS_B2_URL"
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class Located:
     kit: str | None = None
     ledger: Recorded | None = None
     notes: tuple[str, ...] = field(default=())
+    request: Request | None = None  # what was asked for (locate states it; fetch checks it)
 
     @property
     def tarball(self) -> RemoteFile:
@@ -244,23 +248,52 @@ def locate(name: str, origin: str, ctx: Context, client: Client | None = None, *
            portable: bool = False) -> Located:
     """The release `name` means on `origin` ("github", "b2" or a folder's path); with
     `portable`, its portable tarball is the asset (BadInput when the release has none)."""
-    if origin not in ("github", "b2"):  # a folder here says what it holds: no index read
-        ctx = dataclasses.replace(ctx, index=None)
+    if origin not in ("github", "b2") and not (ctx.index is not None and ctx.index.loaded):
+        ctx = dataclasses.replace(ctx, index=None)  # a folder says what it holds: no index
+        # read for it (one --auto chose from is kept: the request is that index's entry)
     want = wanted(name, ctx)
+    request = _request(want, ctx, portable)
     if origin == "github":
         found = _github(want, ctx, client)
     elif origin == "b2":
         found = _b2(want, ctx)
     else:
         found = _folder(want, Path(origin))
-    return _portable(found, want) if portable else found
+    found = _portable(found, want) if portable else found
+    check_located(request, found.asset, found.files, found.where)
+    return dataclasses.replace(found, request=request)
+
+
+def _request(want: Wanted, ctx: Context, portable: bool) -> Request:
+    """What `want` asks for: the tarball by name, the kit, and what the record (ledger or kit
+    index) says of them."""
+    record = want.entry
+    asset = want.asset
+    if portable and asset is not None:
+        asset = record.portable_asset if record and record.portable_asset else \
+            _sibling_name(asset)
+    return Request(
+        tag=want.tag, asset=asset, kit=_kit_id(want) or None,
+        flavour=PORTABLE.name if portable else PLAIN,
+        revision=(record.entry.revision or None) if record else None,
+        sha256=_recorded_sha256(record, asset), recorded_by=record.by if record else "",
+        record=record.source if record else "", kits=ctx.matrix.kits if ctx.matrix else {})
+
+
+def _recorded_sha256(record: Recorded | None, asset: str | None) -> str | None:
+    if record is None or asset is None:
+        return None
+    listed = next((item.sha256 for item in record.assets if item.name == asset), None)
+    if listed is None and asset == record.portable_asset:
+        listed = record.entry.portable_sha256
+    return listed
 
 
 def _portable(found: Located, want: Wanted) -> Located:
     """The same release with its portable tarball as the asset."""
     name = _sibling_name(found.asset)
     if name is None or name not in found.files:
-        listed = ", ".join(sorted(found.files)) or "no files"
+        listed = ", ".join(printable(file) for file in sorted(found.files)) or "no files"
         why = (f"kit {want.kit.id} is not built portable (no `portable = true` in the matrix)"
                if want.kit is not None and not want.kit.portable else
                f"no {name or 'portable tarball'} among its files: {listed}")
@@ -298,7 +331,8 @@ def _from_entry(want: Wanted, store: str, where: str) -> Located | None:
         url = url_of(asset, store)
         if url:
             files[asset.name] = RemoteFile(asset.name, url, size=asset.size, sha256=asset.sha256,
-                                           sha1=asset.sha1, recorded_by="the ledger")
+                                           sha1=asset.sha1, recorded_by=entry.by,
+                                           sha1_by=entry.by)
     if entry.asset not in files:
         return None
     return Located(want.tag, entry.asset, store, where, files, kit=entry.kit, ledger=entry,
@@ -349,12 +383,11 @@ def _github_api(want: Wanted, ctx: Context, client: Client, repository: str, whe
         name = str(asset.get("name", ""))
         if name and not plain_file_name(name):
             raise BadInput(f"{shown(url)}: an asset named {printable(name)}: not a plain file "
-                           f"name (a path, or '.' or '..'): refused")
+                           f"name (a path, '.', '..' or a control character): refused")
         link = asset.get("url") if use_api else asset.get("browser_download_url")
         if not name or not isinstance(link, str):
             continue
-        digest = asset.get("digest")
-        sha256 = digest[7:] if isinstance(digest, str) and digest.startswith("sha256:") else None
+        sha256 = _digest(asset.get("digest"), name, url)
         size = asset.get("size") if isinstance(asset.get("size"), int) else None
         old = recorded.files.get(name) if recorded else None
         files[name] = RemoteFile(name, link, accept=OCTET_STREAM if use_api else None, size=size,
@@ -366,18 +399,26 @@ def _github_api(want: Wanted, ctx: Context, client: Client, repository: str, whe
     asset = want.asset or _only_tarball(
         files, where, sums=None if sums is None else
         lambda: client.get_bytes(sums.url, accept=sums.accept).decode("utf-8", "replace"))
-    if asset not in files:
-        listed = ", ".join(sorted(files)) or "none"
-        raise BadInput(f"{where} has no asset {asset} (it has: {listed})")
     entry = recorded.ledger if recorded else want.entry
     return Located(want.tag, asset, "github", where, files, kit=_kit_id(want), ledger=entry,
                    notes=(*want.notes, f"the release from {shown(url)}"))
 
 
+def _digest(digest: object, name: str, url: str) -> str | None:
+    """The sha256 of GitHub's asset `digest` (`sha256:<hex>`), None without one."""
+    if not isinstance(digest, str) or not digest.startswith("sha256:"):
+        return None
+    if _SHA256.fullmatch(digest[7:]) is None:
+        raise BadInput(f"{shown(url)}: asset {name}: the digest {printable(digest[:80])} is not "
+                       f"a sha256: refused")
+    return digest[7:].lower()
+
+
 def plain_file_name(name: str) -> bool:
     """Whether `name` names a file in the folder it is joined to, and nothing else: no '/',
-    not '.' or '..', no NUL, not empty."""
-    return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name
+    not '.' or '..', not empty; and shows as itself: no control character (no NUL, no escape
+    sequence for the terminal that every message naming the asset would print)."""
+    return bool(name) and name not in (".", "..") and "/" not in name and name.isprintable()
 
 
 def _b2(want: Wanted, ctx: Context) -> Located:
@@ -422,7 +463,7 @@ def _folder(want: Wanted, root: Path) -> Located:
     names = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     files = {name: RemoteFile(name, str(folder / name), size=(folder / name).stat().st_size)
              for name in names}
-    asset = want.asset if want.asset in files else _only_tarball(
+    asset = want.asset if want.asset is not None else _only_tarball(
         files, str(folder), sums=lambda: (folder / SHA256SUMS).read_text("utf-8", "replace"))
     return Located(want.tag, asset, "dir", f"folder {folder}", files, kit=_kit_id(want),
                    ledger=want.entry, notes=want.notes)
@@ -430,9 +471,11 @@ def _folder(want: Wanted, root: Path) -> Located:
 
 def _only_tarball(files: Mapping[str, Any], where: str,
                   sums: Callable[[], str] | None = None) -> str:
-    """The one kit tarball among `files`: its siblings (the portable one) aside, and the
-    copyleft sources published beside it (`sums` reads the release's SHA256SUMS, which lists
-    them as sources/<file>; read only when the names leave more than one)."""
+    """The one kit tarball among `files`, for a tag that neither the matrix nor a record names
+    the tarball of (never in place of a named one: fetch.identity binds what it unpacks to the
+    tag through the matrix): its siblings (the portable one) aside, and the copyleft sources
+    published beside it (`sums` reads the release's SHA256SUMS, which lists them as
+    sources/<file>; read only when the names leave more than one)."""
     found = [name for name in files if name.endswith(TARBALL_SUFFIXES)]
     siblings = {_sibling_name(name, kind) for name in found for kind in SIBLINGS}
     tarballs = [name for name in found if name not in siblings]
@@ -440,7 +483,7 @@ def _only_tarball(files: Mapping[str, Any], where: str,
         sources = {name.removeprefix(f"{SOURCES}/") for name in listed_sources(sums())}
         tarballs = [name for name in tarballs if name not in sources]
     if len(tarballs) != 1:
-        listed = ", ".join(sorted(files)) or "no files"
+        listed = ", ".join(printable(name) for name in sorted(files)) or "no files"
         raise BadInput(f"{where}: expected one kit tarball, found {len(tarballs)} ({listed})")
     return tarballs[0]
 

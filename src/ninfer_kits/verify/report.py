@@ -8,7 +8,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ninfer_kits import versions
+from ninfer_kits.errors import EXIT_WILL_NOT_RUN
 from ninfer_kits.inspector.floor import KitFloor, SymbolVersion, highest_needed
+from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.loader.resolve import Found, NotFound, Resolution, VersionGap
 from ninfer_kits.platforms.distros import DRIVER_SONAMES
 from ninfer_kits.reproduction import NOT_REPRODUCED, Reproduction
@@ -55,7 +57,9 @@ class VerifyReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.met else 1
+        """0, or EXIT_WILL_NOT_RUN: what this table judges is the target, never the kit's
+        soundness (a refused checksum or signature raised CheckFailed before)."""
+        return 0 if self.met else EXIT_WILL_NOT_RUN
 
 
 def library_rows(floor: KitFloor, resolutions: Sequence[Resolution],
@@ -267,17 +271,22 @@ def _unique(rows: list[Row]) -> list[Row]:
 
 
 def render(report: VerifyReport) -> str:
-    """The table, then one fix line per unmet requirement, then the verdict."""
+    """The table, then one fix line per unmet requirement, then the verdict. Every text is
+    escaped: names in it come from the kit (sonames, paths, BUILDINFO.txt) and the target's
+    files, and none may reach the terminal as a control sequence."""
     header = ("Requirement", "Found here", "Status")
-    cells = [header, *((row.requirement, row.found, row.status) for row in report.rows)]
+    rows = [Row(printable(row.requirement), printable(row.found), row.status,
+                printable(row.fix)) for row in report.rows]
+    cells = [header, *((row.requirement, row.found, row.status) for row in rows)]
     widths = [max(len(cell[i]) for cell in cells) for i in range(2)]
-    lines = [f"Kit     {report.kit} ({report.checked})", f"Repro   {report.reproduced}",
-             f"Target  {report.target}", ""]
+    lines = [f"Kit     {printable(report.kit)} ({printable(report.checked)})",
+             f"Repro   {printable(report.reproduced)}", f"Target  {printable(report.target)}",
+             ""]
     lines.append(f"| {header[0].ljust(widths[0])} | {header[1].ljust(widths[1])} | Status |")
     lines.append(f"|{'-' * (widths[0] + 2)}|{'-' * (widths[1] + 2)}|--------|")
     lines += [f"| {r.requirement.ljust(widths[0])} | {r.found.ljust(widths[1])} | {r.status} |"
-              for r in report.rows]
-    fixes = [f"- {row.requirement}: {row.fix}" for row in report.rows if row.fix
+              for r in rows]
+    fixes = [f"- {row.requirement}: {row.fix}" for row in rows if row.fix
              and row.status not in (OK, NOT_CHECKED)]
     if fixes:
         lines += ["", "To fix:", *fixes]

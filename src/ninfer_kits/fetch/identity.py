@@ -1,0 +1,140 @@
+"""What a fetch was asked for, and the checks that what it got is that release and no other.
+
+A name (a kit of the matrix, or a release tag) becomes a Request: the tag, the tarball's name,
+the kit and its flavour, and, where the ledger or the kit index records the release, the
+upstream revision built and the tarball's sha256. A release's own checksums and signature say
+only that its files are the ones its publisher made; another kit's release, validly signed,
+passes them. So three checks bind the fetch to the request:
+
+- after locating (`check_located`): the release holds the tarball of that name; no other
+  tarball stands in for a missing one;
+- before downloading (`check_listed`): SHA256SUMS's sha256 of it is the one recorded;
+- after unpacking, before kit/ is placed (`check_unpacked`): kit/BUILDINFO.txt's kit, flavour
+  and revision are the request's. A tag that nothing records is bound through the matrix
+  instead: the kit BUILDINFO.txt names must render, from the revision and version it was built
+  from, the very tag and tarball name asked for.
+
+Each mismatch is CheckFailed naming both sides. Text read from the release is shown escaped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ninfer_kits import buildinfo
+from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.inspector.inputs import printable
+from ninfer_kits.kitdir import BUILDINFO, PORTABLE
+from ninfer_kits.matrix import Kit, RevisionFacts, UnresolvedPlaceholders
+
+PLAIN = "plain"
+
+
+@dataclass(frozen=True)
+class Request:
+    """The release a fetch must end up with."""
+
+    tag: str
+    asset: str | None  # None: a tag nothing records (bound after unpacking, by the matrix)
+    kit: str | None  # the kit id, where the matrix or a record names it
+    flavour: str = PLAIN  # BUILDINFO's `flavour` of the tarball asked for
+    revision: str | None = None  # the upstream commit, as the record says it was built
+    sha256: str | None = None  # the tarball's, as the record says it was published
+    recorded_by: str = ""  # "the ledger" or "the kit index", when a record is known
+    record: str = ""  # the record itself, for messages: "the ledger releases/<tag>.toml"
+    # The matrix's kits: their tag and asset templates bind a tag that no record knows.
+    kits: Mapping[str, Kit] = field(default_factory=dict)
+
+    @property
+    def words(self) -> str:
+        return f"release {self.tag}" + (f" of kit {self.kit}" if self.kit else "")
+
+    @property
+    def bound(self) -> str:
+        """What check_unpacked holds the kit to, for fetch's `checked` line."""
+        if self.revision is not None:
+            return (f"kit/{BUILDINFO} is kit {self.kit} at {self.revision[:12]}, as "
+                    f"{self.recorded_by} records")
+        return f"kit/{BUILDINFO}'s kit makes tag {self.tag} in the matrix"
+
+
+def check_located(request: Request, asset: str, names: Mapping[str, object],
+                  where: str) -> None:
+    """The located tarball is the one asked for, and the release holds it."""
+    if request.asset is not None and asset != request.asset:
+        raise CheckFailed(f"{where}: its tarball is {printable(asset)}, and the "
+                          f"{request.words} is {request.asset}: not the kit asked for")
+    if asset not in names:
+        listed = ", ".join(printable(name) for name in sorted(names)) or "no files"
+        raise CheckFailed(f"{where} has no {asset}, the tarball of the {request.words} (it "
+                          f"holds {listed}): no other tarball is taken in its place")
+
+
+def check_listed(request: Request, asset: str, listed: str, source: str) -> str | None:
+    """SHA256SUMS's sha256 of the tarball (`listed`, read from `source`) against the record's;
+    the words for "… agrees", or None where nothing records one."""
+    if request.sha256 is None:
+        return None
+    if listed != request.sha256:
+        raise CheckFailed(f"{asset}: {source} says {listed}, {request.record} records "
+                          f"{request.sha256} for the {request.words}: not the kit asked for")
+    return request.recorded_by
+
+
+def check_unpacked(request: Request, asset: str, kit: Path, where: str) -> None:
+    """kit/BUILDINFO.txt of the unpacked tarball says it is the kit asked for."""
+    path = kit / BUILDINFO
+    if not path.is_file():
+        raise CheckFailed(f"{asset} from {where} holds no kit/{BUILDINFO}: nothing "
+                          f"says which kit it is, so it is not taken for the {request.words}")
+    try:  # named as the tarball has it: the staging folder it is in means nothing to a user
+        info = buildinfo.parse(path.read_text(encoding="utf-8"), f"kit/{BUILDINFO}")
+    except (BadInput, UnicodeDecodeError) as error:
+        why = str(error) if isinstance(error, BadInput) else "not UTF-8 text"
+        raise CheckFailed(f"{asset} from {where}: its kit/{BUILDINFO} cannot be read "
+                          f"({why}), so it is not taken for the {request.words}") from None
+    differences = _differences(request, asset, info)
+    if differences:
+        raise CheckFailed(f"{asset} from {where} is not the {request.words}: its "
+                          f"kit/{BUILDINFO} says {'; '.join(differences)}. Nothing "
+                          f"was unpacked into DEST")
+
+
+def _differences(request: Request, asset: str, info: buildinfo.BuildInfo) -> list[str]:
+    said = []
+    if request.kit is not None and info.kit != request.kit:
+        said.append(f"kit {printable(info.kit)}, not {request.kit}")
+    if info.flavour != request.flavour:
+        said.append(f"flavour {printable(info.flavour)}, not {request.flavour}")
+    if request.revision is not None:
+        if info.revision.lower() != request.revision.lower():
+            said.append(f"revision {printable(info.revision)}, where {request.record} records "
+                        f"{request.revision}")
+    elif not said:  # no record: the matrix's templates bind the tag to what was built
+        said += _unbound(request, asset, info)
+    return said
+
+
+def _unbound(request: Request, asset: str, info: buildinfo.BuildInfo) -> list[str]:
+    """Where the matrix's templates of the kit BUILDINFO.txt names, filled from its revision
+    and version, do not give the tag and tarball asked for."""
+    kit = request.kits.get(info.kit)
+    if kit is None:
+        return [f"kit {printable(info.kit)}, which the matrix does not have, and nothing "
+                f"records release {request.tag}: nothing binds the kit to that tag"]
+    try:  # ValueError: not a revision, or (portable) an asset with no portable sibling
+        facts = RevisionFacts(revision=info.revision, version=info.version)
+        tag, plain = kit.render_tag(facts), kit.render_asset(facts)
+        made = PORTABLE.asset(plain) if request.flavour == PORTABLE.name else plain
+    except (ValueError, UnresolvedPlaceholders) as error:
+        return [f"revision {printable(info.revision)} and version {printable(info.version)}, "
+                f"from which kit {kit.id}'s tag cannot be made ({printable(str(error))})"]
+    said = []
+    if tag != request.tag:
+        said.append(f"kit {kit.id} at revision {printable(info.revision)}, version "
+                    f"{printable(info.version)}, whose tag is {tag}, not {request.tag}")
+    if made != asset:
+        said.append(f"kit {kit.id}'s tarball of that build is {made}, not {printable(asset)}")
+    return said

@@ -361,9 +361,8 @@ def _placement(response: HTTPResponse, offset: int, url: str) -> tuple[int, int 
         first, _, _ = span.partition("-")
         if unit != "bytes" or not first.isdigit() or int(first) != offset:
             response.close()
-            raise RangeRefused(f"{shown(url)}: answered a request from byte {offset} with "
-                               f"Content-Range {printable(repr(content_range))}", url=url,
-                               status=206)
+            raise RangeRefused(f"{shown(url)}: answered a Range request for byte {offset} with "
+                               f"Content-Range {content_range!r}", url=url, status=206)
         return offset, int(whole) if whole.isdigit() else None
     return 0, size
 

@@ -369,7 +369,9 @@ def paced_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def _with_query(matrix: Path) -> None:
     """The ledger's tarball URL with a signed storage URL's query."""
     path = matrix.parent / "releases" / f"{TAG}.toml"
-    path.write_text(path.read_text().replace(f"/gh/{ASSET}\"", f"/gh/{ASSET}?sig={SECRET}\""))
+    text = path.read_text()
+    assert text.count(f"/gh/{ASSET}\"") == 1
+    path.write_text(text.replace(f"/gh/{ASSET}\"", f"/gh/{ASSET}?sig={SECRET}\""))
 
 
 @pytest.mark.parametrize("drops", [False, True], ids=["a drip", "a drip that reconnects"])

@@ -868,7 +868,8 @@ def test_the_token_goes_to_the_api_host_only_and_never_across_a_redirect(
         storage.thread.start()
         storage.state.files["/blob"] = b"data"
         server.state.redirects["/repos/o/r/releases/assets/1"] = f"{storage.url}/blob?sig=s3cr"
-        client = Client(token="canary-token-123", token_hosts=(server.url,))
+        client = Client(token="canary-token-123", token_hosts=(server.url,),
+                        servers=(server.url,))
         assert client.get_bytes(f"{server.url}/repos/o/r/releases/assets/1",
                                 accept="application/octet-stream") == b"data"
         assert server.state.seen[0].headers["Authorization"] == "Bearer canary-token-123"
@@ -880,7 +881,7 @@ def test_the_token_goes_to_the_api_host_only_and_never_across_a_redirect(
 
 def test_retries_on_5xx_and_rate_limits_then_gives_up(server: RangeServer) -> None:
     waits: list[float] = []
-    client = Client(attempts=3, sleep=waits.append)
+    client = Client(attempts=3, sleep=waits.append, servers=(server.url,))
     server.state.files["/f"] = b"ok"
     server.state.status["/f"] = [503, 429]
     assert client.get_bytes(f"{server.url}/f") == b"ok"
@@ -901,7 +902,7 @@ def test_a_dead_server_is_the_environments_failure(tmp_path: Path, release: Path
         port = unused.getsockname()[1]
     matrix = checkout(tmp_path, f"http://127.0.0.1:{port}")
     write_ledger(matrix, release, {"github": f"http://127.0.0.1:{port}/gh"})
-    client = Client(attempts=2, sleep=lambda _: None)
+    client = Client(attempts=2, sleep=lambda _: None, servers=(f"http://127.0.0.1:{port}",))
     located = locate.locate(KIT, "github", ctx_for(matrix), client)
     with pytest.raises(HttpFailure, match="refused"):
         Fetcher(client, quiet()).fetch(located, tmp_path / "box")
@@ -914,8 +915,9 @@ def test_progress_is_a_live_line_on_a_terminal_and_plain_lines_elsewhere(
     write_ledger(matrix, release, {"github": f"{server.url}/gh"})
     for mode in ("tty", "plain"):
         stream = io.StringIO()
-        located = locate.locate(KIT, "github", ctx_for(matrix), Client())
-        Fetcher(Client(), Reporter(stream, mode=mode)).fetch(located, tmp_path / mode)
+        client = Client(servers=(server.url,))
+        located = locate.locate(KIT, "github", ctx_for(matrix), client)
+        Fetcher(client, Reporter(stream, mode=mode)).fetch(located, tmp_path / mode)
         text = stream.getvalue()
         assert f"downloaded {ASSET}" in text
         if mode == "tty":

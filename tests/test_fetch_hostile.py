@@ -228,7 +228,7 @@ def test_plain_http_without_a_token_or_to_loopback_is_allowed(
 
 def test_a_retry_after_that_is_not_a_number(server: RangeServer) -> None:
     waits: list[float] = []
-    client = Client(attempts=3, sleep=waits.append)
+    client = Client(attempts=3, sleep=waits.append, servers=(server.url,))
     server.state.files["/f"] = b"ok"
     server.state.retry_after = "soon, maybe"
     server.state.status["/f"] = [429]

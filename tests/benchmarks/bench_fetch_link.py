@@ -84,10 +84,10 @@ def clocked(cls, name, before=None, after=None):
             if after: marks[after] = time.monotonic()
     setattr(cls, name, wrapper)
 small = Fetcher._small
-def timed_small(self, file):
+def timed_small(self, located, file):
     begun = time.monotonic()
     try:
-        return small(self, file)
+        return small(self, located, file)
     finally:
         marks["small"] += time.monotonic() - begun
 Fetcher._small = timed_small
@@ -101,7 +101,7 @@ def counted(self):
         marks["cpu"][self.name] = time.thread_time()
 threading.Thread.run = counted
 ctx = context(Path(sys.argv[1]))
-client = Client()
+client = Client(servers=(ctx.api,))  # the local server, named as --api would name it
 release = locate(sys.argv[2], "github", ctx, client)
 located = time.monotonic()
 Fetcher(client, Reporter()).fetch(release, Path(sys.argv[3]))

@@ -108,7 +108,7 @@ from ninfer_kits.fetch.http import Client
 from ninfer_kits.fetch.locate import context, locate
 from ninfer_kits.log import Reporter
 ctx = context(Path(sys.argv[1]))
-client = Client()
+client = Client(servers=(ctx.api,))  # the local server, named as --api would name it
 release = locate(sys.argv[2], "github", ctx, client)
 Fetcher(client, Reporter()).fetch(release, Path(sys.argv[3]))
 '''

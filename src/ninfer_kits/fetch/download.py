@@ -7,27 +7,47 @@ unpacking overlap instead of running one after the other.
 
 Resuming: a `.part` left by an interrupted run is kept with the sha256 it was meant to have
 (`.<asset>.part.sha256`); the next run hashes what is there and asks only for the rest
-(`Range: bytes=N-`). Within a run, a connection dropped mid-body is resumed the same way, a
-bounded number of times without progress. A server that ignores Range answers from byte 0;
-what was already there is skipped, not written twice.
+(`Range: bytes=N-`). Within a run, a connection dropped or reset mid-body is resumed the same
+way, a bounded number of times without progress. A server that ignores Range answers from
+byte 0; what was already there is skipped, not written twice. One that answers a Range with
+other bytes (a wrong Content-Range) or 416 is asked for the whole file, skipped the same way:
+a stale `.part` never makes every later fetch fail alike. (The bytes already there are never
+rewritten: the extractor may have read them, and the sha256 is of exactly the file's bytes.)
+
+Bounds: the body stops one byte past the recorded size, and a body slower than the client's
+Pace (a drip) stops with the `.part` kept to resume from. A local file (`--from DIR`) is read
+only as a regular file, never through a symlink, never blocking (a FIFO, a device, a link to
+/proc are refused by name).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.client import HTTPException
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
 from ninfer_kits import atomic
-from ninfer_kits.errors import CheckFailed, EnvironmentFailure
-from ninfer_kits.fetch.http import Client, HttpFailure, network_failure, shown
+from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
+from ninfer_kits.fetch.http import (
+    Client,
+    HttpFailure,
+    Pace,
+    PaceWatch,
+    RangeRefused,
+    TooSlow,
+    network_failure,
+    shown,
+)
+from ninfer_kits.inspector.inputs import kind_of, os_error_words, printable
 
 CHUNK = 1 << 20
 PROGRESS_EVERY = 0.1  # seconds between progress updates
@@ -50,11 +70,6 @@ class Feed:
     def advance(self, count: int) -> None:
         with self._cond:
             self.written += count
-            self._cond.notify_all()
-
-    def rewind(self) -> None:
-        with self._cond:
-            self.written = 0
             self._cond.notify_all()
 
     def finish(self, error: BaseException | None = None) -> None:
@@ -110,34 +125,67 @@ class Digests:
 
 class Source(Protocol):
     """Where the bytes come from: `open(offset)` gives a stream starting at `start` (≤ offset)
-    and the whole size when known."""
+    and the whole size when known; RangeRefused when it cannot start at `offset`."""
 
     url: str
 
-    def open(self, offset: int) -> tuple[BinaryIO, int, int | None]: ...
+    def open(self, offset: int) -> tuple[io.BufferedIOBase, int, int | None]: ...
 
 
 class HttpSource:
     def __init__(self, client: Client, url: str, accept: str | None = None) -> None:
         self.client, self.url, self.accept = client, url, accept
 
-    def open(self, offset: int) -> tuple[BinaryIO, int, int | None]:
+    def open(self, offset: int) -> tuple[io.BufferedIOBase, int, int | None]:
         opened = self.client.open_at(self.url, offset, accept=self.accept)
         return opened.response, opened.start, opened.total
 
 
 class FileSource:
-    """A file in a dist-shaped folder (`--from DIR`)."""
+    """A file in a dist-shaped folder (`--from DIR`): the one source on this machine."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.url = str(path)
 
-    def open(self, offset: int) -> tuple[BinaryIO, int, int | None]:
-        stream = self.path.open("rb")
+    def open(self, offset: int) -> tuple[io.BufferedIOBase, int, int | None]:
+        stream = open_local(self.path)
         size = os.fstat(stream.fileno()).st_size
         stream.seek(min(offset, size))
         return stream, min(offset, size), size
+
+
+def open_local(path: Path) -> io.BufferedReader:
+    """A file of a `--from` folder, opened for reading only if it is a regular file: not
+    through a symlink (to /proc/self/environ, say), and without blocking on a FIFO or a
+    device (O_NONBLOCK), which are refused by name."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as error:
+        words = ("a symbolic link; fetch --from reads regular files only"
+                 if error.errno == errno.ELOOP else os_error_words(error))
+        raise BadInput(f"{printable(str(path))}: {words}") from error
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise BadInput(f"{printable(str(path))}: {kind_of(mode)}, not a regular file: refused")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def read_local(path: Path, limit: int) -> bytes:
+    """A small file of a `--from` folder (open_local), whole: at most `limit` bytes, and no
+    more than its size says (a file that reads on past it is not a file to trust)."""
+    with open_local(path) as stream:
+        size = os.fstat(stream.fileno()).st_size
+        if size > limit:
+            raise BadInput(f"{printable(str(path))}: {size} bytes, larger than the {limit} "
+                           f"bytes of the small file expected there: refused")
+        data = stream.read(size + 1)
+    if len(data) != size:
+        raise BadInput(f"{printable(str(path))}: reads {len(data)} bytes where its size says "
+                       f"{size}: not a file to trust")
+    return data
 
 
 def part_paths(dest: Path, asset: str) -> tuple[Path, Path]:
@@ -166,20 +214,24 @@ class Downloader:
     there first). Run `run()` in a thread; the Feed says how far it got and how it ended."""
 
     def __init__(self, source: Source, part: Path, *, expected_size: int | None, sha1: bool,
-                 feed: Feed, progress: Callable[[int, int | None], None] | None = None,
+                 feed: Feed, pace: Pace,
+                 progress: Callable[[int, int | None], None] | None = None,
                  sleep: Callable[[float], None] = time.sleep, attempts: int = 6) -> None:
         self.source = source
         self.part = part
         self.expected_size = expected_size
         self.feed = feed
+        self.pace = pace
         self.progress = progress
         self.sleep = sleep
         self.attempts = attempts
+        self._whole = False  # the server's Range answers cannot be used: ask for the whole
         self._sha256 = hashlib.sha256()
         self._sha1 = hashlib.sha1() if sha1 else None
         self.digests: Digests | None = None
         self.resumed_from = 0  # where this run started (bytes of an earlier run's .part)
         self.reconnects = 0  # body reads that failed and were resumed in this run
+        self.received = 0  # bytes of bodies received in this run (skipped ones too)
         self.total: int | None = expected_size
         self.have = 0
         # The most bytes the file may have, set (by the extractor's side) once the archive
@@ -197,33 +249,42 @@ class Downloader:
     def _download(self) -> Digests:
         fd = os.open(self.part, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         try:
+            if self.expected_size is not None and os.fstat(fd).st_size > self.expected_size:
+                os.ftruncate(fd, 0)  # longer than the file it should be: before anyone reads it
             self.have = self.resumed_from = self._hash_existing(fd)
-            if self.expected_size is not None and self.have > self.expected_size:
-                os.ftruncate(fd, 0)  # longer than the file it should be: start again
-                self._restart()
-            failures = 0
-            while True:
-                before = self.have
-                try:
-                    self._transfer(fd)
-                    break
-                except _Dropped as dropped:
-                    last = dropped.error
-                self.reconnects += 1
-                failures = 1 if self.have > before else failures + 1
-                if failures >= self.attempts:
-                    raise _as_failure(self.source.url, last, self.have)
-                self.sleep(min(0.5 * 2.0 ** (failures - 1), 8.0))
+            try:
+                self._transfer_all(fd)
+            except TooSlow as slow:
+                raise self._kept(slow) from None
             return Digests(self.have, self._sha256.hexdigest(),
                            self._sha1.hexdigest() if self._sha1 else None)
         finally:
             os.close(fd)
 
-    def _restart(self) -> None:
-        self.have = 0
-        self._sha256 = hashlib.sha256()
-        self._sha1 = hashlib.sha1() if self._sha1 is not None else None
-        self.feed.rewind()
+    def _transfer_all(self, fd: int) -> None:
+        """Requests until the body is whole: a dropped one is resumed, a bounded number of
+        times in a row without progress."""
+        watch = self.pace.watch(self.source.url)  # across reconnects: a drip that drops and
+        failures = 0                              # comes back is a drip still
+        while True:
+            before = self.have
+            try:
+                self._transfer(fd, watch)
+                return
+            except _Dropped as dropped:
+                last = dropped.error
+            self.reconnects += 1
+            failures = 1 if self.have > before else failures + 1
+            if failures >= self.attempts:
+                raise self._kept(network_failure(self.source.url, last))
+            self.sleep(min(0.5 * 2.0 ** (failures - 1), 8.0))
+            watch.check(self.received)
+
+    def _kept(self, failure: HttpFailure) -> HttpFailure:
+        """A failure after which the .part stays, to resume from, as the message says."""
+        return type(failure)(f"{failure} (stopped at byte {self.have}; {self.part.name} is "
+                             f"kept: run the same command again to resume the download)",
+                             url=failure.url)
 
     def _hash_existing(self, fd: int) -> int:
         have = 0
@@ -239,15 +300,29 @@ class Downloader:
         if self._sha1 is not None:
             self._sha1.update(block)
 
-    def _transfer(self, fd: int) -> None:
+    def _open(self) -> tuple[io.BufferedIOBase, int, int | None]:
+        """The body from `self.have` on, or from 0 where Range answers cannot be used (the
+        bytes already here are then skipped, as from a server that ignores Range)."""
+        if self.have and not self._whole:
+            try:
+                return self.source.open(self.have)
+            except RangeRefused:
+                self._whole = True
+        return self.source.open(0)
+
+    def _transfer(self, fd: int, watch: PaceWatch) -> None:
         """One request from `self.have` on, to the end of the body. A connection that drops
         or ends early raises _Dropped (worth resuming); anything else is final."""
-        stream, start, total = self.source.open(self.have)
+        stream, start, total = self._open()
         with stream:
             if total is not None:
                 if self.expected_size is not None and total != self.expected_size:
                     raise CheckFailed(f"{shown(self.source.url)}: the server has {total} "
                                       f"bytes, but the release says {self.expected_size}")
+                if total < self.have:
+                    raise CheckFailed(f"{shown(self.source.url)}: the server has {total} "
+                                      f"bytes, fewer than the {self.have} of the partial "
+                                      f"download here, which is not of this file")
                 self.total = total
             skip = self.have - start  # a server that ignored Range starts again at 0
             view = memoryview(bytearray(CHUNK))
@@ -266,12 +341,14 @@ class Downloader:
                                           f"than the archive holds (past byte {limit}, "
                                           f"after the archive's end): refusing it")
                     room = min(room, limit + 1 - position)
-                try:
-                    count = stream.readinto(view[:room])  # type: ignore[attr-defined]
+                try:  # one recv at most: a reset loses none of the bytes received before it
+                    count = stream.readinto1(view[:room])
                 except (OSError, HTTPException) as error:
                     raise _Dropped(error) from error
                 if not count:
                     break
+                self.received += count
+                watch.check(self.received)
                 position += count
                 if self.expected_size is not None and position > self.expected_size:
                     raise CheckFailed(f"{shown(self.source.url)}: larger than the recorded "
@@ -291,9 +368,12 @@ class Downloader:
                     self.progress(self.have, self.total)
             if self.progress is not None:
                 self.progress(self.have, self.total)
-        if skip or (self.total is not None and self.have < self.total):
-            raise _Dropped(OSError(f"the connection closed at byte {self.have}"
-                                   + (f" of {self.total}" if self.total else "")))
+        if self.total is not None and position < self.total:  # cut short: resume
+            raise _Dropped(OSError(f"the connection closed at byte {position} of {self.total}"))
+        if skip:
+            raise CheckFailed(f"{shown(self.source.url)}: the server's file ends at byte "
+                              f"{position}, before the {self.have} bytes of the partial "
+                              f"download here, which is not of this file")
 
     def _write(self, fd: int, data: memoryview) -> None:
         try:
@@ -315,8 +395,3 @@ class _Dropped(Exception):
         super().__init__(str(error))
         self.error = error
 
-
-def _as_failure(url: str, error: BaseException, have: int) -> EnvironmentFailure:
-    failure = network_failure(url, error)
-    return HttpFailure(f"{failure} (stopped at byte {have}; run the same command again to "
-                       f"resume the download)", url=url)

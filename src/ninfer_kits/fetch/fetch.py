@@ -67,9 +67,10 @@ from ninfer_kits.fetch.download import (
     Source,
     part_paths,
     prepare_part,
+    read_local,
 )
 from ninfer_kits.fetch.extract import Extraction, FollowingArchive, extract
-from ninfer_kits.fetch.http import Client, NotFound, shown
+from ninfer_kits.fetch.http import SMALL_LIMIT, Client, NotFound, shown
 from ninfer_kits.fetch.locate import (
     BUILDINFO,
     SHA1SUMS,
@@ -94,6 +95,7 @@ RELEASE_FILES = (KIT, SHA256SUMS, SIGNATURE, SHA1SUMS, BUILDINFO, REPRODUCTION)
 # Bytes a download of no recorded size may still bring once the archive was read to its end
 # (what the decompressor had not reached yet: a trailer, padding); more is refused.
 TAIL_LIMIT = 16 << 20
+DIR = "dir"  # Located.origin of --from DIR
 
 
 @dataclass(frozen=True)
@@ -120,12 +122,9 @@ class Fetcher:
 
     # --- small files ------------------------------------------------------------------------
 
-    def _small(self, file: RemoteFile) -> bytes:
-        if "://" not in file.url:
-            path = Path(file.url)
-            if path.stat().st_size > 4 << 20:
-                raise BadInput(f"{path}: larger than the small file expected")
-            return path.read_bytes()
+    def _small(self, located: Located, file: RemoteFile) -> bytes:
+        if located.origin == DIR:  # --from DIR: the one origin whose files are on this machine
+            return read_local(Path(file.url), SMALL_LIMIT)
         return self.client.get_bytes(file.url, accept=file.accept)
 
     def _sums(self, located: Located) -> tuple[dict[str, str], bytes]:
@@ -134,7 +133,7 @@ class Fetcher:
             raise CheckFailed(f"{located.where} has no {SHA256SUMS}: the kit cannot be checked, "
                               f"and fetch does not unpack a kit it cannot check")
         try:
-            data = self._small(file)
+            data = self._small(located, file)
         except NotFound:
             raise CheckFailed(f"{located.where}: {SHA256SUMS} is not there ({shown(file.url)}): "
                               f"the kit cannot be checked") from None
@@ -148,7 +147,7 @@ class Fetcher:
         data = None
         if file is not None:
             try:
-                data = self._small(file)
+                data = self._small(located, file)
             except NotFound:
                 data = None
         words, warning = signatures.check_sums(sums, data, self.trust, insecure=self.insecure)
@@ -221,7 +220,7 @@ class Fetcher:
         if file is None:
             return recorded, None
         try:
-            data = self._small(file)
+            data = self._small(located, file)
         except NotFound:
             return recorded, None
         listed = parse_sums(data.decode("utf-8", "replace"), SHA1,
@@ -247,7 +246,7 @@ class Fetcher:
                     continue
                 raise CheckFailed(f"{located.where}: {SHA256SUMS} lists {name}, which the "
                                   f"release does not hold")
-            data = self._small(file)
+            data = self._small(located, file)
             actual = hashlib.sha256(data).hexdigest()
             if actual != sums[name]:
                 raise CheckFailed(f"{located.where}: {name} does not match {SHA256SUMS} "
@@ -255,8 +254,10 @@ class Fetcher:
             extras[name] = data
         return extras
 
-    def _source(self, file: RemoteFile) -> Source:
-        if "://" not in file.url:
+    def _source(self, located: Located, file: RemoteFile) -> Source:
+        """Where the tarball's bytes come from: a URL from a server, API answer, ledger or index
+        is opened over http(s) only (the client's UrlPolicy), whatever it looks like."""
+        if located.origin == DIR:
             return FileSource(Path(file.url))
         return HttpSource(self.client, file.url, file.accept)
 
@@ -299,8 +300,9 @@ class Fetcher:
             self.reporter.info(f"resuming {located.asset} from byte {have} ({part.name})")
         feed = Feed()
         bar = self.reporter.progress(f"downloading {located.asset}")
-        downloader = Downloader(self._source(tarball), part, expected_size=tarball.size,
-                                sha1=sha1 is not None, feed=feed,
+        downloader = Downloader(self._source(located, tarball), part,
+                                expected_size=tarball.size, sha1=sha1 is not None, feed=feed,
+                                pace=self.client.pace,
                                 progress=lambda done, total: bar.bytes(done, total or 0))
         thread = threading.Thread(target=downloader.run, name="ninfer-kits-download",
                                   daemon=True)
@@ -334,7 +336,7 @@ class Fetcher:
             raise BadInput(f"{unreadable} (the download was stopped at byte "
                            f"{downloader.have} and deleted)") from unreadable
         if feed.error is not None:
-            if isinstance(feed.error, CheckFailed):
+            if not _resumable(feed.error):  # a refusal: nothing of it stays in DEST
                 _remove(part, marker)
             raise feed.error
         digests = downloader.digests
@@ -526,6 +528,12 @@ def _remove_empty(folders: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             return
+
+
+def _resumable(error: BaseException) -> bool:
+    """Whether a download that failed so leaves a .part worth resuming from: the network's or
+    the disk's failure (a drop, a drip, a full disk), not a refusal of what was sent or asked."""
+    return isinstance(error, EnvironmentFailure) and not isinstance(error, NotFound)
 
 
 def _remove(*paths: Path) -> None:

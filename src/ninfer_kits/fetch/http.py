@@ -7,7 +7,16 @@
   GitHub's rate limits (`Retry-After`, `X-RateLimit-Reset` when it is near). Then an
   EnvironmentFailure (exit status 3) that names the URL, never a header.
 - `open_at(url, offset)` asks for `Range: bytes=offset-` and says where the body starts: a
-  server that ignores Range answers 200 from byte 0, which the caller skips.
+  server that ignores Range answers 200 from byte 0, which the caller skips; one that answers
+  a Range it was not asked for (or 416) raises RangeRefused, and the caller asks for the whole.
+- Only http(s), from outside: every URL opened and every redirect followed is checked by one
+  UrlPolicy (https anywhere; plain http only on a host the user named as an http server), and
+  the opener has no handler for file:, ftp: or data: at all. API answers, the kit index and the
+  ledger are written by whoever runs the server: a path or a file:// URL there must never
+  read this machine's files.
+- Bodies are read with at most one recv per read (`read1`): a connection reset loses nothing
+  already received, so a resume starts where the bytes stopped. A Pace bounds how slowly a
+  body may arrive: a server dripping a byte a minute never trips the per-read timeout.
 """
 
 from __future__ import annotations
@@ -19,10 +28,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from http.client import HTTPException, HTTPResponse
-from typing import Any
+from http.client import HTTPException, HTTPMessage, HTTPResponse, IncompleteRead
+from typing import IO, Any
 
 from ninfer_kits import __version__
 from ninfer_kits.errors import BadInput, EnvironmentFailure
@@ -36,6 +45,13 @@ ATTEMPTS = 6  # per request, and per stretch of a download without progress
 BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
 MAX_WAIT = 60.0  # the longest Retry-After / rate-limit reset we wait for
 SMALL_LIMIT = 4 << 20  # SHA256SUMS, BUILDINFO.txt, API answers
+# The slowest a body may arrive: fewer bytes than MIN_RATE a second over any RATE_WINDOW seconds
+# stops it (4 KiB/s, 32 kbit/s: any real link is faster; a drip is far slower).
+MIN_RATE = 4096
+RATE_WINDOW = 60.0
+# Where plain http may come from, for the message refusing it.
+NAMED_SERVERS = ("--api (or the matrix's [publish.github] api), --index or $NINFER_KITS_INDEX, "
+                 "$NINFER_KITS_B2_URL")
 
 
 class HttpFailure(EnvironmentFailure):
@@ -51,6 +67,128 @@ class NotFound(HttpFailure):
     """404 (or 410): the URL names nothing there."""
 
     exit_code = BadInput.exit_code
+
+
+class RangeRefused(HttpFailure):
+    """A Range request answered with other bytes than those asked for (a wrong Content-Range),
+    or refused (416): resuming there cannot work, the whole file can."""
+
+
+class TooSlow(HttpFailure):
+    """A body arriving slower than its Pace allows."""
+
+
+class RefusedUrl(BadInput):
+    """A URL fetch does not open: not https, or plain http to a host nobody named."""
+
+
+class TooLarge(BadInput):
+    """A small file (SHA256SUMS, an API answer, the kit index) larger than its bound."""
+
+
+class UrlPolicy:
+    """Which URLs fetch opens, for the first request and every redirect: https:// to any host;
+    http:// only to a host the user named as an http server (`servers`: --api, --index, the B2
+    download URL; a local test server); nothing else (a path, file://, ftp://, data:)."""
+
+    def __init__(self, servers: Iterable[str] = ()) -> None:
+        self._plain_hosts = frozenset(_hostname(url) for url in servers
+                                      if _scheme(url) == "http") - {None}
+
+    def check(self, url: str, *, redirected_from: str | None = None) -> None:
+        """RefusedUrl naming the URL (and the one that redirected to it), unless allowed."""
+        scheme, host = _scheme(url), _hostname(url)
+        if scheme == "https" and host:
+            return
+        if scheme == "http" and host in self._plain_hosts:
+            return
+        where = printable(shown(url))
+        if redirected_from is not None:
+            where = f"{printable(shown(redirected_from))} redirects to {where}"
+        why = (f"plain http to {printable(host)}, which no option named as an http server"
+               if scheme == "http" and host else "not an https:// URL")
+        raise RefusedUrl(f"{where}: {why}: refused (fetch opens https:// URLs only; http:// "
+                         f"only on a host named by {NAMED_SERVERS})")
+
+
+def _scheme(url: str) -> str:
+    try:
+        return urllib.parse.urlsplit(url).scheme
+    except ValueError:
+        return ""
+
+
+def _hostname(url: str) -> str | None:
+    try:
+        return urllib.parse.urlsplit(url).hostname
+    except ValueError:  # an unbalanced [ in an IPv6 host
+        return None
+
+
+@dataclass(frozen=True)
+class Pace:
+    """At least `rate` bytes a second, averaged over every `window` seconds of one download
+    (its reconnects and backoffs included): what stops a server that drips."""
+
+    rate: float
+    window: float
+
+    def watch(self, url: str) -> PaceWatch:
+        return PaceWatch(self, url)
+
+
+class PaceWatch:
+    """One download against its Pace, from now: `check(received)` (the bytes received since)
+    after every read and before a reconnect."""
+
+    def __init__(self, pace: Pace, url: str) -> None:
+        self.pace, self.url = pace, url
+        self._since, self._from = time.monotonic(), 0
+
+    def check(self, received: int) -> None:
+        now = time.monotonic()
+        elapsed = now - self._since
+        if elapsed < self.pace.window:
+            return
+        got = received - self._from
+        if got < self.pace.rate * elapsed:
+            raise TooSlow(f"{printable(shown(self.url))}: too slow: {got} bytes in the last "
+                          f"{elapsed:.0f} s, under the {self.pace.rate:.0f} bytes/s a download "
+                          f"must keep up", url=self.url)
+        self._since, self._from = now, received
+
+
+class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib's redirects, each checked against the policy before it is followed (urllib's
+    own would follow one to ftp://, and names a file:// one raw in its error)."""
+
+    def __init__(self, policy: UrlPolicy) -> None:
+        self._policy = policy
+
+    def http_error_302(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                       headers: HTTPMessage) -> Any:
+        location = headers.get("location") or headers.get("uri")
+        if location:
+            try:
+                self._policy.check(urllib.parse.urljoin(req.full_url, location),
+                                   redirected_from=req.full_url)
+            except RefusedUrl:
+                fp.close()
+                raise
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+
+def _opener(policy: UrlPolicy) -> urllib.request.OpenerDirector:
+    """urllib's opener for http and https only: no file:, ftp: or data: handler to reach."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(),
+                    urllib.request.HTTPHandler(), urllib.request.HTTPSHandler(),
+                    urllib.request.HTTPDefaultErrorHandler(), _CheckedRedirects(policy),
+                    urllib.request.HTTPErrorProcessor()):
+        opener.add_handler(handler)
+    return opener
 
 
 @dataclass
@@ -80,17 +218,21 @@ def _host(url: str) -> str:
 
 class Client:
     """GETs with retries; `token` is sent (as `Authorization: Bearer`) only to `token_hosts`
-    (URLs or host:port), and never after a redirect."""
+    (URLs or host:port), and never after a redirect. `servers`: the http servers the user
+    named (UrlPolicy); every other URL must be https."""
 
     def __init__(self, *, token: str | None = None, token_hosts: Collection[str] = (),
-                 attempts: int = ATTEMPTS, timeout: float = TIMEOUT,
+                 servers: Iterable[str] = (), attempts: int = ATTEMPTS,
+                 timeout: float = TIMEOUT, pace: Pace | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self._token = token
         self._token_hosts = frozenset(_host(h) if "://" in h else h for h in token_hosts)
+        self.policy = UrlPolicy(servers)
         self.attempts = attempts
         self.timeout = timeout
+        self.pace = pace or Pace(MIN_RATE, RATE_WINDOW)  # the module's values as of now
         self.sleep = sleep
-        self._opener = urllib.request.build_opener()
+        self._opener = _opener(self.policy)
 
     @property
     def has_token(self) -> bool:
@@ -104,7 +246,9 @@ class Client:
         return request
 
     def open_at(self, url: str, offset: int = 0, *, accept: str | None = None) -> Opened:
-        """GET url from byte `offset` on (a Range request when offset > 0)."""
+        """GET url from byte `offset` on (a Range request when offset > 0); RefusedUrl for a
+        URL the policy does not allow, before any connection."""
+        self.policy.check(url)
         headers = {"Accept-Encoding": "identity"}
         if accept:
             headers["Accept"] = accept
@@ -121,17 +265,30 @@ class Client:
             opened = self.open_at(url, accept=accept)
             try:
                 with opened.response as response:
-                    data = response.read(limit + 1)
+                    return self._bounded_body(response, opened.total, url, limit)
             except (OSError, HTTPException) as error:
                 if attempt == self.attempts:
                     raise network_failure(url, error) from error
                 self.sleep(_backoff(attempt))
-                continue
-            if len(data) > limit:
-                raise HttpFailure(f"{shown(url)}: larger than {limit} bytes; not the small file "
-                                  f"expected there", url=url)
-            return data
         raise AssertionError("unreachable")
+
+    def _bounded_body(self, response: HTTPResponse, total: int | None, url: str,
+                      limit: int) -> bytes:
+        """The body, read no further than one byte past `limit`, at the client's pace."""
+        if total is not None and total > limit:  # said before a byte of it is read
+            raise TooLarge(f"{printable(shown(url))}: {total} bytes, larger than the "
+                           f"{limit} bytes of the small file expected there: refused")
+        watch = self.pace.watch(url)
+        data = bytearray()
+        while chunk := response.read1(limit + 1 - len(data)):
+            data += chunk
+            if len(data) > limit:
+                raise TooLarge(f"{printable(shown(url))}: larger than the {limit} bytes of the "
+                               f"small file expected there: refused")
+            watch.check(len(data))
+        if total is not None and len(data) < total:  # read1 ends a cut body without a word
+            raise IncompleteRead(bytes(data), total - len(data))
+        return bytes(data)
 
     def get_json(self, url: str) -> Any:
         data = self.get_bytes(url, accept="application/vnd.github+json")
@@ -167,8 +324,8 @@ class Client:
         if status in (404, 410):
             raise NotFound(f"{where}: not found (HTTP {status})", url=url, status=status)
         if status == 416:
-            raise HttpFailure(f"{where}: the server refused the byte range asked for "
-                              f"(HTTP 416)", url=url, status=status)
+            raise RangeRefused(f"{where}: the server refused the byte range asked for "
+                               f"(HTTP 416)", url=url, status=status)
         retryable = status >= 500 or status == 429 or limited is not None
         if not retryable or attempt == self.attempts:
             raise HttpFailure(self._status_words(where, status, error, limited), url=url,
@@ -205,8 +362,8 @@ def _placement(response: HTTPResponse, offset: int, url: str) -> tuple[int, int 
         first, _, _ = span.partition("-")
         if unit != "bytes" or not first.isdigit() or int(first) != offset:
             response.close()
-            raise HttpFailure(f"{shown(url)}: answered a Range request for byte {offset} with "
-                              f"Content-Range {content_range!r}", url=url, status=206)
+            raise RangeRefused(f"{shown(url)}: answered a Range request for byte {offset} with "
+                               f"Content-Range {content_range!r}", url=url, status=206)
         return offset, int(whole) if whole.isdigit() else None
     return 0, size
 

@@ -49,7 +49,8 @@ class IndexSource:
 
     def __init__(self, location: str, client: Client | None = None) -> None:
         self.location = location
-        self._client = client or Client(attempts=ATTEMPTS, timeout=TIMEOUT)
+        # its location is the user's (--index, $NINFER_KITS_INDEX) or the API's web host
+        self._client = client or Client(attempts=ATTEMPTS, timeout=TIMEOUT, servers=(location,))
         self._entries: tuple[LedgerEntry, ...] | None = None
         self.note = ""  # why there was none, once asked
 

@@ -529,7 +529,9 @@ def offline_context(args: argparse.Namespace) -> Context:
 def client_for(args: argparse.Namespace) -> tuple[Client, Context]:
     ctx = offline_context(args)
     token = token_for(ctx.api, "--api" if args.api else "")
-    return Client(token=token.value if token else None, token_hosts=(ctx.api,)), ctx
+    named = (ctx.api, ctx.index.location if ctx.index else "", os.environ.get(B2_URL_ENV, ""))
+    return Client(token=token.value if token else None, token_hosts=(ctx.api,),
+                  servers=named), ctx
 
 
 def located(args: argparse.Namespace, ctx: Context, client: Client | None,

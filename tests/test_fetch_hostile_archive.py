@@ -68,8 +68,8 @@ def fetched(releases: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactor
 
 
 def _located(folder: Path) -> locate.Located:
-    return locate.Located(TAG, ASSET, "dir", "folder", {
-        path.name: locate.RemoteFile(path.name, str(path)) for path in folder.iterdir()})
+    """The release in `folder` as fetch --from locates TAG there (bound to matrix.toml's kit)."""
+    return locate.locate(TAG, str(folder), locate.context(ROOT / "matrix.toml"))
 
 
 def _contents(dest: Path) -> dict[str, str]:
@@ -265,8 +265,7 @@ def counted(*args, **kwargs):
     return rename(*args, **kwargs)
 
 os.rename = counted
-located = locate.Located(sys.argv[5], sys.argv[6], "dir", "folder", {
-    path.name: locate.RemoteFile(path.name, str(path)) for path in folder.iterdir()})
+located = locate.locate(sys.argv[5], str(folder), locate.context(Path(sys.argv[6])))
 Fetcher(Client(), Reporter(io.StringIO(), mode="plain")).fetch(located, dest)
 """
 
@@ -275,15 +274,15 @@ def _refetch(second: Path, dest: Path, at: int, how: str) -> int:
     """The second release fetched over DEST in a process of its own, sent SIGNAL `how` by
     itself as its rename number `at` begins; its exit status."""
     return subprocess.run([sys.executable, "-c", KILLER, str(second), str(dest), str(at), how,
-                           TAG, ASSET], check=False, timeout=60).returncode
+                           TAG, str(ROOT / "matrix.toml")], check=False, timeout=60).returncode
 
 
 def _settled_by_the_next_fetch(dest: Path, tmp_path: Path) -> None:
     """The next fetch into DEST (of a release without SHA256SUMS, so that it stops as soon
     as it has settled what the killed one left)."""
-    (tmp_path / "empty").mkdir(exist_ok=True)
     with pytest.raises(CheckFailed, match="has no SHA256SUMS"):
-        Fetcher(Client(), quiet()).fetch(_located(tmp_path / "empty"), dest)
+        Fetcher(Client(), quiet()).fetch(locate.Located(TAG, ASSET, "dir", "an empty folder",
+                                                        {}), dest)
 
 
 def _renames(first: dict[str, str], second: dict[str, str]) -> list[str]:

@@ -399,7 +399,8 @@ def test_a_servers_reason_phrase_is_shown_escaped() -> None:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         port = server.server_address[1]
         with pytest.raises(HttpFailure) as failure:
-            Client(attempts=1, servers=(f"http://127.0.0.1:{port}",)).get_bytes(f"http://127.0.0.1:{port}/k.tar.gz")
+            url = f"http://127.0.0.1:{port}"
+            Client(attempts=1, servers=(url,)).get_bytes(f"{url}/k.tar.gz")
         server.shutdown()
     said = str(failure.value)
     assert "\x1b" not in said and f"HTTP 418 {ESCAPED}" in said, said

@@ -124,14 +124,16 @@ def test_a_release_without_sha1sums_or_one_of_two_tarballs_still_reads(
     (lambda d: (d / "notes.txt").write_text("mine\n"),
      "holds notes.txt, which is not part of a kit folder"),
     (lambda d: flip_last_byte(d / PORTABLE), f"{PORTABLE} does not match SHA256SUMS"),
+    # SHA256SUMS lists SHA1SUMS and the pyz (what README's first command runs) too
     (lambda d: (d / "SHA1SUMS").write_text((d / "SHA1SUMS").read_text().replace(
-        (d / "SHA1SUMS").read_text()[:40], "0" * 40)), "does not match SHA1SUMS"),
+        (d / "SHA1SUMS").read_text()[:40], "0" * 40)), "SHA1SUMS does not match SHA256SUMS"),
+    (lambda d: flip_last_byte(d / PYZ), f"{PYZ} does not match SHA256SUMS"),
     (lambda d: (d / "SHA256SUMS").unlink(), "SHA256SUMS missing"),
     (lambda d: (d / "BUILDINFO.txt").unlink(), "BUILDINFO.txt missing"),
     (lambda d: ((d / "kit").unlink() if (d / "kit").exists() else None,
                 (d / "kit").write_text("")), "kit is not a folder"),
-], ids=["stray-file", "tampered-portable", "tampered-sha1", "no-sha256sums", "no-buildinfo",
-        "kit-not-a-folder"])
+], ids=["stray-file", "tampered-portable", "tampered-sha1", "tampered-pyz", "no-sha256sums",
+        "no-buildinfo", "kit-not-a-folder"])
 def test_a_damaged_release_folder_is_refused_naming_what(downloaded: Path, tmp_path: Path,
                                                          damage: object, message: str) -> None:
     folder = copy(downloaded, tmp_path)
@@ -183,7 +185,7 @@ def test_a_tampered_release_folder_fails_verify_and_floor(downloaded: Path,
 
 
 def test_verify_and_floor_check_what_fetch_left_in_dest(fetched: Path, tmp_path: Path) -> None:
-    words = f"SHA256SUMS ok (BUILDINFO.txt, {ASSET}); kit/ as unpacked here{UNSIGNED}"
+    words = f"SHA256SUMS ok (BUILDINFO.txt, SHA1SUMS, {ASSET}); kit/ as unpacked here{UNSIGNED}"
     with open_kit(fetched) as kit:
         assert kit.checked == words
     floor = cli("floor", fetched, "--json")

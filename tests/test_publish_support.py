@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import io
 import os
 import shutil
@@ -19,7 +20,12 @@ from typing import Any
 from ninfer_kits import attestations, buildinfo, kitdir
 from ninfer_kits.atomic import write_file
 from ninfer_kits.buildinfo import BuildInfo
-from ninfer_kits.checksums import write_sha1sums, write_sha256sums
+from ninfer_kits.checksums import (
+    read_sha256sums,
+    render_sums,
+    write_sha1sums,
+    write_sha256sums,
+)
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import B2Target, GitHubTarget, Matrix, load_matrix
 from ninfer_kits.pipeline.pack import pack_tree
@@ -125,6 +131,15 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     placed = kitdir.install(staging, dist, tag, info.kit)
     shutil.rmtree(work, ignore_errors=True)
     return placed
+
+
+def release_sums(kit: kitdir.KitDir, pyz: bytes) -> bytes:
+    """The SHA256SUMS a release of `kit` carries: the kit folder's lines, and a line for each
+    file publish adds (SHA1SUMS, ninfer-kits.pyz of these bytes)."""
+    lines = read_sha256sums(kit.path / kitdir.SHA256SUMS)
+    lines[kitdir.SHA1SUMS] = hashlib.sha256((kit.path / kitdir.SHA1SUMS).read_bytes()).hexdigest()
+    lines[kitdir.PYZ] = hashlib.sha256(pyz).hexdigest()
+    return render_sums(lines).encode()
 
 
 def _documents(tree: Path, asset: str, sha256: str, info: BuildInfo) -> dict[str, bytes]:

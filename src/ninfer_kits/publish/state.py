@@ -53,7 +53,10 @@ class Outcome:
     # REPRODUCTION.json and the SHA256SUMS that lists it beside the kit's files, made in
     # scratch (the kit folder stays as build made it); None: the kit folder's own
     record: Asset | None = None
+    # the release's SHA256SUMS, made in scratch: the kit folder's lines and a line for every
+    # other file the release carries but the signature (publish.stage_functions.list_release)
     sums: Asset | None = None
+    tools: tuple[Asset, ...] = ()  # ninfer-kits.pyz
     signature: Asset | None = None  # SHA256SUMS.sig, made in scratch, checked (signed releases)
     signed_sums: str | None = None  # the sha256 of the SHA256SUMS bytes it signs
     signed_by: str | None = None  # the key fingerprint of the release's SHA256SUMS.sig

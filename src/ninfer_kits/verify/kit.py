@@ -99,7 +99,7 @@ def open_kit(path: Path, *, checked: str | None = None,
             sums_signed = policy.check(path) if (path / SHA256SUMS).is_file() else ""
             finished = read_kit_dir(path)
             with _unpacked(finished.tarball) as root:
-                listed = len(finished.tarballs) + 1 + (finished.reproduction is not None)
+                listed = len(finished.here)
                 yield _read(str(path), root, f"SHA256SUMS ok ({listed} files); {sums_signed}",
                             _reproduction(path))
             return

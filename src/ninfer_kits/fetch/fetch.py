@@ -168,7 +168,7 @@ class Fetcher:
                 raise CheckFailed(f"{located.asset}: {SHA256SUMS} says {sha256}, "
                                   f"{tarball.recorded_by} says {tarball.sha256}: refusing it")
             agreed.append(tarball.recorded_by)
-        sha1, sha1_text = self._sha1(located)
+        sha1, sha1_text = self._sha1(located, sums)
         extras = self._extras(located, sums)
         with terminate_as_exit():
             result = self._tarball(located, dest, sha256, sha1)
@@ -194,8 +194,10 @@ class Fetcher:
         return Fetched(located, dest, dest / located.asset, digests, checked, reused,
                        resumed_from, reconnects, time.monotonic() - started, extraction)
 
-    def _sha1(self, located: Located) -> tuple[str | None, bytes | None]:
-        """The tarball's recorded SHA-1 (ledger, SHA1SUMS) and SHA1SUMS's bytes, if any."""
+    def _sha1(self, located: Located, sums: dict[str, str]) -> tuple[str | None, bytes | None]:
+        """The tarball's recorded SHA-1 (ledger, SHA1SUMS) and SHA1SUMS's bytes, if any;
+        SHA1SUMS checked against SHA256SUMS where that lists it (a release published since
+        SHA256SUMS lists every file)."""
         recorded = located.tarball.sha1
         file = located.files.get(SHA1SUMS)
         if file is None:
@@ -204,6 +206,10 @@ class Fetcher:
             data = self._small(file)
         except NotFound:
             return recorded, None
+        actual = hashlib.sha256(data).hexdigest()
+        if SHA1SUMS in sums and actual != sums[SHA1SUMS]:
+            raise CheckFailed(f"{located.where}: {SHA1SUMS} does not match {SHA256SUMS} "
+                              f"(listed {sums[SHA1SUMS]}, the file hashes to {actual})")
         listed = parse_sums(data.decode("utf-8", "replace"), SHA1,
                             f"{located.where}: {SHA1SUMS}").get(located.asset)
         if listed is None:

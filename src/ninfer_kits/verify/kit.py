@@ -2,7 +2,9 @@
 folder, dist/<tag>/ or a release of it (its SHA256SUMS is checked first, and before it the
 SHA256SUMS.sig beside it: signatures.check_sums, required where the matrix says releases are
 signed), and the REPRODUCTION.json beside it where the release has one (listed in SHA256SUMS,
-its hash checked, of the tarball SHA256SUMS lists: what an independent rebuild found). Archives
+its hash checked, of the tarball SHA256SUMS lists: what an independent rebuild found). An
+unpacked kit's files are checked against kit/MANIFEST.json: the one in the tarball beside it
+where there is one (kitmanifest.check_unpacked). Archives
 are unpacked with the hardened streaming reader into a private temporary
 folder, which goes when the `with` ends."""
 
@@ -32,6 +34,7 @@ from ninfer_kits.kitdir import (
     check_listed,
     read_kit_dir,
 )
+from ninfer_kits.kitmanifest import check_unpacked
 from ninfer_kits.signatures import Trust, check_sums
 
 
@@ -87,9 +90,11 @@ def open_kit(path: Path, *, checked: str | None = None,
             if checked is None:
                 if root == path and (path / SHA256SUMS).is_file():
                     signed = policy.check(path)
-                    checked = f"{check_listed(path)}; kit/ as unpacked here; {signed}"
+                    sums_ok = check_listed(path)
+                    files = check_unpacked(path, _listed_tarballs(path))
+                    checked = f"{sums_ok}; {files}; {signed}"
                 else:
-                    checked = "an unpacked kit: no checksums to check"
+                    checked = f"an unpacked kit: {check_unpacked(root)}"
             yield _read(str(path), root, checked, _reproduction(root))
             return
         if tarballs and ((path / SHA256SUMS).is_file() or (path / BUILDINFO).is_file()):
@@ -116,6 +121,16 @@ def open_kit(path: Path, *, checked: str | None = None,
         checked = f"{checked}; {beside_signed}"
     with _unpacked(path) as root:
         yield _read(str(path), root, checked, _reproduction(path.parent))
+
+
+def _listed_tarballs(folder: Path) -> tuple[Path, ...]:
+    """The tarballs here that SHA256SUMS lists (check_listed has checked each): whose
+    kit/MANIFEST.json vouches for the kit/ unpacked beside them."""
+    sums_path = folder / SHA256SUMS
+    sums = parse_sums(sums_path.read_text(encoding="utf-8", errors="replace"), SHA256,
+                      str(sums_path), KitDirInvalid)
+    return tuple(folder / name for name in sorted(sums) if name.endswith(".tar.gz")
+                 and "/" not in name and (folder / name).is_file())
 
 
 @contextmanager

@@ -185,7 +185,9 @@ def test_a_tampered_release_folder_fails_verify_and_floor(downloaded: Path,
 
 
 def test_verify_and_floor_check_what_fetch_left_in_dest(fetched: Path, tmp_path: Path) -> None:
-    words = f"SHA256SUMS ok (BUILDINFO.txt, SHA1SUMS, {ASSET}); kit/ as unpacked here{UNSIGNED}"
+    words = (f"SHA256SUMS ok (BUILDINFO.txt, SHA1SUMS, {ASSET}); kit/ not checked file by "
+             f"file: {ASSET} carries no kit/MANIFEST.json (packed before kits listed their "
+             f"files){UNSIGNED}")
     with open_kit(fetched) as kit:
         assert kit.checked == words
     floor = cli("floor", fetched, "--json")

@@ -28,7 +28,7 @@ from ninfer_kits.checksums import (
 )
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import B2Target, GitHubTarget, Matrix, load_matrix
-from ninfer_kits.pipeline.pack import pack_tree
+from ninfer_kits.pipeline.pack import pack_kit, pack_tree
 from ninfer_kits.publish.stages import run_publish
 from ninfer_kits.publish.state import Outcome, PublishRequest
 from ninfer_kits.publish.store import Store
@@ -80,14 +80,17 @@ def info_for(kit: str = KIT, *, revision: str = REVISION, version: str = "0.3.0"
 
 def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo | None = None,
              tag: str = TAG, asset: str = ASSET, portable: bool = False,
-             attested: bool = False, portable_readme: str = "") -> kitdir.KitDir:
+             attested: bool = False, portable_readme: str = "",
+             manifest: bool = False) -> kitdir.KitDir:
     """A finished kit folder dist/<tag>/, made as the build makes one (pack, checksums,
     kitdir.install). `payload` adds a file to the tarball: another payload, another kit.
     `portable` adds the portable sibling <stem>-portable.tar.gz (see `portable_tree`), named
     in BUILDINFO.txt's portable_asset and listed in both checksum files. `attested` adds each
     tarball's SBOM and provenance (ninfer_kits.attestations) as `build` does; without it the
     folder is a kit built before them. `portable_readme`: the portable kit's
-    third_party/README, as the build writes it (none without)."""
+    third_party/README, as the build writes it (none without). `manifest` packs each tarball
+    as the build's pack stage does, with kit/MANIFEST.json (pack_kit); without it the kit is
+    one packed before kits listed their files."""
     info = info or info_for()
     sibling = kitdir.PORTABLE.asset(asset) if portable else None
     if sibling is not None:
@@ -106,7 +109,8 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     (tree / kitdir.BUILDINFO).write_text(buildinfo.render(info, with_run=False))
     staging = work / "staging"
     staging.mkdir()
-    tarball = pack_tree(tree, staging / asset, mtime=info.source_date_epoch, threads=1)
+    pack = pack_kit if manifest else pack_tree
+    tarball = pack(tree, staging / asset, mtime=info.source_date_epoch, threads=1)
     sha256s, sha1s = {asset: tarball.sha256}, {asset: tarball.sha1}
     documents = {}
     if attested:
@@ -115,7 +119,7 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
         portable_tree(tree, info)
         if portable_readme:
             (tree / kitdir.PORTABLE_README.removeprefix("kit/")).write_text(portable_readme)
-        packed = pack_tree(tree, staging / sibling, mtime=info.source_date_epoch, threads=1)
+        packed = pack(tree, staging / sibling, mtime=info.source_date_epoch, threads=1)
         sha256s[sibling], sha1s[sibling] = packed.sha256, packed.sha1
         if attested:
             own = buildinfo.read(tree / kitdir.BUILDINFO)

@@ -178,9 +178,10 @@ def sign_sums(state: Outcome, reporter: Reporter) -> Outcome:
     if signing is None:
         reporter.info(f"unsigned: {request.matrix.path} has no [publish.signing]")
         return state
-    if request.signing_key is None:  # a dry run without the key
-        reporter.warning(f"no signing key here: this dry run's release is unsigned; the real "
-                         f"publish signs {kitdir.SHA256SUMS} as {signing.identity}")
+    if request.signing_key is None:  # a dry run, or a local folder, without the key
+        reporter.warning(f"no signing key here: this release (a dry run, or a local folder) is "
+                         f"unsigned; a publish to GitHub or B2 signs {kitdir.SHA256SUMS} as "
+                         f"{signing.identity}")
         return state
     sums = need(state.sums, "sums").path.read_bytes()
     folder = need(state.scratch, "scratch") / "signed"

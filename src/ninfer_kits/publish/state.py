@@ -31,7 +31,7 @@ class PublishRequest:
     notes_base: str | None = None  # the download folder the notes show (default: GitHub's,
     # else B2's, else the local folder's)
     # the key that signs SHA256SUMS when the matrix has [publish.signing]; None there only in
-    # a dry run without one (the release it writes is then unsigned, said so)
+    # a dry run or a publish to a local folder without one (unsigned, said so)
     signing_key: SigningKey | None = None
     # REPRODUCTION.json from the reproduce job (`--reproduction`): published with the release
     reproduction: Path | None = None

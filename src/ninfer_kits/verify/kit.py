@@ -25,6 +25,7 @@ from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.archive import KitArchive, archive_format
 from ninfer_kits.inspector.elf import ElfInfo, is_elf, read_elf
 from ninfer_kits.kitdir import (
+    BUILD_LOG,
     BUILDINFO,
     REPRODUCTION,
     SHA256SUMS,
@@ -62,14 +63,27 @@ class SignaturePolicy:
 
     def check(self, folder: Path) -> str:
         """The words for the signature of folder/SHA256SUMS (BadSignature when required and
-        missing or bad)."""
+        missing or bad). A kit folder exactly as `build` made it is no release: only publish
+        signs, so none is asked of it (a release never holds build.log)."""
         signature = folder / SIGNATURE
+        if not signature.exists() and _built_here(folder):
+            return (f"unsigned: a kit folder as build made it ({BUILD_LOG} beside it), not a "
+                    f"release (only publish signs)")
         words, warning = check_sums((folder / SHA256SUMS).read_bytes(),
                                     signature.read_bytes() if signature.is_file() else None,
                                     self.trust, insecure=self.insecure)
         if warning is not None and self.warn is not None:
             self.warn(f"{folder}: {warning}")
         return words
+
+
+def _built_here(folder: Path) -> bool:
+    """Whether `folder` is a kit folder exactly as `build` makes it (its layout alone)."""
+    try:
+        read_kit_dir(folder, verify=False, built=True)
+    except (KitDirInvalid, BadInput):
+        return False
+    return True
 
 
 @contextmanager

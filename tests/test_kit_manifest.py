@@ -20,8 +20,7 @@ from ninfer_kits.kitmanifest import ManifestMismatch
 from ninfer_kits.pipeline.pack import pack_kit
 from ninfer_kits.verify.kit import open_kit
 from test_publish_support import ASSET, PORTABLE, TAG, cli, compile_program, make_kit, matrix_file
-
-from tools import ROOT
+from unsigned import unsigned_env, unsigned_matrix
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +41,7 @@ def published(built: kitdir.KitDir, tmp_path_factory: pytest.TempPathFactory) ->
 
 def _fetch(published: Path, dest: Path, *more: str) -> Path:
     done = cli("fetch", TAG, "--from", published.parent, "--dest", dest, "--matrix",
-               ROOT / "matrix.toml", *more)
+               unsigned_matrix(), *more)
     assert done.returncode in (0, 1), done.stderr  # verify's verdict: no NVIDIA driver here
     assert (dest / "kit" / kitmanifest.NAME).is_file()
     return dest
@@ -69,7 +68,7 @@ def _state(folder: Path) -> dict[str, tuple[int, int]]:
 def _verify_refuses(dest: Path, *said: str) -> None:
     """`verify DEST` exits 1 naming each of `said`, with no traceback, and changes nothing."""
     before = _state(dest)
-    done = cli("verify", dest)
+    done = cli("verify", dest, env=unsigned_env())
     assert done.returncode == EXIT_CHECK_FAILED, done.stdout + done.stderr
     assert f"{dest / 'kit'} is not as {ASSET} lists it: " in done.stderr
     for words in said:
@@ -118,7 +117,7 @@ def _unpack(tarball: Path, into: Path) -> Path:
 def test_a_fetched_kit_is_checked_file_by_file(fetched: Path) -> None:
     with open_kit(fetched) as kit:
         assert f"; kit/ as {ASSET} lists it (5 files); " in kit.checked
-    done = cli("verify", fetched)
+    done = cli("verify", fetched, env=unsigned_env())
     assert done.returncode in (0, 1) and f"kit/ as {ASSET} lists it (5 files)" in done.stdout
 
 
@@ -162,7 +161,7 @@ def test_the_portable_kit_is_checked_against_its_own_tarballs_manifest(
     with open_kit(dest) as kit:
         assert f"kit/ as {PORTABLE} lists it (7 files)" in kit.checked
     (dest / "kit" / "lib" / "libbundled.so.1").write_bytes(b"not the library")
-    done = cli("verify", dest)
+    done = cli("verify", dest, env=unsigned_env())
     assert done.returncode == EXIT_CHECK_FAILED
     assert f"is not as {PORTABLE} lists it: changed: kit/lib/libbundled.so.1 (content)" \
         in done.stderr
@@ -176,7 +175,7 @@ def test_beside_both_tarballs_kit_is_the_one_it_matches(published: Path, tmp_pat
     with open_kit(folder) as kit:
         assert f"kit/ as {PORTABLE} lists it (7 files)" in kit.checked
     (folder / "kit" / "NOTICE").unlink()
-    done = cli("verify", folder)
+    done = cli("verify", folder, env=unsigned_env())
     assert done.returncode == EXIT_CHECK_FAILED
     assert f"is not as {PORTABLE} lists it: missing: kit/NOTICE" in done.stderr
 
@@ -192,7 +191,7 @@ def test_an_unpacked_kit_alone_is_checked_against_its_own_manifest(fetched: Path
         assert kit.checked == ("an unpacked kit: kit/ as its own kit/MANIFEST.json lists it "
                                "(5 files; no tarball beside it vouches for that list)")
     _flip(alone / "kit" / "bin" / "ninfer")
-    done = cli("verify", alone)
+    done = cli("verify", alone, env=unsigned_env())
     assert done.returncode == EXIT_CHECK_FAILED
     assert (f"{alone / 'kit'} is not as its own kit/MANIFEST.json lists it: changed: "
             f"kit/bin/ninfer (content)") in done.stderr
@@ -202,14 +201,14 @@ def test_a_kit_packed_before_manifests_still_verifies_saying_so(tmp_path: Path) 
     old = make_kit(tmp_path / "dist", compile_program(tmp_path))
     dest = tmp_path / "box"
     done = cli("fetch", TAG, "--from", old.path.parent, "--dest", dest, "--matrix",
-               ROOT / "matrix.toml")
+               unsigned_matrix())
     assert done.returncode in (0, 1), done.stderr
-    again = cli("verify", dest)
+    again = cli("verify", dest, env=unsigned_env())
     assert again.returncode == done.returncode
     assert (f"kit/ not checked file by file: {ASSET} carries no kit/MANIFEST.json (packed "
             f"before kits listed their files)") in again.stdout
     (dest / "kit" / kitmanifest.NAME).write_text('{"format": 1, "files": {}}\n')  # planted
-    planted = cli("verify", dest)
+    planted = cli("verify", dest, env=unsigned_env())
     assert planted.returncode == done.returncode and "not checked file by file" in planted.stdout
 
 
@@ -217,6 +216,6 @@ def test_a_manifest_that_is_not_one_is_a_failed_check(fetched: Path, tmp_path: P
     alone = tmp_path / "alone"
     shutil.copytree(fetched / "kit", alone / "kit", symlinks=True)
     (alone / "kit" / kitmanifest.NAME).write_text("[" * 100_000)
-    done = cli("verify", alone)
+    done = cli("verify", alone, env=unsigned_env())
     assert done.returncode == EXIT_CHECK_FAILED and "Traceback" not in done.stderr
     assert "its own kit/MANIFEST.json: kit/MANIFEST.json is not a kit manifest" in done.stderr

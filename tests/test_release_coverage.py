@@ -259,3 +259,19 @@ def test_a_publish_to_github_or_b2_without_the_key_is_refused_naming_it(
     assert f"a publish to {store} is always signed" in done.stderr
     assert "Traceback" not in done.stderr and CANARY not in done.stdout + done.stderr
     assert not (tmp_path / "releases").exists()
+
+
+def test_a_kit_folder_as_build_made_it_is_no_release_but_a_copy_without_its_log_is(
+        signed: Signed, tmp_path: Path) -> None:
+    """Only publish signs: verify asks no signature of build's own folder, and the same files
+    less build.log (a release's shape) are refused without one."""
+    built = cli("verify", signed.kit.path, "--matrix", signed.matrix)
+    assert built.returncode in (0, 1), built.stderr  # verify's verdict: no NVIDIA driver here
+    assert "unsigned: a kit folder as build made it (build.log beside it), not a release" \
+        in built.stdout
+    copy = tmp_path / TAG
+    shutil.copytree(signed.kit.path, copy)
+    (copy / kitdir.BUILD_LOG).unlink()
+    refused = cli("verify", copy, "--matrix", signed.matrix)
+    assert refused.returncode == EXIT_CHECK_FAILED
+    assert "SHA256SUMS.sig is missing, and the matrix says releases are signed" in refused.stderr

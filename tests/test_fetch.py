@@ -35,6 +35,7 @@ from ninfer_kits.fetch.fetch import Fetcher
 from ninfer_kits.fetch.http import Client, HttpFailure, NotFound
 from ninfer_kits.log import Reporter
 from ninfer_kits.pipeline.pack import pack_tree
+from unsigned import unsigned_matrix
 
 from tools import ROOT, tool
 
@@ -368,7 +369,7 @@ def test_fetch_from_a_dist_folder_unpacks_checks_and_verifies(tmp_path: Path,
                                                                release: Path) -> None:
     dest = tmp_path / "box"
     done = cli("fetch", TAG, "--from", str(release.parent), "--dest", str(dest),
-               "--matrix", str(ROOT / "matrix.toml"))
+               "--matrix", str(unsigned_matrix()))
     assert done.returncode == 0, done.stderr
     assert (dest / "kit" / "bin" / "app").is_file()
     assert os.access(dest / "kit" / "bin" / "app", os.X_OK)
@@ -382,7 +383,7 @@ def test_fetch_from_a_dist_folder_unpacks_checks_and_verifies(tmp_path: Path,
                           check=False).returncode == 0
     # verify's table follows, on stdout; the exit status is verify's on the same folder
     assert "| Requirement" in done.stdout and "SHA256SUMS ok" in done.stdout
-    again = cli("verify", str(dest))
+    again = cli("verify", str(dest), "--matrix", str(unsigned_matrix()))
     assert again.returncode == done.returncode == 0
     assert f"release   folder {release}" in done.stderr
 
@@ -421,7 +422,7 @@ def test_exit_status_is_verifys(tmp_path: Path) -> None:
                                      needs="libninfer-kits-absent.so.1"), tmp_path / "dist")
     dest = tmp_path / "box"
     done = cli("fetch", TAG, "--from", str(folder.parent), "--dest", str(dest),
-               "--matrix", str(ROOT / "matrix.toml"))
+               "--matrix", str(unsigned_matrix()))
     assert done.returncode == 4, done.stderr
     assert "libninfer-kits-absent.so.1" in done.stdout and "missing" in done.stdout
     assert (dest / "kit" / "bin" / "app").is_file()  # fetched and checked: it is the host
@@ -449,7 +450,7 @@ def test_a_folder_named_kit_that_is_not_a_kit_is_not_replaced(tmp_path: Path,
     (dest / "kit").mkdir(parents=True)
     (dest / "kit" / "mine.txt").write_text("keep me")
     done = cli("fetch", TAG, "--from", str(release.parent), "--dest", str(dest),
-               "--matrix", str(ROOT / "matrix.toml"))
+               "--matrix", str(unsigned_matrix()))
     assert done.returncode == 2 and "is not a kit" in done.stderr
     assert (dest / "kit" / "mine.txt").read_text() == "keep me"
     assert not (dest / ASSET).exists()
@@ -462,7 +463,7 @@ def test_fetch_portable_from_a_dist_folder_unpacks_the_portable_kit(tmp_path: Pa
                                                                    pair: Path) -> None:
     dest = tmp_path / "box"
     done = cli("fetch", TAG, "--portable", "--from", str(pair.parent), "--dest", str(dest),
-               "--matrix", str(ROOT / "matrix.toml"))
+               "--matrix", str(unsigned_matrix()))
     assert done.returncode == 0, done.stderr
     assert file_sha256(dest / PORTABLE) == file_sha256(pair / PORTABLE)
     assert not (dest / ASSET).exists()
@@ -478,7 +479,8 @@ def test_fetch_portable_from_a_dist_folder_unpacks_the_portable_kit(tmp_path: Pa
     for tool_name, sums in (("sha256sum", "SHA256SUMS"), ("sha1sum", "SHA1SUMS")):
         assert subprocess.run([tool_name, "-c", "--ignore-missing", sums], cwd=dest,
                               capture_output=True, check=False).returncode == 0
-    assert cli("verify", str(dest)).returncode == done.returncode == 0
+    assert cli("verify", str(dest), "--matrix", str(unsigned_matrix())).returncode == \
+        done.returncode == 0
 
 
 def test_fetch_without_portable_takes_the_plain_kit_of_a_pair(tmp_path: Path,
@@ -489,12 +491,12 @@ def test_fetch_without_portable_takes_the_plain_kit_of_a_pair(tmp_path: Path,
     shutil.copytree(pair, other)
     dest = tmp_path / "box"
     done = cli("fetch", TAG, "--from", str(other.parent), "--dest", str(dest),
-               "--matrix", str(ROOT / "matrix.toml"))
+               "--matrix", str(unsigned_matrix()))
     assert done.returncode == 0, done.stderr
     assert (dest / ASSET).is_file() and not (dest / PORTABLE).exists()
     assert not (dest / "kit" / "third_party").exists()
     portable = cli("fetch", TAG, "--portable", "--from", str(other.parent), "--dest",
-                   str(tmp_path / "box2"), "--matrix", str(ROOT / "matrix.toml"))
+                   str(tmp_path / "box2"), "--matrix", str(unsigned_matrix()))
     assert portable.returncode == 0, portable.stderr
     assert (tmp_path / "box2" / "kit" / "third_party").is_dir()
 
@@ -540,7 +542,7 @@ def test_portable_of_a_release_without_one_is_bad_input_naming_it(
         tmp_path: Path, release: Path, server: RangeServer) -> None:
     # a folder
     done = cli("fetch", TAG, "--portable", "--from", str(release.parent), "--dest",
-               str(tmp_path / "box"), "--matrix", str(ROOT / "matrix.toml"))
+               str(tmp_path / "box"), "--matrix", str(unsigned_matrix()))
     assert done.returncode == 2, done.stderr
     assert f"error: release {TAG} has no portable kit" in done.stderr
     assert f"no {PORTABLE} among its files" in done.stderr
@@ -721,7 +723,7 @@ def test_sha256sums_that_disagree_with_the_tarball(tmp_path: Path, release: Path
     sums.write_bytes(sums.read_bytes().replace(file_sha256(copy / ASSET).encode(), b"f" * 64))
     dest = tmp_path / "box"
     done = cli("fetch", TAG, "--from", str(copy), "--dest", str(dest),
-               "--matrix", str(ROOT / "matrix.toml"))
+               "--matrix", str(unsigned_matrix()))
     assert done.returncode == 1 and "checksum mismatch" in done.stderr, done.stderr
     _nothing_unpacked(dest)
 
@@ -810,7 +812,7 @@ def test_unsafe_archives_are_refused_and_leave_nothing(
     folder = _release_of(tmp_path, _tarball(members))
     dest = tmp_path / "inside" / "box"
     done = cli("fetch", TAG, "--from", str(folder.parent), "--dest", str(dest),
-               "--matrix", str(ROOT / "matrix.toml"))
+               "--matrix", str(unsigned_matrix()))
     assert done.returncode == 2, done.stderr
     assert words in done.stderr
     assert not (tmp_path / "inside").exists()  # the fetch made DEST (and inside/): both gone

@@ -35,8 +35,7 @@ from test_fetch import (
     publish_folder,
     write_ledger,
 )
-
-from tools import ROOT
+from unsigned import unsigned_matrix
 
 CANARY = "ghp_hostileCANARY0123456789abcdefghijkl"
 
@@ -49,7 +48,7 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def fetch_dir(folder: Path, dest: Path) -> tuple[int, str]:
     done = cli("fetch", TAG, "--from", str(folder.parent), "--dest", str(dest),
-               "--matrix", str(ROOT / "matrix.toml"))
+               "--matrix", str(unsigned_matrix()))
     return done.returncode, done.stderr
 
 
@@ -187,7 +186,7 @@ def test_an_asset_name_from_the_api_is_a_plain_file_name(
         name: data, "SHA256SUMS": f"{hashlib.sha256(data).hexdigest()}  {name}\n".encode()})
     dest = tmp_path / "place" / "box"
     done = cli("fetch", "v9-hostile", "--api", server.url, "--repository", "o/r",
-               "--dest", str(dest), "--matrix", str(ROOT / "matrix.toml"))
+               "--dest", str(dest), "--matrix", str(unsigned_matrix()))
     assert done.returncode == 2, done.stderr
     assert "not a plain file name" in done.stderr
     assert not (tmp_path / "place").exists() and not (tmp_path / "evil.tar.gz").exists()
@@ -200,7 +199,7 @@ def test_an_asset_name_from_the_api_is_a_plain_file_name(
 def test_no_token_over_plain_http_to_another_host(tmp_path: Path, api: str) -> None:
     started = time.monotonic()
     done = cli("fetch", "v9-hostile", "--api", api, "--repository", "o/r",
-               "--dest", str(tmp_path / "box"), "--matrix", str(ROOT / "matrix.toml"),
+               "--dest", str(tmp_path / "box"), "--matrix", str(unsigned_matrix()),
                env={"GITHUB_TOKEN": CANARY}, timeout=30)
     assert done.returncode == 2, done.stderr
     assert "plain http would send the token in clear" in done.stderr
@@ -212,7 +211,7 @@ def test_no_token_over_plain_http_to_another_host(tmp_path: Path, api: str) -> N
 def test_plain_http_without_a_token_or_to_loopback_is_allowed(
         tmp_path: Path, server: RangeServer) -> None:
     done = cli("fetch", "v9-none", "--api", server.url, "--repository", "o/r",
-               "--dest", str(tmp_path / "box"), "--matrix", str(ROOT / "matrix.toml"),
+               "--dest", str(tmp_path / "box"), "--matrix", str(unsigned_matrix()),
                env={"GITHUB_TOKEN": CANARY})
     assert done.returncode == 2 and "has no published release v9-none" in done.stderr
     # the API's answer needed the token (the kit index before it, fetched without one, is

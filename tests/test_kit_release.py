@@ -19,8 +19,7 @@ from ninfer_kits.kitdir import KitDirInvalid
 from ninfer_kits.repro.diff import compare
 from ninfer_kits.verify.kit import open_kit
 from test_publish_support import ASSET, PORTABLE, TAG, cli, compile_program, make_kit, matrix_file
-
-from tools import ROOT
+from unsigned import unsigned_env, unsigned_matrix
 
 NOTES = "RELEASE.md"
 PYZ = "ninfer-kits.pyz"
@@ -64,7 +63,7 @@ def fetched(published: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     lists the portable tarball too), SHA1SUMS and BUILDINFO.txt."""
     dest = tmp_path_factory.mktemp("fetched") / "box"
     done = cli("fetch", TAG, "--from", published.parent, "--dest", dest, "--matrix",
-               ROOT / "matrix.toml")
+               unsigned_matrix())
     assert done.returncode in (0, 4), done.stderr  # verify's verdict: no NVIDIA driver here
     assert "checked   SHA256SUMS ok, SHA1SUMS ok" in done.stderr
     assert sorted(p.name for p in dest.iterdir()) == sorted(
@@ -124,14 +123,16 @@ def test_a_release_without_sha1sums_or_one_of_two_tarballs_still_reads(
     (lambda d: (d / "notes.txt").write_text("mine\n"),
      "holds notes.txt, which is not part of a kit folder"),
     (lambda d: flip_last_byte(d / PORTABLE), f"{PORTABLE} does not match SHA256SUMS"),
+    # SHA256SUMS lists SHA1SUMS and the pyz (what README's first command runs) too
     (lambda d: (d / "SHA1SUMS").write_text((d / "SHA1SUMS").read_text().replace(
-        (d / "SHA1SUMS").read_text()[:40], "0" * 40)), "does not match SHA1SUMS"),
+        (d / "SHA1SUMS").read_text()[:40], "0" * 40)), "SHA1SUMS does not match SHA256SUMS"),
+    (lambda d: flip_last_byte(d / PYZ), f"{PYZ} does not match SHA256SUMS"),
     (lambda d: (d / "SHA256SUMS").unlink(), "SHA256SUMS missing"),
     (lambda d: (d / "BUILDINFO.txt").unlink(), "BUILDINFO.txt missing"),
     (lambda d: ((d / "kit").unlink() if (d / "kit").exists() else None,
                 (d / "kit").write_text("")), "kit is not a folder"),
-], ids=["stray-file", "tampered-portable", "tampered-sha1", "no-sha256sums", "no-buildinfo",
-        "kit-not-a-folder"])
+], ids=["stray-file", "tampered-portable", "tampered-sha1", "tampered-pyz", "no-sha256sums",
+        "no-buildinfo", "kit-not-a-folder"])
 def test_a_damaged_release_folder_is_refused_naming_what(downloaded: Path, tmp_path: Path,
                                                          damage: object, message: str) -> None:
     folder = copy(downloaded, tmp_path)
@@ -163,10 +164,10 @@ def test_verify_and_floor_check_a_release_folder(which: str,
     with open_kit(folder) as kit:
         assert kit.checked == f"SHA256SUMS ok ({listed} files){UNSIGNED}"
         assert kit.info is not None and kit.info.flavour == "plain"
-    floor = cli("floor", folder, "--json")
+    floor = cli("floor", folder, "--json", env=unsigned_env())
     assert floor.returncode == 0, floor.stderr
     assert json.loads(floor.stdout)["checked"] == f"SHA256SUMS ok ({listed} files){UNSIGNED}"
-    verify = cli("verify", folder)
+    verify = cli("verify", folder, env=unsigned_env())
     assert verify.returncode in (0, 4) and "build.log" not in verify.stderr, verify.stderr
     assert verify.stdout.startswith(f"Kit     {folder} (SHA256SUMS ok ({listed} files)"
                                     f"{UNSIGNED})")
@@ -177,20 +178,22 @@ def test_a_tampered_release_folder_fails_verify_and_floor(downloaded: Path,
     folder = copy(downloaded, tmp_path)
     flip_last_byte(folder / ASSET)
     for command in ("verify", "floor"):
-        done = cli(command, folder)
+        done = cli(command, folder, env=unsigned_env())
         assert done.returncode == EXIT_CHECK_FAILED
         assert f"{ASSET} does not match SHA256SUMS" in done.stderr
 
 
 def test_verify_and_floor_check_what_fetch_left_in_dest(fetched: Path, tmp_path: Path) -> None:
-    words = f"SHA256SUMS ok (BUILDINFO.txt, {ASSET}); kit/ as unpacked here{UNSIGNED}"
+    words = (f"SHA256SUMS ok (BUILDINFO.txt, SHA1SUMS, {ASSET}); kit/ not checked file by "
+             f"file: {ASSET} carries no kit/MANIFEST.json (packed before kits listed their "
+             f"files){UNSIGNED}")
     with open_kit(fetched) as kit:
         assert kit.checked == words
-    floor = cli("floor", fetched, "--json")
+    floor = cli("floor", fetched, "--json", env=unsigned_env())
     assert floor.returncode == 0 and json.loads(floor.stdout)["checked"] == words
     damaged = copy(fetched, tmp_path)
     flip_last_byte(damaged / "BUILDINFO.txt")
-    done = cli("floor", damaged)
+    done = cli("floor", damaged, env=unsigned_env())
     assert done.returncode == EXIT_CHECK_FAILED
     assert f"{damaged / 'BUILDINFO.txt'} does not match the SHA256SUMS beside it" in done.stderr
 
@@ -198,7 +201,7 @@ def test_verify_and_floor_check_what_fetch_left_in_dest(fetched: Path, tmp_path:
 def test_a_tarball_beside_its_sha256sums_is_checked(downloaded: Path, tmp_path: Path) -> None:
     with open_kit(downloaded / ASSET) as kit:
         assert kit.checked == f"SHA256SUMS beside it ok, SHA1SUMS ok{UNSIGNED}"
-    done = cli("floor", downloaded / ASSET, "--json")
+    done = cli("floor", downloaded / ASSET, "--json", env=unsigned_env())
     assert json.loads(done.stdout)["checked"] == f"SHA256SUMS beside it ok, SHA1SUMS ok{UNSIGNED}"
     alone = tmp_path / "alone"
     alone.mkdir()
@@ -212,18 +215,18 @@ def test_a_tampered_tarball_beside_its_sha256sums_is_refused(
         downloaded: Path, tmp_path: Path, command: str) -> None:
     folder = copy(downloaded, tmp_path)
     flip_last_byte(folder / ASSET)
-    done = cli(command, folder / ASSET)
+    done = cli(command, folder / ASSET, env=unsigned_env())
     assert done.returncode == EXIT_CHECK_FAILED, done.stdout
     assert f"{folder / ASSET} does not match the SHA256SUMS beside it" in done.stderr
     # a SHA1SUMS that disagrees is refused as well, and one that SHA256SUMS does not list
     folder = copy(downloaded, tmp_path / "sha1")
     (folder / "SHA1SUMS").write_text((folder / "SHA1SUMS").read_text().replace(
         kitdir.read_kit_dir(folder).sha1 or "", "0" * 40))
-    done = cli(command, folder / ASSET)
+    done = cli(command, folder / ASSET, env=unsigned_env())
     assert done.returncode == EXIT_CHECK_FAILED
     assert f"{folder / ASSET} does not match the SHA1SUMS beside it" in done.stderr
     (folder / ASSET).rename(folder / "renamed.tar.gz")
-    done = cli(command, folder / "renamed.tar.gz")
+    done = cli(command, folder / "renamed.tar.gz", env=unsigned_env())
     assert done.returncode == EXIT_CHECK_FAILED
     assert "the SHA256SUMS beside it does not list renamed.tar.gz" in done.stderr
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -159,6 +160,7 @@ def test_a_matrix_elsewhere_uses_the_shipped_dockerfiles(tmp_path: Path) -> None
     the ones ninfer-kits ships (here, this checkout's)."""
     path = tmp_path / "matrix.toml"
     path.write_text(PRODUCTION.read_text(encoding="utf-8"), encoding="utf-8")
+    shutil.copy(ROOT / "allowed_signers", tmp_path / "allowed_signers")  # [publish.signing]'s
     run = run_matrix("--json", "--matrix", str(path), "example-sm120a", cwd=tmp_path)
     assert (run.returncode, run.stderr) == (0, "")
     toolchain = json.loads(run.stdout)["kits"][0]["toolchain"]

@@ -139,6 +139,7 @@ def project_with(tmp_path: Path, old: str, new: str, *more: tuple[str, str]) -> 
         assert before in text, before
         text = text.replace(before, after)
     (project / "matrix.toml").write_text(text)
+    shutil.copy(ROOT / "allowed_signers", project / "allowed_signers")  # [publish.signing]'s
     return project / "matrix.toml"
 
 
@@ -216,6 +217,7 @@ def test_kit_url_does_not_send_the_user_to_fetch(tmp_path: Path) -> None:
     # `example`'s tag needs its VERSION, known after a build; no release of it is recorded.
     matrix = tmp_path / "matrix.toml"
     matrix.write_text(MATRIX.read_text())  # with no releases/ beside it
+    shutil.copy(ROOT / "allowed_signers", tmp_path / "allowed_signers")  # [publish.signing]'s
     done = ninfer_kits("kit-url", "example", "--matrix", matrix, cwd=tmp_path)
     assert done.returncode == 2
     line = error_line(done)

@@ -41,6 +41,7 @@ from test_publish_support import (
     make_kit,
     matrix_file,
     publish,
+    release_sums,
 )
 
 NAMES = (ASSET, "BUILDINFO.txt", "SHA1SUMS", "ninfer-kits.pyz", "SHA256SUMS")
@@ -83,8 +84,13 @@ def run(server: GitHubServer, kit: kitdir.KitDir, tmp: Path, captured: Captured 
 
 
 def asset_bytes(kit: kitdir.KitDir, name: str) -> bytes:
-    """What an asset of the release holds: a file of the kit folder, or ninfer-kits.pyz."""
-    return _pyz_bytes() if name == "ninfer-kits.pyz" else (kit.path / name).read_bytes()
+    """What an asset of the release holds: a file of the kit folder, ninfer-kits.pyz, or the
+    release's SHA256SUMS: the kit folder's lines and those of SHA1SUMS and the pyz."""
+    if name == "ninfer-kits.pyz":
+        return _pyz_bytes()
+    if name == "SHA256SUMS":
+        return release_sums(kit, _pyz_bytes())
+    return (kit.path / name).read_bytes()
 
 
 @functools.cache
@@ -107,9 +113,12 @@ def assert_complete(server: GitHubServer, kit: kitdir.KitDir, repo: str = "o/r")
         asset = release.asset(name)
         assert asset is not None and asset.state == "uploaded"
         assert asset.data == asset_bytes(kit, name), name
-    for line in release.asset("SHA256SUMS").data.decode().splitlines():  # type: ignore[union-attr]
+    listed = release.asset("SHA256SUMS").data.decode().splitlines()  # type: ignore[union-attr]
+    for line in listed:
         digest, name = line.split("  ", 1)
         assert release.asset(name).sha256 == digest  # type: ignore[union-attr]
+    # every asset but SHA256SUMS itself is listed (the release is unsigned: no .sig)
+    assert sorted(line.split("  ", 1)[1] for line in listed) == sorted(set(NAMES) - {"SHA256SUMS"})
 
 
 def changes(server: GitHubServer, since: int = 0) -> list[str]:

@@ -98,7 +98,8 @@ def test_the_local_release_carries_it_signed_listed_noted_and_verified(
         f"independently reproduced on 2026-12-01 by {RUN} (identical bytes)"
     text = cli("verify", folder, "--matrix", tmp_path / "matrix.toml")
     assert f"Repro   independently reproduced on 2026-12-01 by {RUN}" in text.stdout
-    assert "SHA256SUMS ok (3 files)" in text.stdout  # the tarball, BUILDINFO.txt, the record
+    # the tarball, BUILDINFO.txt, the record, SHA1SUMS and the pyz: every file but the .sig
+    assert "SHA256SUMS ok (5 files)" in text.stdout
 
     # fetch from the release folder: DEST holds the record, and verify of DEST shows it
     dest = tmp_path / "box"

@@ -116,19 +116,23 @@ def test_the_key_text_never_shows(tmp_path: Path, kit: kitdir.KitDir) -> None:
     assert _uploaded(tmp_path / "broken-out") == []
 
 
-def test_a_missing_key_is_named_and_a_dry_run_is_unsigned(tmp_path: Path,
-                                                          kit: kitdir.KitDir) -> None:
+def test_a_dry_run_or_a_local_folder_without_the_key_is_unsigned_and_says_so(
+        tmp_path: Path, kit: kitdir.KitDir) -> None:
+    """Trying the quick start needs no key; a publish to GitHub or B2 without it is refused
+    (tests/test_release_coverage.py)."""
     matrix, _key, _other = signed_matrix(tmp_path)
-    done = _publish(tmp_path, kit, matrix, {})
-    assert done.returncode == 2
-    assert "NINFER_KITS_SIGNING_KEY (the private key's text) nor NINFER_KITS_SIGNING_KEY_FILE" \
-        in done.stderr
-    assert _uploaded(tmp_path / "published") == []
+    done = _publish(tmp_path, kit, matrix, {})  # the local store
+    assert done.returncode == 0, done.stderr
+    assert "no signing key here: this release (a dry run, or a local folder) is unsigned; a " \
+           "publish to GitHub or B2 signs SHA256SUMS as release@ninfer-kits" in done.stderr
+    assert "unsigned  no SHA256SUMS.sig (no signing key: a dry run, or a local folder)" \
+        in done.stdout
+    assert not (tmp_path / "published" / TAG / kitdir.SIGNATURE).exists()
     dry = cli("publish", kit.path, "--matrix", matrix, "--dry-run", "--cache-dir",
               tmp_path / "cache", cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr
-    assert "no signing key here: this dry run's release is unsigned" in dry.stderr
-    assert "unsigned  no SHA256SUMS.sig (a dry run without the signing key)" in dry.stdout
+    assert "unsigned  no SHA256SUMS.sig (no signing key: a dry run, or a local folder)" \
+        in dry.stdout
     assert not (tmp_path / "dry-run" / TAG / kitdir.SIGNATURE).exists()
     assert (tmp_path / "dry-run" / TAG / ASSET).is_file()
 

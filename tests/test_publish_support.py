@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import io
 import os
 import shutil
@@ -19,10 +20,15 @@ from typing import Any
 from ninfer_kits import attestations, buildinfo, kitdir
 from ninfer_kits.atomic import write_file
 from ninfer_kits.buildinfo import BuildInfo
-from ninfer_kits.checksums import write_sha1sums, write_sha256sums
+from ninfer_kits.checksums import (
+    read_sha256sums,
+    render_sums,
+    write_sha1sums,
+    write_sha256sums,
+)
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import B2Target, GitHubTarget, Matrix, load_matrix
-from ninfer_kits.pipeline.pack import pack_tree
+from ninfer_kits.pipeline.pack import pack_kit, pack_tree
 from ninfer_kits.publish.stages import run_publish
 from ninfer_kits.publish.state import Outcome, PublishRequest
 from ninfer_kits.publish.store import Store
@@ -74,14 +80,17 @@ def info_for(kit: str = KIT, *, revision: str = REVISION, version: str = "0.3.0"
 
 def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo | None = None,
              tag: str = TAG, asset: str = ASSET, portable: bool = False,
-             attested: bool = False, portable_readme: str = "") -> kitdir.KitDir:
+             attested: bool = False, portable_readme: str = "",
+             manifest: bool = False) -> kitdir.KitDir:
     """A finished kit folder dist/<tag>/, made as the build makes one (pack, checksums,
     kitdir.install). `payload` adds a file to the tarball: another payload, another kit.
     `portable` adds the portable sibling <stem>-portable.tar.gz (see `portable_tree`), named
     in BUILDINFO.txt's portable_asset and listed in both checksum files. `attested` adds each
     tarball's SBOM and provenance (ninfer_kits.attestations) as `build` does; without it the
     folder is a kit built before them. `portable_readme`: the portable kit's
-    third_party/README, as the build writes it (none without)."""
+    third_party/README, as the build writes it (none without). `manifest` packs each tarball
+    as the build's pack stage does, with kit/MANIFEST.json (pack_kit); without it the kit is
+    one packed before kits listed their files."""
     info = info or info_for()
     sibling = kitdir.PORTABLE.asset(asset) if portable else None
     if sibling is not None:
@@ -100,7 +109,8 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     (tree / kitdir.BUILDINFO).write_text(buildinfo.render(info, with_run=False))
     staging = work / "staging"
     staging.mkdir()
-    tarball = pack_tree(tree, staging / asset, mtime=info.source_date_epoch, threads=1)
+    pack = pack_kit if manifest else pack_tree
+    tarball = pack(tree, staging / asset, mtime=info.source_date_epoch, threads=1)
     sha256s, sha1s = {asset: tarball.sha256}, {asset: tarball.sha1}
     documents = {}
     if attested:
@@ -109,7 +119,7 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
         portable_tree(tree, info)
         if portable_readme:
             (tree / kitdir.PORTABLE_README.removeprefix("kit/")).write_text(portable_readme)
-        packed = pack_tree(tree, staging / sibling, mtime=info.source_date_epoch, threads=1)
+        packed = pack(tree, staging / sibling, mtime=info.source_date_epoch, threads=1)
         sha256s[sibling], sha1s[sibling] = packed.sha256, packed.sha1
         if attested:
             own = buildinfo.read(tree / kitdir.BUILDINFO)
@@ -125,6 +135,15 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     placed = kitdir.install(staging, dist, tag, info.kit)
     shutil.rmtree(work, ignore_errors=True)
     return placed
+
+
+def release_sums(kit: kitdir.KitDir, pyz: bytes) -> bytes:
+    """The SHA256SUMS a release of `kit` carries: the kit folder's lines, and a line for each
+    file publish adds (SHA1SUMS, ninfer-kits.pyz of these bytes)."""
+    lines = read_sha256sums(kit.path / kitdir.SHA256SUMS)
+    lines[kitdir.SHA1SUMS] = hashlib.sha256((kit.path / kitdir.SHA1SUMS).read_bytes()).hexdigest()
+    lines[kitdir.PYZ] = hashlib.sha256(pyz).hexdigest()
+    return render_sums(lines).encode()
 
 
 def _documents(tree: Path, asset: str, sha256: str, info: BuildInfo) -> dict[str, bytes]:

@@ -28,9 +28,11 @@ every tarball. A release of it (`publish --to local`'s
 <out>/<tag>/, a release's assets downloaded into one folder, `fetch`'s DEST) is the same kit
 without build.log (publish never uploads it), with SHA256SUMS.sig where the release is signed
 (the OpenSSH signature of SHA256SUMS that publish makes, listed nowhere: it signs the list),
-with REPRODUCTION.json where an independent rebuild was recorded (`reproduction`; then
-SHA256SUMS lists it, so the signature covers it), and may hold beside it what a release carries
-(RELEASE.md, the notes of the local store; ninfer-kits.pyz), the files SHA256SUMS lists as
+with REPRODUCTION.json where an independent rebuild was recorded (`reproduction`), and may hold
+beside it what a release carries (RELEASE.md, the notes of the local store; ninfer-kits.pyz);
+its SHA256SUMS lists every file of the release but the signature (SHA1SUMS, REPRODUCTION.json
+and ninfer-kits.pyz too, so that the signature covers them; a release published before that
+lists only the kit's files), and every one held here is checked; the files SHA256SUMS lists as
 sources/<file>, flat (GitHub's assets are; each checked, none required), and kit/, the
 tarball unpacked
 (`fetch`, or `tar xzf` as the notes say). Its SHA1SUMS may be missing (not downloaded), and of
@@ -86,6 +88,8 @@ NO_SOURCES_VARIABLE = "NINFER_KITS_NO_SOURCES"
 SOURCES_NOT_FETCHED = "Corresponding source: NOT FETCHED"
 PORTABLE_README = "kit/third_party/README"
 RELEASE_EXTRAS = (NOTES, PYZ, UNPACKED)  # what a release may hold beside the kit's own files
+# what a release's SHA256SUMS lists beside the kit's files (publish adds them; REPRODUCTION too)
+PUBLISH_LISTED = (SHA1SUMS, PYZ)
 SBOM_SUFFIX = ".cdx.json"  # <tarball stem>.cdx.json: its CycloneDX SBOM
 PROVENANCE_SUFFIX = ".intoto.json"  # <tarball stem>.intoto.json: its SLSA provenance statement
 ATTESTATION_SUFFIXES = (SBOM_SUFFIX, PROVENANCE_SUFFIX)
@@ -168,6 +172,7 @@ class KitDir:
     # built before them
     attestations: tuple[tuple[str, str], ...] = ()
     sources: tuple[str, ...] = ()  # sources/<file> as SHA256SUMS lists them, sorted
+    here: tuple[str, ...] = ()  # what SHA256SUMS lists that the folder holds (each checked)
 
     @property
     def flavours(self) -> tuple[Flavour, ...]:
@@ -264,7 +269,9 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     missing = () if built else tuple(name for name in attestation_names(listed)
                                      if name in sums and name not in attested)
     recorded = (REPRODUCTION,) if REPRODUCTION in held else ()
-    expected = sorted((*listed, BUILDINFO, *attested, *missing, *recorded))
+    # what publish adds to a release's SHA256SUMS, held here or not (a fetch takes no pyz)
+    added = () if built else tuple(name for name in PUBLISH_LISTED if name in sums)
+    expected = sorted((*listed, BUILDINFO, *attested, *missing, *recorded, *added))
     sources = _check_sources(path, sums, built)
     sums = {name: sha for name, sha in sums.items() if name not in sources}
     if sorted(sums) != expected:
@@ -274,13 +281,15 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     flavours = [Flavour(name=name, folder=path, asset=tarball,
                         size=(path / tarball).stat().st_size, sha256=sums[tarball],
                         sha1=sha1.get(tarball)) for name, tarball in names.items()]
-    if recorded and verify and hash_file(path / REPRODUCTION).sha256 != sums[REPRODUCTION]:
-        raise KitDirInvalid(f"kit folder {path}: {REPRODUCTION} does not match {SHA256SUMS}")
+    for name in (*recorded, *(name for name in added if name in held)):
+        if verify and hash_file(path / name).sha256 != sums[name]:
+            raise KitDirInvalid(f"kit folder {path}: {name} does not match {SHA256SUMS}")
     kit = KitDir(path=path, asset=asset, info=info, size=flavours[0].size, sha256=sums[asset],
                  sha1=sha1.get(asset), buildinfo_sha256=sums[BUILDINFO], verified=False,
                  siblings=tuple(flavours[1:]), held=held, absent=tuple(absent.values()),
                  attestations=tuple((name, sums[name]) for name in attested),
-                 sources=tuple(sorted(sources)))
+                 sources=tuple(sorted(sources)),
+                 here=_held_listed(path, sums, sources))
     if verify:
         for name, listed_sha in sorted(sources.items()):
             place = _source_file(path, name)
@@ -288,6 +297,13 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
                 raise KitDirInvalid(f"kit folder {path}: {place.relative_to(path)} does not "
                                     f"match {SHA256SUMS}'s {name}")
     return _verified(kit) if verify else kit
+
+
+def _held_listed(path: Path, sums: Mapping[str, str], sources: Mapping[str, str]
+                 ) -> tuple[str, ...]:
+    """What SHA256SUMS lists (`sums`, and the sources/<file> lines) that the folder holds."""
+    return tuple(sorted((*(name for name in sums if (path / name).is_file()),
+                         *(name for name in sources if _source_file(path, name) is not None))))
 
 
 def _check_sources(path: Path, sums: Mapping[str, str], built: bool) -> dict[str, str]:

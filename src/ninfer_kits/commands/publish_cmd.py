@@ -113,8 +113,13 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
         try:
             signing_key = credentials.signing_key(environ)
         except remote.MissingCredentials as error:
-            if not args.dry_run:  # a dry run writes an unsigned release, saying so
-                missing.append(str(error))
+            # GitHub and B2 are where users download from: no release goes there unsigned. A
+            # dry run, or a local folder, writes an unsigned release, saying so: trying the
+            # quick start needs no key.
+            remotes = [name for name in names if name != "local"]
+            if remotes and not args.dry_run:
+                missing.append(f"{error}; a publish to {' and '.join(remotes)} is always signed "
+                               f"(docs/release.md: the maintainers' key)")
     if args.dry_run:
         out = (args.out or DEFAULT_DRY_RUN_OUT).absolute()
         stores: tuple[Store, ...] = (LocalStore(out),)
@@ -301,7 +306,7 @@ def _signature_line(outcome: Outcome, width: int) -> str:
         who = f"{signing.identity}, " if signing is not None else ""
         return f"  {'signed':<{width}}  {kitdir.SIGNATURE} by {who}key {key}"
     why = "no [publish.signing] in the matrix" if signing is None else \
-        "a dry run without the signing key"
+        "no signing key: a dry run, or a local folder"
     return f"  {'unsigned':<{width}}  no {kitdir.SIGNATURE} ({why})"
 
 

@@ -192,7 +192,7 @@ class Fetcher:
         recorded = identity.check_listed(_request(located), located.asset, sha256, SHA256SUMS)
         if recorded is not None and recorded not in agreed:
             agreed.append(recorded)
-        sha1, sha1_text = self._sha1(located)
+        sha1, sha1_text = self._sha1(located, sums)
         extras = self._extras(located, sums)
         small = {SHA256SUMS: sums_data, SIGNATURE: signature, SHA1SUMS: sha1_text, **extras}
         with terminate_as_exit(), _staging(dest) as staging:
@@ -213,8 +213,10 @@ class Fetcher:
         return Fetched(located, dest, dest / located.asset, digests, checked, reused,
                        resumed_from, reconnects, time.monotonic() - started, extraction)
 
-    def _sha1(self, located: Located) -> tuple[str | None, bytes | None]:
-        """The tarball's recorded SHA-1 (ledger, SHA1SUMS) and SHA1SUMS's bytes, if any."""
+    def _sha1(self, located: Located, sums: dict[str, str]) -> tuple[str | None, bytes | None]:
+        """The tarball's recorded SHA-1 (ledger, SHA1SUMS) and SHA1SUMS's bytes, if any;
+        SHA1SUMS checked against SHA256SUMS where that lists it (a release published since
+        SHA256SUMS lists every file)."""
         recorded = located.tarball.sha1
         file = located.files.get(SHA1SUMS)
         if file is None:
@@ -223,6 +225,10 @@ class Fetcher:
             data = self._small(located, file)
         except NotFound:
             return recorded, None
+        actual = hashlib.sha256(data).hexdigest()
+        if SHA1SUMS in sums and actual != sums[SHA1SUMS]:
+            raise CheckFailed(f"{located.where}: {SHA1SUMS} does not match {SHA256SUMS} "
+                              f"(listed {sums[SHA1SUMS]}, the file hashes to {actual})")
         listed = parse_sums(data.decode("utf-8", "replace"), SHA1,
                             f"{located.where}: {SHA1SUMS}").get(located.asset)
         if listed is None:

@@ -13,7 +13,8 @@ Each member's header records the member's length in an extra subfield of its own
 where a member ends, a reader takes it whole and inflates several at once, which a fetch over a
 fast link needs (one thread streaming zlib cannot keep up).
 The tarball lands through `ninfer_kits.atomic` (hashed as it is written, renamed into place
-whole), so a reader never sees half a kit.
+whole), so a reader never sees half a kit. A kit's tarball (`pack_kit`) carries
+kit/MANIFEST.json, the list of its own files (ninfer_kits.kitmanifest), written just before.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
+from ninfer_kits import kitmanifest
 from ninfer_kits.atomic import FILE_MODE, READ_SIZE, HashingSink, PackedFile, output
 from ninfer_kits.errors import BadInput, EnvironmentFailure
 from ninfer_kits.inspector.decompress import (
@@ -305,3 +307,14 @@ def pack_tree(root: Path, dest: Path, *, mtime: int, threads: int | None = None,
             stream.abandon()
             raise
     return sink.packed(dest)
+
+
+def pack_kit(root: Path, dest: Path, *, mtime: int, threads: int | None = None,
+             level: int = LEVEL, progress: Progress | None = None) -> PackedFile:
+    """A kit's tarball: kit/MANIFEST.json written into the tree `root` (a folder named kit),
+    then the tree packed (`pack_tree`), so that the manifest is covered by the tarball's
+    sha256, and by the signature of SHA256SUMS."""
+    if root.name != kitmanifest.KIT:
+        raise ValueError(f"{root}: a kit's tree is a folder named {kitmanifest.KIT}")
+    kitmanifest.write(root)
+    return pack_tree(root, dest, mtime=mtime, threads=threads, level=level, progress=progress)

@@ -44,7 +44,7 @@ from ninfer_kits.pipeline.kit_rules import (
     check_search_paths,
     copy_licenses,
 )
-from ninfer_kits.pipeline.pack import pack_tree
+from ninfer_kits.pipeline.pack import pack_kit
 from ninfer_kits.pipeline.portable_policy import load_policy
 from ninfer_kits.pipeline.repair import THIRD_PARTY_README, LibraryEnvironment, repair
 from ninfer_kits.pipeline.source import fetch_source
@@ -237,14 +237,15 @@ def write_buildinfo(state: BuildState, reporter: Reporter) -> BuildState:
 
 
 def pack(state: BuildState, reporter: Reporter) -> BuildState:
-    """The deterministic tarball, hashed as it is written, in a staging folder beside dist/."""
+    """The deterministic tarball of each flavour, with kit/MANIFEST.json in it (its own list of
+    its files), hashed as it is written, in a staging folder beside dist/."""
     source, staging = need(state.source, "source"), need(state.staging, "staging")
     staging.mkdir(parents=True)
     flavours: list[Flavour] = []
     for flavour in state.flavours:
         progress = reporter.progress(f"packing {flavour.asset}")
-        packed = pack_tree(flavour.root, staging / flavour.asset, mtime=source.commit_time,
-                           progress=progress.bytes)
+        packed = pack_kit(flavour.root, staging / flavour.asset, mtime=source.commit_time,
+                          progress=progress.bytes)
         if flavours:  # a sibling: its size beside the plain kit's
             plain = need(flavours[0].tarball, "tarball")
             reporter.info(f"{flavour.asset}: {packed.size:,} bytes, {state.asset}: "

@@ -44,8 +44,11 @@ def _pyz_lines(base: str, tag: str, fetch_hint: str | None) -> list[str]:
     if fetch_hint is None:
         return []
     return ["Nothing to install but `python3` (≥ 3.11): `ninfer-kits.pyz` fetches the kit, "
-            "checks every hash, unpacks it and checks this machine in one go:", "",
-            "```sh", f"curl -fLO {base}/ninfer-kits.pyz && python3 ninfer-kits.pyz fetch {tag}"
+            "checks every hash, unpacks it and checks this machine in one go. `SHA256SUMS` "
+            "lists it too: check it (and, above, the signature of `SHA256SUMS`) before it "
+            "runs:", "",
+            "```sh", f"curl -fLO {base}/ninfer-kits.pyz && curl -fLO {base}/SHA256SUMS && "
+            f"sha256sum -c --ignore-missing SHA256SUMS && python3 ninfer-kits.pyz fetch {tag}"
             f"{fetch_hint}", "```", ""]
 
 
@@ -103,8 +106,9 @@ def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
     floor = "\n".join(f"| {_cell(requirement)} | {_cell(why)} |"
                       for requirement, why in info.floor) or "| (no floor recorded) | |"
     licenses = ", ".join(f"`{path}`" for path in info.licenses) or "(none recorded)"
-    # SHA256SUMS lists the portable tarball too: skip the one not downloaded
-    check = "sha256sum -c --ignore-missing SHA256SUMS" if portable else "sha256sum -c SHA256SUMS"
+    # SHA256SUMS lists every file of the release (the pyz, SHA1SUMS, a portable tarball): the
+    # check skips those not downloaded
+    check = "sha256sum -c --ignore-missing SHA256SUMS"
     lines = [
         f"Prebuilt Linux kit of [{info.upstream}]({repository_url(info)}){version} for the "
         f"**{info.card}** (CUDA arch `{info.arch}`), built from revision "

@@ -14,6 +14,7 @@ from pathlib import Path
 from ninfer_kits import buildinfo, kitdir, reproduction
 from ninfer_kits.atomic import hash_file
 from ninfer_kits.buildinfo import BuildInfo
+from ninfer_kits.checksums import SHA256, parse_sums
 from ninfer_kits.errors import BadInput, NinferKitsError
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.matrix import Matrix, RevisionFacts
@@ -174,6 +175,32 @@ def _sources(kit: KitDir) -> tuple[Asset, ...]:
                             size=hashed.size, sha256=hashed.sha256, sha1=hashed.sha1,
                             content_type=SOURCE_TYPE))
     return tuple(assets)
+
+
+# what SHA256SUMS does not list: the signature of it, and itself
+UNLISTED = frozenset({kitdir.SIGNATURE, kitdir.SHA256SUMS})
+
+
+def listed(kit: KitDir, assets: Iterable[Asset]) -> dict[str, str]:
+    """The SHA256SUMS lines of `assets` (name as listed → sha256): every one but UNLISTED, a
+    source package under sources/<file> as the kit folder lists it."""
+    sources = {name.removeprefix(f"{kitdir.SOURCES}/"): name for name in kit.sources}
+    return {sources.get(asset.name, asset.name): asset.sha256 for asset in assets
+            if asset.name not in UNLISTED}
+
+
+def check_listed(kit: KitDir, release: Release) -> None:
+    """Every file of the release but the signature is in its SHA256SUMS with its own sha256,
+    so that checking the signature and `sha256sum -c` covers all a user downloads and runs;
+    KitDirInvalid naming each file that is not."""
+    sums = release.asset(kitdir.SHA256SUMS)
+    held = parse_sums(sums.path.read_text(encoding="utf-8"), SHA256, str(sums.path))
+    wrong = sorted(name for name, sha256 in listed(kit, release.assets).items()
+                   if held.get(name) != sha256)
+    if wrong:
+        raise kitdir.KitDirInvalid(f"release {release.tag}: its {kitdir.SHA256SUMS} does not "
+                                   f"list {', '.join(wrong)} with the sha256 of the file "
+                                   f"published: nothing was uploaded")
 
 
 def _listed(sha1: str | None) -> str:

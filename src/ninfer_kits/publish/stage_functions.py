@@ -98,11 +98,10 @@ class ReproductionMismatch(BadInput):
 
 def record_reproduction(state: Outcome, reporter: Reporter) -> Outcome:
     """With --reproduction: check that the record is of this very kit (its tag, and the
-    sha256 of each tarball it was compared with), then make, in scratch, REPRODUCTION.json
-    (its bytes as handed over) and the release's SHA256SUMS: the kit's lines and its line, so
-    that the signature covers it. A record that says `differs` or `failed` is published too,
-    saying so: the release is the build job's kit, checked; the record tells what the second
-    build found."""
+    sha256 of each tarball it was compared with), then make REPRODUCTION.json in scratch (its
+    bytes as handed over; the next stage lists it in SHA256SUMS, so that the signature covers
+    it). A record that says `differs` or `failed` is published too, saying so: the release is
+    the build job's kit, checked; the record tells what the second build found."""
     request, kit = state.request, state.kit
     path = need(request.reproduction, "reproduction")
     data = _read_record(path)
@@ -123,16 +122,32 @@ def record_reproduction(state: Outcome, reporter: Reporter) -> Outcome:
     folder = need(state.scratch, "scratch") / "reproduction"
     folder.mkdir(exist_ok=True)
     written = write_file(folder / reproduction.NAME, data)
-    sums_text = (kit.path / kitdir.SHA256SUMS).read_text(encoding="utf-8")
-    sums = parse_sums(sums_text, SHA256, str(kit.path / kitdir.SHA256SUMS))
-    listed = write_file(folder / kitdir.SHA256SUMS, render_sums(
-        {**sums, reproduction.NAME: written.sha256}).encode("utf-8"))
     reporter.info(f"{reproduction.NAME}: {record.words()}")
     if not record.identical:
         reporter.warning(f"{kit.tag}: {record.words()}; published saying so (docs/repro.md)")
-    return dataclasses.replace(
-        state, record=_text_asset(reproduction.NAME, written.path),
-        sums=_text_asset(kitdir.SHA256SUMS, listed.path))
+    return dataclasses.replace(state, record=_text_asset(reproduction.NAME, written.path))
+
+
+def list_release(state: Outcome, reporter: Reporter) -> Outcome:
+    """The release's SHA256SUMS, made in scratch (the kit folder stays as build made it): a
+    line for every file the release carries but the signature and SHA256SUMS itself. The kit
+    folder's SHA256SUMS lists what build made; the release adds SHA1SUMS, REPRODUCTION.json
+    and ninfer-kits.pyz, which README's first command runs. The lines come from the release's
+    own asset list, so a file the release gains later is listed (and signed) without more."""
+    request, kit = state.request, state.kit
+    tools = (plan.pyz_asset(request.lock_dir.parent / "pyz"),)
+    assets = plan.assets_of(kit, tools, record=state.record)
+    held = kit.path / kitdir.SHA256SUMS
+    built = parse_sums(held.read_text(encoding="utf-8"), SHA256, str(held))
+    listed = {**built, **plan.listed(kit, assets)}  # a tarball the folder lacks stays listed
+    folder = need(state.scratch, "scratch") / "release"
+    folder.mkdir(exist_ok=True)
+    written = write_file(folder / kitdir.SHA256SUMS, render_sums(listed).encode("utf-8"))
+    added = sorted(set(listed) - set(built))
+    reporter.info(f"{kitdir.SHA256SUMS}: {len(listed)} files"
+                  + (f" (the release adds {', '.join(added)})" if added else ""))
+    return dataclasses.replace(state, tools=tools,
+                               sums=_text_asset(kitdir.SHA256SUMS, written.path))
 
 
 def _read_record(path: Path) -> bytes:
@@ -158,16 +173,17 @@ def sign_sums(state: Outcome, reporter: Reporter) -> Outcome:
     """With [publish.signing]: sign SHA256SUMS (ssh-keygen -Y sign, in the scratch folder: the
     kit folder is build's and stays as it made it), then check the signature against
     allowed_signers as fetch will, so that a wrong key fails here, before any upload."""
-    request, kit = state.request, state.kit
+    request = state.request
     signing = request.matrix.publish.signing
     if signing is None:
         reporter.info(f"unsigned: {request.matrix.path} has no [publish.signing]")
         return state
-    if request.signing_key is None:  # a dry run without the key
-        reporter.warning(f"no signing key here: this dry run's release is unsigned; the real "
-                         f"publish signs {kitdir.SHA256SUMS} as {signing.identity}")
+    if request.signing_key is None:  # a dry run, or a local folder, without the key
+        reporter.warning(f"no signing key here: this release (a dry run, or a local folder) is "
+                         f"unsigned; a publish to GitHub or B2 signs {kitdir.SHA256SUMS} as "
+                         f"{signing.identity}")
         return state
-    sums = (state.sums.path if state.sums else kit.path / kitdir.SHA256SUMS).read_bytes()
+    sums = need(state.sums, "sums").path.read_bytes()
     folder = need(state.scratch, "scratch") / "signed"
     folder.mkdir(exist_ok=True)
     copy = folder / kitdir.SHA256SUMS
@@ -197,12 +213,12 @@ def plan_release(state: Outcome, reporter: Reporter) -> Outcome:
     """The release: title, notes from BUILDINFO.txt, assets in upload order."""
     request, kit = state.request, state.kit
     base = request.notes_base or _notes_store(request.stores).download_base(kit.tag)
-    tools = (plan.pyz_asset(request.lock_dir.parent / "pyz"),)
     signing = request.matrix.publish.signing
     signed = (signing.identity, need(state.signed_by, "signed_by")) \
         if state.signature is not None and signing is not None else None
-    release = plan.make_release(kit, base, tools, _fetch_hint(base), state.signature, signed,
-                                record=state.record, sums=state.sums)
+    release = plan.make_release(kit, base, state.tools, _fetch_hint(base), state.signature,
+                                signed, record=state.record, sums=state.sums)
+    plan.check_listed(kit, release)
     if state.signature is not None and \
             release.asset(kitdir.SHA256SUMS).sha256 != state.signed_sums:
         raise kitdir.KitDirInvalid(f"kit folder {kit.path}: {kitdir.SHA256SUMS} changed after "

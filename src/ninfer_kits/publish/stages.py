@@ -4,15 +4,15 @@ entry.
 STAGES is the whole program, in order, beside the build's (pipeline.stages): read and check the
 kit folder, read what each of its tarballs needs to run and judge where that is met, take the
 tag's lock, check each store's credentials, add the independent rebuild's REPRODUCTION.json
-(where the run hands one over) to SHA256SUMS, sign SHA256SUMS (where the matrix says releases
-are signed; checked against allowed_signers), plan the release, see what each store holds
-(refusing every conflict), fill each store in turn (B2 first), record the ledger entry, and
-make the kit index again from the whole ledger. Nothing is uploaded before every check that can
-fail has passed. Each stage
-(publish.stage_functions) takes the Outcome so far (publish.state) and returns it with its own
-result added, as a step of the Reporter (a fold group on GitHub Actions). The kit's tarballs
-are its flavours (kitdir): a release is this kit when a store holds every one of them byte for
-byte.
+(where the run hands one over), make the release's SHA256SUMS (a line for every file it
+carries but the signature: the kit's, SHA1SUMS, the record, ninfer-kits.pyz), sign SHA256SUMS
+(where the matrix says releases are signed; checked against allowed_signers), plan the
+release, see what each store holds (refusing every conflict), fill each store in turn (B2
+first), record the ledger entry, and make the kit index again from the whole ledger. Nothing
+is uploaded before every check that can fail has passed. Each stage (publish.stage_functions)
+takes the Outcome so far (publish.state) and returns it with its own result added, as a step of
+the Reporter (a fold group on GitHub Actions). The kit's tarballs are its flavours (kitdir): a
+release is this kit when a store holds every one of them byte for byte.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ninfer_kits.publish.stage_functions import (
     fill_store,
     inspect_stores,
     judge_needs,
+    list_release,
     lock,
     plan_release,
     preflight,
@@ -42,6 +43,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("lock", lock),
     ("preflight", preflight),
     ("reproduction", record_reproduction),
+    ("sums", list_release),
     ("sign", sign_sums),
     ("plan", plan_release),
     ("inspect", inspect_stores),

@@ -31,7 +31,7 @@ class PublishRequest:
     notes_base: str | None = None  # the download folder the notes show (default: GitHub's,
     # else B2's, else the local folder's)
     # the key that signs SHA256SUMS when the matrix has [publish.signing]; None there only in
-    # a dry run without one (the release it writes is then unsigned, said so)
+    # a dry run or a publish to a local folder without one (unsigned, said so)
     signing_key: SigningKey | None = None
     # REPRODUCTION.json from the reproduce job (`--reproduction`): published with the release
     reproduction: Path | None = None
@@ -53,7 +53,10 @@ class Outcome:
     # REPRODUCTION.json and the SHA256SUMS that lists it beside the kit's files, made in
     # scratch (the kit folder stays as build made it); None: the kit folder's own
     record: Asset | None = None
+    # the release's SHA256SUMS, made in scratch: the kit folder's lines and a line for every
+    # other file the release carries but the signature (publish.stage_functions.list_release)
     sums: Asset | None = None
+    tools: tuple[Asset, ...] = ()  # ninfer-kits.pyz
     signature: Asset | None = None  # SHA256SUMS.sig, made in scratch, checked (signed releases)
     signed_sums: str | None = None  # the sha256 of the SHA256SUMS bytes it signs
     signed_by: str | None = None  # the key fingerprint of the release's SHA256SUMS.sig

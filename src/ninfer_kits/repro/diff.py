@@ -12,7 +12,9 @@ member whose bytes differ is explained by what it is:
   symbol, an embedded path or time, a fatbin entry and its kernel, or bytes);
 - a text (BUILDINFO.txt, licences): the differing lines. BUILDINFO.txt's lines below the run
   marker, and SHA256SUMS's line for BUILDINFO.txt beside a kit, are this run's facts: expected
-  to differ, reported as such and not counted as a difference; so is a kit folder's build.log;
+  to differ, reported as such and not counted as a difference; so are a kit folder's build.log
+  and the lines publish adds to a release's SHA256SUMS (SHA1SUMS, ninfer-kits.pyz,
+  REPRODUCTION.json);
 - other data: paths and times where the bytes differ, else the first differing offset.
 
 For tarballs, what the members cannot explain is said of the tarball itself: tar header fields
@@ -33,7 +35,14 @@ from ninfer_kits.errors import BadInput, NotAnElf
 from ninfer_kits.inspector.archive import size_words
 from ninfer_kits.inspector.elf import ELF_MAGIC
 from ninfer_kits.inspector.inputs import ByteSource, printable
-from ninfer_kits.kitdir import BUILD_LOG, BUILDINFO, SHA1SUMS, SHA256SUMS
+from ninfer_kits.kitdir import (
+    BUILD_LOG,
+    BUILDINFO,
+    PUBLISH_LISTED,
+    REPRODUCTION,
+    SHA1SUMS,
+    SHA256SUMS,
+)
 from ninfer_kits.repro import model, sides
 from ninfer_kits.repro.elfdiff import diff_data, diff_elf
 from ninfer_kits.repro.model import (
@@ -117,6 +126,8 @@ def _check_alike(tree_a: Tree, tree_b: Tree) -> None:
 # SHA1SUMS and BUILDINFO.txt (not downloaded). On one side only they are not a difference (the
 # SHA256SUMS of both still lists BUILDINFO.txt's hash); on both they compare.
 ONE_SIDED = (BUILD_LOG, BUILDINFO, SHA1SUMS)
+# What publish lists in a release's SHA256SUMS beside the kit's files: not the kit's.
+PUBLISHED = (*PUBLISH_LISTED, REPRODUCTION)
 
 
 def _kit_files(tree_a: Tree, tree_b: Tree) -> tuple[Tree, Tree, list[str]]:
@@ -288,11 +299,17 @@ def _text_causes(name: str, a: str, b: str, limits: Limits) -> list[Cause]:
                                 b="\n".join(line for line in b_run if line not in a_run),
                                 expected=True))
     for hunk in changed_lines(a_lines, b_lines, limits.lines):
-        if name == SHA256SUMS and _only_buildinfo(hunk.a_lines + hunk.b_lines):
+        if name == SHA256SUMS and _only_naming((BUILDINFO,), hunk.a_lines + hunk.b_lines):
             causes.append(Cause(model.RUN_FACTS, "the checksum of BUILDINFO.txt, whose run "
                                                  "facts differ (expected to differ)",
                                 a="\n".join(hunk.a_lines), b="\n".join(hunk.b_lines),
                                 expected=True))
+            continue
+        if name == SHA256SUMS and _only_naming(PUBLISHED, hunk.a_lines + hunk.b_lines):
+            causes.append(Cause(model.RUN_FACTS, f"the lines publish adds to a release's "
+                                                 f"{SHA256SUMS} ({', '.join(PUBLISHED)}: not "
+                                                 f"the kit's)", a="\n".join(hunk.a_lines),
+                                b="\n".join(hunk.b_lines), expected=True))
             continue
         causes.append(Cause(model.TEXT_LINES, f"{hunk.words} differ",
                             a="\n".join(hunk.a_lines), b="\n".join(hunk.b_lines)))
@@ -306,8 +323,9 @@ def _split_run(lines: list[str]) -> tuple[list[str], list[str]]:
     return lines, []
 
 
-def _only_buildinfo(lines: tuple[str, ...]) -> bool:
-    return bool(lines) and all(line.endswith(f"  {BUILDINFO}") for line in lines)
+def _only_naming(names: tuple[str, ...], lines: tuple[str, ...]) -> bool:
+    """Whether `lines` (of a SHA256SUMS) are all lines of files `names` names."""
+    return bool(lines) and all(line.partition("  ")[2] in names for line in lines)
 
 
 # --- the tarballs themselves ---------------------------------------------------------------------

@@ -2,7 +2,9 @@
 folder, dist/<tag>/ or a release of it (its SHA256SUMS is checked first, and before it the
 SHA256SUMS.sig beside it: signatures.check_sums, required where the matrix says releases are
 signed), and the REPRODUCTION.json beside it where the release has one (listed in SHA256SUMS,
-its hash checked, of the tarball SHA256SUMS lists: what an independent rebuild found). Archives
+its hash checked, of the tarball SHA256SUMS lists: what an independent rebuild found). An
+unpacked kit's files are checked against kit/MANIFEST.json: the one in the tarball beside it
+where there is one (kitmanifest.check_unpacked). Archives
 are unpacked with the hardened streaming reader into a private temporary
 folder, which goes when the `with` ends."""
 
@@ -23,6 +25,7 @@ from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.archive import KitArchive, archive_format
 from ninfer_kits.inspector.elf import ElfInfo, is_elf, read_elf
 from ninfer_kits.kitdir import (
+    BUILD_LOG,
     BUILDINFO,
     REPRODUCTION,
     SHA256SUMS,
@@ -32,6 +35,7 @@ from ninfer_kits.kitdir import (
     check_listed,
     read_kit_dir,
 )
+from ninfer_kits.kitmanifest import check_unpacked
 from ninfer_kits.signatures import Trust, check_sums
 from ninfer_kits.trees import remove_tree, walk
 
@@ -60,14 +64,27 @@ class SignaturePolicy:
 
     def check(self, folder: Path) -> str:
         """The words for the signature of folder/SHA256SUMS (BadSignature when required and
-        missing or bad)."""
+        missing or bad). A kit folder exactly as `build` made it is no release: only publish
+        signs, so none is asked of it (a release never holds build.log)."""
         signature = folder / SIGNATURE
+        if not signature.exists() and _built_here(folder):
+            return (f"unsigned: a kit folder as build made it ({BUILD_LOG} beside it), not a "
+                    f"release (only publish signs)")
         words, warning = check_sums((folder / SHA256SUMS).read_bytes(),
                                     signature.read_bytes() if signature.is_file() else None,
                                     self.trust, insecure=self.insecure)
         if warning is not None and self.warn is not None:
             self.warn(f"{folder}: {warning}")
         return words
+
+
+def _built_here(folder: Path) -> bool:
+    """Whether `folder` is a kit folder exactly as `build` makes it (its layout alone)."""
+    try:
+        read_kit_dir(folder, verify=False, built=True)
+    except (KitDirInvalid, BadInput):
+        return False
+    return True
 
 
 @contextmanager
@@ -88,9 +105,11 @@ def open_kit(path: Path, *, checked: str | None = None,
             if checked is None:
                 if root == path and (path / SHA256SUMS).is_file():
                     signed = policy.check(path)
-                    checked = f"{check_listed(path)}; kit/ as unpacked here; {signed}"
+                    sums_ok = check_listed(path)
+                    files = check_unpacked(path, _listed_tarballs(path))
+                    checked = f"{sums_ok}; {files}; {signed}"
                 else:
-                    checked = "an unpacked kit: no checksums to check"
+                    checked = f"an unpacked kit: {check_unpacked(root)}"
             yield _read(str(path), root, checked, _reproduction(root))
             return
         if tarballs and ((path / SHA256SUMS).is_file() or (path / BUILDINFO).is_file()):
@@ -100,7 +119,7 @@ def open_kit(path: Path, *, checked: str | None = None,
             sums_signed = policy.check(path) if (path / SHA256SUMS).is_file() else ""
             finished = read_kit_dir(path)
             with _unpacked(finished.tarball) as root:
-                listed = len(finished.tarballs) + 1 + (finished.reproduction is not None)
+                listed = len(finished.here)
                 yield _read(str(path), root, f"SHA256SUMS ok ({listed} files); {sums_signed}",
                             _reproduction(path))
             return
@@ -117,6 +136,16 @@ def open_kit(path: Path, *, checked: str | None = None,
         checked = f"{checked}; {beside_signed}"
     with _unpacked(path) as root:
         yield _read(str(path), root, checked, _reproduction(path.parent))
+
+
+def _listed_tarballs(folder: Path) -> tuple[Path, ...]:
+    """The tarballs here that SHA256SUMS lists (check_listed has checked each): whose
+    kit/MANIFEST.json vouches for the kit/ unpacked beside them."""
+    sums_path = folder / SHA256SUMS
+    sums = parse_sums(sums_path.read_text(encoding="utf-8", errors="replace"), SHA256,
+                      str(sums_path), KitDirInvalid)
+    return tuple(folder / name for name in sorted(sums) if name.endswith(".tar.gz")
+                 and "/" not in name and (folder / name).is_file())
 
 
 @contextmanager

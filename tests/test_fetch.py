@@ -426,7 +426,7 @@ def test_exit_status_is_verifys(tmp_path: Path) -> None:
     assert done.returncode == 4, done.stderr
     assert "libninfer-kits-absent.so.1" in done.stdout and "missing" in done.stdout
     assert (dest / "kit" / "bin" / "app").is_file()  # fetched and checked: it is the host
-    assert cli("verify", str(dest)).returncode == 4
+    assert cli("verify", str(dest), "--matrix", str(unsigned_matrix())).returncode == 4
 
 
 def test_a_second_fetch_reuses_the_checked_tarball_and_replaces_the_kit(

@@ -41,8 +41,7 @@ from test_fetch import (
     publish_folder,
     write_ledger,
 )
-
-from tools import ROOT
+from unsigned import unsigned_matrix
 
 # The issue's case: the example-jit kit's release, presented for the example kit's tag.
 EXAMPLE_TAG = "example-v0.3.0-linux-sm86"
@@ -133,7 +132,7 @@ def test_another_kits_signed_release_in_a_folder_is_not_taken_for_the_tag(
     kind, blob = key.with_name("key.pub").read_text().split()[:2]
     (matrix.parent / "allowed_signers").write_text(
         f'{IDENTITY} namespaces="{NAMESPACE}" {kind} {blob}\n')
-    matrix.write_text((ROOT / "matrix.toml").read_text() + '\n[publish.signing]\n'
+    matrix.write_text(unsigned_matrix().read_text() + '\n[publish.signing]\n'
                       f'allowed_signers = "allowed_signers"\nidentity = "{IDENTITY}"\n')
     with guarded(tmp_path) as dest:
         done = cli("fetch", EXAMPLE_TAG, "--from", str(folder.parent), "--dest", str(dest),
@@ -323,11 +322,11 @@ def test_a_checksum_name_with_an_escape_sequence_is_shown_escaped(
         sums.write(f"{'0' * 64}  {ESCAPE}.tar.gz\n")
     with guarded(tmp_path) as dest:
         done = cli("fetch", TAG, "--from", str(folder.parent), "--dest", str(dest),
-                   "--matrix", str(ROOT / "matrix.toml"))
+                   "--matrix", str(unsigned_matrix()))
         refused(done, f"folder {folder}: SHA256SUMS:3: the name ", " holds a control "
                       "character: refused")
         shown_escaped(done)
-    verified = cli("verify", str(folder))
+    verified = cli("verify", str(folder), "--matrix", str(unsigned_matrix()))
     assert verified.returncode == 1 and "SHA256SUMS:3: the name " in verified.stderr
     shown_escaped(verified)
 
@@ -346,7 +345,7 @@ def test_crlf_checksums_are_read_as_sha256sum_reads_them(
                           capture_output=True).returncode == 0
     dest = tmp_path / "box"
     done = cli("fetch", TAG, "--from", str(folder.parent), "--dest", str(dest),
-               "--matrix", str(ROOT / "matrix.toml"))
+               "--matrix", str(unsigned_matrix()))
     assert "error" not in done.stderr and (dest / "kit" / "bin" / "app").is_file(), done.stderr
     assert "SHA256SUMS ok" in done.stderr
 

@@ -266,7 +266,7 @@ def test_a_kit_folder_as_build_made_it_is_no_release_but_a_copy_without_its_log_
     """Only publish signs: verify asks no signature of build's own folder, and the same files
     less build.log (a release's shape) are refused without one."""
     built = cli("verify", signed.kit.path, "--matrix", signed.matrix)
-    assert built.returncode in (0, 1), built.stderr  # verify's verdict: no NVIDIA driver here
+    assert built.returncode in (0, 4), built.stderr  # verify's verdict: no NVIDIA driver here
     assert "unsigned: a kit folder as build made it (build.log beside it), not a release" \
         in built.stdout
     copy = tmp_path / TAG

@@ -309,6 +309,7 @@ def test_the_exit_status_tells_a_refusal_from_a_machine_that_cannot_run_it(
     ends with verify."""
     from test_fetch import TAG, make_kit, publish_folder
     from test_fetch import cli as ninfer_kits
+    from unsigned import unsigned_matrix
 
     runs = publish_folder(make_kit(tmp_path / "runs", filler=100), tmp_path / "runs" / "dist")
     lacking = publish_folder(make_kit(tmp_path / "lacks", filler=100,
@@ -318,11 +319,11 @@ def test_the_exit_status_tells_a_refusal_from_a_machine_that_cannot_run_it(
     shutil.copytree(lacking, tampered)
     sums = tampered / "SHA256SUMS"
     sums.write_text(sums.read_text().replace(sums.read_text()[:8], "00000000", 1))
-    matrix = str(ROOT / "matrix.toml")
+    matrix = str(unsigned_matrix())
     for folder, status, said in ((runs, 0, "the kit will load"),
                                  (lacking, 4, "The kit will not run here as it is."),
                                  (tampered, 1, "does not match")):
-        verified = cli(str(folder))
+        verified = cli(str(folder), "--matrix", matrix)
         assert verified.returncode == status, verified.stdout + verified.stderr
         assert said in verified.stdout + verified.stderr
         fetched = ninfer_kits("fetch", TAG, "--from", str(folder.parent), "--matrix", matrix,

@@ -6,6 +6,7 @@
 #
 # usage: scripts/upstream-gpu-check.sh prepare NAME PORTABLE.tar.gz   # here
 #        scripts/upstream-gpu-check.sh run NAME [OUT]                # on the GPU host
+#        scripts/upstream-gpu-check.sh run-root NAME [OUT]  # the same less the starts on the host
 #   through the device tool:
 #   run(command="bash scripts/upstream-gpu-check.sh run NAME $OUT",
 #       carry=[".cache/upstream-gpu/NAME", ".cache/upstream-gpu/bullseye-libc6.tar.xz"])
@@ -35,7 +36,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOLCHAIN_REPOSITORY=ninfer-kits/toolchain-bullseye-sysroot-cuda130
 ROOT_IMAGE=ninfer-kits/debian-bullseye-minbase:local
 
-usage() { sed -n '8,11p' "$0" >&2; exit 2; }
+usage() { sed -n '8,12p' "$0" >&2; exit 2; }
 
 pretty_name() { sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$1"; }  # of os-release $1
 
@@ -104,7 +105,7 @@ start() {  # label, then the command; prints what startcuda said and the seconds
     echo "$output" | tail -n 20
 }
 
-run() {
+run() {  # NAME; $mode: "all", or "root" for the Debian 11 root's part alone
     local name="$1" work="$here/.cache/upstream-gpu/$1" kit root kernel python
     kit="/tmp/upstream-gpu-$name" root="/tmp/upstream-gpu-$name-root"
     kernel="$(cat "$work/KERNEL")"
@@ -122,12 +123,16 @@ run() {
         && echo "== verify exit status 0" || echo "== verify exit status $?"
     echo "== ldd kit/bin/ninfer (env -i)"
     env -i ldd "$kit/kit/bin/ninfer" | sed 's/ (0x[0-9a-f]*)//'
+    if [[ "$mode" == root ]]; then
+        echo "== the starts on the host are left out (run-root): see an earlier run's output"
+    else
     start "start on the host, empty JIT cache (env -i; EAGER; launch $kernel)" \
         env -i HOME="$kit-home" CUDA_MODULE_LOADING=EAGER STARTCUDA_KERNEL="$kernel" \
         LD_PRELOAD="$work/startcuda.so" "$kit/kit/bin/ninfer"
     start "start on the host again, JIT cache warm" \
         env -i HOME="$kit-home" CUDA_MODULE_LOADING=EAGER LD_PRELOAD="$work/startcuda.so" \
         "$kit/kit/bin/ninfer"
+    fi
     xz -dc "$here/.cache/upstream-gpu/bullseye-libc6.tar.xz" | tar -C "$root" -x
     mkdir -p "$root/driver" "$root/dev" "$root/proc" "$root/sys" "$root/tmp" "$root/home"
     # where verify --root takes a kit to be inside a root (loader/facts.py KIT_MOUNT)
@@ -152,7 +157,8 @@ run() {
 
 case "${1:-}" in
     prepare) shift; [[ $# -eq 2 ]] || usage; prepare "$@" ;;
-    run)
+    run|run-root)
+        [[ "$1" == run ]] && mode=all || mode=root
         shift; [[ $# -ge 1 ]] || usage
         if [[ -n "${2:-}" ]]; then
             mkdir -p "$2" && run "$1" 2>&1 | tee "$2/upstream-gpu-check-$1.txt"

@@ -696,7 +696,8 @@ def test_what_commands_write_in_the_checkout_leaves_the_next_kit_alike(
     keys beside the tarball."""
     project = tmp_path / "pipeline"
     (project / "releases").mkdir(parents=True)
-    for name in ("matrix.toml", ".gitignore", "releases/index.json", "releases/index.html"):
+    for name in ("matrix.toml", "allowed_signers", ".gitignore", "releases/index.json",
+                 "releases/index.html"):
         shutil.copyfile(ROOT / name, project / name)
     git("init", "-q", "-b", "main", cwd=project)
     git("add", "-A", cwd=project)
@@ -705,10 +706,12 @@ def test_what_commands_write_in_the_checkout_leaves_the_next_kit_alike(
     kit = str(two_builds[0].out)
     env = {**os.environ, "NINFER_KITS_CACHE": str(tmp_path / "cache")}
     for command in (("publish", kit, "--dry-run"), ("publish", kit, "--to", "local"),
-                    ("fetch", TAG, "--from", "published")):
+                    ("fetch", TAG, "--from", "published", "--insecure-no-signature")):
         done = subprocess.run([sys.executable, "-m", "ninfer_kits", *command], cwd=project,
                               env=env, capture_output=True, text=True, check=False)
-        assert done.returncode in (0, 1), done.stderr[-3000:]  # fetch: 1 when verify fails
+        # (publish without the signing key makes an unsigned release: fetch takes it only when
+        # told to; its exit status is then verify's, 4 on a machine without a GPU)
+        assert done.returncode in (0, 4), done.stderr[-3000:]
     assert (project / "dry-run" / TAG).is_dir() and (project / "published" / TAG).is_dir()
     assert (project / TAG / "kit" / "bin" / "ninfer").is_file()
     status = git("status", "--porcelain", "--untracked-files=all", cwd=project)

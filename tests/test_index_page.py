@@ -202,7 +202,8 @@ def test_the_commands_are_the_clis() -> None:
     for line in (f"ninfer-kits fetch {tag} --repository {OWNER}",
                  f"ninfer-kits fetch {tag} --portable --repository {OWNER}",
                  f"ninfer-kits verify {tag}/",
-                 f"curl -fLO {pyz}",
+                 f"curl -fLO {pyz} -O {DOWNLOAD}/{tag}/SHA256SUMS",
+                 "sha256sum -c --ignore-missing SHA256SUMS",
                  f"python3 ninfer-kits.pyz fetch {tag} --repository {OWNER}",
                  f"python3 ninfer-kits.pyz fetch {tag} --portable --repository {OWNER}",
                  f"python3 ninfer-kits.pyz verify {tag}/"):

@@ -22,6 +22,7 @@ from typing import Any
 
 JSON_NAME = "index.json"  # kitindex.JSON_NAME, the file beside this page
 PYZ_NAME = "ninfer-kits.pyz"  # the zipapp each release carries (docs/fetch.md)
+SUMS_NAME = "SHA256SUMS"  # which lists every file of a release but its signature
 LINKABLE = ("https://", "http://", "file://")
 # fetch's option for each flavour; a flavour fetch cannot choose gets no command
 FETCH_OPTIONS: Mapping[str, tuple[str, ...]] = {"plain": (), "portable": ("--portable",)}
@@ -360,10 +361,18 @@ def _pyz_commands(kit: Mapping[str, Any], options: Sequence[tuple[str, tuple[str
     pyz = next((asset for asset in kit.get("assets") or () if asset.get("name") == PYZ_NAME),
                None)
     url = _first_url(pyz.get("urls")) if pyz else None
-    if not url:
+    sums = next((asset for asset in kit.get("assets") or () if asset.get("name") == SUMS_NAME),
+                None)
+    sums_url = _first_url(sums.get("urls")) if sums else None
+    if not url or not sums_url:  # nothing to check the pyz against: no command to run it
         return ""
-    return (f"<p>Without it, with nothing but python3 ≥ 3.11: the release's {PYZ_NAME}</p>\n"
-            + "".join(_pre(f"the {name} tarball", ("curl", "-fLO", url),
+    # The pyz runs every check fetch makes, so it is checked first, by hand, against the
+    # release's SHA256SUMS (README shows the signature's check too).
+    return (f"<p>Without it, with nothing but python3 ≥ 3.11: the release's {PYZ_NAME}, "
+            f"checked against the release's {SUMS_NAME} before it runs (README.md shows how to "
+            f"check that file's signature)</p>\n"
+            + "".join(_pre(f"the {name} tarball", ("curl", "-fLO", url, "-O", sums_url),
+                           ("sha256sum", "-c", "--ignore-missing", SUMS_NAME),
                            ("python3", PYZ_NAME, "fetch", tag, *flag, *source),
                            ("python3", PYZ_NAME, "verify", f"{tag}/"))
                       for name, flag in options))

@@ -307,6 +307,7 @@ def project_copy(tmp_path: Path, edit: tuple[str, str] | None = None,
         assert edit[0] in matrix
         matrix = matrix.replace(edit[0], edit[1])
     (project / "matrix.toml").write_text(matrix)
+    shutil.copy(ROOT / "allowed_signers", project / "allowed_signers")  # [publish.signing]'s
     return project
 
 

@@ -47,6 +47,7 @@ import pytest
 
 from github_server import GitHubServer
 from ninfer_kits import buildinfo, kitdir, ledger
+from ninfer_kits.checksums import SHA256, parse_sums
 from ninfer_kits.ledger import LedgerEntry
 from rebuild_matrix import rebuild_matrix
 
@@ -110,6 +111,7 @@ class Run:
     jobs: tuple[Job, ...]
     heads: tuple[tuple[str, int | None], ...]  # (OWNER/NAME, status) of each head request
     releases: dict[str, dict[str, str]]  # published tag → {asset name: sha256}, after the run
+    sums: dict[str, dict[str, str]]  # published tag → its SHA256SUMS, {name: sha256}
     ledger: dict[str, LedgerEntry]  # releases/<tag>.toml, after the run
     landed: tuple[str, ...]  # the subjects of the checkout's commits made by this run
     rate_used: int  # the token's core rate limit used, after the run
@@ -181,7 +183,8 @@ class Workflow:
             for entry, (dist, build) in zip(entries, built, strict=True):
                 jobs.append(self._publish(place / str(entry["kit"]), entry, dist, build))
         log = self._log()
-        return Run(watch, outputs, tuple(jobs), heads, self.published(), self.ledger(),
+        return Run(watch, outputs, tuple(jobs), heads, self.published(), self.sums(),
+                   self.ledger(),
                    tuple(log[: len(log) - landed_before]), self.server.rate_limit(TOKEN)[1])
 
     def _build(self, place: Path, entry: dict[str, Any]
@@ -220,6 +223,11 @@ class Workflow:
     def published(self) -> dict[str, dict[str, str]]:
         return {release.tag_name: {asset.name: asset.sha256 for asset in release.assets}
                 for release in self.server.snapshot().of(RELEASES_REPO) if not release.draft}
+
+    def sums(self) -> dict[str, dict[str, str]]:
+        return {release.tag_name: parse_sums(asset.data.decode(), SHA256, release.tag_name)
+                for release in self.server.snapshot().of(RELEASES_REPO) if not release.draft
+                for asset in release.assets if asset.name == kitdir.SHA256SUMS}
 
     def ledger(self) -> dict[str, LedgerEntry]:
         entries = (ledger.read(path) for path in (self.checkout / "releases").glob("*.toml"))
@@ -322,8 +330,15 @@ def assert_published(run: Run, job: Job, checkout: Path) -> LedgerEntry:
     tag = folder.name
     assert job.outputs["tag"] == tag and job.outputs["changed"] == "true"
     assets = run.releases[tag]
-    for name in (kitdir.SHA256SUMS, kitdir.SHA1SUMS, kitdir.BUILDINFO):
+    for name in (kitdir.SHA1SUMS, kitdir.BUILDINFO):
         assert assets[name] == sha256_of(folder / name), name
+    # the release's SHA256SUMS is publish's: the built folder's lines, and a line for every
+    # other file of the release but the signature
+    built = parse_sums((folder / kitdir.SHA256SUMS).read_text(), SHA256, str(folder))
+    listed = run.sums[tag]
+    assert built.items() <= listed.items()
+    assert listed == {name: sha256 for name, sha256 in assets.items()
+                      if name not in (kitdir.SHA256SUMS, kitdir.SIGNATURE)}
     entry = run.ledger[tag]
     assert assets[entry.asset] == sha256_of(folder / entry.asset)
     assert Path(job.outputs["ledger"]) == ledger.path_for(checkout / "releases", tag)

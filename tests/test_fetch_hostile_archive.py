@@ -196,13 +196,12 @@ def test_the_bounds_are_what_docs_fetch_md_says() -> None:
                  id="a chain of 1,200 links"),
 ])
 @pytest.mark.parametrize("policy", ["data", "tar"])
-@pytest.mark.parametrize("how", ["native", "checked"])
+# ("native": tarfile's own filters, on the Pythons that have them; 3.11.2 has not)
+@pytest.mark.parametrize("how", ["checked", *(["native"] if tarsafe.NATIVE_FILTERS else [])])
 def test_the_build_sides_extraction_refuses_the_same_trees(
         tmp_path: Path, members: Members, policy: tarsafe.Policy, how: str) -> None:
     """tarsafe (upstream sources, image exports): refused, on the Pythons with tarfile's
     filters and without, where tarfile's makedirs and realpath would recurse past the limit."""
-    if how == "native" and not tarsafe.NATIVE_FILTERS:
-        pytest.skip("this Python's tarfile has no filters")
     extract_all = tarsafe.extract_all if how == "native" else tarsafe.extract_all_checked
     (tmp_path / "out").mkdir()
     with tarfile.open(fileobj=io.BytesIO(_tarball(members))) as opened, \

@@ -39,7 +39,6 @@ run on GitHub checks out the default branch as it is):
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import re
@@ -255,16 +254,14 @@ def _published_from(world: World, run: int, kit: str, release: ReleaseView) -> N
     for name in [*tarballs, "BUILDINFO.txt"]:
         asset = release.asset(name)
         assert asset is not None and asset.data == built[name], name
-    # The release's SHA256SUMS is the build's, plus the line of the reproduction's record.
+    # The release's SHA256SUMS is publish's: the build's lines, and a line for every other file
+    # of the release (the reproduction's record, SHA1SUMS, the pyz) but the signature.
     sums = release.asset("SHA256SUMS")
     assert sums is not None
-    lines = sums.data.decode().splitlines()
-    record = release.asset("REPRODUCTION.json")
-    if record is not None:
-        line = f"{hashlib.sha256(record.data).hexdigest()}  REPRODUCTION.json"
-        assert line in lines, lines
-        lines.remove(line)
-    assert lines == built["SHA256SUMS"].decode().splitlines()
+    lines = set(sums.data.decode().splitlines())
+    assert set(built["SHA256SUMS"].decode().splitlines()) <= lines
+    assert lines == {f"{asset.sha256}  {asset.name}" for asset in release.assets
+                     if asset.name not in ("SHA256SUMS", "SHA256SUMS.sig")}
 
 
 @dataclass(frozen=True)

@@ -102,9 +102,9 @@ class UrlPolicy:
             return
         if scheme == "http" and host in self._plain_hosts:
             return
-        where = printable(shown(url))
+        where = shown(url)
         if redirected_from is not None:
-            where = f"{printable(shown(redirected_from))} redirects to {where}"
+            where = f"{shown(redirected_from)} redirects to {where}"
         why = (f"plain http to {printable(host)}, which no option named as an http server"
                if scheme == "http" and host else "not an https:// URL")
         raise RefusedUrl(f"{where}: {why}: refused (fetch opens https:// URLs only; http:// "
@@ -152,7 +152,7 @@ class PaceWatch:
             return
         got = received - self._from
         if got < self.pace.rate * elapsed:
-            raise TooSlow(f"{printable(shown(self.url))}: too slow: {got} bytes in the last "
+            raise TooSlow(f"{shown(self.url)}: too slow: {got} bytes in the last "
                           f"{elapsed:.0f} s, under the {self.pace.rate:.0f} bytes/s a download "
                           f"must keep up", url=self.url)
         self._since, self._from = now, received
@@ -276,14 +276,14 @@ class Client:
                       limit: int) -> bytes:
         """The body, read no further than one byte past `limit`, at the client's pace."""
         if total is not None and total > limit:  # said before a byte of it is read
-            raise TooLarge(f"{printable(shown(url))}: {total} bytes, larger than the "
+            raise TooLarge(f"{shown(url)}: {total} bytes, larger than the "
                            f"{limit} bytes of the small file expected there: refused")
         watch = self.pace.watch(url)
         data = bytearray()
         while chunk := response.read1(limit + 1 - len(data)):
             data += chunk
             if len(data) > limit:
-                raise TooLarge(f"{printable(shown(url))}: larger than the {limit} bytes of the "
+                raise TooLarge(f"{shown(url)}: larger than the {limit} bytes of the "
                                f"small file expected there: refused")
             watch.check(len(data))
         if total is not None and len(data) < total:  # read1 ends a cut body without a word

@@ -304,7 +304,7 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
                  here=_held_listed(path, sums, sources))
     if verify:
         for name, listed_sha in sorted(sources.items()):
-            place = _source_file(path, name)
+            place = source_file(path, name)
             if place is not None and hash_file(place).sha256 != listed_sha:
                 raise KitDirInvalid(f"kit folder {path}: {place.relative_to(path)} does not "
                                     f"match {SHA256SUMS}'s {name}")
@@ -315,7 +315,7 @@ def _held_listed(path: Path, sums: Mapping[str, str], sources: Mapping[str, str]
                  ) -> tuple[str, ...]:
     """What SHA256SUMS lists (`sums`, and the sources/<file> lines) that the folder holds."""
     return tuple(sorted((*(name for name in sums if (path / name).is_file()),
-                         *(name for name in sources if _source_file(path, name) is not None))))
+                         *(name for name in sources if source_file(path, name) is not None))))
 
 
 def _check_sources(path: Path, sums: Mapping[str, str], built: bool) -> dict[str, str]:
@@ -333,14 +333,14 @@ def _check_sources(path: Path, sums: Mapping[str, str], built: bool) -> dict[str
         if "/" in name.removeprefix(f"{SOURCES}/") or name == f"{SOURCES}/":
             raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {name!r}, not a file "
                                 f"of {SOURCES}/")
-        place = _source_file(path, name)
+        place = source_file(path, name)
         if place is not None and not stat.S_ISREG(place.lstat().st_mode):
             raise KitDirInvalid(f"kit folder {path}: {place.relative_to(path)} is not a regular "
                                 f"file")
     return listed
 
 
-def _source_file(path: Path, listed: str) -> Path | None:
+def source_file(path: Path, listed: str) -> Path | None:
     """Where the folder holds the source file SHA256SUMS lists as sources/<file>: there, or
     flat beside the kit in a release; None when it holds neither."""
     for place in (path / listed, path / listed.removeprefix(f"{SOURCES}/")):

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from ninfer_kits.errors import BadInput
+from ninfer_kits.kitdir import OWED
 
-RECORD = "SOURCES.json"  # in the kit folder, listed in SHA256SUMS; an asset of the release
+RECORD = OWED  # in the kit folder, listed in SHA256SUMS; an asset of the release
 SCHEMA = 1
 MAX_BYTES = 8 << 20  # Debian's keyrings are ~100 kB each; nothing honest comes near this
 _NAME = re.compile(r"[a-z0-9][a-z0-9+.-]{0,99}")  # a Debian package's name

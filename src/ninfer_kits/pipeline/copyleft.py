@@ -287,25 +287,26 @@ def _keep(keyrings: dict[str, Keyring], path: Path) -> str:
     return name
 
 
-def _one_line_entries(text: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...],
-                                                tuple[str, ...]]]:
-    found = []
+_Entry = tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]  # uri, suites,
+# components, signed-by paths
+
+
+def _one_line_entries(text: str) -> list[_Entry]:
+    found: list[_Entry] = []
     for line in text.splitlines():
         match = re.fullmatch(r"\s*deb\s+(?:\[(?P<options>[^\]]*)\]\s*)?(?P<rest>.*)",
                              line.split("#", 1)[0])
-        words = match["rest"].split() if match else []
-        if len(words) < 2:
+        if match is None or len(match["rest"].split()) < 2:
             continue
-        options = dict(item.partition("=")[::2] for item in (match["options"] or "").split()
-                       if match)
+        words = match["rest"].split()
+        options = dict(item.partition("=")[::2] for item in (match["options"] or "").split())
         keys = tuple(key for key in options.get("signed-by", "").split(",") if key.startswith("/"))
         found.append((words[0], (words[1],), tuple(words[2:]), keys))
     return found
 
 
-def _deb822_entries(text: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...],
-                                             tuple[str, ...]]]:
-    found = []
+def _deb822_entries(text: str) -> list[_Entry]:
+    found: list[_Entry] = []
     for stanza in text.split("\n\n"):
         fields = {k.lower(): v.strip() for k, v in
                   re.findall(r"^([A-Za-z-]+):(.*)$", stanza, re.MULTILINE)}

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits import attestations, kitdir, resources
+from ninfer_kits import attestations, kitdir, owed_sources, resources
 from ninfer_kits.atomic import hash_file, write_file
 from ninfer_kits.buildinfo import BuildInfo, render
 from ninfer_kits.checksums import write_sha1sums, write_sha256sums
@@ -28,7 +28,6 @@ from ninfer_kits.pipeline.buildinfo_keys import (
     sibling_buildinfo,
 )
 from ninfer_kits.pipeline.compiled_in import find_licences, load_table, write_licences
-from ninfer_kits import owed_sources
 from ninfer_kits.pipeline.copyleft import (
     SOURCES,
     SourceFile,
@@ -266,9 +265,10 @@ def checksums(state: BuildState, reporter: Reporter) -> BuildState:
                  for name, data in _attestations(flavour, published).items()}
     sources = place_sources(staging, [item for flavour in state.flavours
                                       for item in flavour.sources])
+    owing = [flavour.owed for flavour in state.flavours if flavour.owed is not None]
     owed = {owed_sources.RECORD: write_file(staging / owed_sources.RECORD,
-                                            owed_sources.render(flavour.owed)).sha256
-            for flavour in state.flavours if flavour.owed is not None}
+                                            owed_sources.render(owing[0])).sha256} \
+        if owing else {}
     write_sha256sums(staging / kitdir.SHA256SUMS,
                      {**{name: packed.sha256 for name, packed in tarballs.items()},
                       kitdir.BUILDINFO: buildinfo.sha256, **documents, **sources, **owed})

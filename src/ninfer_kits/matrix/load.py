@@ -567,7 +567,7 @@ def _read_sources(table: Table, base_dir: Path) -> SourcesConfig:
             urls[key] = value.rstrip("/")
     keyring = None
     if "keyring" in table.data:
-        relative = _relative_path(table, "keyring")
+        relative = table.text("keyring")  # absolute, or relative to matrix.toml
         keyring = (base_dir / relative).resolve()
         if not relative.endswith((".gpg", ".asc")):
             raise table.error("keyring", f"{quote(relative)}: a keyring file ends in .gpg "

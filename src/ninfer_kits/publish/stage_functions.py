@@ -255,8 +255,9 @@ def plan_release(state: Outcome, reporter: Reporter) -> Outcome:
     signed = (signing.identity, need(state.signed_by, "signed_by")) \
         if state.signature is not None and signing is not None else None
     release = plan.make_release(kit, base, state.tools, _fetch_hint(base), state.signature,
-                                signed, record=state.record, sums=state.sums)
-    plan.check_listed(kit, release)
+                                signed, record=state.record, sums=state.sums,
+                                sources=state.sources)
+    plan.check_listed(kit, release, [asset.name for asset in state.sources])
     if state.signature is not None and \
             release.asset(kitdir.SHA256SUMS).sha256 != state.signed_sums:
         raise kitdir.KitDirInvalid(f"kit folder {kit.path}: {kitdir.SHA256SUMS} changed after "

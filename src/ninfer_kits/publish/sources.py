@@ -129,7 +129,9 @@ def _fetch_all(packages: Sequence[OwedPackage], archives: Sequence[Archive],
         for package in packages:
             try:
                 files += apt.fetch(package, store)
-            except _NotThere:
+            except _NotThere as error:
+                log(f"sources: {package.name} {package.version}: not in "
+                    f"{', '.join(a.uri for a in archives)}: {error}")
                 missing.append(package)
                 continue
             log(f"sources: fetched {package.name} {package.version}")
@@ -325,10 +327,11 @@ class _Apt:
             code, out, err = self._run("source", "--download-only", spec, cwd=work)
             if code != 0:
                 said = (err or out).strip()[-1500:]
-                kind = SourceMismatch if any(sign in said for sign in _MISMATCH) else \
-                    SourcesUnreachable
-                raise kind(f"source package {package.name} {package.version}: apt-get source "
-                           f"--download-only failed ({code}): {said}")
+                if any(sign in said for sign in _MISMATCH):
+                    raise SourceMismatch(f"source package {package.name} {package.version}: "
+                                         f"apt-get source --download-only failed ({code}): "
+                                         f"{said}")
+                raise _NotThere(said)  # the index lists it, the pool does not serve it
             files = checked(work, package, expected)
             manifest = "".join(f"{item.sha256}  {item.name}\n" for item in files)
             (work / MANIFEST).write_text(manifest, encoding="utf-8")

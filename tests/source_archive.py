@@ -219,3 +219,18 @@ def sources_table(served: Served, key: Key, *, mirror: bool = True) -> str:
     if mirror:
         lines.append(f'mirror = "{served.mirror}"\n')
     return "".join(lines)
+
+
+@contextmanager
+def archive_for(kit_dir: Path, folder: Path) -> Iterator[str]:
+    """For a kit a real build made: an archive serving every package its SOURCES.json owes
+    (and a snapshot with none), on 127.0.0.1 while the block runs; yields the
+    [publish.sources] table to append to the matrix publish reads ("" for a kit that owes
+    none)."""
+    if not (kit_dir / "SOURCES.json").is_file():
+        yield ""
+        return
+    key = make_key(folder / "key")
+    write_archive(folder / "served" / "debian", key, owed_of(kit_dir), folder / "work")
+    with serving(folder / "served") as served:
+        yield sources_table(served, key)

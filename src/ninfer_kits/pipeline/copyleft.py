@@ -224,24 +224,33 @@ def source_packages(root: Path, binaries: set[str]) -> dict[str, SourcePackage]:
 
 def owed_record(obligations: Obligations, root: Path) -> OwedSources:
     """What publish needs to fetch the owed Debian source packages without the build root:
-    each package, the root's apt archives as deb-src coordinates, and the keyrings they trust
-    (their bytes). Reads files only; SourceUnavailable for a package of another root (a
-    sysroot's dpkg records: its apt sources are not known)."""
-    elsewhere = [f"{p.name} {p.version} (dpkg records in {p.root})" for p in obligations.sources
-                 if p.root != "/"]
-    if elsewhere:  # its own apt sources are not known: the image's are another distribution's
-        raise SourceUnavailable(f"the source of {', '.join(elsewhere)} cannot be recorded: only "
-                                "the packages of the toolchain image's own root have apt sources")
+    each package, the apt archives of the root whose dpkg records name it (the image's, or a
+    package root's: a sysroot debootstrap made has its own) as deb-src coordinates, and the
+    keyrings they trust (their bytes). Reads files only."""
     verdicts = dict(obligations.verdicts)
     packages = tuple(OwedPackage(p.name, p.version, p.binaries, verdicts[p.name].licence)
                      for p in obligations.sources)
     if not packages:
         return OwedSources((), (), ())
-    archives, keyrings = apt_archives(root)
-    if not archives:
-        raise SourceUnavailable(f"{root}/etc/apt: names no http(s) Debian archive that the "
-                                "bundled packages' sources could be fetched from")
-    return OwedSources(archives, keyrings, packages)
+    archives: list[Archive] = []
+    keyrings: dict[str, Keyring] = {}
+    for package_root in sorted({p.root for p in obligations.sources}):
+        found, trusted = apt_archives(root / package_root.lstrip("/"))
+        if not found:
+            owing = [f"{p.name} {p.version}" for p in obligations.sources
+                     if p.root == package_root]
+            raise SourceUnavailable(f"{root / package_root.lstrip('/')}/etc/apt: names no "
+                                    f"http(s) Debian archive, so where the source of "
+                                    f"{', '.join(owing)} comes from cannot be recorded")
+        clash = [k.name for k in trusted if keyrings.get(k.name, k) != k]
+        if clash:
+            raise SourceUnavailable(f"{root / package_root.lstrip('/')}/etc/apt: keyrings "
+                                    f"{', '.join(clash)} differ from those of the same name in "
+                                    f"another root")
+        keyrings |= {k.name: k for k in trusted}
+        archives += [a for a in found if a not in archives]
+    return OwedSources(tuple(archives), tuple(sorted(keyrings.values(), key=lambda k: k.name)),
+                       packages)
 
 
 def apt_archives(root: Path) -> tuple[tuple[Archive, ...], tuple[Keyring, ...]]:

@@ -105,8 +105,11 @@ def test_output_folder_holds_the_finished_kit(two_builds: tuple[Built, Built]) -
     assert sorted(p.name for p in first.dist.iterdir()) == [TAG]
     assert sorted(p.name for p in first.out.iterdir()) == sorted(
         ("BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", PORTABLE, ASSET,
-         *kitdir.attestation_names((ASSET, PORTABLE))))
+         *kitdir.attestation_names((ASSET, PORTABLE)), kitdir.OWED))
     assert "[1/" in (first.out / "build.log").read_text()
+    # the portable kit's bundled FFmpeg owes its source: recorded, not fetched (publish does)
+    said = first.done.stdout + first.done.stderr
+    assert "Debian source packages owed, recorded in SOURCES.json; publish fetches them" in said
 
 
 def test_tarballs_are_byte_identical(two_builds: tuple[Built, Built]) -> None:

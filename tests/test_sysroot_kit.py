@@ -46,6 +46,7 @@ from github_server import GitHubServer
 from ninfer_kits import buildinfo, kitdir
 from ninfer_kits.matrix import load_matrix
 from roots import proc_in
+from source_archive import archive_for
 from test_fetch import REPOSITORY, checkout
 from test_portable import GLIBC_SONAMES, _in_root, _inner_buildinfo, _unpacked
 from test_publish_support import CANARY, cli
@@ -226,10 +227,12 @@ def fetched(kit_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     """The kit as a user gets it: `publish --to github` to the local GitHub server, then
     `fetch --portable` from a checkout whose matrix points there (no token needed to read)."""
     place = tmp_path_factory.mktemp("sysroot-release")
-    with GitHubServer() as server:
+    with GitHubServer() as server, archive_for(kit_folder, place / "sources") as table:
         server.add_repo(REPOSITORY)
         server.add_token(CANARY)
         matrix = checkout(place, server.base_url)
+        with matrix.open("a") as appended:  # the owed Debian sources, served here
+            appended.write(table)
         published = cli("publish", kit_folder, "--to", "github", "--matrix", matrix,
                         env={"GITHUB_TOKEN": CANARY})
         assert published.returncode == 0, published.stderr[-3000:]

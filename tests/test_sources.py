@@ -208,6 +208,13 @@ def test_publish_fetches_the_owed_sources_caches_and_uploads_them(
     assert "2 source packages, all in the cache" in second.stderr
     assert served.fetched() == fetched
     assert read_sha256sums(tmp_path / "again" / TAG / kitdir.SHA256SUMS) == sums
+    # a cached file that no longer checks is fetched again
+    (tmp_path / "cache/sources/tiny_1.0/tiny_1.0.tar.xz").write_bytes(b"changed in the cache")
+    third = _publish(kit.path, matrix, tmp_path / "third", tmp_path / "cache")
+    assert third.returncode == 0, third.stderr
+    assert "fetching 1 source package(s) with apt-get (cached: 1)" in third.stderr
+    assert served.fetched()[len(fetched):] == ["/debian/pool/main/tiny_1.0.dsc",
+                                               "/debian/pool/main/tiny_1.0.tar.xz"]
 
 
 def test_a_version_the_pool_dropped_comes_from_the_snapshot_archive(
@@ -239,6 +246,19 @@ def test_a_package_found_nowhere_stops_the_publish_naming_every_url(
     assert f"{served.url}/mr/package/nowhere/3.1-4/srcfiles?fileinfo=1" in message
     assert "nothing was published" in message and "Traceback" not in message
     assert not (tmp_path / "out" / TAG).exists()
+
+
+def test_a_file_the_index_lists_but_the_pool_lacks_is_looked_for_in_the_snapshot(
+        program: Path, tmp_path: Path, key: Key, served: Served) -> None:
+    """deb.debian.org's way when a version is superseded: 404 from the pool."""
+    kit = make_kit(tmp_path / "dist", program, portable=True, owed=_record(OWED[1]))
+    matrix = matrix_file(tmp_path, portable=True,
+                         sources=source_archive.sources_table(served, key))
+    (served.folder / "debian/pool/main/tiny_1.0.tar.xz").unlink()
+    done = _publish(kit.path, matrix, tmp_path / "out", tmp_path / "cache")
+    assert done.returncode == EXIT_ENVIRONMENT, done.stderr
+    assert "404" in done.stderr and "/mr/package/tiny/1.0/srcfiles" in done.stderr
+    assert "source package tiny 1.0 (of the bundled libtiny1) is in none" in done.stderr
 
 
 def test_a_file_that_does_not_match_the_signed_index_stops_the_publish(

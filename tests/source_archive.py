@@ -87,9 +87,13 @@ def source_package(work: Path, name: str, version: str) -> list[Path]:
     return [path for path in made if upstream in path.name]
 
 
-def write_archive(top: Path, key: Key, packages: list[tuple[str, str]], work: Path) -> None:
-    """An archive at `top` (pool/main/, dists/trixie/) holding `packages` (name, version),
-    its Sources index made by dpkg-scansources and its InRelease signed with `key`."""
+def write_archive(top: Path, key: Key, packages: list[tuple[str, str]], work: Path,
+                  suites: tuple[tuple[str, tuple[str, ...]], ...] = ((SUITE, (COMPONENT,)),)
+                  ) -> None:
+    """An archive at `top` (pool/main/, dists/<suite>/ for each of `suites`: (suite, its
+    components)) holding `packages` (name, version), its Sources index made by
+    dpkg-scansources (the same in every suite and component) and each suite's InRelease
+    signed with `key`."""
     pool = top / "pool" / COMPONENT
     pool.mkdir(parents=True, exist_ok=True)
     for name, version in packages:
@@ -99,20 +103,23 @@ def write_archive(top: Path, key: Key, packages: list[tuple[str, str]], work: Pa
             shutil.move(path, pool / path.name)
     index = subprocess.run(["dpkg-scansources", f"pool/{COMPONENT}", "/dev/null"], cwd=top,
                            check=True, capture_output=True, text=True).stdout
-    sources = top / "dists" / SUITE / COMPONENT / "source" / "Sources"
-    sources.parent.mkdir(parents=True, exist_ok=True)
-    sources.write_text(index)
-    sign_release(top / "dists" / SUITE, key)
+    for suite, components in suites:
+        for component in components:
+            sources = top / "dists" / suite / component / "source" / "Sources"
+            sources.parent.mkdir(parents=True, exist_ok=True)
+            sources.write_text(index)
+        sign_release(top / "dists" / suite, key, suite, components)
 
 
-def sign_release(dists: Path, key: Key) -> None:
+def sign_release(dists: Path, key: Key, suite: str = SUITE,
+                 components: tuple[str, ...] = (COMPONENT,)) -> None:
     """dists/<suite>/InRelease: the Release that lists each index's sha256, clear-signed."""
     rows = [f" {hashlib.sha256(path.read_bytes()).hexdigest()} {path.stat().st_size} "
             f"{path.relative_to(dists)}" for path in sorted(dists.rglob("Sources"))]
     release = dists / "Release"
-    release.write_text(f"Origin: Test\nLabel: Test\nSuite: {SUITE}\nCodename: {SUITE}\n"
+    release.write_text(f"Origin: Test\nLabel: Test\nSuite: {suite}\nCodename: {suite}\n"
                        f"Date: {email.utils.formatdate(usegmt=True)}\n"
-                       f"Architectures: amd64 source\nComponents: {COMPONENT}\n"
+                       f"Architectures: amd64 source\nComponents: {' '.join(components)}\n"
                        "SHA256:\n" + "\n".join(rows) + "\n")
     (dists / "InRelease").unlink(missing_ok=True)
     subprocess.run(["gpg", "--homedir", str(key.home), "--batch", "--quiet", "--yes",
@@ -231,6 +238,12 @@ def archive_for(kit_dir: Path, folder: Path) -> Iterator[str]:
         yield ""
         return
     key = make_key(folder / "key")
-    write_archive(folder / "served" / "debian", key, owed_of(kit_dir), folder / "work")
+    record = read(kit_dir / "SOURCES.json")
+    suites: dict[str, set[str]] = {}
+    for archive in record.archives:  # every suite the kit's archives have, as the mirror
+        for suite in archive.suites:
+            suites.setdefault(suite, set()).update(archive.components or (COMPONENT,))
+    write_archive(folder / "served" / "debian", key, owed_of(kit_dir), folder / "work",
+                  tuple((suite, tuple(sorted(c))) for suite, c in sorted(suites.items())))
     with serving(folder / "served") as served:
         yield sources_table(served, key)

@@ -90,7 +90,7 @@ def fetch_owed(record: OwedSources, config: SourcesConfig, cache_dir: Path,
     log(f"sources: fetching {len(todo)} source package(s) with apt-get (cached: "
         f"{len(record.packages) - len(todo)})")
     archives = _archives(record, config)
-    tried = {package: [a.uri for a in archives] for package in todo}
+    tried = {package: list(dict.fromkeys(a.uri for a in archives)) for package in todo}
     missing = _fetch_all(todo, archives, record, config, store, log, files)
     for package in missing:
         where, urls = _snapshot_archives(package, record, config, log)
@@ -131,7 +131,7 @@ def _fetch_all(packages: Sequence[OwedPackage], archives: Sequence[Archive],
                 files += apt.fetch(package, store)
             except _NotThere as error:
                 log(f"sources: {package.name} {package.version}: not in "
-                    f"{', '.join(a.uri for a in archives)}: {error}")
+                    f"{', '.join(dict.fromkeys(a.uri for a in archives))}: {error}")
                 missing.append(package)
                 continue
             log(f"sources: fetched {package.name} {package.version}")

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.elf import ElfInfo, read_elf
+from ninfer_kits.inspector.elfsymbols import DynamicSymbols, read_dynamic_symbols
 from ninfer_kits.loader.ldcache import CacheEntry
 from ninfer_kits.loader.rootfs import RootFS
+from ninfer_kits.loader.symbols import UnboundSymbol, binds
 
 GLIBC_BANNER = re.compile(rb"GNU C Library [^\n]{0,200}?release version (\d+\.\d+(?:\.\d+)?)")
 DEFAULT_LOADERS = {"x86-64": "/lib64/ld-linux-x86-64.so.2",
@@ -98,10 +100,13 @@ class Resolution:
     # Driver libraries (libcuda.so.1) not in a root or an image: the NVIDIA container runtime
     # supplies them from the host's driver when the container starts.
     from_driver: tuple[NotFound, ...] = ()
+    # Strong undefined symbols of the checked files that nothing in the scope defines.
+    unbound: tuple[UnboundSymbol, ...] = ()
 
     @property
     def loads(self) -> bool:
-        return self.interpreter_missing is None and not self.missing and not self.gaps
+        return (self.interpreter_missing is None and not self.missing and not self.gaps
+                and not self.unbound)
 
 
 @dataclass(frozen=True)
@@ -135,9 +140,16 @@ class _Object:
 
 
 class Resolver:
-    def __init__(self, setup: LoaderSetup) -> None:
+    """`check_symbols`: which mapped files (by path in the target) have their undefined
+    symbols looked up in the scope (verify: the kit's own); None: none, only names and
+    versions."""
+
+    def __init__(self, setup: LoaderSetup,
+                 check_symbols: Callable[[str], bool] | None = None) -> None:
         self.setup = setup
+        self.check_symbols = check_symbols
         self._infos: dict[str, ElfInfo | None] = {}
+        self._symbols: dict[str, DynamicSymbols | None] = {}
         self._skipped: list[str] = []  # of the search under way
 
     def resolve(self, program: str, shown: str | None = None) -> Resolution:
@@ -187,12 +199,13 @@ class Resolver:
         gaps: list[VersionGap] = []
         unversioned: list[Unversioned] = []
         self._check_versions(objects, main, label, gaps, unversioned)
+        unbound = self._check_symbols(objects, main, label, gaps, (*missing, *from_driver))
         libc = next((o for o in objects if "libc.so.6" in o.names), None)
         return Resolution(label, missing_interpreter, tuple(found), tuple(missing), tuple(gaps),
                           tuple(dict.fromkeys(stale)),
                           libc.info.version_defs if libc else (), libc.path if libc else "",
                           self.glibc_release(libc.path) if libc else "", tuple(unversioned),
-                          tuple(from_driver))
+                          tuple(from_driver), tuple(unbound))
 
     def glibc_release(self, libc: str) -> str:
         return glibc_release(self.setup.rootfs, libc)
@@ -316,6 +329,47 @@ class Resolver:
                     if version not in defined:
                         gaps.append(VersionGap(need.library, provider.path, version,
                                                self._shown(obj, main, label), defined))
+
+    def symbols(self, path: str) -> DynamicSymbols | None:
+        """The dynamic symbols of the file at `path` in the target (None: unreadable)."""
+        if path not in self._symbols:
+            real = self.setup.rootfs.real(path)
+            try:
+                self._symbols[path] = (read_dynamic_symbols(real, path) if real is not None
+                                       else None)
+            except (NotAnElf, OSError):
+                self._symbols[path] = None
+        return self._symbols[path]
+
+    def _check_symbols(self, objects: list[_Object], main: _Object, label: str,
+                       gaps: list[VersionGap],
+                       absent: tuple[NotFound, ...]) -> list[UnboundSymbol]:
+        """Every strong undefined symbol of the checked files, looked up in the scope. What a
+        missing library or a missing version is already reported for is not looked up: an
+        unversioned name might be the missing library's, a versioned one is its version's."""
+        if self.check_symbols is None:
+            return []
+        missing = {item.name for item in absent}
+        reported = {(gap.library, gap.version) for gap in gaps}
+        scope = tuple(obj.path for obj in objects)
+        unbound: list[UnboundSymbol] = []
+        for obj in objects:
+            table = self.symbols(obj.path) if self.check_symbols(obj.path) else None
+            for reference in table.needed if table is not None else ():
+                if reference.version:
+                    if reference.library in missing or (
+                            reference.library, reference.version) in reported:
+                        continue
+                    named = next((o for o in objects if reference.library in o.names), None)
+                    if named is not None and binds(reference, self.symbols(named.path)):
+                        continue  # where the linker found it: the usual case, and quick
+                elif missing:
+                    continue
+                if not any(binds(reference, self.symbols(other.path)) for other in objects):
+                    unbound.append(UnboundSymbol(reference.name, reference.version,
+                                                 reference.library,
+                                                 self._shown(obj, main, label), scope))
+        return unbound
 
     @staticmethod
     def _shown(obj: _Object, main: _Object, label: str) -> str:

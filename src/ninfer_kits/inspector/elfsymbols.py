@@ -110,7 +110,7 @@ class _SymbolReader:
         names = self._version_names(strings)
         defined: dict[str, list[Definition]] = {}
         needed: list[Reference] = []
-        table, size = strings
+        name_of = _Names(self.elf, strings)
         for index, (name_at, info, shndx, value) in enumerate(symbols):
             if index == 0 or not name_at:
                 continue
@@ -119,7 +119,7 @@ class _SymbolReader:
                 continue
             raw = versym[index] if versym is not None else 1
             version = names.get(raw & 0x7FFF)
-            name = self.elf._string(table, size, name_at, "a symbol name")
+            name = name_of(name_at)
             if shndx == SHN_UNDEF:
                 if bind != STB_WEAK:  # a weak reference may stay unbound
                     needed.append(Reference(name, version[0] if version else "",
@@ -280,3 +280,24 @@ class _SymbolReader:
             if next_def == 0:
                 return
             at += next_def
+
+
+class _Names:
+    """Symbol names out of DT_STRTAB, copied once: thousands of them per library (inspector.elf
+    reads a few strings a file, each on its own). The same budget bounds the bytes read."""
+
+    def __init__(self, elf: _Elf, strings: tuple[int, int]) -> None:
+        table, size = strings
+        self.elf = elf
+        self.strings = bytes(elf.data[table:table + size])
+
+    def __call__(self, index: int) -> str:
+        end = self.strings.find(b"\0", index)
+        if index >= len(self.strings) or end < 0:
+            raise _Corrupt(f"a symbol name at string offset {index:#x} lies outside its string "
+                           f"table or is unterminated ({len(self.strings)} bytes)")
+        self.elf.string_budget -= end - index
+        if self.elf.string_budget < 0:
+            raise _Corrupt("symbol names referenced over and over (more bytes of them than "
+                           "four times the file)")
+        return self.strings[index:end].decode("utf-8", "surrogateescape")

@@ -23,7 +23,7 @@ from ninfer_kits.verify.target import Target
 
 
 def verify(kit: KitOnDisk, target: Target) -> VerifyReport:
-    inside = target.kit_root.rstrip("/") + "/"
+    inside = target.kit_root.rstrip("/") + "/kit/"
     # The kit's own files have their symbols checked by name too; the target's libraries are
     # its distribution's, consistent among themselves, and reading them all would be slow.
     resolver = Resolver(target.setup, check_symbols=lambda path: path.startswith(inside))

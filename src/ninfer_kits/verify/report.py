@@ -43,14 +43,14 @@ class Places:
 
     def file(self, path: str) -> str:
         root = self.kit_root.rstrip("/")
-        if root and path.startswith(root + "/"):
+        if root and path.startswith(root + "/kit/"):
             return path[len(root) + 1:]
         return path
 
     def text(self, words: str) -> str:
         """`words` (a loader's "RUNPATH of /opt/ninfer-kit/kit/lib/x") with kit paths shown."""
         root = self.kit_root.rstrip("/")
-        return words.replace(root + "/", "") if root else words
+        return words.replace(root + "/kit/", "kit/") if root else words
 
     def folder(self, path: str) -> str:
         return self.file(path).rsplit("/", 1)[0]
@@ -114,7 +114,7 @@ def library_rows(floor: KitFloor, resolutions: Sequence[Resolution],
     machines = _program_machines(kit) or floor.machines
     rows = [*_loader_rows(machines, floor, resolutions), _glibc_row(machines, floor, found, [
         g for g in gaps if g.library in glibc], resolutions)]
-    rows += [Row(f"{name} (glibc's own library)", _not_found(item), MISSING,
+    rows += [Row(f"{name} (glibc's own library)", _not_found(item, places), MISSING,
                  "a glibc system has it: this target's glibc is incomplete or not glibc; "
                  + GLIBC_FIX.format(version=_glibc_need(floor)))
              for name, item in missing.items() if name in glibc]

@@ -182,6 +182,10 @@ def test_the_reader_agrees_with_pyelftools(tmp_path: Path) -> None:
         assert {n: {d.version for d in ds} for n, ds in ours.defined.items()} == \
             theirs.defined, path
         assert {(r.name, r.version) for r in ours.needed} == theirs.needed, path
+        fresh = read_dynamic_symbols(path)  # through its hash table, before any full read
+        for name, versions in theirs.defined.items():
+            assert {d.version for d in fresh.lookup(name)} == versions, (path, name)
+        assert fresh.lookup("ninfer_kits_defines_no_such_symbol") == ()
     hidden = read_dynamic_symbols(tmp_path / "hidden" / "libh.so.1").defined["k"]
     assert {(d.version, d.hidden) for d in hidden} == {("KIT_1", True), ("KIT_2", False)}
 
@@ -194,7 +198,9 @@ def test_the_reader_reads_what_the_loader_reads_without_section_headers(
     struct.pack_into("<QHHH", data, 0x28, 0, 0, 0, 0)  # e_shoff; and shentsize, shnum, shstrndx
     struct.pack_into("<H", data, 0x3A, 0)
     struct.pack_into("<HH", data, 0x3C, 0, 0)
-    assert dynamic_symbols_buffer(bytes(data), "ls") == original
+    stripped = dynamic_symbols_buffer(bytes(data), "ls")
+    assert stripped.defined == original.defined and stripped.needed == original.needed
+    assert stripped.lookup("optarg") == original.lookup("optarg") != ()
 
 
 @pytest.mark.parametrize("damage", ["symbol count", "names", "gnu chain"])
@@ -205,14 +211,16 @@ def test_a_hostile_symbol_table_is_one_clear_error(tmp_path: Path, damage: str) 
     data = bytearray(path.read_bytes())
     text = subprocess.run(["readelf", "-S", "-W", str(path)], capture_output=True, text=True,
                           check=True).stdout
-    # [Nr] Name Type Address Off: the file offset of each section
-    offsets = {m[1]: int(m[2], 16) for m in re.finditer(
-        r"\]\s+(\S+)\s+\S+\s+[0-9a-f]+\s+([0-9a-f]+)\s", text)}
+    # [Nr] Name Type Address Off Size: where each section is in the file
+    offsets, sizes = {}, {}
+    for match in re.finditer(r"\]\s+(\S+)\s+\S+\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a-f]+)\s",
+                             text):
+        offsets[match[1]], sizes[match[1]] = int(match[2], 16), int(match[3], 16)
     if damage == "symbol count":
         struct.pack_into("<I", data, offsets[".hash"] + 4, 0x7FFFFFFF)
     elif damage == "names":
         dynsym = offsets[".dynsym"]
-        for index in range(1, 4):
+        for index in range(1, sizes[".dynsym"] // 24):
             struct.pack_into("<I", data, dynsym + 24 * index, 0x7FFFFFF0)
     else:
         at = offsets[".gnu.hash"]
@@ -222,7 +230,10 @@ def test_a_hostile_symbol_table_is_one_clear_error(tmp_path: Path, damage: str) 
         for position in range(chains, min(end, chains + 4096), 4):
             struct.pack_into("<I", data, position, 0)  # no chain ever ends
     with pytest.raises(NotAnElf, match=r"^bad: corrupt or truncated ELF file \(") as raised:
-        dynamic_symbols_buffer(bytes(data), "bad")
+        symbols = dynamic_symbols_buffer(bytes(data), "bad")  # read, then used
+        for name in ("k", "k2", "absent"):
+            symbols.lookup(name)
+        assert (symbols.needed, symbols.defined) == ((), {})  # never reached
     assert {"symbol count": "dynamic symbol table", "names": "symbol name",
             "gnu chain": "DT_GNU_HASH chain"}[damage] in str(raised.value), raised.value
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.elf import ELF_MAGIC, _Corrupt, _describe, _Elf
@@ -56,11 +57,99 @@ class Reference:
     hidden: bool = False
 
 
-@dataclass(frozen=True)
 class DynamicSymbols:
-    defined: dict[str, tuple[Definition, ...]] = field(default_factory=dict)
-    needed: tuple[Reference, ...] = ()
-    versioned: bool = False  # DT_VERSYM: the file has a symbol version table
+    """One file's dynamic symbols, looked up by name through its own hash table, as the loader
+    looks them up: a program's few hundred references cost a few hash steps each, where decoding
+    every name of libstdc++ (six thousand) would cost more than the rest of verify. Read-only
+    once made; what it works out (the references, the names without a hash table) it keeps."""
+
+    def __init__(self, rows: Sequence[tuple[int, int, int, int]] = (),
+                 versym: Sequence[int] | None = None,
+                 versions: dict[int, tuple[str, str, bool]] | None = None,
+                 names: _Names | None = None, table: _HashTable | None = None,
+                 label: str = "") -> None:
+        self.label = label  # how errors name the file
+        self._rows = rows
+        self._versym = versym
+        self._versions = versions or {}
+        self._names = names
+        self._table = table
+        self._needed: tuple[Reference, ...] | None = None
+        self._defined: dict[str, tuple[Definition, ...]] | None = None
+
+    @property
+    def versioned(self) -> bool:
+        """DT_VERSYM: the file has a symbol version table."""
+        return self._versym is not None
+
+    @property
+    def needed(self) -> tuple[Reference, ...]:
+        """Every strong undefined symbol (a weak one may stay unbound)."""
+        if self._needed is None:
+            with self._fence():
+                self._needed = tuple(self._references())
+        return self._needed
+
+    @property
+    def defined(self) -> dict[str, tuple[Definition, ...]]:
+        """Every definition, by name (all names decoded: for a file without a hash table)."""
+        if self._defined is None:
+            found: dict[str, list[Definition]] = {}
+            with self._fence():
+                for index in range(1, len(self._rows)):
+                    definition = self._definition(index)
+                    if definition is not None and self._names is not None:
+                        found.setdefault(self._names(self._rows[index][0]), []).append(
+                            definition)
+            self._defined = {name: tuple(entries) for name, entries in found.items()}
+        return self._defined
+
+    def lookup(self, name: str) -> tuple[Definition, ...]:
+        """The definitions of `name` in this file."""
+        if self._table is None or self._names is None:
+            return self.defined.get(name, ())
+        raw = name.encode("utf-8", "surrogateescape")
+        found = []
+        with self._fence():
+            for index in self._table.candidates(raw, len(self._rows)):
+                definition = self._definition(index)
+                if definition is not None and self._names.equals(self._rows[index][0], raw):
+                    found.append(definition)
+        return tuple(found)
+
+    @contextmanager
+    def _fence(self) -> Iterator[None]:
+        """What is read on demand fails as the first read does: one NotAnElf naming the file."""
+        try:
+            yield
+        except _Corrupt as error:
+            raise NotAnElf(f"{printable(self.label)}: corrupt or truncated ELF file "
+                           f"({error})") from error
+
+    def _definition(self, index: int) -> Definition | None:
+        name_at, info, shndx, value = self._rows[index]
+        bind, kind = info >> 4, info & 0xF
+        if (not name_at or shndx == SHN_UNDEF or bind not in BINDABLE_BINDINGS
+                or kind not in BINDABLE_TYPES):
+            return None
+        if not (value or shndx == SHN_ABS or kind == STT_TLS):
+            return None  # no value: nothing to bind to (dl-lookup.c, check_match)
+        raw = self._versym[index] if self._versym is not None else 1
+        version = self._versions.get(raw & 0x7FFF)
+        return Definition(version[0] if version and not version[1] else None,
+                          bool(raw & VERSYM_HIDDEN), raw & 0x7FFF)
+
+    def _references(self) -> Iterator[Reference]:
+        for index in range(1, len(self._rows)):
+            name_at, info, shndx, _value = self._rows[index]
+            bind, kind = info >> 4, info & 0xF
+            if (shndx != SHN_UNDEF or not name_at or bind not in (STB_GLOBAL, STB_GNU_UNIQUE)
+                    or kind not in BINDABLE_TYPES or self._names is None):
+                continue
+            raw = self._versym[index] if self._versym is not None else 1
+            version = self._versions.get(raw & 0x7FFF)
+            yield Reference(self._names(name_at), version[0] if version else "",
+                            version[1] if version else "", bool(version and version[2]))
 
 
 def read_dynamic_symbols(path: StrPath, shown: str | None = None) -> DynamicSymbols:
@@ -79,7 +168,7 @@ def dynamic_symbols_buffer(data: ByteSource, shown: str) -> DynamicSymbols:
     if data[:4] != ELF_MAGIC:
         raise NotAnElf(f"{label}: not an ELF file")
     try:
-        return _SymbolReader(_Elf(data)).read()
+        return _SymbolReader(_Elf(data), shown).read()
     except _Corrupt as error:
         raise NotAnElf(f"{label}: corrupt or truncated ELF file ({error})") from error
     except NotAnElf as error:
@@ -91,8 +180,9 @@ def dynamic_symbols_buffer(data: ByteSource, shown: str) -> DynamicSymbols:
 
 
 class _SymbolReader:
-    def __init__(self, elf: _Elf) -> None:
+    def __init__(self, elf: _Elf, label: str) -> None:
         self.elf = elf
+        self.label = label
         self.tags: dict[int, int] = {}
         order = "<" if bytes(elf.data[5:6]) == b"\x01" else ">"
         self.order = order
@@ -105,32 +195,9 @@ class _SymbolReader:
             return DynamicSymbols()
         strings = self._strings()
         count = self._symbol_count()
-        symbols = self._symbols(count)
-        versym = self._versym(count)
-        names = self._version_names(strings)
-        defined: dict[str, list[Definition]] = {}
-        needed: list[Reference] = []
-        name_of = _Names(self.elf, strings)
-        for index, (name_at, info, shndx, value) in enumerate(symbols):
-            if index == 0 or not name_at:
-                continue
-            bind, kind = info >> 4, info & 0xF
-            if bind not in BINDABLE_BINDINGS or kind not in BINDABLE_TYPES:
-                continue
-            raw = versym[index] if versym is not None else 1
-            version = names.get(raw & 0x7FFF)
-            name = name_of(name_at)
-            if shndx == SHN_UNDEF:
-                if bind != STB_WEAK:  # a weak reference may stay unbound
-                    needed.append(Reference(name, version[0] if version else "",
-                                            version[1] if version else "",
-                                            bool(version and version[2])))
-            elif value or shndx == SHN_ABS or kind == STT_TLS:
-                defined.setdefault(name, []).append(Definition(
-                    version[0] if version and not version[1] else None,
-                    bool(raw & VERSYM_HIDDEN), raw & 0x7FFF))
-        return DynamicSymbols({name: tuple(entries) for name, entries in defined.items()},
-                              tuple(needed), versym is not None)
+        return DynamicSymbols(self._symbols(count), self._versym(count),
+                              self._version_names(strings), _Names(self.elf, strings),
+                              self._hash_table(count), self.label)
 
     # --- the dynamic section ---------------------------------------------------------------
 
@@ -193,6 +260,29 @@ class _SymbolReader:
             if self.elf._unpack(self.s_word, at_chain, "a DT_GNU_HASH chain")[0] & 1:
                 return index + 1
             index += 1
+
+    def _hash_table(self, count: int) -> _HashTable | None:
+        """The file's own hash table, for lookups by name: DT_GNU_HASH, else DT_HASH."""
+        if DT_GNU_HASH in self.tags:
+            at, available = self._region(DT_GNU_HASH, "DT_GNU_HASH")
+            buckets, symoffset, bloom_size, _shift = self.elf._unpack(
+                struct.Struct(self.order + "IIII"), at, "DT_GNU_HASH")
+            buckets_at = at + 16 + bloom_size * (8 if self.elf.is64 else 4)
+            chains = max(count - symoffset, 0)
+            if buckets_at + 4 * (buckets + chains) > at + available:
+                raise _Corrupt("DT_GNU_HASH runs past its segment")
+            words = self.elf._unpack(struct.Struct(f"{self.order}{buckets + chains}I"),
+                                     buckets_at, "DT_GNU_HASH")
+            return _GnuHash(words[:buckets], words[buckets:], symoffset)
+        if DT_HASH in self.tags:
+            at, available = self._region(DT_HASH, "DT_HASH")
+            buckets, chains = self.elf._unpack(struct.Struct(self.order + "II"), at, "DT_HASH")
+            if 8 + 4 * (buckets + chains) > available:
+                raise _Corrupt("DT_HASH runs past its segment")
+            words = self.elf._unpack(struct.Struct(f"{self.order}{buckets + chains}I"),
+                                     at + 8, "DT_HASH")
+            return _SysvHash(words[:buckets], words[buckets:])
+        return None
 
     def _words(self, at: int, count: int) -> Iterator[int]:
         layout = struct.Struct(f"{self.order}{count}I")
@@ -283,8 +373,8 @@ class _SymbolReader:
 
 
 class _Names:
-    """Symbol names out of DT_STRTAB, copied once: thousands of them per library (inspector.elf
-    reads a few strings a file, each on its own). The same budget bounds the bytes read."""
+    """Symbol names out of DT_STRTAB, copied once: many of them per file (inspector.elf reads a
+    few strings a file, each on its own). The same budget bounds the bytes decoded."""
 
     def __init__(self, elf: _Elf, strings: tuple[int, int]) -> None:
         table, size = strings
@@ -301,3 +391,64 @@ class _Names:
             raise _Corrupt("symbol names referenced over and over (more bytes of them than "
                            "four times the file)")
         return self.strings[index:end].decode("utf-8", "surrogateescape")
+
+    def equals(self, index: int, name: bytes) -> bool:
+        return self.strings.startswith(name + b"\0", index)
+
+
+class _HashTable:
+    def candidates(self, name: bytes, count: int) -> Iterator[int]:
+        raise NotImplementedError
+
+
+class _GnuHash(_HashTable):
+    """DT_GNU_HASH: a bucket per hash, and a chain of the symbols of equal hash, sorted."""
+
+    def __init__(self, buckets: Sequence[int], chains: Sequence[int], symoffset: int) -> None:
+        self.buckets, self.chains, self.symoffset = buckets, chains, symoffset
+
+    def candidates(self, name: bytes, count: int) -> Iterator[int]:
+        if not self.buckets:
+            return
+        value = 5381
+        for byte in name:
+            value = (value * 33 + byte) & 0xFFFFFFFF
+        index = self.buckets[value % len(self.buckets)]
+        if index < self.symoffset:
+            return  # an empty bucket
+        while True:
+            chain = index - self.symoffset
+            if chain >= len(self.chains) or index >= count:
+                raise _Corrupt("a DT_GNU_HASH chain runs past the symbol table")
+            if (self.chains[chain] | 1) == (value | 1):
+                yield index
+            if self.chains[chain] & 1:
+                return
+            index += 1
+
+
+class _SysvHash(_HashTable):
+    """DT_HASH: a bucket per hash, each symbol's successor of equal bucket in `chains`."""
+
+    def __init__(self, buckets: Sequence[int], chains: Sequence[int]) -> None:
+        self.buckets, self.chains = buckets, chains
+
+    def candidates(self, name: bytes, count: int) -> Iterator[int]:
+        if not self.buckets:
+            return
+        value = 0
+        for byte in name:
+            value = ((value << 4) + byte) & 0xFFFFFFFF
+            high = value & 0xF0000000
+            if high:
+                value ^= high >> 24
+            value &= ~high & 0xFFFFFFFF
+        index = self.buckets[value % len(self.buckets)]
+        for _ in range(count + 1):  # a chain visits each symbol once at most
+            if index == 0:
+                return
+            if index >= count or index >= len(self.chains):
+                raise _Corrupt("a DT_HASH chain runs past the symbol table")
+            yield index
+            index = self.chains[index]
+        raise _Corrupt("a DT_HASH chain forms a loop")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.elf import ElfInfo, read_elf
-from ninfer_kits.inspector.elfsymbols import DynamicSymbols, read_dynamic_symbols
+from ninfer_kits.inspector.elfsymbols import DynamicSymbols, Reference, read_dynamic_symbols
 from ninfer_kits.loader.ldcache import CacheEntry
 from ninfer_kits.loader.rootfs import RootFS
 from ninfer_kits.loader.symbols import UnboundSymbol, binds
@@ -330,6 +330,14 @@ class Resolver:
                         gaps.append(VersionGap(need.library, provider.path, version,
                                                self._shown(obj, main, label), defined))
 
+    def _needed(self, path: str) -> tuple[Reference, ...]:
+        table = self.symbols(path) if self.check_symbols and self.check_symbols(path) else None
+        try:
+            return table.needed if table is not None else ()
+        except NotAnElf:
+            self._symbols[path] = None
+            return ()
+
     def symbols(self, path: str) -> DynamicSymbols | None:
         """The dynamic symbols of the file at `path` in the target (None: unreadable)."""
         if path not in self._symbols:
@@ -340,6 +348,15 @@ class Resolver:
             except (NotAnElf, OSError):
                 self._symbols[path] = None
         return self._symbols[path]
+
+    def _binds(self, reference: Reference, path: str) -> bool:
+        """Whether the file at `path` defines what `reference` binds to; a symbol table found
+        corrupt on the way defines nothing (as an unreadable file is no candidate)."""
+        try:
+            return binds(reference, self.symbols(path))
+        except NotAnElf:
+            self._symbols[path] = None
+            return False
 
     def _check_symbols(self, objects: list[_Object], main: _Object, label: str,
                        gaps: list[VersionGap],
@@ -354,18 +371,17 @@ class Resolver:
         scope = tuple(obj.path for obj in objects)
         unbound: list[UnboundSymbol] = []
         for obj in objects:
-            table = self.symbols(obj.path) if self.check_symbols(obj.path) else None
-            for reference in table.needed if table is not None else ():
+            for reference in self._needed(obj.path):
                 if reference.version:
                     if reference.library in missing or (
                             reference.library, reference.version) in reported:
                         continue
                     named = next((o for o in objects if reference.library in o.names), None)
-                    if named is not None and binds(reference, self.symbols(named.path)):
+                    if named is not None and self._binds(reference, named.path):
                         continue  # where the linker found it: the usual case, and quick
                 elif missing:
                     continue
-                if not any(binds(reference, self.symbols(other.path)) for other in objects):
+                if not any(self._binds(reference, other.path) for other in objects):
                     unbound.append(UnboundSymbol(reference.name, reference.version,
                                                  reference.library,
                                                  self._shown(obj, main, label), scope))

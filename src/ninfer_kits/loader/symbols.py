@@ -36,7 +36,7 @@ def binds(reference: Reference, symbols: DynamicSymbols | None) -> bool:
     """Whether the loader binds `reference` to a definition of this object."""
     if symbols is None:
         return False
-    definitions = symbols.defined.get(reference.name)
+    definitions = symbols.lookup(reference.name)
     if not definitions:
         return False
     if not symbols.versioned:

@@ -18,12 +18,13 @@ import pytest
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.elfsymbols import dynamic_symbols_buffer, read_dynamic_symbols
-from ninfer_kits.verify.report import ANOTHER_BUILD, MISSING, OK, to_json
+from ninfer_kits.verify.report import ANOTHER_BUILD, MISSING, NOT_INSTALLED, OK, to_json
 from test_verify import cli, gcc, in_root, row, validate_schema
 from test_verify_exact import APP, kit_with, ld_list, library, mini_root, on_host, run_app
 from test_verify_loader import LOADER
 
 from oracles import dynamic_symbols
+from tools import ROOT
 
 UNDEFINED = re.compile(r"^undefined symbol: (?P<name>[^,\s]+)(?:, version (?P<version>\S+))?"
                        r"\t\((?P<object>[^)]*)\)$", re.MULTILINE)
@@ -327,3 +328,91 @@ def test_a_found_kit_library_is_named_in_the_kit(tmp_path: Path) -> None:
     assert report.met, report.rows
     assert all("/opt/ninfer-kit" not in r.found for r in report.rows), report.rows
     assert row(report, "x86-64 Linux")[2] == OK
+
+
+# --------------------------------------------------------------------------- the page
+
+PAGE = ROOT / "docs" / "verify.md"
+
+
+def page_text() -> str:
+    """docs/verify.md with its lines joined: a quotation may wrap."""
+    return " ".join(PAGE.read_text(encoding="utf-8").split())
+
+
+def test_the_page_quotes_the_words_verify_prints(tmp_path: Path) -> None:
+    """The words docs/verify.md quotes are the rows' own: not installed, another build, no
+    version table (the one choice stricter than the loader), the symbol check's JSON key."""
+    kit = kit_with(tmp_path, link_version="KIT_1")
+    library(kit / "kit" / "lib", "int k(void) { return 0; }\n")  # no version table at all
+    with on_host(kit) as report:
+        pass
+    found = row(report, "libk.so.1 providing KIT_1")[1]
+    no_table = found.split(" has no symbol version table", 1)[1]
+    text = page_text()
+    assert "has no symbol version table" + no_table in text, no_table
+    assert NOT_INSTALLED in text and f'"{ANOTHER_BUILD}"' in text
+    assert "`unbound_symbols`" in text
+    schema = (ROOT / "src" / "ninfer_kits" / "data" / "verify.schema.json").read_text()
+    assert '"unbound_symbols"' in schema and f'"{ANOTHER_BUILD}"' in schema
+    assert "test_without_a_version_table_the_loader_stops" in text
+
+
+def test_the_page_names_the_docker_built_examples_ffmpeg() -> None:
+    """`--builder docker` builds the example in its toolchain, trixie-cuda130 (Debian 13):
+    the FFmpeg sonames the page names for that kit are Debian 13's."""
+    from ninfer_kits.matrix.load import load_matrix
+    from ninfer_kits.platforms.distros import shipped_distros
+
+    matrix = load_matrix(ROOT / "matrix.toml")
+    toolchain = matrix.kit("example").toolchain.id
+    assert toolchain == "trixie-cuda130"
+    trixie = next(d for d in shipped_distros().distros if d.codename == "trixie")
+    sentence = page_text().split(f"`{toolchain}` (Debian 13)", 1)[1].split(" glibc ", 1)[0]
+    assert trixie.ffmpeg.version.startswith("7.1") and "FFmpeg 7.1" in sentence, sentence
+    for soname in trixie.ffmpeg.sonames:
+        if soname.split(".so")[0] in ("libavformat", "libavcodec", "libavutil", "libswscale"):
+            assert f"`{soname}`" in sentence, (soname, sentence)
+
+
+@pytest.mark.slow
+def test_the_page_describes_the_example_kit_as_the_local_builder_makes_it(
+        example_dist: Path) -> None:
+    """The sonames and glibc floor the page gives for `ninfer-kits build example` here (the
+    local builder on Debian 12) are the built kit's own, from its BUILDINFO.txt."""
+    info = (example_dist / "BUILDINFO.txt").read_text()
+    sonames = re.search(r"^sonames: (.*)$", info, re.MULTILINE)[1].split(", ")  # type: ignore[index]
+    floor = re.search(r"^glibc_floor: (.*)$", info, re.MULTILINE)[1]  # type: ignore[index]
+    release = (Path("/etc/os-release").read_text())
+    assert 'VERSION_ID="12"' in release  # the page's words are for Debian 12's local builder
+    sentence = page_text().split("on Debian 12 (this project's machines)", 1)[1].split(
+        "`ninfer-kits build example --builder docker`", 1)[0]
+    ffmpeg = [s for s in sonames if s.startswith(("libavformat", "libavcodec", "libavutil",
+                                                  "libswscale"))]
+    assert len(ffmpeg) == 4 and all(f"`{s}`" in sentence for s in ffmpeg), (ffmpeg, sentence)
+    assert f"glibc ≥ {floor}" in sentence, (floor, sentence)
+
+
+def _page_rows(command: str) -> list[tuple[str, str, str]]:
+    block = PAGE.read_text(encoding="utf-8").split(f"$ {command}\n", 1)[1].split("```", 1)[0]
+    return _table_rows(block)
+
+
+def _table_rows(text: str) -> list[tuple[str, str, str]]:
+    rows = []
+    for line in text.splitlines():
+        cells = [" ".join(c.split()) for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 3 and cells[0] != "Requirement":
+            rows.append((cells[0], cells[1], cells[2]))
+    return rows
+
+
+@pytest.mark.slow
+def test_the_pages_example_table_is_what_verify_prints(
+        example_dist: Path, roots: dict[str, Path]) -> None:
+    """The table docs/verify.md shows for the example kit in a Debian 13 root, row by row."""
+    done = cli(str(example_dist), "--root", str(roots["trixie"]))
+    assert done.returncode == 4, done.stderr
+    shown = _page_rows("ninfer-kits verify dist/example-v0.3.0-linux-sm86 --root "
+                       "/srv/roots/trixie")
+    assert shown and _table_rows(done.stdout) == shown, done.stdout

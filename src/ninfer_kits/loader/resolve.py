@@ -14,7 +14,9 @@ match_symbol), except that a need marked VER_FLG_WEAK is not required, and a lib
 defines no versions at all satisfies any need with a warning ("no version information
 available") — when it has a symbol version table (DT_VERSYM); without one, binding a versioned
 reference to it stops at an assertion in dl-lookup.c (check_match), which this counts as the
-version missing.
+version missing. Last, for the files a Resolver is asked to check (verify: the kit's own), every
+strong undefined symbol is looked up by name in the global scope, as LD_BIND_NOW=1 binds it
+(loader.symbols).
 """
 
 from __future__ import annotations

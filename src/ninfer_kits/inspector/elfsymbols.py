@@ -12,6 +12,7 @@ needs it (the libraries a program's loader would bind): `inspect` does not pay f
 
 from __future__ import annotations
 
+import functools
 import mmap
 import struct
 from collections.abc import Iterator, Sequence
@@ -110,11 +111,14 @@ class DynamicSymbols:
             return self.defined.get(name, ())
         raw = name.encode("utf-8", "surrogateescape")
         found = []
-        with self._fence():
+        try:  # not `with self._fence()`: a lookup is done hundreds of thousands of times
             for index in self._table.candidates(raw, len(self._rows)):
                 definition = self._definition(index)
                 if definition is not None and self._names.equals(self._rows[index][0], raw):
                     found.append(definition)
+        except _Corrupt as error:
+            raise NotAnElf(f"{printable(self.label)}: corrupt or truncated ELF file "
+                           f"({error})") from error
         return tuple(found)
 
     @contextmanager
@@ -410,9 +414,7 @@ class _GnuHash(_HashTable):
     def candidates(self, name: bytes, count: int) -> Iterator[int]:
         if not self.buckets:
             return
-        value = 5381
-        for byte in name:
-            value = (value * 33 + byte) & 0xFFFFFFFF
+        value = gnu_hash(name)
         index = self.buckets[value % len(self.buckets)]
         if index < self.symoffset:
             return  # an empty bucket
@@ -436,14 +438,7 @@ class _SysvHash(_HashTable):
     def candidates(self, name: bytes, count: int) -> Iterator[int]:
         if not self.buckets:
             return
-        value = 0
-        for byte in name:
-            value = ((value << 4) + byte) & 0xFFFFFFFF
-            high = value & 0xF0000000
-            if high:
-                value ^= high >> 24
-            value &= ~high & 0xFFFFFFFF
-        index = self.buckets[value % len(self.buckets)]
+        index = self.buckets[sysv_hash(name) % len(self.buckets)]
         for _ in range(count + 1):  # a chain visits each symbol once at most
             if index == 0:
                 return
@@ -452,3 +447,27 @@ class _SysvHash(_HashTable):
             yield index
             index = self.chains[index]
         raise _Corrupt("a DT_HASH chain forms a loop")
+
+
+# A name is looked up in every library of a scope until one defines it, and many files need
+# the same names: each hash is worked out once (bounded: a hostile file cannot grow it).
+@functools.lru_cache(maxsize=1 << 16)
+def gnu_hash(name: bytes) -> int:
+    """DT_GNU_HASH's hash (Bernstein's, h * 33 + c, from 5381)."""
+    value = 5381
+    for byte in name:
+        value = (value * 33 + byte) & 0xFFFFFFFF
+    return value
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def sysv_hash(name: bytes) -> int:
+    """DT_HASH's hash (the System V ABI's)."""
+    value = 0
+    for byte in name:
+        value = ((value << 4) + byte) & 0xFFFFFFFF
+        high = value & 0xF0000000
+        if high:
+            value ^= high >> 24
+        value &= ~high & 0xFFFFFFFF
+    return value

@@ -152,6 +152,9 @@ class Resolver:
         self.check_symbols = check_symbols
         self._infos: dict[str, ElfInfo | None] = {}
         self._symbols: dict[str, DynamicSymbols | None] = {}
+        # Where a reference was found defined: many files and programs need the same names,
+        # and a definition binds wherever its file is in the scope.
+        self._definers: dict[Reference, str] = {}
         self._skipped: list[str] = []  # of the search under way
 
     def resolve(self, program: str, shown: str | None = None) -> Resolution:
@@ -371,23 +374,32 @@ class Resolver:
         missing = {item.name for item in absent}
         reported = {(gap.library, gap.version) for gap in gaps}
         scope = tuple(obj.path for obj in objects)
+        in_scope = set(scope)
         unbound: list[UnboundSymbol] = []
+        by_name = {name: obj for obj in reversed(objects) for name in obj.names}
         for obj in objects:
+            dependencies = [by_name[name] for name in obj.info.needed if name in by_name]
             for reference in self._needed(obj.path):
                 if reference.version:
                     if reference.library in missing or (
                             reference.library, reference.version) in reported:
                         continue
-                    named = next((o for o in objects if reference.library in o.names), None)
-                    if named is not None and self._binds(reference, named.path):
-                        continue  # where the linker found it: the usual case, and quick
                 elif missing:
                     continue
-                if not any(self._binds(reference, other.path) for other in objects):
-                    unbound.append(UnboundSymbol(reference.name, reference.version,
-                                                 reference.library,
-                                                 self._shown(obj, main, label), scope))
+                if self._definers.get(reference) in in_scope:
+                    continue  # bound already, in another file or program, to one here
+                first = ([by_name[reference.library]] if reference.library in by_name
+                         else dependencies)
+                definer = next((other.path for other in _likely_first(first, objects)
+                                if self._binds(reference, other.path)), None)
+                if definer is not None:
+                    self._definers[reference] = definer
+                    continue
+                unbound.append(UnboundSymbol(reference.name, reference.version,
+                                             reference.library, self._shown(obj, main, label),
+                                             scope))
         return unbound
+
 
     @staticmethod
     def _shown(obj: _Object, main: _Object, label: str) -> str:
@@ -412,6 +424,14 @@ def _kind(info: ElfInfo, program: ElfInfo) -> str:
     if info.elf_class != program.elf_class:
         return f"ELFCLASS{info.elf_class}"
     return f"machine {info.machine}"
+
+
+def _likely_first(first: list[_Object], objects: list[_Object]) -> Iterator[_Object]:
+    """The scope, the likely definers first (the library a version is needed from, else the
+    file's own dependencies, where the linker found the name), then the rest: whether any
+    defines it is the question, not which one the loader picks."""
+    yield from first
+    yield from (other for other in objects if other not in first)
 
 
 def _walk(objects: list[_Object]) -> Iterator[_Object]:

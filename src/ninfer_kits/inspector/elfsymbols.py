@@ -191,6 +191,7 @@ class _SymbolReader:
         order = "<" if bytes(elf.data[5:6]) == b"\x01" else ">"
         self.order = order
         self.s_sym = struct.Struct(order + ("IBBHQQ" if elf.is64 else "IIIBBH"))
+        self.s_sym64 = struct.Struct(order + "IBxHQ8x")  # st_name, st_info, st_shndx, st_value
         self.s_word = struct.Struct(order + "I")
 
     def read(self) -> DynamicSymbols:
@@ -301,9 +302,10 @@ class _SymbolReader:
         if entsize < self.s_sym.size or count * entsize > available:
             raise _Corrupt(f"the dynamic symbol table ({count} entries of {entsize} bytes) runs "
                            f"past its segment ({available} bytes)")
+        if self.elf.is64:  # the fields in the order wanted, st_other and st_size skipped
+            return self.elf._table(at, count, entsize, self.s_sym64,  # type: ignore[return-value]
+                                   "the dynamic symbol table")
         rows = self.elf._table(at, count, entsize, self.s_sym, "the dynamic symbol table")
-        if self.elf.is64:
-            return [(name, info, shndx, value) for name, info, _o, shndx, value, _s in rows]
         return [(name, info, shndx, value) for name, value, _s, info, _o, shndx in rows]
 
     def _versym(self, count: int) -> tuple[int, ...] | None:

@@ -416,3 +416,36 @@ def test_the_pages_example_table_is_what_verify_prints(
     shown = _page_rows("ninfer-kits verify dist/example-v0.3.0-linux-sm86 --root "
                        "/srv/roots/trixie")
     assert shown and _table_rows(done.stdout) == shown, done.stdout
+
+
+@pytest.mark.slow
+def test_the_check_agrees_with_the_loader_on_this_machines_libraries() -> None:
+    """Every shared library of /usr/lib/x86_64-linux-gnu that loads here, each checked whole
+    (all its own references) and asked of the loader's trace with LD_BIND_NOW: the same unbound
+    symbols, none more, none fewer (some of them have some: libthread_db, libtheoraenc, …,
+    which the programs using them define). About 10 s."""
+    from ninfer_kits.inspector.elf import is_elf
+    from ninfer_kits.loader.facts import loader_setup
+    from ninfer_kits.loader.resolve import Resolver
+    from ninfer_kits.loader.rootfs import RootFS
+
+    resolver = Resolver(loader_setup(RootFS(Path("/"))), check_symbols=lambda path: True)
+    cases, with_unbound, disagreements = 0, 0, []
+    for path in sorted(Path("/usr/lib/x86_64-linux-gnu").iterdir()):
+        if not path.is_file() or path.is_symlink() or not is_elf(path):
+            continue
+        info = resolver.info(str(path))
+        if info is None or not info.needed:
+            continue
+        resolution = resolver.resolve(str(path))
+        if resolution.missing or resolution.gaps or resolution.interpreter_missing:
+            continue  # the symbols of what does not load are not the question here
+        theirs = loader_unbound(path)
+        ours = {(u.name, u.version) for u in resolution.unbound}
+        cases += 1
+        with_unbound += bool(theirs)
+        if ours != theirs:
+            disagreements.append(f"{path}: loader only {sorted(theirs - ours)[:5]}, ours only "
+                                 f"{sorted(ours - theirs)[:5]}")
+    assert cases >= 100 and with_unbound >= 3, (cases, with_unbound)
+    assert not disagreements, "\n".join(disagreements[:20])

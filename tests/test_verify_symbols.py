@@ -94,6 +94,33 @@ def test_a_function_the_library_lacks_is_named(tmp_path: Path, version: str | No
     assert done.returncode == 127 and "undefined symbol: k2" in done.stderr, done
 
 
+def test_a_system_library_of_another_build_lacks_a_function(tmp_path: Path) -> None:
+    """The target's libk.so.1 has the right version table but not k2: another build than the
+    one the kit was linked against. The row names it where it is in the target."""
+    kit = tmp_path / "kit"
+    build = tmp_path / "build"
+    library(build, BOTH, version="KIT_1")
+    (kit / "kit" / "bin").mkdir(parents=True)
+    (build / "app.c").write_text(CALLS_TWO)
+    gcc("app.c", "-L.", "-l:libk.so.1", "-o", str(kit / "kit" / "bin" / "app"), cwd=build)
+    root = mini_root(tmp_path / "root")
+    library(root / "lib" / "x86_64-linux-gnu", ONLY_K, version="KIT_1")
+    with in_root(kit, root) as report:
+        done = subprocess.run([shutil.which("chroot") or "chroot", str(root),
+                               "/opt/ninfer-kit/kit/bin/app"], capture_output=True, text=True,
+                              check=False)
+    assert done.returncode == 127, done
+    assert "symbol lookup error" in done.stderr and "undefined symbol: k2, version KIT_1" in \
+        done.stderr, done.stderr
+    assert ours_unbound(report) == {("k2", "KIT_1")}
+    _, found, status, fix = row(report, "symbol k2@KIT_1 of libk.so.1, needed by kit/bin/app")
+    assert status == MISSING
+    assert found.startswith("not defined by libk.so.1 at /lib/x86_64-linux-gnu nor by any "
+                            "other library the program loads (searched kit/bin/app, "), found
+    assert fix.startswith("the kit was linked against a build of libk.so.1 that defines symbol "
+                          "k2@KIT_1, and "), fix
+
+
 def test_a_symbol_another_library_of_the_scope_defines_binds(tmp_path: Path) -> None:
     """Unversioned, k2 may come from any library of the global scope: here libj.so.1, which
     libk.so.1 needs (a dependency of a dependency), defines it. The program runs."""

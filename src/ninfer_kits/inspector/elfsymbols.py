@@ -6,8 +6,11 @@ DT_STRTAB, DT_VERSYM, DT_VERNEED and DT_VERDEF. The symbol table states no lengt
 the loader never needs one, and this reader takes it from DT_HASH (its chain count) or, without
 one, from the last chain of DT_GNU_HASH, the way `readelf --use-dynamic` does. Every table is
 checked against the bytes its segment holds before it is read, and the strings read are
-budgeted as in inspector.elf, so a hostile file ends in one NotAnElf. Read only where verify
-needs it (the libraries a program's loader would bind): `inspect` does not pay for it.
+budgeted as in inspector.elf, so a hostile file ends in one NotAnElf (also when the damage is
+met later, in a lookup). A name is looked up through the file's own hash table (DT_GNU_HASH,
+else DT_HASH), as the loader looks it up, so that a library's thousands of names are not all
+decoded to find the few a program uses. Read only where verify needs it (the libraries a
+program's loader would bind): `inspect` does not pay for it.
 """
 
 from __future__ import annotations

@@ -154,26 +154,31 @@ def symbol_rows(resolutions: Sequence[Resolution], system: System | None, advice
         for item in res.unbound:
             key = (item.needed_by, item.library, provider.get(item.library, ""))
             groups.setdefault(key, []).append(item)
-    rows = []
-    for (needed_by, library, path), items in groups.items():
-        names = list(dict.fromkeys(_symbol_name(item) for item in items))
-        them = "it" if len(names) == 1 else "them"
-        what = ("symbol " if len(names) == 1 else "symbols ") + _some(names, 5)
-        source = f" of {library}" if library else ""
-        requirement = f"{what}{source}, needed by {places.file(needed_by)}"
-        searched = [places.file(p) for p in items[0].searched]
-        looked = f"searched {_some(searched, SHOWN_SEARCHED)}, in load order"
-        if library and path:
-            found = (f"not defined by {library} at {places.folder(path)} nor by any other "
-                     f"library the program loads ({looked})")
-            fix = (kit_lacks(places.file(path), what) if places.in_kit(path)
-                   else another_build(library, f"defines {what}", system, advice))
-        else:
-            found = f"no library the program loads defines {them} ({looked})"
-            fix = (f"the kit was linked against a library that defines {them} and that this "
-                   f"target lacks; `ninfer-kits inspect` names the libraries the kit links")
-        rows.append(Row(requirement, found, MISSING, fix))
-    return rows
+    return [_symbol_row(needed_by, library, path, items, system, advice, places)
+            for (needed_by, library, path), items in groups.items()]
+
+
+def _symbol_row(needed_by: str, library: str, path: str, items: Sequence[UnboundSymbol],
+                system: System | None, advice: Advice, places: Places) -> Row:
+    """The symbols one file needs from one library (`path`: where it was found; "" for
+    unversioned ones, which any library of the scope could have defined)."""
+    names = list(dict.fromkeys(_symbol_name(item) for item in items))
+    them = "it" if len(names) == 1 else "them"
+    what = ("symbol " if len(names) == 1 else "symbols ") + _some(names, 5)
+    source = f" of {library}" if library else ""
+    requirement = f"{what}{source}, needed by {places.file(needed_by)}"
+    searched = [places.file(p) for p in items[0].searched]
+    looked = f"searched {_some(searched, SHOWN_SEARCHED)}, in load order"
+    if not (library and path):
+        return Row(requirement, f"no library the program loads defines {them} ({looked})",
+                   MISSING, f"the kit was linked against a library that defines {them} and "
+                            f"that this target lacks; `ninfer-kits inspect` names the "
+                            f"libraries the kit links")
+    found = (f"not defined by {library} at {places.folder(path)} nor by any other library the "
+             f"program loads ({looked})")
+    fix = (kit_lacks(places.file(path), what) if places.in_kit(path)
+           else another_build(library, f"defines {what}", system, advice))
+    return Row(requirement, found, MISSING, fix)
 
 
 def _symbol_name(item: UnboundSymbol) -> str:

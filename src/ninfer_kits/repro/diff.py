@@ -125,10 +125,6 @@ def _check_alike(tree_a: Tree, tree_b: Tree) -> None:
 ONE_SIDED = (BUILD_LOG, BUILDINFO, SHA1SUMS)
 
 
-def _one_sided(name: str) -> bool:
-    return name in ONE_SIDED or beside.is_attestation(name)
-
-
 def _kit_files(tree_a: Tree, tree_b: Tree) -> tuple[Tree, Tree, list[str]]:
     """Two kit folders as far as they are the kit: what is not the kit's (a release's
     RELEASE.md, ninfer-kits.pyz, kit/ unpacked) was left out when they were read, and a file
@@ -138,8 +134,9 @@ def _kit_files(tree_a: Tree, tree_b: Tree) -> tuple[Tree, Tree, list[str]]:
     notes = [f"not the kit's, not compared: {', '.join(tree.left_out)} in {side}"
              for side, tree in (("a", tree_a), ("b", tree_b)) if tree.left_out]
     dropped: dict[str, list[str]] = {"a": [], "b": []}
-    for name in sorted(set(tree_a.members) ^ set(tree_b.members)):
-        if _one_sided(name):
+    one_side = set(tree_a.members) ^ set(tree_b.members)
+    for name in (*ONE_SIDED, *sorted(n for n in one_side if beside.is_attestation(n))):
+        if name in one_side:
             dropped["a" if name in tree_a.members else "b"].append(name)
     # One tarball of two: a fetch takes one flavour. Both SHA256SUMS and BUILDINFO.txt still
     # name the other, and they compare.

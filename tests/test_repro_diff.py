@@ -570,6 +570,15 @@ def test_an_attestation_of_another_tarball_differs(tmp_path: Path, program: Path
     assert subject.kind == model.SUBJECT and "describes another tarball" in subject.detail
     assert "0" * 64 in (subject.b or "") and one.sha256 in (subject.a or "")
     assert _diff(one.path, two.path).returncode == 1
+    # Past the limit, or not JSON: never taken for what records the run.
+    bounded = compare(one.path, two.path, Limits(document=100))
+    member = next(member for member in bounded.members if member.path == name)
+    assert [cause.kind for cause in member.causes] == [model.NOT_EXPLAINED]
+    assert not bounded.identical
+    (two.path / name).write_text("{not json")
+    member = next(member for member in compare(one.path, two.path).members
+                  if member.path == name)
+    assert member.status == model.DIFFERS and "not read as JSON" in member.causes[0].detail
 
     other = _attested(tmp_path / "other", program, ("pipeline_revision", CLEAN),
                       payload=b"other\n")

@@ -67,6 +67,9 @@ class Limits:
 
     explain: int = 2 << 30  # the largest member compared section by section (else: sha256 only)
     text: int = 1 << 20  # the largest member compared line by line as text
+    # the largest SBOM or provenance compared value by value (its licence texts make an SBOM
+    # the largest text beside a kit: ~300 kB for the portable example's 40 libraries)
+    document: int = 16 << 20
     ranges: int = 8  # differing byte ranges kept per section
     causes: int = 40  # causes kept per member
     lines: int = 12  # differing hunks of lines shown per text (or PTX)

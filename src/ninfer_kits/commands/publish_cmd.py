@@ -137,7 +137,7 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
     request = PublishRequest(
         kit_dir=folder, matrix=matrix, stores=stores,
         lock_dir=(args.cache_dir or default_cache_dir()).absolute() / "publish",
-        ledger_dir=None if args.dry_run else ledger_dir(args.ledger_dir, names, matrix),
+        ledger_dir=None if args.dry_run else ledger_dir_for(args.ledger_dir, names, matrix),
         replace=args.replace or args.dry_run, wait=args.wait, notes_base=notes_base,
         signing_key=signing_key, reproduction=args.reproduction,
         without_sources=environ.get(kitdir.NO_SOURCES_VARIABLE) == "1")
@@ -155,7 +155,7 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
     return 0
 
 
-def ledger_dir(chosen: Path | None, names: tuple[str, ...], matrix: Matrix) -> Path | None:
+def ledger_dir_for(chosen: Path | None, names: tuple[str, ...], matrix: Matrix) -> Path | None:
     """Where the release is recorded: `--ledger-dir`, else the team's ledger beside the matrix
     for a release on GitHub or B2 (where everyone fetches from). A release in a local folder
     only is this machine's: recorded nowhere unless asked, since the team's ledger is tracked,

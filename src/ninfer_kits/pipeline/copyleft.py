@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ninfer_kits import kitdir
+from ninfer_kits import kitdir, spdx
 from ninfer_kits.atomic import hash_file
 from ninfer_kits.errors import CheckFailed
 from ninfer_kits.owed_sources import Archive, Keyring, OwedPackage, OwedSources
@@ -62,9 +62,10 @@ class SourceUnavailable(CheckFailed):
 class Verdict:
     manager: Literal["dpkg", "wheel", "built"]
     package: str  # a Debian source package, a wheel's name, or a library built in the image
-    licence: str  # the licence that governs the shipped library
+    licence: str  # the licence that governs the shipped library: an SPDX expression
     obligation: str  # SOURCE or NOTICE
     why: str  # "" where the licence says it all
+    name: str = ""  # the licence in words, where the expression is a LicenseRef-…
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ def load_verdicts(path: Path | None = None) -> Verdicts:
 
 
 def _verdict(manager: str, table: Table) -> Verdict:
-    table.check_keys(("licence", "obligation"), ("why",))
+    table.check_keys(("licence", "obligation"), ("why", "name"))
+    licence, name = licence_expression(table)
     obligation = table.text("obligation")
     if obligation not in OBLIGATIONS:
         raise table.error("obligation", f"{obligation!r} is not one of "
@@ -145,7 +147,23 @@ def _verdict(manager: str, table: Table) -> Verdict:
     why = " ".join((table.optional_text("why") or "").split())
     kind: Literal["dpkg", "wheel", "built"] = (
         "dpkg" if manager == "dpkg" else "wheel" if manager == "wheel" else "built")
-    return Verdict(kind, table.id, " ".join(table.text("licence").split()), obligation, why)
+    return Verdict(kind, table.id, licence, obligation, why, name)
+
+
+def licence_expression(table: Table) -> tuple[str, str]:
+    """The row's `licence`, an SPDX expression in its one form, and its `name` (required with
+    a LicenseRef-…, which the SPDX list does not explain, refused without one)."""
+    try:
+        licence = spdx.normalise(table.text("licence"))
+    except spdx.NotAnExpression as error:
+        raise table.error("licence", f"{error} (Debian's GPL-2+ is GPL-2.0-or-later, its "
+                                     "'or' is OR: https://spdx.org/licenses/)") from None
+    name = " ".join((table.optional_text("name") or "").split())
+    if (spdx.REF_PREFIX in licence) != bool(name):
+        raise table.error("name" if name else "licence",
+                          "a LicenseRef-… licence needs a `name` saying it in words"
+                          if not name else "`name` is only for a LicenseRef-… licence")
+    return licence, name
 
 
 # ---------------------------------------------------------------------------- classifying

@@ -42,18 +42,24 @@ def test_the_shipped_table_classifies_the_example_kit_s_packages() -> None:
 
 
 @pytest.mark.parametrize(("text", "key", "says"), [
-    ('schema = 1\n[dpkg.ffmpeg]\nlicence = "GPL-2+"\nobligation = "maybe"\n', "obligation",
-     "'maybe' is not one of 'source', 'notice'"),
+    ('schema = 1\n[dpkg.ffmpeg]\nlicence = "GPL-2.0-or-later"\nobligation = "maybe"\n',
+     "obligation", "'maybe' is not one of 'source', 'notice'"),
     ('schema = 1\n[dpkg.ffmpeg]\nobligation = "source"\n', "licence", "missing required key"),
-    ('schema = 1\n[dpkg.ffmpeg]\nlicence = "GPL-2+"\nobligation = "source"\nwhy = 3\n', "why",
-     "a string"),
-    ('schema = 1\n[dpkg.FFmpeg]\nlicence = "GPL-2+"\nobligation = "source"\n', "FFmpeg",
-     "invalid package name"),
-    ('schema = 2\n[dpkg.ffmpeg]\nlicence = "GPL-2+"\nobligation = "source"\n', "schema",
+    ('schema = 1\n[dpkg.ffmpeg]\nlicence = "GPL-2.0-or-later"\nobligation = "source"\nwhy = 3\n',
+     "why", "a string"),
+    ('schema = 1\n[dpkg.FFmpeg]\nlicence = "GPL-2.0-or-later"\nobligation = "source"\n',
+     "FFmpeg", "invalid package name"),
+    ('schema = 2\n[dpkg.ffmpeg]\nlicence = "GPL-2.0-or-later"\nobligation = "source"\n', "schema",
      "unsupported schema 2"),
-    ('schema = 1\n[rpm.ffmpeg]\nlicence = "GPL-2+"\nobligation = "source"\n', "rpm",
+    ('schema = 1\n[rpm.ffmpeg]\nlicence = "GPL-2.0-or-later"\nobligation = "source"\n', "rpm",
      "unknown key"),
     ("schema = 1\n", "dpkg", "no verdicts"),
+    ('schema = 1\n[dpkg.ffmpeg]\nlicence = "GPL-2+ or MIT"\nobligation = "source"\n',
+     "licence", "not an SPDX licence expression"),
+    ('schema = 1\n[wheel.cuda]\nlicence = "LicenseRef-EULA"\nobligation = "notice"\n',
+     "licence", "needs a `name`"),
+    ('schema = 1\n[wheel.cuda]\nlicence = "MIT"\nname = "x"\nobligation = "notice"\n',
+     "name", "only for a LicenseRef"),
 ])
 def test_a_bad_table_is_refused_naming_file_and_key(tmp_path: Path, text: str, key: str,
                                                     says: str) -> None:
@@ -168,7 +174,7 @@ def test_the_readme_names_each_owed_package_its_version_and_licence(tmp_path: Pa
     root = _root(tmp_path, STATUS)
     done = copyleft.classify([_origin("libavcodec61")], root, copyleft.load_verdicts())
     text = copyleft.readme_section(done, "v1")
-    assert "ffmpeg 7:7.1.5-0+deb13u1 (source of libavcodec61)\n  licence:  GPL-2+\n" in text
+    assert "ffmpeg 7:7.1.5-0+deb13u1 (source of libavcodec61)\n  licence:  GPL-2.0-or-later\n" in text
     assert "same release as\nthis kit (v1)" in text and "Written statement" in text
     assert "SHA256SUMS lists each file with its sha256" in text  # not known at build any more
     assert copyleft.readme_section(copyleft.Obligations((), ()), "v1") == ""

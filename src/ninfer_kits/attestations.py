@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ninfer_kits import buildinfo as buildinfo_file
-from ninfer_kits import kitdir
+from ninfer_kits import kitdir, licence_policy, spdx
 from ninfer_kits.buildinfo import BUNDLED_ORIGIN, BuildInfo
 from ninfer_kits.errors import BadInput
 
@@ -56,6 +56,10 @@ IMAGE_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 THIRD_PARTY = "kit/third_party/"
 LICENCE_MAX = 1 << 20  # a licence text is smaller; bigger members are not kept in memory
 COMPILED_IN = "third_party/compiled-in.json"  # in kit/: the packages compiled into bin/
+# in a portable kit's kit/: each bundled library's source package and SPDX licence (the verdict
+# of data/copyleft.toml), which its Debian copyright file cannot say
+BUNDLED_LICENCES = "third_party/licences.json"
+PROGRAM_PREFIX = "kit/bin/"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +73,17 @@ class CompiledIn:
     files: tuple[str, ...]  # the source files of it that the line tables name
     manager: str  # "dpkg" or "wheel": where the package comes from (its purl)
     terms: tuple[str, ...] = ()  # its licence texts in the tarball (kit/third_party/...)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BundledLicence:
+    """What the SBOM says of a bundled library's licence: the verdict on the package it comes
+    from (for dpkg, the SOURCE package: libavcodec61 is ffmpeg's)."""
+
+    soname: str
+    package: str  # the source package, wheel or built library that data/copyleft.toml judges
+    licence: str  # an SPDX expression
+    name: str = ""  # the licence in words, for a LicenseRef-…
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,8 +117,11 @@ def sbom(subject: Subject, info: BuildInfo, licence_texts: Mapping[str, bytes],
     """The CycloneDX 1.6 document of one tarball (a JSON object)."""
     upstream = _upstream(info, licence_texts)
     claimed = {path for row in compiled_in for path in row.terms}
-    parts = [upstream, *_vendored(info, licence_texts, claimed), *_bundled(info),
-             *(_compiled(row) for row in compiled_in)]
+    listed = licence_texts.get(f"{kitdir.UNPACKED}/{BUNDLED_LICENCES}")
+    licences = {} if listed is None else {row.soname: row for row in read_bundled_licences(
+        listed, f"{subject.asset}:{kitdir.UNPACKED}/{BUNDLED_LICENCES}")}
+    parts = [upstream, *_programs(info, upstream), *_vendored(info, licence_texts, claimed),
+             *_bundled(info, licences), *(_compiled(row) for row in compiled_in)]
     images = _images(info)
     refs = [part["bom-ref"] for part in parts]
     if len(set(refs + [image["bom-ref"] for image in images])) != len(refs) + len(images):
@@ -187,6 +205,20 @@ def _upstream(info: BuildInfo, texts: Mapping[str, bytes]) -> dict[str, Any]:
     return part
 
 
+def _programs(info: BuildInfo, upstream: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The kit's own programs (kit/bin/*) and shared libraries (any other binary the build
+    made that the portable repair did not bundle), by their sha256, under the upstream's
+    licence where its licence files name one."""
+    bundled = {f"kit/lib/{row[0]}" for row in info.bundled}
+    ids = [entry["license"]["id"] for entry in upstream["licenses"] if "id" in entry["license"]]
+    licences = _licence_entries(spdx.all_of(ids)) if ids else []
+    return [{"type": "application" if path.startswith(PROGRAM_PREFIX) else "library",
+             "bom-ref": path, "name": path.rsplit("/", 1)[-1], "version": info.version,
+             "hashes": [_hash(digest)], **({"licenses": licences} if licences else {}),
+             "properties": _properties(file=path, built_from="upstream")}
+            for digest, path in sorted(info.binaries, key=lambda b: b[1]) if path not in bundled]
+
+
 def _vendored(info: BuildInfo, texts: Mapping[str, bytes],
               claimed: set[str]) -> list[dict[str, Any]]:
     """The upstream's vendored third_party/ code: a component per folder of licence files the
@@ -205,8 +237,11 @@ def _vendored(info: BuildInfo, texts: Mapping[str, bytes],
             for folder, paths in sorted(folders.items())]
 
 
-def _bundled(info: BuildInfo) -> list[dict[str, Any]]:
-    """A portable kit's kit/lib/ libraries: one component per file, named by its package."""
+def _bundled(info: BuildInfo, licences: Mapping[str, BundledLicence]) -> list[dict[str, Any]]:
+    """A portable kit's kit/lib/ libraries: one component per file, named by its package, its
+    licence the SPDX verdict on its source package (`licences`), else the BUILDINFO line's
+    when that is an expression, else the line's words (a kit built before the verdicts were
+    recorded: Debian's names for every licence of the copyright file)."""
     parts = []
     for soname, digest, origin, licence, notice in info.bundled:
         match = BUNDLED_ORIGIN.fullmatch(origin)
@@ -214,19 +249,48 @@ def _bundled(info: BuildInfo) -> list[dict[str, Any]]:
             raise BadInput(f"BUILDINFO.txt bundled line of {soname}: origin {origin!r} is not "
                            f"'<package> <version> (dpkg|wheel|built)'")
         package, version, manager = match["package"], match["version"], match["manager"]
+        verdict = licences.get(soname)
         parts.append({"type": "library", "bom-ref": f"kit/lib/{soname}", "name": package,
                       "version": version, "purl": _package_purl(package, version, manager),
                       "hashes": [_hash(digest)],
-                      # Debian's copyright files name licences in their own words, not SPDX ids
-                      "licenses": [{"license": {"name": licence}}],
-                      "properties": _properties(file=f"kit/lib/{soname}", notice=notice)})
+                      "licenses": _bundled_licence(verdict, licence),
+                      "properties": _properties(file=f"kit/lib/{soname}", notice=notice,
+                                                **_licence_name(verdict))})
     return parts
+
+
+def _bundled_licence(verdict: BundledLicence | None, words: str) -> list[dict[str, Any]]:
+    if verdict is not None:
+        return _licence_entries(verdict.licence)
+    # Debian's copyright files name licences in their own words, not SPDX ids
+    return _licence_entries(words) if spdx.is_expression(words) else \
+        [{"license": {"name": words}}]
+
+
+def _licence_name(verdict: BundledLicence | None) -> dict[str, str]:
+    """A LicenseRef-…'s words and the judged package, as properties."""
+    if verdict is None:
+        return {}
+    return {"licensed_as": verdict.package, **({"licence_name": verdict.name}
+                                                if verdict.name else {})}
+
+
+def _licence_entries(expression: str) -> list[dict[str, Any]]:
+    """CycloneDX's `licenses` of an SPDX expression: `license.id` for one licence of the SPDX
+    list, else `expression` (a LicenseRef-… too: its words go to the component's
+    `ninfer-kits:licence_name`, which CycloneDX has no place for beside an expression)."""
+    parsed = spdx.parse(expression)
+    if spdx.is_single_listed_id(parsed):
+        return [{"license": {"id": parsed.render()}}]
+    return [{"expression": parsed.render()}]
 
 
 def _compiled(row: CompiledIn) -> dict[str, Any]:
     purl = _package_purl(row.package, row.version, row.manager)
+    licences = _licence_entries(row.licence) if spdx.is_expression(row.licence) else \
+        [{"license": {"name": row.licence}}]  # a distribution's words (its copyright file)
     return {"type": "library", "bom-ref": purl, "name": row.package, "version": row.version,
-            "purl": purl, "scope": "required", "licenses": [{"license": {"name": row.licence}}],
+            "purl": purl, "scope": "required", "licenses": licences,
             "properties": [*({"name": "ninfer-kits:terms", "value": path}
                              for path in sorted(row.terms)),
                            *({"name": "ninfer-kits:compiled_in", "value": path}
@@ -319,6 +383,30 @@ def compiled_in_json(rows: Iterable[CompiledIn]) -> bytes:
         for row in sorted(rows, key=lambda row: (row.package, row.version))]})
 
 
+def bundled_licences_json(rows: Iterable[BundledLicence]) -> bytes:
+    """kit/third_party/licences.json: one entry per bundled library, sorted by soname."""
+    return _dump({"schema": 1, "libraries": [
+        {"soname": row.soname, "package": row.package, "licence": row.licence,
+         **({"name": row.name} if row.name else {})}
+        for row in sorted(rows, key=lambda row: row.soname)]})
+
+
+def read_bundled_licences(data: bytes, where: str) -> tuple[BundledLicence, ...]:
+    """The rows of a licences.json; BadInput names the file and what is wrong."""
+    try:
+        document = json.loads(data)
+        if document.get("schema") != 1:
+            raise BadInput(f"{where}: schema {document.get('schema')!r}, this ninfer-kits "
+                           "reads 1")
+        rows = tuple(BundledLicence(soname=str(item["soname"]), package=str(item["package"]),
+                                    licence=spdx.normalise(str(item["licence"])),
+                                    name=str(item.get("name", "")))
+                     for item in document["libraries"])
+    except (ValueError, KeyError, TypeError, AttributeError, spdx.NotAnExpression) as error:
+        raise BadInput(f"{where}: not a list of bundled libraries' licences ({error})") from None
+    return rows
+
+
 def read_compiled_in(data: bytes, where: str) -> tuple[CompiledIn, ...]:
     """The rows of a compiled-in.json; BadInput names the file and what is wrong."""
     try:
@@ -347,7 +435,13 @@ def _licence_text(path: str, texts: Mapping[str, bytes]) -> dict[str, Any]:
     if path not in texts:
         raise BadInput(f"licence file {path}: BUILDINFO.txt lists it, but its text was not "
                        f"found in the kit")
-    return {"license": {"name": f"the terms in {path}",
+    named = licence_policy.identify_text(texts[path])
+    # a text names one licence of the SPDX list (`id`, beside the text); else it is kept by
+    # its path (a NOTICE, a licence the policy's [[texts]] do not know)
+    parsed = spdx.parse(named) if named is not None else None
+    what = {"id": parsed.render()} if parsed is not None and spdx.is_single_listed_id(parsed) \
+        else {"name": f"the terms in {path}"}
+    return {"license": {**what,
                         "text": {"contentType": "text/plain", "encoding": "base64",
                                  "content": base64.b64encode(texts[path]).decode("ascii")}}}
 

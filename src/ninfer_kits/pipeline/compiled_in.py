@@ -19,11 +19,11 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits import attestations
+from ninfer_kits import attestations, spdx
 from ninfer_kits.errors import CheckFailed
 from ninfer_kits.loader.rootfs import RootFS
 from ninfer_kits.pipeline.image_facts import read_image_facts
@@ -122,7 +122,7 @@ def _part(table: Table) -> Part:
     header = table.optional_text("header") or ""
     if not header and not texts:
         raise table.error("texts", "no licence text: give `texts`, `header`, or both")
-    return Part(table.id, table.text("package"), table.texts("paths"), table.text("licence"),
+    return Part(table.id, table.text("package"), table.texts("paths"), _expression(table),
                 header, texts)
 
 
@@ -225,10 +225,28 @@ def _components(rows: tuple[CompiledIn, ...]) -> list[attestations.CompiledIn]:
         merged.setdefault((row.package, row.version, row.manager), []).append(row)
     return [attestations.CompiledIn(
         package=package, version=version, manager=manager,
-        licence=" AND ".join(sorted({part.licence for part in parts})),
+        licence=_all_of(part.licence for part in parts),
         files=tuple(sorted({item.path for part in parts for item in part.files})),
         terms=tuple(sorted({path for part in parts for path in part.terms})))
         for (package, version, manager), parts in sorted(merged.items())]
+
+
+def _expression(table: Table) -> str:
+    """The part's `licence`: an SPDX expression (the SBOM's, the licence policy's input)."""
+    try:
+        return spdx.normalise(table.text("licence"))
+    except spdx.NotAnExpression as error:
+        raise table.error("licence", str(error)) from None
+
+
+def _all_of(licences: Iterable[str]) -> str:
+    """The licence of a package whose parts have `licences`: one SPDX expression with each
+    term once (CCCL's parts repeat Apache-2.0 WITH LLVM-exception), or, where a part's
+    licence is the package's own words (Debian's names, no expression), those joined."""
+    named = sorted(set(licences))
+    if all(spdx.is_expression(licence) for licence in named):
+        return spdx.all_of(named)
+    return " AND ".join(named)
 
 
 SECTION_HEAD = """\

@@ -174,7 +174,8 @@ def test_the_readme_names_each_owed_package_its_version_and_licence(tmp_path: Pa
     root = _root(tmp_path, STATUS)
     done = copyleft.classify([_origin("libavcodec61")], root, copyleft.load_verdicts())
     text = copyleft.readme_section(done, "v1")
-    assert "ffmpeg 7:7.1.5-0+deb13u1 (source of libavcodec61)\n  licence:  GPL-2.0-or-later\n" in text
+    assert ("ffmpeg 7:7.1.5-0+deb13u1 (source of libavcodec61)\n"
+            "  licence:  GPL-2.0-or-later\n") in text
     assert "same release as\nthis kit (v1)" in text and "Written statement" in text
     assert "SHA256SUMS lists each file with its sha256" in text  # not known at build any more
     assert copyleft.readme_section(copyleft.Obligations((), ()), "v1") == ""

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ninfer_kits import kitdir, spdx
-from ninfer_kits.errors import CheckFailed
+from ninfer_kits.errors import CheckFailed, NinferKitsError
 from ninfer_kits.resources import data_file
 from ninfer_kits.tables import Table, printable, quote, read_data_file
 
@@ -370,3 +370,22 @@ def judge_tarball(folder: Path, asset: str, policy: Policy | None = None) -> Ver
     if not isinstance(sbom, dict):
         raise CheckFailed(f"{sbom_path}: not a CycloneDX SBOM (not a JSON object)")
     return judge(asset, components(sbom), policy)
+
+
+def line_for(path: Path, portable: bool) -> str:
+    """floor's and verify's one line on the kit they read at `path` (a tarball: the SBOM
+    beside it; a folder: the SBOM of its plain or, `portable`, its portable tarball). It never
+    fails: information, not a check of theirs."""
+    try:
+        if not path.is_dir():
+            return judge_tarball(path.parent, path.name).line()
+        folder = path.parent if path.name == kitdir.UNPACKED else path
+        tail = kitdir.PORTABLE.suffix.removesuffix(kitdir.TARBALL_SUFFIX) + kitdir.SBOM_SUFFIX
+        sboms = [sbom for sbom in sorted(folder.glob(f"*{kitdir.SBOM_SUFFIX}"))
+                 if sbom.name.endswith(tail) == portable]
+        if not sboms:
+            return "licences: unknown (no SBOM beside the kit: the licence policy cannot judge it)"
+        asset = sboms[0].name.removesuffix(kitdir.SBOM_SUFFIX) + kitdir.TARBALL_SUFFIX
+        return judge_tarball(folder, asset).line()
+    except NinferKitsError as error:
+        return printable(f"licences: not judged ({error})")

@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+from ninfer_kits.kitdir import PORTABLE
+from ninfer_kits.licence_policy import line_for
 from ninfer_kits.platforms.distros import DATA_FILE, load_distros, shipped_distros
 from ninfer_kits.verify.floor_report import floor_verdicts, render, to_json
 from ninfer_kits.verify.kit import open_kit
@@ -35,4 +37,6 @@ def execute(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render(kit, known, needs, verdicts))
+        portable = kit.info is not None and kit.info.flavour == PORTABLE.name
+        sys.stdout.write(line_for(args.kit, portable) + "\n")  # information only
     return 0

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 from ninfer_kits.errors import BadInput
+from ninfer_kits.kitdir import PORTABLE
+from ninfer_kits.licence_policy import line_for
 from ninfer_kits.verify.check import verify
 from ninfer_kits.verify.kit import SignaturePolicy, open_kit
 from ninfer_kits.verify.report import render, to_json
@@ -46,11 +48,14 @@ def execute(args: argparse.Namespace) -> int:
             open_target(kit.root, root=args.root, image=args.image,
                         ld_library_path=ld_path) as target:
         report = verify(kit, target)
+        portable = kit.info is not None and kit.info.flavour == PORTABLE.name
     if args.json:
         json.dump(to_json(report), sys.stdout, indent=2 if sys.stdout.isatty() else None)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render(report) + "\n")
+        # information: the licence policy's verdict never changes verify's exit status
+        sys.stdout.write(line_for(args.kit, portable) + "\n")
     return report.exit_code
 
 

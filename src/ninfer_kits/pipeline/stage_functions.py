@@ -27,6 +27,7 @@ from ninfer_kits.pipeline.buildinfo_keys import (
     run_entries,
     sibling_buildinfo,
 )
+from ninfer_kits.pipeline.bundled_licences import bundled_licences, write_bundled_licences
 from ninfer_kits.pipeline.compiled_in import find_licences, load_table, write_licences
 from ninfer_kits.pipeline.copyleft import (
     SOURCES,
@@ -137,7 +138,11 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
         # A library whose licence owes its source is distributed only with that source:
         # the build records which (and where from, while the environment's apt sources and
         # keys are at hand); publish fetches them. No network here.
-        obligations = classify((item.origin for item in repaired.bundled), root, load_verdicts())
+        verdicts = load_verdicts()
+        obligations = classify((item.origin for item in repaired.bundled), root, verdicts)
+        # the SBOM's SPDX licence of each library: the verdict on its source package
+        licences = write_bundled_licences(
+            portable_root, bundled_licences(repaired.bundled, root, verdicts))
         owed = owed_record(obligations, root)
         # without a cache folder, the work folder (dropped after the build) holds them
         store = state.request.cache_dir or state.workspace
@@ -156,7 +161,7 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
                      f"image, in {SOURCES}/" if obligations.built else ""))
     reporter.info("floor before the repair:\n" + render_table(inspection.floor.table))
     reporter.info("floor after the repair:\n" + render_table(after.floor.table))
-    notices = sorted({item.notice for item in repaired.bundled} | {THIRD_PARTY_README})
+    notices = sorted({item.notice for item in repaired.bundled} | {THIRD_PARTY_README, licences})
     portable = Flavour(name=kitdir.PORTABLE.name, root=portable_root,
                        asset=kitdir.PORTABLE.asset(state.asset), inspection=after,
                        licenses=(*state.licenses, *notices), bundled=repaired.bundled,

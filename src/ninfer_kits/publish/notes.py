@@ -92,10 +92,20 @@ def _reproduction_lines(reproduced: Reproduction | None) -> list[str]:
     return lines
 
 
+def _forbidden_lines(forbidden: tuple[str, ...]) -> list[str]:
+    """First, where the licence policy forbids the kit: it must not be distributed."""
+    if not forbidden:
+        return []
+    return ["## This release must not be distributed", "",
+            "The licence policy of ninfer-kits forbids distributing its components together "
+            "(docs/publish.md, the licence gate); it was published to a folder only.", "",
+            *(f"- {_cell(line)}" for line in forbidden), ""]
+
+
 def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
            fetch_hint: str | None = None, portable: str | None = None,
            signed: tuple[str, str] | None = None,
-           reproduced: Reproduction | None = None) -> str:
+           reproduced: Reproduction | None = None, forbidden: tuple[str, ...] = ()) -> str:
     """The Markdown body of the release. `download_base` is the folder URL the assets are
     downloaded from (GitHub: https://github.com/OWNER/NAME/releases/download/TAG); `portable`
     the portable tarball's name, when the release has one; `signed` the identity and key
@@ -110,6 +120,7 @@ def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
     # check skips those not downloaded
     check = "sha256sum -c --ignore-missing SHA256SUMS"
     lines = [
+        *_forbidden_lines(forbidden),
         f"Prebuilt Linux kit of [{info.upstream}]({repository_url(info)}){version} for the "
         f"**{info.card}** (CUDA arch `{info.arch}`), built from revision "
         f"[`{info.revision[:12]}`]({revision_url(info)}) with CUDA {info.cuda_version}.",

@@ -234,10 +234,12 @@ def _listed(sha1: str | None) -> str:
 def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
                  fetch_hint: str | None = None, signature: Asset | None = None,
                  signed: tuple[str, str] | None = None, *, record: Asset | None = None,
-                 sums: Asset | None = None, sources: tuple[Asset, ...] = ()) -> Release:
+                 sums: Asset | None = None, sources: tuple[Asset, ...] = (),
+                 forbidden: tuple[str, ...] = ()) -> Release:
     """The release of `kit`; `signature` its SHA256SUMS.sig and `signed` (identity, key
     fingerprint) where it is signed; `record` its REPRODUCTION.json and `sums` the SHA256SUMS
-    that lists it, where the rebuild was recorded."""
+    that lists it, where the rebuild was recorded; `forbidden` the licence policy's verdict on
+    each tarball it forbids (the notes then say the release must not be distributed)."""
     info: BuildInfo = kit.info
     shown = record.path if record is not None else kit.reproduction
     return Release(tag=kit.tag, title=notes.title(info, kit.tag),
@@ -246,7 +248,8 @@ def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
                                       portable=kit.portable.asset if kit.portable else None,
                                       signed=signed,
                                       reproduced=reproduction.read(shown)
-                                      if shown is not None else None),
+                                      if shown is not None else None,
+                                      forbidden=forbidden),
                    assets=assets_of(kit, tools, signature, record=record, sums=sums,
                                     sources=sources))
 

@@ -15,6 +15,7 @@ from ninfer_kits import (
     kitdir,
     kitindex,
     ledger,
+    licence_policy,
     locks,
     owed_sources,
     reproduction,
@@ -108,6 +109,31 @@ def judge_needs(state: Outcome, reporter: Reporter) -> Outcome:
         reporter.info(f"{flavour.asset}: runs on {', '.join(flavour.meets or ()) or 'none'} "
                       f"of the known distributions (facts of {judged.distributions_as_of})")
     return dataclasses.replace(state, judged=judged)
+
+
+DISTRIBUTING = ("github", "b2")  # the stores users download from
+
+
+def judge_licences(state: Outcome, reporter: Reporter) -> Outcome:
+    """Each tarball's components (its SBOM) against the licence policy: a kit the policy
+    forbids is refused before anything is uploaded where the store distributes (GitHub, B2);
+    to a folder or in a dry run it is a WARNING, and the release's notes say it must not be
+    distributed."""
+    verdicts = licence_policy.judge_kit(state.kit)
+    forbidden = [verdict for verdict in verdicts if verdict.status == licence_policy.FORBIDDEN]
+    for verdict in verdicts:
+        if verdict not in forbidden:
+            reporter.info(verdict.line())
+    distributing = [store.name for store in state.request.stores if store.name in DISTRIBUTING]
+    if forbidden and distributing:
+        raise licence_policy.LicenceForbidden(
+            "\n".join(verdict.details() for verdict in forbidden) +
+            f"\nnothing was published to {' or '.join(distributing)} "
+            f"(the licence policy: {licence_policy.DATA_FILE.name}, docs/publish.md)")
+    for verdict in forbidden:
+        reporter.warning(f"{verdict.details()}\npublished to a folder only: this release must "
+                         "not be distributed (its notes say so)")
+    return dataclasses.replace(state, licences=verdicts)
 
 
 def lock(state: Outcome, reporter: Reporter) -> Outcome:
@@ -256,7 +282,9 @@ def plan_release(state: Outcome, reporter: Reporter) -> Outcome:
         if state.signature is not None and signing is not None else None
     release = plan.make_release(kit, base, state.tools, _fetch_hint(base), state.signature,
                                 signed, record=state.record, sums=state.sums,
-                                sources=state.sources)
+                                sources=state.sources,
+                                forbidden=tuple(v.line() for v in state.licences
+                                                if v.status == licence_policy.FORBIDDEN))
     plan.check_listed(kit, release, [asset.name for asset in state.sources])
     if state.signature is not None and \
             release.asset(kitdir.SHA256SUMS).sha256 != state.signed_sums:

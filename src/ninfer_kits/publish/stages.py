@@ -2,7 +2,9 @@
 entry.
 
 STAGES is the whole program, in order, beside the build's (pipeline.stages): read and check the
-kit folder, read what each of its tarballs needs to run and judge where that is met, take the
+kit folder, read what each of its tarballs needs to run and judge where that is met, judge its
+components' licences against the licence policy (refusing a kit it forbids where the store
+distributes: GitHub, B2), take the
 tag's lock, check each store's credentials, add the independent rebuild's REPRODUCTION.json
 (where the run hands one over), fetch the Debian source packages a portable kit owes
 (its SOURCES.json; publish.sources), make the release's SHA256SUMS (a line for every file it
@@ -27,6 +29,7 @@ from ninfer_kits.publish.stage_functions import (
     fetch_sources,
     fill_store,
     inspect_stores,
+    judge_licences,
     judge_needs,
     list_release,
     lock,
@@ -43,6 +46,7 @@ from ninfer_kits.publish.state import Outcome, PublishRequest, Stage
 STAGES: tuple[tuple[str, Stage], ...] = (
     ("kit", read_kit),
     ("needs", judge_needs),
+    ("licences", judge_licences),
     ("lock", lock),
     ("preflight", preflight),
     ("reproduction", record_reproduction),

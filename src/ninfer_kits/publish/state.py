@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ninfer_kits.errors import need
 from ninfer_kits.kitdir import KitDir
+from ninfer_kits.licence_policy import Verdict
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Matrix
 from ninfer_kits.publish.credentials import SigningKey
@@ -48,6 +49,8 @@ class Outcome:
     held: ExitStack  # the tag's lock and the scratch folder, let go after the last stage
     read: KitDir | None = None  # the kit folder, checked
     judged: Judged | None = None  # what each tarball needs, and where that is met
+    # the licence policy's verdict on each tarball (licence_policy), from its SBOM
+    licences: tuple[Verdict, ...] = ()
     scratch: Path | None = None  # the store's own copies of a reproduced release's assets
     # REPRODUCTION.json and the SHA256SUMS that lists it beside the kit's files, made in
     # scratch (the kit folder stays as build made it); None: the kit folder's own

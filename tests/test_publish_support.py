@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,9 @@ def info_for(kit: str = KIT, *, revision: str = REVISION, version: str = "0.3.0"
 def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo | None = None,
              tag: str = TAG, asset: str = ASSET, portable: bool = False,
              attested: bool = False, portable_readme: str = "",
-             manifest: bool = False, owed: OwedSources | None = None) -> kitdir.KitDir:
+             manifest: bool = False, owed: OwedSources | None = None,
+             bundled: Sequence[Library] = (),
+             licence_text: str = "Apache License 2.0 (test)\n") -> kitdir.KitDir:
     """A finished kit folder dist/<tag>/, made as the build makes one (pack, checksums,
     kitdir.install). `payload` adds a file to the tarball: another payload, another kit.
     `portable` adds the portable sibling <stem>-portable.tar.gz (see `portable_tree`), named
@@ -92,7 +94,10 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     third_party/README, as the build writes it (none without). `manifest` packs each tarball
     as the build's pack stage does, with kit/MANIFEST.json (pack_kit); without it the kit is
     one packed before kits listed their files. `owed`: the kit's SOURCES.json, the Debian
-    source packages it owes (a portable kit's, as the build records them)."""
+    source packages it owes (a portable kit's, as the build records them). `bundled`: the
+    portable kit's libraries instead of libbundled.so.1, with their licences in
+    kit/third_party/licences.json, as the build writes them. `licence_text`: the upstream's
+    LICENSE."""
     info = info or info_for()
     sibling = kitdir.PORTABLE.asset(asset) if portable else None
     if sibling is not None:
@@ -103,7 +108,7 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     (tree / "bin").mkdir(parents=True)
     for name in ("ninfer", "ninfer-serve"):
         shutil.copy2(program, tree / "bin" / name)
-    (tree / "LICENSE").write_text("Apache License 2.0 (test)\n")
+    (tree / "LICENSE").write_text(licence_text)
     (tree / "NOTICE").write_text("test notice\n")
     if payload:
         (tree / "share").mkdir()
@@ -118,7 +123,7 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     if attested:
         documents |= _documents(tree, asset, tarball.sha256, info)
     if sibling is not None:
-        portable_tree(tree, info)
+        portable_tree(tree, info, bundled)
         if portable_readme:
             (tree / kitdir.PORTABLE_README.removeprefix("kit/")).write_text(portable_readme)
         packed = pack(tree, staging / sibling, mtime=info.source_date_epoch, threads=1)
@@ -168,20 +173,43 @@ def bundled_library() -> bytes:
         return library.read_bytes()
 
 
-def portable_tree(tree: Path, info: BuildInfo) -> None:
+@dataclasses.dataclass(frozen=True)
+class Library:
+    """A library a hand-made portable kit bundles (the bytes of `bundled_library()`)."""
+
+    soname: str  # libavcodec.so.61
+    origin: str  # "libavcodec61 7:7.1.5-0+deb13u1 (dpkg)"
+    source: str  # the package data/copyleft.toml judges ("ffmpeg")
+    licence: str  # its SPDX expression there ("GPL-2.0-or-later")
+    name: str = ""  # a LicenseRef-…'s words
+
+
+def portable_tree(tree: Path, info: BuildInfo, libraries: Sequence[Library] = ()) -> None:
     """Make the plain kit tree `tree` (kit/) its portable flavour, in place: kit/lib/ with one
-    bundled library, its copyright file in kit/third_party/, and its own BUILDINFO.txt
-    (flavour portable, one bundled line)."""
+    bundled library (or `libraries`, with kit/third_party/licences.json), its copyright file
+    in kit/third_party/, and its own BUILDINFO.txt (flavour portable, a bundled line each)."""
     import hashlib
 
     (tree / "lib").mkdir(exist_ok=True)
-    (tree / "lib" / "libbundled.so.1").write_bytes(bundled_library())
-    notice = tree / "third_party" / "libbundled1" / "copyright"
-    notice.parent.mkdir(parents=True)
-    notice.write_text("Copyright: the bundled library's authors\nLicense: MIT\n")
-    own = dataclasses.replace(info, flavour="portable", portable_asset="none", bundled=(
-        ("libbundled.so.1", hashlib.sha256(bundled_library()).hexdigest(),
-         "libbundled1 1.0-1 (dpkg)", "MIT", "kit/third_party/libbundled1/copyright"),))
+    rows, licences = [], []
+    for library in libraries or (Library("libbundled.so.1", "libbundled1 1.0-1 (dpkg)",
+                                         "libbundled1", "MIT"),):
+        package = library.origin.split()[0]
+        (tree / "lib" / library.soname).write_bytes(bundled_library())
+        notice = tree / "third_party" / package / "copyright"
+        notice.parent.mkdir(parents=True, exist_ok=True)
+        notice.write_text(f"Copyright: the bundled library's authors\nLicense: {library.licence}\n")
+        rows.append((library.soname, hashlib.sha256(bundled_library()).hexdigest(),
+                     library.origin, library.licence, f"kit/third_party/{package}/copyright"))
+        licences.append(attestations.BundledLicence(soname=library.soname, package=library.source,
+                                                    licence=library.licence, name=library.name))
+    listed: tuple[str, ...] = ()
+    if libraries:
+        (tree / attestations.BUNDLED_LICENCES).write_bytes(
+            attestations.bundled_licences_json(licences))
+        listed = (f"kit/{attestations.BUNDLED_LICENCES}",)
+    own = dataclasses.replace(info, flavour="portable", portable_asset="none", bundled=tuple(rows),
+                              licenses=(*info.licenses, *listed))
     (tree / kitdir.BUILDINFO).write_text(buildinfo.render(own, with_run=False))
 
 

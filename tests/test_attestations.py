@@ -128,7 +128,15 @@ def test_the_example_kits_documents_are_valid_and_made_again_from_the_folder(
                        for prop in part.get("properties", ()))}
     # CUB, in the example's top_k kernel: its package, its licence, the header it came from
     cccl = compiled["nvidia-cuda-cccl"]
-    assert "BSD-3-Clause" in cccl["licenses"][0]["license"]["name"]
+    # one SPDX expression, each licence once (CUB's, Thrust's and libcu++'s parts ANDed)
+    assert cccl["licenses"] == [
+        {"expression": "Apache-2.0 AND Apache-2.0 WITH LLVM-exception AND BSD-3-Clause"}]
+    programs = [part for part in plain["components"] if part["bom-ref"].startswith("kit/bin/")]
+    assert {part["name"] for part in programs} == {"ninfer", "ninfer-serve"}
+    assert all(part["licenses"] == [{"license": {"id": "Apache-2.0"}}] for part in programs)
+    ids = {entry.get("license", {}).get("id") or entry.get("expression")
+           for part in libraries for entry in part["licenses"]}
+    assert "GPL-2.0-or-later" in ids and "LicenseRef-NVIDIA-Proprietary" in ids
     assert any(prop["value"].endswith("cub/block/block_reduce.cuh")
                for prop in cccl["properties"])
     terms = {prop["value"] for part in compiled.values() for prop in part["properties"]

@@ -308,3 +308,19 @@ def test_floor_and_verify_show_the_verdict_as_information(tmp_path: Path,
     assert "must NOT be distributed" in forbidden.stdout
     assert forbidden.returncode == plain.returncode  # information: the status is verify's own
     assert json.loads(cli("floor", kit.path / PORTABLE, "--json").stdout)  # JSON unchanged
+
+
+@pytest.mark.slow
+def test_the_example_kits_verdicts(example_dist: Path) -> None:
+    """The example built here (the local builder on Debian 12, as the tests build it): its
+    portable kit bundles Debian's GPL FFmpeg beside libcudart, which the policy forbids; the
+    plain kit bundles nothing and is not forbidden."""
+    kit = kitdir.read_kit_dir(example_dist, built=True)
+    plain, portable = licence_policy.judge_kit(kit)
+    print(plain.line(), portable.details(), sep="\n")  # what the docs quote
+    assert plain.status != FORBIDDEN, plain.details()
+    assert portable.status == FORBIDDEN, portable.details()
+    copyleft_side, proprietary_side = portable.conflicts[0].sides
+    assert any(c.name.startswith("libavcodec") for c in copyleft_side)
+    assert any(c.ref == "kit/lib/libcudart.so.13" for c in proprietary_side)
+    assert "bullseye-sysroot-cuda130" in portable.details()

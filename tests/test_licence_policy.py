@@ -26,15 +26,20 @@ from ninfer_kits.licence_policy import (
     judge,
     load_policy,
 )
-from ninfer_kits.matrix import GitHubTarget
+from ninfer_kits.matrix import B2Target, GitHubTarget
 from ninfer_kits.pipeline import copyleft
+from ninfer_kits.pipeline.bundled_licences import bundled_licences, write_bundled_licences
 from ninfer_kits.pipeline.compiled_in import load_table
+from ninfer_kits.pipeline.provenance import Origin
+from ninfer_kits.pipeline.repair import Bundled
 from test_attestations import cdx_errors, load_json
 from test_publish_support import (
     PORTABLE,
     TAG,
     Captured,
     Library,
+    b2_simulator,
+    b2_store,
     cli,
     github_store,
     info_for,
@@ -192,6 +197,28 @@ def test_an_unknown_licence_is_named_and_is_not_a_verdict_of_forbidden() -> None
 # --------------------------------------------------------------------------- SBOM and kits
 
 
+def test_the_build_names_a_bundled_librarys_licence_by_its_source_package(
+        tmp_path: Path) -> None:
+    """This host's dpkg records: zlib1g comes from the source package zlib, whose verdict is
+    Zlib; the wheel's is its own."""
+    zlib = Origin(package="zlib1g", version="1", manager="dpkg", license="Zlib",
+                  license_file="/usr/share/doc/zlib1g/copyright")
+    wheel = Origin(package="nvidia-cuda-runtime", version="13.0.96", manager="wheel",
+                   license="LicenseRef-NVIDIA-Proprietary", license_file="/x/License.txt")
+    bundled = [Bundled(soname=soname, source_path="/x", sha256="0" * 64, size=1, origin=origin,
+                       notice="kit/third_party/x/copyright")
+               for soname, origin in (("libz.so.1", zlib), ("libcudart.so.13", wheel))]
+    rows = bundled_licences(bundled, Path("/"), copyleft.load_verdicts())
+    assert [(r.soname, r.package, r.licence) for r in rows] == [
+        ("libz.so.1", "zlib", "Zlib"),
+        ("libcudart.so.13", "nvidia-cuda-runtime", "LicenseRef-NVIDIA-Proprietary")]
+    assert rows[1].name == "NVIDIA CUDA Toolkit End User License Agreement"
+    written = write_bundled_licences(tmp_path / "kit", rows)
+    assert written == "kit/third_party/licences.json"
+    assert attestations.read_bundled_licences(  # sorted by soname
+        (tmp_path / written).read_bytes(), written) == tuple(sorted(rows, key=lambda r: r.soname))
+
+
 def _kit(tmp_path: Path, program: Path, *libraries: Library) -> kitdir.KitDir:
     digest = hashlib.sha256(program.read_bytes()).hexdigest()
     info = dataclasses.replace(info_for(), binaries=tuple(
@@ -266,6 +293,19 @@ def test_publish_refuses_a_forbidden_kit_for_github_before_anything_is_uploaded(
     assert "kit/lib/libavcodec.so.61 (GPL-2.0-or-later)" in message
     assert "kit/lib/libcudart.so.13 (LicenseRef-NVIDIA-Proprietary)" in message
     assert "bullseye-sysroot-cuda130" in message and "nothing was published to github" in message
+
+
+def test_publish_refuses_a_forbidden_kit_for_b2_before_anything_is_uploaded(
+        tmp_path: Path, program: Path) -> None:
+    kit = _kit(tmp_path, program, GPL_FFMPEG, CUDART)
+    api, key_id, key = b2_simulator()
+    captured = Captured()
+    store = b2_store(api, key_id, key, captured.reporter)
+    matrix = load(matrix_file(tmp_path, portable=True,
+                              b2=B2Target(bucket="ninfer-kits", prefix="kits/")))
+    with pytest.raises(LicenceForbidden, match="nothing was published to b2"):
+        publish(kit.path, matrix, [store], tmp_path, captured.reporter)
+    assert list(api.get_bucket_by_name("ninfer-kits").ls("kits/", recursive=True)) == []
 
 
 def test_publish_to_a_folder_warns_and_the_notes_say_do_not_distribute(

@@ -228,11 +228,11 @@ class Verdict:
         if self.status == FORBIDDEN:
             parts = "; ".join(_conflict_line(c) for c in self.conflicts)
             return f"licences of {self.tarball}: must NOT be distributed: {parts}"
-        said = f"licences of {self.tarball}: {self.status} by the licence policy"
-        if self.unknown:
-            said += f"; unknown licence of {', '.join(c.shown() for c in self.unknown[:5])}" + \
-                (f" and {len(self.unknown) - 5} more" if len(self.unknown) > 5 else "")
-        return said
+        if not self.unknown:
+            return f"licences of {self.tarball}: allowed by the licence policy"
+        more = f" and {len(self.unknown) - 5} more" if len(self.unknown) > 5 else ""
+        return (f"licences of {self.tarball}: none forbidden, but the licence policy cannot "
+                f"classify {', '.join(c.shown() for c in self.unknown[:5])}{more}")
 
     def details(self) -> str:
         """The whole verdict: each conflict's components, why, and the fix."""

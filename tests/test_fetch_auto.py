@@ -161,7 +161,7 @@ def test_without_any_index_or_ledger_it_says_so(tmp_path: Path) -> None:
     empty.write_bytes(kitindex.render(kitindex.document([])))
     code, _, err = auto(tmp_path, empty, "--dry-run")
     assert code == 2
-    assert f"fetch --auto: no published kit in the ledger " \
+    assert f"fetch --auto: there is no published kit in the ledger " \
            f"({tmp_path / 'user' / 'checkout' / 'releases'}) " \
            f"or the kit index {empty}" in err
 

@@ -218,10 +218,12 @@ def test_kit_url_does_not_send_the_user_to_fetch(tmp_path: Path) -> None:
     matrix = tmp_path / "matrix.toml"
     matrix.write_text(MATRIX.read_text())  # with no releases/ beside it
     shutil.copy(ROOT / "allowed_signers", tmp_path / "allowed_signers")  # [publish.signing]'s
-    done = ninfer_kits("kit-url", "example", "--matrix", matrix, cwd=tmp_path)
+    done = ninfer_kits("kit-url", "example", "--matrix", matrix, "--index", "none",
+                       cwd=tmp_path)
     assert done.returncode == 2
     line = error_line(done)
-    assert line.endswith("has no release of it: name the release's tag instead of the kit"), line
+    assert line.endswith(f"there is no release of it in the ledger ({tmp_path / 'releases'}): "
+                         f"name the release's tag instead of the kit"), line
     assert "fetch" not in line
 
 

@@ -97,13 +97,14 @@ def auto_choice(args: argparse.Namespace, ctx: Context,
         raise BadInput("fetch: --auto chooses the flavour itself; leave out --portable")
     entries = ctx.every_release()
     if not entries:
-        raise BadInput(f"fetch --auto: no published kit in {ctx.recorded_words}")
+        raise ctx.not_recorded("fetch --auto: there is no published kit",
+                               "name a release tag to fetch")
     with open_target(Path(args.dest or "."), root=args.root) as target:
         host = gpu_host.probe_host() if target.mode == "host" else None
         choice = choose(entries, target, host, kit=args.name)
     if not choice.judged:
-        raise BadInput(f"fetch --auto: no published release of kit {args.name} in "
-                       f"{ctx.recorded_words}")
+        raise ctx.not_recorded(f"fetch --auto: there is no published release of kit "
+                               f"{args.name}", "name a release tag to fetch")
     machine = target.description  # a root's /etc/os-release says it: shown escaped
     for judged in choice.judged:
         said = "runs" if judged.runs else "will not run: " + "; ".join(judged.unmet)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ninfer_kits import ledger, resources
-from ninfer_kits.errors import BadInput
+from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
 from ninfer_kits.fetch import ledger as ledger_mod
 from ninfer_kits.fetch.http import Client, NotFound, shown
 from ninfer_kits.fetch.identity import PLAIN, Request, check_located
@@ -141,8 +141,22 @@ class Context:
         """Where releases are looked up, for a message that none was found."""
         if self.index is None:
             return f"the ledger ({self.ledger_words})"
-        note = f"; {self.index.note}" if self.index.note else ""
+        note = f" ({self.index.note})" if self.index.note else ""
         return f"the ledger ({self.ledger_words}) or {self.index.words}{note}"
+
+    def not_recorded(self, what: str, then: str) -> NinferKitsError:
+        """The error for `what` ("kit X has no release") found in no record: bad input when
+        every place looked in answered; the environment's (exit 3) when the kit index, which
+        may record it, did not answer (the network, the server), then said as such. `then`
+        is what to do instead."""
+        failure = self.index.failure if self.index is not None else ""
+        if not failure:
+            return BadInput(f"{what} in {self.recorded_words}: {then}")
+        assert self.index is not None
+        return EnvironmentFailure(
+            f"{what} in the ledger ({self.ledger_words}), and {self.index.words}, which may "
+            f"record it, did not answer ({failure}): try again when it can be reached, or "
+            f"{then}")
 
     @property
     def web(self) -> str:
@@ -232,9 +246,9 @@ def _from_ledger(kit: Kit, ctx: Context, error: UnresolvedPlaceholders) -> Wante
     needs = ", ".join(f"{{{name}}}" for name in error.names)
     entries = ctx.recorded_of(kit.id)
     if not entries:
-        raise BadInput(f"kit {kit.id}: its tag {kit.tag!r} needs {needs}, which only a build "
-                       f"of it knows, and {ctx.recorded_words} has no release of it: name the "
-                       f"release's tag instead of the kit")
+        raise ctx.not_recorded(f"kit {kit.id}: its tag {kit.tag!r} needs {needs}, which only "
+                               f"a build of it knows; there is no release of it",
+                               "name the release's tag instead of the kit")
     newest = entries[-1]
     note = (f"kit {kit.id}: its tag {kit.tag!r} needs {needs}, known after a build; the "
             f"newest release of it is {newest.tag} ({newest.source})")
@@ -356,11 +370,23 @@ def _github(want: Wanted, ctx: Context, client: Client | None) -> Located:
         files = {name: RemoteFile(name, f"{base}/{_quote(name)}")
                  for name in (*_guessed(want, want.asset), SHA256SUMS, BUILDINFO,
                               REPRODUCTION)}
-        note = (f"{want.tag} is not in {ctx.recorded_words}: the URL follows from the "
-                f"matrix's tag and asset; it answers once that release is published")
+        note = _unrecorded_note(want, ctx, "GitHub")
         return Located(want.tag, want.asset, "github", where, files, kit=_kit_id(want),
                        notes=(*want.notes, note))
     return _github_api(want, ctx, client, repository, where, located)
+
+
+def _unrecorded_note(want: Wanted, ctx: Context, store: str) -> str:
+    """Why a URL is made from the matrix's patterns: the release is recorded nowhere, or
+    recorded as published elsewhere only (a local folder), not to `store`."""
+    pattern = "the URL follows from the matrix's tag and asset"
+    entry = want.entry
+    if entry is None:
+        return (f"{want.tag} is not in {ctx.recorded_words}: {pattern}; it answers once that "
+                f"release is published")
+    stores = ", ".join(sorted({item.name for item in entry.entry.stores})) or "no store"
+    return (f"{want.tag} is recorded in {entry.source} as published to {stores}, not to "
+            f"{store}: {pattern}; it answers once that release is published to {store}")
 
 
 def _github_api(want: Wanted, ctx: Context, client: Client, repository: str, where: str,

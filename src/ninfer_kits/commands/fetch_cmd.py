@@ -95,6 +95,11 @@ def auto_choice(args: argparse.Namespace, ctx: Context,
 
     if args.portable:
         raise BadInput("fetch: --auto chooses the flavour itself; leave out --portable")
+    if args.name is not None and ctx.matrix is not None and args.name not in ctx.matrix.kits:
+        from ninfer_kits.tables import unknown_name
+
+        raise BadInput(f"fetch --auto: {unknown_name('kit', args.name, list(ctx.matrix.kits))}"
+                       f" (with --auto, name a kit of the matrix, or none)")
     entries = ctx.every_release()
     if not entries:
         raise ctx.not_recorded("fetch --auto: there is no published kit",

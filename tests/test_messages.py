@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -344,3 +345,24 @@ def test_kit_url_of_a_release_published_to_a_folder_says_where_it_is_recorded(
            f"the URL follows from the matrix's tag and asset; it answers once that release is " \
            f"published to GitHub" in done.stderr, done.stderr
     assert "is not in" not in done.stderr
+
+
+@pytest.mark.parametrize("store,module,distribution", [("github", "github", "PyGithub"),
+                                                       ("b2", "b2sdk", "b2sdk")])
+def test_publish_names_the_missing_extra_before_the_missing_credentials(
+        store: str, module: str, distribution: str, tmp_path: Path, kit: Any) -> None:
+    # It asked for GITHUB_TOKEN first; with the token set, it then said PyGithub is missing.
+    from ninfer_kits.matrix import B2Target, GitHubTarget
+    from test_publish_support import matrix_file
+
+    matrix = matrix_file(tmp_path, github=GitHubTarget(repository="o/r",
+                                                       api="http://127.0.0.1:9/api/v3"),
+                         b2=B2Target(bucket="ninfer-kits", prefix="kits/"))
+    done = ninfer_kits("publish", kit.path, "--matrix", matrix, "--to", store, "--cache-dir",
+                       tmp_path / "c", cwd=tmp_path,
+                       prelude=f"import sys; sys.modules[{module!r}] = None")  # not installed
+    assert done.returncode == 3, done.stderr
+    assert error_line(done) == (
+        f"ninfer-kits: error: `ninfer-kits publish` needs {distribution}, which is not "
+        f"installed here: install the 'publish' extra: pip install 'ninfer-kits[publish]' "
+        f"(from a checkout: pip install '.[publish]')")

@@ -167,14 +167,21 @@ def missing_module(error: ModuleNotFoundError, command: str) -> NinferKitsError 
     if not top or top == "ninfer_kits":
         return None
     if top in EXTRA_MODULES:
-        distribution, extra = EXTRA_MODULES[top]
-        return EnvironmentFailure(
-            f"`ninfer-kits {command}` needs {distribution}, which is not installed here: "
-            f"install the {extra!r} extra: pip install 'ninfer-kits[{extra}]' (from a "
-            f"checkout: pip install '.[{extra}]')")
+        return extra_missing(top, command)
     return EnvironmentFailure(
         f"`ninfer-kits {command}` needs the Python module {top!r}, which is not installed "
         f"here: reinstall ninfer-kits with its dependencies (from a checkout: pip install .)")
+
+
+def extra_missing(module: str, command: str) -> NinferKitsError:
+    """The message for `module` of EXTRA_MODULES missing: the extra that installs it."""
+    from ninfer_kits.errors import EnvironmentFailure
+
+    distribution, extra = EXTRA_MODULES[module]
+    return EnvironmentFailure(
+        f"`ninfer-kits {command}` needs {distribution}, which is not installed here: "
+        f"install the {extra!r} extra: pip install 'ninfer-kits[{extra}]' (from a "
+        f"checkout: pip install '.[{extra}]')")
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:

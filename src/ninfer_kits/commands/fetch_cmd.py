@@ -11,9 +11,16 @@ import sys
 from pathlib import Path
 
 from ninfer_kits.errors import BadInput, WillNotRunHere
-from ninfer_kits.fetch.locate import ORIGINS_HELP, Context, add_location_arguments, client_for
+from ninfer_kits.fetch.locate import (
+    ORIGINS_HELP,
+    Context,
+    Located,
+    add_location_arguments,
+    client_for,
+)
 from ninfer_kits.kitdir import PORTABLE
 from ninfer_kits.log import Reporter
+from ninfer_kits.outputs import SOME_ROOM, check_output_folder
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -69,8 +76,9 @@ def execute(args: argparse.Namespace) -> int:
     for note in release.notes:
         reporter.info(note)
     dest = args.dest if args.dest is not None else Path(release.tag)
-    if dest.exists() and not dest.is_dir():
-        raise BadInput(f"--dest {dest}: not a folder")
+    check_output_folder(dest, f"--dest {dest}" if args.dest is not None else
+                        f"the release's folder {dest} (--dest's default)",
+                        needs=_room(release, dest), what="the tarball and the kit unpacked from it")
     signing = ctx.matrix.publish.signing if ctx.matrix is not None else None
     fetched = Fetcher(client, reporter, trust=signing.trust if signing else None,
                       insecure=args.insecure_no_signature).fetch(release, dest)
@@ -82,6 +90,15 @@ def execute(args: argparse.Namespace) -> int:
         report = verify(kit, target)
     sys.stdout.write(render(report) + "\n")
     return report.exit_code
+
+
+def _room(release: Located, dest: Path) -> int:
+    """What a fetch into `dest` needs at the least: the tarball and its kit, which unpacks to
+    no fewer bytes than the (compressed) tarball; a tarball already there is reused."""
+    size = release.tarball.size
+    if size is None or (dest / release.asset).is_file():
+        return SOME_ROOM
+    return 2 * size + SOME_ROOM
 
 
 def auto_choice(args: argparse.Namespace, ctx: Context,

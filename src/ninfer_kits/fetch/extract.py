@@ -35,10 +35,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from ninfer_kits.errors import BadInput
+from ninfer_kits.errors import BadInput, EnvironmentFailure
 from ninfer_kits.fetch.download import Feed, GrowingFile
 from ninfer_kits.inspector.archive import PATH_MAX, KitArchive, Member, shown_name
-from ninfer_kits.inspector.inputs import RegularFile, printable
+from ninfer_kits.inspector.inputs import RegularFile, os_error_words, printable
 from ninfer_kits.trees import MAX_SYMLINKS, TooManyLinks, stays_inside
 
 TOP = "kit"
@@ -189,6 +189,15 @@ def _write_file(member: Member, target: Path, shown: str) -> None:
         fd = os.open(target, flags, 0o600)
     except FileExistsError:
         raise BadInput(f"{shown}: written twice: refused") from None
-    with open(fd, "wb", buffering=0) as sink:
+    raw = open(fd, "wb", buffering=0)  # noqa: SIM115 (closed by the writer around it)
+    raw.name = str(target)  # what a failed write names: this file, in DEST
+    # Buffered: a short write (a disk filling up) is retried until whole or an error, never
+    # lost; the flush inside copy_to's caller says a failure as a write of this member.
+    with io.BufferedWriter(raw, buffer_size=1 << 20) as sink:
         member.copy_to(sink)
+        try:
+            sink.flush()
+        except OSError as error:
+            raise EnvironmentFailure(f"{shown}: cannot write {printable(str(target))}: "
+                                     f"{os_error_words(error)}") from error
         os.fchmod(fd, member.mode & 0o755)

@@ -47,7 +47,7 @@ class LocalStore:
 
     def preflight(self) -> None:
         # as build's --dist and fetch's --dest: not writable or full is the environment's (3)
-        check_output_folder(self.folder, self._label)
+        check_output_folder(self.folder, self._label, what="the release's files")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:

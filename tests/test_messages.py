@@ -310,7 +310,10 @@ def _project(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("command", [("fetch", "--auto"), ("fetch", "--auto", "--dry-run"),
-                                     ("fetch", "example"), ("kit-url", "example")])
+                                     ("fetch", "example"), ("kit-url", "example"),
+                                     ("kit-url", "v9-a-tag"), ("kit-url", "v9-a-tag", "--from",
+                                                               "b2"),
+                                     ("kit-url", "ninfer-3090-sm86", "--from", "b2")])
 def test_a_kit_index_that_does_not_answer_is_the_networks_failure(
         command: tuple[str, ...], tmp_path: Path) -> None:
     # It exited 2 (bad input), the index's failure spliced into the middle of another sentence.

@@ -364,8 +364,10 @@ def _github(want: Wanted, ctx: Context, client: Client | None) -> Located:
                        "[publish.github] repository; give --repository OWNER/NAME")
     if client is None:  # kit-url: no network; the release's download URLs by their pattern
         if want.asset is None:
-            raise BadInput(f"{want.tag}: the asset's name is not known without the ledger or "
-                           f"the GitHub API (fetch finds it)")
+            raise _unrecorded(ctx, BadInput(
+                f"{want.tag}: the asset's name is not known without the ledger or the GitHub "
+                f"API (fetch finds it)"), f"there is no record of release {want.tag}'s kit "
+                f"tarball", "let fetch find it through the GitHub API")
         base = f"{ctx.web}/{repository}/releases/download/{_quote(want.tag)}"
         files = {name: RemoteFile(name, f"{base}/{_quote(name)}")
                  for name in (*_guessed(want, want.asset), SHA256SUMS, BUILDINFO,
@@ -457,18 +459,30 @@ def _b2(want: Wanted, ctx: Context) -> Located:
     if bucket is None:
         raise BadInput("no B2 bucket to fetch from: the matrix has no [publish.b2] bucket")
     if want.asset is None:  # before the host: with $NINFER_KITS_B2_URL it is still unknown
-        raise BadInput(f"{want.tag}: the asset's name is not known without the ledger; name a "
-                       f"kit of the matrix, or use --from github")
+        raise _unrecorded(ctx, BadInput(
+            f"{want.tag}: the asset's name is not known without the ledger; name a kit of the "
+            f"matrix, or use --from github"), f"there is no record of release {want.tag}'s "
+            f"kit tarball", "use --from github")
     if not base:
-        raise BadInput(f"the B2 download host of bucket {bucket} is recorded in the ledger "
-                       f"(releases/{want.tag}.toml), which is not here: set {B2_URL_ENV} to the "
-                       f"account's download URL (https://f00N.backblazeb2.com), or use "
-                       f"--from github")
+        raise _unrecorded(ctx, BadInput(
+            f"the B2 download host of bucket {bucket} is recorded in the ledger "
+            f"(releases/{want.tag}.toml), which is not here: set {B2_URL_ENV} to the account's "
+            f"download URL (https://f00N.backblazeb2.com), or use --from github"),
+            f"there is no record of release {want.tag}'s B2 download host",
+            f"set {B2_URL_ENV} to the account's download URL (https://f00N.backblazeb2.com)")
     folder = f"{base}/file/{bucket}/{_quote(ctx.b2_prefix + want.tag)}"
     files = {name: RemoteFile(name, f"{folder}/{_quote(name)}")
              for name in (*_guessed(want, want.asset), SHA256SUMS, *_signature(ctx), SHA1SUMS,
                           BUILDINFO, REPRODUCTION)}
     return Located(want.tag, want.asset, "b2", where, files, kit=_kit_id(want), notes=want.notes)
+
+
+def _unrecorded(ctx: Context, otherwise: BadInput, what: str, then: str) -> NinferKitsError:
+    """`otherwise`, unless the kit index, which would have said what is missing, did not
+    answer: then that (exit 3), as Context.not_recorded says it."""
+    if ctx.index is None or not ctx.index.failure:
+        return otherwise
+    return ctx.not_recorded(what, then)
 
 
 def _signature(ctx: Context) -> tuple[str, ...]:

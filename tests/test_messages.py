@@ -89,8 +89,21 @@ def test_a_misspelt_kit_names_the_nearest_kit(command: tuple[str, ...], tmp_path
     assert list(tmp_path.iterdir()) == []  # fetch made no folder
 
 
+@pytest.mark.parametrize("tag", ["example-v0.3.0-linux-sm120a", "example-v1",
+                                 "example-v0.3.0-linux-sm86-glibc2.28",
+                                 "ninfer-all-v1.0-linux-sm89-abcdef12"])
+def test_a_tag_that_starts_with_a_kits_name_is_looked_up_not_refused(tag: str,
+                                                                     tmp_path: Path) -> None:
+    done = ninfer_kits("kit-url", tag, "--matrix", MATRIX, "--index", "none", cwd=tmp_path)
+    assert done.returncode == 2
+    line = error_line(done)
+    assert line == (f"ninfer-kits: error: {tag}: the asset's name is not known without the "
+                    f"ledger or the GitHub API (fetch finds it)"), line
+
+
 def test_a_name_near_no_kit_is_taken_as_a_tag_without_a_guess(tmp_path: Path) -> None:
-    done = ninfer_kits("kit-url", "v9.9.9-something-else", "--matrix", MATRIX, cwd=tmp_path)
+    done = ninfer_kits("kit-url", "v9.9.9-something-else", "--matrix", MATRIX, "--index", "none",
+                       cwd=tmp_path)
     assert done.returncode == 2
     assert "did you mean" not in error_line(done)
 

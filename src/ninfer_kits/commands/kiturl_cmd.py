@@ -4,6 +4,7 @@ the kit index, read when the ledger does not record the release)."""
 from __future__ import annotations
 
 import argparse
+import difflib
 from collections.abc import Iterable
 
 from ninfer_kits.errors import BadInput
@@ -59,7 +60,7 @@ def locate_named(args: argparse.Namespace, ctx: Context, client: Client | None) 
         raise BadInput(f"matrix file not found: {args.matrix or default_matrix_path()} (give "
                        f"--matrix PATH or set {MATRIX_ENV}; {without})")
     if not _known(args.name, ctx):
-        hint = _nearest(args.name, ctx.matrix.kits if ctx.matrix else ())
+        hint = _typo_of(args.name, ctx.matrix.kits if ctx.matrix else ())
         if hint:
             raise BadInput(f"unknown kit {args.name!r}{hint} (a name this close to a kit's is "
                            f"not looked up as a release tag; nothing was asked of a server)")
@@ -90,6 +91,22 @@ def _known_tags(ctx: Context) -> list[str]:
     if ctx.index is not None and ctx.index.loaded:
         tags += [entry.tag for entry in ctx.index.entries()]
     return tags
+
+
+# A typo of a kit's name, not a tag: this close (difflib's ratio), and about as long. A release
+# tag that starts with a kit's name (`example-v0.3.0-linux-sm120a` beside the kit
+# `example-sm120a`, ratio 0.68) is longer by far, and is looked up.
+TYPO_RATIO = 0.8
+TYPO_LENGTH = 2
+
+
+def _typo_of(name: str, kits: Iterable[str]) -> str:
+    """'; did you mean KIT?' when `name` reads as a misspelt kit, else ''."""
+    from ninfer_kits.tables import did_you_mean
+
+    near = [kit for kit in difflib.get_close_matches(name, list(kits), n=1, cutoff=TYPO_RATIO)
+            if abs(len(kit) - len(name)) <= TYPO_LENGTH]
+    return did_you_mean(name, near)
 
 
 def _nearest(name: str, choices: Iterable[str]) -> str:

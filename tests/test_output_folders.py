@@ -177,3 +177,29 @@ def test_publish_out_is_judged_as_builds_dist(options: str, tmp_path: Path,
         assert line.startswith(f"ninfer-kits: error: {label}: "), line
         assert line.endswith(" is needed there for the release's files"), line
     assert not (tmp_path / "releases").exists() or not any((tmp_path / "releases").iterdir())
+
+
+def test_build_says_a_work_dir_it_cannot_write_before_anything_runs(tmp_path: Path) -> None:
+    mount = tmp_path / "mnt"
+    done = on_tmpfs(READ_ONLY, mount, "build", "example", "--matrix", ROOT / "matrix.toml",
+                    "--dist", tmp_path / "dist", "--cache-dir", tmp_path / "cache",
+                    "--work-dir", mount / "work", cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert error_line(done) == (f"ninfer-kits: error: --work-dir {mount / 'work'}: cannot be "
+                                f"written (in {mount}, where it would be made): it is on a "
+                                f"read-only file system")
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "dist").exists()
+
+
+# --------------------------------------------------------------------------- any other write
+
+
+def test_an_os_error_no_code_words_is_said_as_path_and_words(tmp_path: Path) -> None:
+    # `index` writes index.json into the ledger folder; read-only, the write fails with an
+    # OSError that reaches the top: said as every other message, never "[Errno 30] …".
+    mount = tmp_path / "mnt"
+    done = on_tmpfs(READ_ONLY, mount, "index", "--ledger-dir", mount, cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    line = error_line(done)
+    assert line.startswith(f"ninfer-kits: error: {mount}/"), line
+    assert line.endswith(": a read-only file system"), line

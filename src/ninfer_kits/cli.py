@@ -195,4 +195,16 @@ def _report(error: BaseException, debug: bool) -> None:
         import traceback  # only when asked: it costs start-up time on every run otherwise
 
         sys.stderr.write(redact("".join(traceback.format_exception(error))))
-    print(f"ninfer-kits: error: {redact(str(error))}", file=sys.stderr)
+    said = _os_error_words(error) if isinstance(error, OSError) else str(error)
+    print(f"ninfer-kits: error: {redact(said)}", file=sys.stderr)
+
+
+def _os_error_words(error: OSError) -> str:
+    """An OSError no code put in words, as the others are said: the path, then what went wrong
+    (`dist/x: a read-only file system`), not Python's `[Errno 30] Read-only file system: …`."""
+    from ninfer_kits.inspector.inputs import os_error_words, printable
+
+    if error.errno is None or error.filename is None:
+        return str(error)  # one of ours (SpoolFailed) or a library's: its own words
+    paths = [printable(str(path)) for path in (error.filename, error.filename2) if path]
+    return f"{' -> '.join(paths)}: {os_error_words(error)}"

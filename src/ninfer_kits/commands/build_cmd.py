@@ -98,13 +98,16 @@ def execute(args: argparse.Namespace) -> int:
     if args.no_portable:
         kit = dataclasses.replace(kit, portable=False)
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
+    work_dir = (args.work_dir or cache_dir / "work").absolute()
+    for folder, option in ((cache_dir, "--cache-dir"), (work_dir, "--work-dir")):
+        check_output_folder(folder, f"{option} {folder}")  # the mirrors, the build tree
     request = BuildRequest(
         kit=kit, builder=make_builder(args.builder, BuilderOptions(
             ccache=args.ccache, ccache_volume=args.ccache_volume, fresh_tree=args.fresh_tree,
             ccache_dir=args.ccache_dir, ccache_max_size=args.ccache_max_size)),
         project=matrix.path.absolute().parent,
         dist_dir=args.dist.absolute(),
-        cache_dir=cache_dir, work_dir=(args.work_dir or cache_dir / "work").absolute(),
+        cache_dir=cache_dir, work_dir=work_dir,
         jobs=args.jobs or 0, revision=args.revision, source_url=args.source_url,
         keep_work=args.keep_work, replace=args.replace,
     )

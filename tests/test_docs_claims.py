@@ -190,3 +190,18 @@ def test_the_zipapps_size_is_the_one_the_docs_state(tmp_path: Path) -> None:
     size = output.stat().st_size / 1000
     for page, kb in stated:
         assert abs(kb - size) <= 0.1 * size, f"{page.name}: about {kb} KB; it is {size:.0f} KB"
+
+
+def test_the_pages_name_the_commands_the_zipapp_runs_and_those_it_does_not() -> None:
+    from ninfer_kits import pyz
+
+    fetch_page = (DOCS / "fetch.md").read_text(encoding="utf-8")
+    runs = re.search(r"zipapp \(about [\d,]+ KB\) that runs (.*?) with nothing", fetch_page, re.S)
+    assert runs and set(re.findall(r"`([a-z-]+)`", runs[1])) == set(pyz.COMMANDS)
+    refused = re.search(r"importtime`; (.*?) from the zipapp say", fetch_page, re.S)
+    assert refused and set(re.findall(r"`([a-z-]+)`", refused[1])) == set(pyz.NEEDS_FULL)
+    for extra in set(pyz.EXTRAS.values()):
+        assert f"[{extra}]" in fetch_page, extra
+    row = re.search(r"^\| `ninfer-kits.pyz` \| the client \((.*?)\)",
+                    (DOCS / "release.md").read_text(encoding="utf-8"), re.M)
+    assert row and set(re.findall(r"`([a-z-]+)`", row[1])) == set(pyz.COMMANDS)

@@ -85,7 +85,7 @@ class IndexSource:
         try:
             data = self._client.get_bytes(self.location, limit=kitindex.MAX_SIZE)
         except NotFound:
-            self.note = f"not there: {shown(self.location)} answered 404"
+            self.note = "not there: it answered 404"
             return ()
         except HttpFailure as error:
             self.failure = _reason(error, shown(self.location))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -37,13 +36,6 @@ __all__ = ["cold_volumes", "docker_builds", "engine"]
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# A portable build fetches its copyleft libraries' Debian source packages (~256 MB for the
-# example, per cold cache folder, and each test build has its own). The builds the tests make
-# skip that, on CI too (their kits' README then says they must not be distributed): this
-# machine's Debian mirror serves only part of the source pool (42 of the example's 137 source
-# files answer 404), so a real fetch cannot be whole here. test_copyleft fetches from a real
-# source archive it makes (dpkg-source, dpkg-scansources, apt-get) and tries deb.debian.org.
-os.environ.setdefault("NINFER_KITS_NO_SOURCES", "1")
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start building the toolchain images that collected tests name (prebuilt_toolchain), and

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import fcntl
@@ -49,6 +50,7 @@ from ninfer_kits.pipeline.builders import (
 from ninfer_kits.pipeline.buildinfo_keys import driver_and_gpu, pipeline_checkout
 from ninfer_kits.pipeline.kit_rules import check_archs, check_glibc_floor, check_search_paths
 from ninfer_kits.pipeline.pack import compressor
+from source_archive import archive_for
 
 from tools import ROOT, changed_copy, git, missing, needs_libcurl_headers, nvcc, sha256_of, tool
 
@@ -103,8 +105,11 @@ def test_output_folder_holds_the_finished_kit(two_builds: tuple[Built, Built]) -
     assert sorted(p.name for p in first.dist.iterdir()) == [TAG]
     assert sorted(p.name for p in first.out.iterdir()) == sorted(
         ("BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", PORTABLE, ASSET,
-         *kitdir.attestation_names((ASSET, PORTABLE))))
+         *kitdir.attestation_names((ASSET, PORTABLE)), kitdir.OWED))
     assert "[1/" in (first.out / "build.log").read_text()
+    # the portable kit's bundled FFmpeg owes its source: recorded, not fetched (publish does)
+    said = first.done.stdout + first.done.stderr
+    assert "Debian source packages owed, recorded in SOURCES.json; publish fetches them" in said
 
 
 def test_tarballs_are_byte_identical(two_builds: tuple[Built, Built]) -> None:
@@ -699,6 +704,11 @@ def test_what_commands_write_in_the_checkout_leaves_the_next_kit_alike(
     for name in ("matrix.toml", "allowed_signers", ".gitignore", "releases/index.json",
                  "releases/index.html"):
         shutil.copyfile(ROOT / name, project / name)
+    # the portable kit's owed Debian sources, from an archive served here (source_archive)
+    served = contextlib.ExitStack()
+    table = served.enter_context(archive_for(two_builds[0].out, tmp_path / "sources"))
+    with (project / "matrix.toml").open("a") as matrix:
+        matrix.write(table)
     git("init", "-q", "-b", "main", cwd=project)
     git("add", "-A", cwd=project)
     git("commit", "-q", "-m", "pipeline", cwd=project)
@@ -712,6 +722,7 @@ def test_what_commands_write_in_the_checkout_leaves_the_next_kit_alike(
         # (publish without the signing key makes an unsigned release: fetch takes it only when
         # told to; its exit status is then verify's, 4 on a machine without a GPU)
         assert done.returncode in (0, 4), done.stderr[-3000:]
+    served.close()
     assert (project / "dry-run" / TAG).is_dir() and (project / "published" / TAG).is_dir()
     assert (project / TAG / "kit" / "bin" / "ninfer").is_file()
     status = git("status", "--porcelain", "--untracked-files=all", cwd=project)

@@ -1,12 +1,12 @@
 """The copyleft obligations of a portable kit (pipeline.copyleft): the verdict table, the build's
 refusal of a bundled package it does not classify, the fetch of a real Debian source package
-checked against the archive, the kit folder's sources/, and the README's words."""
+checked against the archive, the kit folder's sources/, and the README's words (the record and
+the publish's fetch against a served archive: test_sources)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -15,13 +15,14 @@ import pytest
 from ninfer_kits import kitdir
 from ninfer_kits.atomic import hash_file
 from ninfer_kits.checksums import SHA256, read_sha256sums, render_sums
-from ninfer_kits.errors import EXIT_BAD_INPUT, CheckFailed, ConfigError
+from ninfer_kits.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, CheckFailed, ConfigError
+from ninfer_kits.matrix import SourcesConfig
+from ninfer_kits.owed_sources import OwedPackage, OwedSources
 from ninfer_kits.pipeline import copyleft
 from ninfer_kits.pipeline.provenance import Origin
+from ninfer_kits.publish import sources
 from ninfer_kits.publish.plan import assets_of
-from test_publish_support import cli, make_kit, matrix_file
-
-from tools import missing
+from test_publish_support import make_kit
 
 GPL_SET = ("ffmpeg", "x264", "x265", "xvidcore", "zvbi")
 
@@ -112,127 +113,44 @@ def test_a_bundled_package_without_a_verdict_stops_the_build(tmp_path: Path) -> 
         ("x264", "2:0.164.3108+git31e19f9-2", "x264_0.164.3108+git31e19f9-2")]
 
 
-def test_the_deb_src_twins_of_the_environment_s_sources(tmp_path: Path) -> None:
-    apt = tmp_path / "etc/apt"
-    (apt / "sources.list.d").mkdir(parents=True)
-    (apt / "sources.list").write_text("# comment\ndeb http://deb.debian.org/debian trixie main\n"
-                                      "deb-src http://example.org/x y z\n")
-    (apt / "sources.list.d/debian.sources").write_text(
-        "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: trixie trixie-updates\n"
-        "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
-        "Types: deb\nEnabled: no\nURIs: http://off\nSuites: x\nComponents: main\n")
-    key = tmp_path / "usr/share/keyrings/debian-archive-keyring.gpg"
-    assert copyleft.deb_src_lines(tmp_path) == [
-        "deb-src http://deb.debian.org/debian trixie main",
-        f"deb-src [signed-by={key}] http://deb.debian.org/debian trixie main",
-        f"deb-src [signed-by={key}] http://deb.debian.org/debian trixie-updates main"]
-
-
 def test_dsc_checksums() -> None:
     dsc = ("Format: 3.0 (quilt)\nSource: x\nChecksums-Sha256:\n"
            f" {'a' * 64} 10 x_1.orig.tar.xz\n {'b' * 64} 2 x_1-1.debian.tar.xz\nFiles:\n"
            f" {'c' * 32} 10 x_1.orig.tar.xz\n")
-    assert copyleft.dsc_checksums(dsc) == {"x_1.orig.tar.xz": "a" * 64,
+    assert sources.dsc_checksums(dsc) == {"x_1.orig.tar.xz": "a" * 64,
                                            "x_1-1.debian.tar.xz": "b" * 64}
 
 
 def test_a_real_source_package_is_fetched_checked_and_cached(roots: dict[str, Path],
                                                              tmp_path: Path) -> None:
     """libmd (a few hundred kB) at the version the trixie root has installed, from
-    deb.debian.org, against that root's apt sources and keys."""
+    deb.debian.org, by the record the build makes of that root (its apt sources and keys)."""
     root = roots["trixie"]
     package = copyleft.source_packages(root, {"libmd0"})["libmd"]
+    archives, keyrings = copyleft.apt_archives(root)
+    record = OwedSources(archives, keyrings, (OwedPackage(package.name, package.version,
+                                                          package.binaries, "BSD-3-Clause"),))
+    # no snapshot fallback here: snapshot.debian.org is not this test's claim
+    config = SourcesConfig(snapshot="https://snapshot.invalid")
     said: list[str] = []
     started = time.monotonic()
     try:
-        files = copyleft.fetch_sources([package], root, tmp_path / "cache", said.append)
-    except copyleft.SourceUnavailable as error:
+        files = sources.fetch_owed(record, config, tmp_path / "cache", said.append)
+    except sources.SourcesUnreachable as error:
         # This project's machines (CI's too) reach Debian through a mirror that serves only
         # part of the source pool: say so and what it answered, rather than fail on it.
-        if not any(sign in str(error) for sign in ("404", "Could not resolve",
-                                                   "Temporary failure", "unreachable",
-                                                   "timed out")):
-            raise
         pytest.skip(f"deb.debian.org does not serve this source package here: {error}")
     print(f"\nfetched {package.name} {package.version} in {time.monotonic() - started:.1f} s")
     names = [item.name for item in files]
     assert f"{package.stem}.dsc" in names and any(".orig.tar." in name for name in names)
     dsc = (tmp_path / "cache/sources" / package.stem / f"{package.stem}.dsc").read_text()
     assert {item.name: item.sha256 for item in files if not item.name.endswith(".dsc")} == \
-        copyleft.dsc_checksums(dsc)
+        sources.dsc_checksums(dsc)
     assert said[-1] == f"sources: fetched libmd {package.version}"
     # the cache answers a second time, with no apt-get (it would say "fetching")
     said.clear()
-    assert copyleft.fetch_sources([package], root, tmp_path / "cache", said.append) == files
-    assert said == []
-
-
-def _archive(tmp_path: Path) -> Path:
-    """A real Debian source archive on disk (dpkg-source, dpkg-scansources) holding tiny 1.0,
-    and a root whose apt sources name it and whose dpkg status has tiny installed."""
-    for tool in ("dpkg-source", "dpkg-scansources", "apt-get"):
-        if shutil.which(tool) is None:
-            missing(f"{tool} (dpkg-dev, apt)")
-    tree = tmp_path / "build/tiny-1.0"
-    (tree / "debian/source").mkdir(parents=True)
-    (tree / "README").write_text("tiny\n")
-    (tree / "debian/source/format").write_text("3.0 (native)\n")
-    (tree / "debian/control").write_text("Source: tiny\nMaintainer: T <t@example.org>\n\n"
-                                         "Package: libtiny1\nArchitecture: all\n"
-                                         "Description: t\n t\n")
-    (tree / "debian/changelog").write_text(
-        "tiny (1.0) unstable; urgency=low\n\n  * t\n\n"
-        " -- T <t@example.org>  Mon, 01 Jan 2024 00:00:00 +0000\n")
-    subprocess.run(["dpkg-source", "-b", tree.name], cwd=tree.parent, check=True,
-                   capture_output=True)
-    archive = tmp_path / "archive"
-    (archive / "pool").mkdir(parents=True)
-    for built in tree.parent.glob("tiny_1.0*"):
-        built.rename(archive / "pool" / built.name)
-    index = subprocess.run(["dpkg-scansources", "pool", "/dev/null"], cwd=archive, check=True,
-                           capture_output=True, text=True).stdout
-    (archive / "Sources").write_text(index)
-    root = _root(tmp_path, "Package: libtiny1\nStatus: install ok installed\nSource: tiny\n"
-                           "Version: 1.0\n")
-    (root / "etc/apt").mkdir(parents=True)
-    # copy: so apt copies the files (file: would leave symlinks into the archive)
-    # and a second archive that has no source index: logged, not fatal
-    (root / "etc/apt/sources.list").write_text(f"deb [trusted=yes] copy:{archive} ./\n"
-                                               f"deb [trusted=yes] copy:{tmp_path}/none ./\n")
-    return root
-
-
-def test_fetch_checks_against_the_index_and_the_dsc_and_caches(tmp_path: Path) -> None:
-    """The fetch with the real apt-get, on a local archive: what a machine that cannot reach
-    deb.debian.org's pool can still check of it."""
-    root = _archive(tmp_path)
-    archive = tmp_path / "archive"
-    package = copyleft.source_packages(root, {"libtiny1"})["tiny"]
-    said: list[str] = []
-    files = copyleft.fetch_sources([package], root, tmp_path / "cache", said.append)
-    assert [item.name for item in files] == ["tiny_1.0.dsc", "tiny_1.0.tar.xz"]
-    assert all(item.path.read_bytes() == (archive / "pool" / item.name).read_bytes()
-               for item in files)
-    assert said[0] == "sources: fetching 1 source package(s) with apt-get (cached: 0)"
-    assert said[1].startswith("sources: apt-get update failed") and "none" in said[1]
-    assert said[2:] == ["sources: fetched tiny 1.0"]
-    said.clear()
-    assert copyleft.fetch_sources([package], root, tmp_path / "cache", said.append) == files
-    assert said == []  # from the cache, no apt-get
-    files[1].path.write_bytes(b"tampered")  # a cached file that no longer checks: fetched again
-    assert copyleft.fetch_sources([package], root, tmp_path / "cache", said.append) == files
-    assert said[-1] == "sources: fetched tiny 1.0"
-    # the archive's file differs from its signed index: apt refuses it, and the build stops
-    shutil.rmtree(tmp_path / "cache")
-    (archive / "pool/tiny_1.0.tar.xz").write_bytes(b"not what the index says")
-    with pytest.raises(copyleft.SourceUnavailable, match=r"tiny_1\.0\.tar\.xz"):
-        copyleft.fetch_sources([package], root, tmp_path / "cache", said.append)
-    assert not (tmp_path / "cache/sources/tiny_1.0").exists()
-    # a version the archive does not have (deb.debian.org keeps only the current one)
-    gone = copyleft.SourcePackage("tiny", "0.9", ("libtiny1",))
-    with pytest.raises(copyleft.SourceUnavailable, match=r"tiny 0\.9 \(of the bundled "
-                                                         r"libtiny1\) cannot be fetched"):
-        copyleft.fetch_sources([gone], root, tmp_path / "cache", said.append)
+    assert sources.fetch_owed(record, config, tmp_path / "cache", said.append) == files
+    assert said == [f"sources: 1 source packages, all in the cache ({tmp_path / 'cache/sources'})"]
 
 
 def test_a_dsc_that_disagrees_with_its_files_is_refused(tmp_path: Path) -> None:
@@ -241,23 +159,19 @@ def test_a_dsc_that_disagrees_with_its_files_is_refused(tmp_path: Path) -> None:
     (folder / "x_1.tar.xz").write_bytes(b"x")
     (folder / "x_1.dsc").write_text(f"Checksums-Sha256:\n {'0' * 64} 1 x_1.tar.xz\n")
     expected = {name: (None, hash_file(folder / name).sha256) for name in os.listdir(folder)}
-    with pytest.raises(copyleft.SourceUnavailable, match="its Checksums-Sha256 lists"):
-        copyleft._checked(folder, copyleft.SourcePackage("x", "1", ("x1",)), expected)
+    with pytest.raises(sources.SourceMismatch, match="its Checksums-Sha256 lists") as caught:
+        sources.checked(folder, OwedPackage("x", "1", ("x1",), "GPL-2+"), expected)
+    assert caught.value.exit_code == EXIT_CHECK_FAILED
 
 
-def test_the_readme_names_each_file_and_its_sha256(tmp_path: Path) -> None:
+def test_the_readme_names_each_owed_package_its_version_and_licence(tmp_path: Path) -> None:
     root = _root(tmp_path, STATUS)
     done = copyleft.classify([_origin("libavcodec61")], root, copyleft.load_verdicts())
-    files = [copyleft.SourceFile("ffmpeg", "7:7.1.5-0+deb13u1", name, tmp_path / name, 1, sha)
-             for name, sha in (("ffmpeg_7.1.5-0+deb13u1.dsc", "1" * 64),
-                               ("ffmpeg_7.1.5.orig.tar.xz", "2" * 64))]
-    text = copyleft.readme_section(done, files, "v1")
+    text = copyleft.readme_section(done, "v1")
     assert "ffmpeg 7:7.1.5-0+deb13u1 (source of libavcodec61)\n  licence:  GPL-2+\n" in text
-    assert f"  file:     ffmpeg_7.1.5.orig.tar.xz\n  sha256:   {'2' * 64}\n" in text
-    assert "same release as this kit (v1)" in text and "Written statement" in text
-    skipped = copyleft.readme_section(done, (), "v1", skipped=True)
-    assert "NOT FETCHED" in skipped and "must not be distributed" in skipped
-    assert copyleft.readme_section(copyleft.Obligations((), ()), (), "v1") == ""
+    assert "same release as\nthis kit (v1)" in text and "Written statement" in text
+    assert "SHA256SUMS lists each file with its sha256" in text  # not known at build any more
+    assert copyleft.readme_section(copyleft.Obligations((), ()), "v1") == ""
 
 
 def test_a_kit_folder_carries_its_sources_listed_and_checked(program: Path,
@@ -317,31 +231,3 @@ def test_the_build_places_the_sources_beside_the_kit_rechecked(tmp_path: Path) -
     (cached / "x_1.dsc").write_text("changed in the cache since it was checked\n")
     with pytest.raises(CheckFailed, match="was checked as"):
         place_sources(staging, [item])
-
-
-def test_a_kit_built_without_its_sources_is_published_only_when_told_again(
-        program: Path, tmp_path: Path) -> None:
-    """A portable kit built with NINFER_KITS_NO_SOURCES=1 says so in its README; publish refuses
-    it (bad input, nothing published) unless the publish is told the same, and then warns."""
-    readme = (copyleft.NOT_FETCHED.format(variable=copyleft.SKIP_VARIABLE)
-              + "  libx 1.0-1 (LGPL-2.1+)\n")
-    kit = make_kit(tmp_path / "dist", program, portable=True, portable_readme=readme)
-    assert kitdir.sources_not_fetched(kit)
-    assert not kitdir.sources_not_fetched(make_kit(tmp_path / "other", program, portable=True))
-    matrix = matrix_file(tmp_path, portable=True)
-
-    def publish(flag: str) -> subprocess.CompletedProcess[str]:
-        return cli("publish", kit.path, "--to", "local", "--out", tmp_path / flag, "--matrix",
-                   matrix, "--cache-dir", tmp_path / "cache",
-                   env={kitdir.NO_SOURCES_VARIABLE: flag})
-
-    refused = publish("0")
-    assert refused.returncode == EXIT_BAD_INPUT, refused.stderr
-    assert "NINFER_KITS_NO_SOURCES=1" in refused.stderr and "nothing was published" in \
-        refused.stderr and kitdir.PORTABLE.asset(kit.asset) in refused.stderr
-    assert "Traceback" not in refused.stderr
-    assert not (tmp_path / "0").exists() or not any((tmp_path / "0").iterdir())
-    told = publish("1")
-    assert told.returncode == 0, told.stderr
-    assert "this release must not be distributed" in told.stderr
-    assert kitdir.read_kit_dir(tmp_path / "1" / kit.tag).portable is not None

@@ -99,7 +99,8 @@ def _pyz_bytes() -> bytes:
 
     from ninfer_kits.publish import plan
 
-    return plan.pyz_asset(Path(tempfile.mkdtemp(prefix="ninfer-kits-pyz-"))).path.read_bytes()
+    with tempfile.TemporaryDirectory(prefix="ninfer-kits-test-pyz-") as scratch:
+        return plan.pyz_asset(Path(scratch)).path.read_bytes()
 
 
 def assert_complete(server: GitHubServer, kit: kitdir.KitDir, repo: str = "o/r") -> None:

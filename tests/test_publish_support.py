@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits import attestations, buildinfo, kitdir
+from ninfer_kits import attestations, buildinfo, kitdir, owed_sources
 from ninfer_kits.atomic import write_file
 from ninfer_kits.buildinfo import BuildInfo
 from ninfer_kits.checksums import (
@@ -28,6 +28,7 @@ from ninfer_kits.checksums import (
 )
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import B2Target, GitHubTarget, Matrix, load_matrix
+from ninfer_kits.owed_sources import OwedSources
 from ninfer_kits.pipeline.pack import pack_kit, pack_tree
 from ninfer_kits.publish.stages import run_publish
 from ninfer_kits.publish.state import Outcome, PublishRequest
@@ -81,7 +82,7 @@ def info_for(kit: str = KIT, *, revision: str = REVISION, version: str = "0.3.0"
 def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo | None = None,
              tag: str = TAG, asset: str = ASSET, portable: bool = False,
              attested: bool = False, portable_readme: str = "",
-             manifest: bool = False) -> kitdir.KitDir:
+             manifest: bool = False, owed: OwedSources | None = None) -> kitdir.KitDir:
     """A finished kit folder dist/<tag>/, made as the build makes one (pack, checksums,
     kitdir.install). `payload` adds a file to the tarball: another payload, another kit.
     `portable` adds the portable sibling <stem>-portable.tar.gz (see `portable_tree`), named
@@ -90,7 +91,8 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     folder is a kit built before them. `portable_readme`: the portable kit's
     third_party/README, as the build writes it (none without). `manifest` packs each tarball
     as the build's pack stage does, with kit/MANIFEST.json (pack_kit); without it the kit is
-    one packed before kits listed their files."""
+    one packed before kits listed their files. `owed`: the kit's SOURCES.json, the Debian
+    source packages it owes (a portable kit's, as the build records them)."""
     info = info or info_for()
     sibling = kitdir.PORTABLE.asset(asset) if portable else None
     if sibling is not None:
@@ -129,6 +131,8 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
         sha256s[name] = write_file(staging / name, data).sha256
     written = write_file(staging / kitdir.BUILDINFO, buildinfo.render(info).encode())
     (staging / kitdir.BUILD_LOG).write_text("[1/1] Linking ninfer\n")
+    if owed is not None:
+        sha256s[kitdir.OWED] = write_file(staging / kitdir.OWED, owed_sources.render(owed)).sha256
     write_sha256sums(staging / kitdir.SHA256SUMS, {**sha256s, kitdir.BUILDINFO: written.sha256})
     write_sha1sums(staging / kitdir.SHA1SUMS, sha1s)
     dist.mkdir(parents=True, exist_ok=True)
@@ -183,9 +187,10 @@ def portable_tree(tree: Path, info: BuildInfo) -> None:
 
 def matrix_file(folder: Path, *, github: GitHubTarget | None = None,
                 b2: B2Target | None = None, ledger: str = "commit",
-                portable: bool = False) -> Path:
+                portable: bool = False, sources: str = "") -> Path:
     """The production matrix with a [publish] table of the test's own; its `example` kit is
-    built portable only with `portable` (as the kit folder of the test is, or not)."""
+    built portable only with `portable` (as the kit folder of the test is, or not); `sources`:
+    a [publish.sources] table (tests/source_archive.sources_table)."""
     text = (ROOT / "matrix.toml").read_text()
     if not portable:
         text = text.replace("\nportable = true\n", "\n")
@@ -197,7 +202,7 @@ def matrix_file(folder: Path, *, github: GitHubTarget | None = None,
     if b2 is not None:
         table.append(f'\n[publish.b2]\nbucket = "{b2.bucket}"\nprefix = "{b2.prefix}"\n')
     path = folder / "matrix.toml"
-    path.write_text(text + "".join(table))
+    path.write_text(text + "".join(table) + sources)
     return path
 
 

@@ -256,13 +256,11 @@ def user_environment(home: Path) -> dict[str, str]:
     """`env -i` plus what a user's shell on this machine has to reach the package index: pip's
     own settings (PIP_*: the certificate bundle, a wheel folder, timeouts) and the TLS trust
     store variables, which this machine's TLS setup needs and which carry no secret. pip's
-    config files (/etc/pip.conf, /etc/xdg/pip/pip.conf) are read anyway. And
-    NINFER_KITS_NO_SOURCES, which conftest sets: this machine's Debian mirror serves only part
-    of the source pool, so the portable kit's copyleft sources cannot all be fetched here (the
-    kit's README then says so; test_copyleft fetches from a real archive of its own)."""
+    config files (/etc/pip.conf, /etc/xdg/pip/pip.conf) are read anyway. Nothing switches the
+    portable kit's copyleft sources off: the build only records them, publish fetches them."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8", "USER": "root",
            "LOGNAME": "root", "SHELL": "/bin/bash"}
-    passed = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NINFER_KITS_NO_SOURCES")
+    passed = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE")
     env.update({name: value for name, value in os.environ.items()
                 if name.startswith("PIP_") or name in passed})
     return env

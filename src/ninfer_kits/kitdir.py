@@ -20,7 +20,11 @@
       sources/           only for a portable kit that bundles GPL, LGPL or MPL libraries: the
                          Debian source packages of exactly the bundled versions (.dsc, orig and
                          debian tarballs), which their licences oblige the kit to publish;
-                         SHA256SUMS lists each as sources/<file>
+                         SHA256SUMS lists each as sources/<file>; only those built in the
+                         toolchain image (the Debian ones are fetched by publish)
+      SOURCES.json       only for a portable kit that owes Debian source packages: which, and
+                         the archives and keyrings to fetch them from (owed_sources); publish
+                         fetches them and uploads each as an asset listed as sources/<file>
 
 Nothing else is in a kit folder as `build` makes it. A kit built before them has no .cdx.json
 or .intoto.json (neither for any tarball): still a kit folder; one built with them has both for
@@ -81,10 +85,10 @@ NOTES = "RELEASE.md"  # the local store's release notes
 PYZ = "ninfer-kits.pyz"  # the tools a release carries
 UNPACKED = "kit"  # the tarball unpacked beside it (fetch's DEST; `tar xzf` of the notes)
 SOURCES = "sources"  # the bundled copyleft libraries' source packages (pipeline.copyleft)
-# A build on a machine that cannot reach Debian's source archive may skip those (the variable
-# set to 1); the portable kit's third_party/README then opens its copyleft part with the heading
-# below and says the kit must not be distributed, and publish refuses it.
-NO_SOURCES_VARIABLE = "NINFER_KITS_NO_SOURCES"
+OWED = "SOURCES.json"  # the Debian source packages the kit owes (owed_sources.RECORD)
+# An older ninfer-kits could build a portable kit without fetching its sources (a variable,
+# NINFER_KITS_NO_SOURCES=1): its third_party/README opens its copyleft part with this heading,
+# it has no SOURCES.json to fetch them by, and publish refuses it.
 SOURCES_NOT_FETCHED = "Corresponding source: NOT FETCHED"
 PORTABLE_README = "kit/third_party/README"
 RELEASE_EXTRAS = (NOTES, PYZ, UNPACKED)  # what a release may hold beside the kit's own files
@@ -172,6 +176,7 @@ class KitDir:
     # built before them
     attestations: tuple[tuple[str, str], ...] = ()
     sources: tuple[str, ...] = ()  # sources/<file> as SHA256SUMS lists them, sorted
+    owed: str | None = None  # SOURCES.json's sha256 where SHA256SUMS lists it
     here: tuple[str, ...] = ()  # what SHA256SUMS lists that the folder holds (each checked)
 
     @property
@@ -218,7 +223,7 @@ class KitDir:
         """The kit's files in the folder (the tarballs, BUILDINFO.txt, the checksum files and
         build.log where they are), sorted by name: not a release's extras."""
         return tuple(sorted((*(name for name in self.held
-                               if name in (*FIXED_FILES, SIGNATURE, REPRODUCTION)),
+                               if name in (*FIXED_FILES, SIGNATURE, REPRODUCTION, OWED)),
                              *self.tarballs, *(name for name, _ in self.attestations))))
 
     @property
@@ -231,6 +236,11 @@ class KitDir:
         """REPRODUCTION.json, where the folder holds one (a release whose rebuild was
         recorded); SHA256SUMS lists it, and `verify` checked its hash."""
         return self.path / REPRODUCTION if REPRODUCTION in self.held else None
+
+    @property
+    def owed_record(self) -> Path | None:
+        """SOURCES.json, where the folder holds one (checked against SHA256SUMS)."""
+        return self.path / OWED if OWED in self.held else None
 
     @property
     def extras(self) -> tuple[str, ...]:
@@ -269,9 +279,11 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     missing = () if built else tuple(name for name in attestation_names(listed)
                                      if name in sums and name not in attested)
     recorded = (REPRODUCTION,) if REPRODUCTION in held else ()
+    # SOURCES.json: build's, where the kit owes Debian sources; a release may lack it
+    owed = (OWED,) if OWED in held or (not built and OWED in sums) else ()
     # what publish adds to a release's SHA256SUMS, held here or not (a fetch takes no pyz)
     added = () if built else tuple(name for name in PUBLISH_LISTED if name in sums)
-    expected = sorted((*listed, BUILDINFO, *attested, *missing, *recorded, *added))
+    expected = sorted((*listed, BUILDINFO, *attested, *missing, *recorded, *added, *owed))
     sources = _check_sources(path, sums, built)
     sums = {name: sha for name, sha in sums.items() if name not in sources}
     if sorted(sums) != expected:
@@ -281,18 +293,18 @@ def read_kit_dir(path: Path, *, verify: bool = True, built: bool = False) -> Kit
     flavours = [Flavour(name=name, folder=path, asset=tarball,
                         size=(path / tarball).stat().st_size, sha256=sums[tarball],
                         sha1=sha1.get(tarball)) for name, tarball in names.items()]
-    for name in (*recorded, *(name for name in added if name in held)):
+    for name in (*recorded, *(name for name in (*added, *owed) if name in held)):
         if verify and hash_file(path / name).sha256 != sums[name]:
             raise KitDirInvalid(f"kit folder {path}: {name} does not match {SHA256SUMS}")
     kit = KitDir(path=path, asset=asset, info=info, size=flavours[0].size, sha256=sums[asset],
                  sha1=sha1.get(asset), buildinfo_sha256=sums[BUILDINFO], verified=False,
                  siblings=tuple(flavours[1:]), held=held, absent=tuple(absent.values()),
                  attestations=tuple((name, sums[name]) for name in attested),
-                 sources=tuple(sorted(sources)),
+                 sources=tuple(sorted(sources)), owed=sums.get(OWED),
                  here=_held_listed(path, sums, sources))
     if verify:
         for name, listed_sha in sorted(sources.items()):
-            place = _source_file(path, name)
+            place = source_file(path, name)
             if place is not None and hash_file(place).sha256 != listed_sha:
                 raise KitDirInvalid(f"kit folder {path}: {place.relative_to(path)} does not "
                                     f"match {SHA256SUMS}'s {name}")
@@ -303,7 +315,7 @@ def _held_listed(path: Path, sums: Mapping[str, str], sources: Mapping[str, str]
                  ) -> tuple[str, ...]:
     """What SHA256SUMS lists (`sums`, and the sources/<file> lines) that the folder holds."""
     return tuple(sorted((*(name for name in sums if (path / name).is_file()),
-                         *(name for name in sources if _source_file(path, name) is not None))))
+                         *(name for name in sources if source_file(path, name) is not None))))
 
 
 def _check_sources(path: Path, sums: Mapping[str, str], built: bool) -> dict[str, str]:
@@ -321,14 +333,14 @@ def _check_sources(path: Path, sums: Mapping[str, str], built: bool) -> dict[str
         if "/" in name.removeprefix(f"{SOURCES}/") or name == f"{SOURCES}/":
             raise KitDirInvalid(f"kit folder {path}: {SHA256SUMS} lists {name!r}, not a file "
                                 f"of {SOURCES}/")
-        place = _source_file(path, name)
+        place = source_file(path, name)
         if place is not None and not stat.S_ISREG(place.lstat().st_mode):
             raise KitDirInvalid(f"kit folder {path}: {place.relative_to(path)} is not a regular "
                                 f"file")
     return listed
 
 
-def _source_file(path: Path, listed: str) -> Path | None:
+def source_file(path: Path, listed: str) -> Path | None:
     """Where the folder holds the source file SHA256SUMS lists as sources/<file>: there, or
     flat beside the kit in a release; None when it holds neither."""
     for place in (path / listed, path / listed.removeprefix(f"{SOURCES}/")):
@@ -361,7 +373,7 @@ def _check_layout(path: Path, built: bool
         what = f"{', '.join(FIXED_FILES)}" if built else f"{BUILDINFO} and {SHA256SUMS}"
         raise KitDirInvalid(f"kit folder {path}: {', '.join(missing)} missing (beside its "
                             f"tarball a kit folder holds {what})")
-    allowed = (*FIXED_FILES, *extras, SOURCES, *flat)
+    allowed = (*FIXED_FILES, *extras, OWED, SOURCES, *flat)
     extra = [name for name in names if name not in tarballs and name not in allowed]
     if extra:
         kept = (f"{', '.join(('<the tarballs>', *FIXED_FILES))}" +
@@ -639,7 +651,8 @@ def _locked(folder: Path) -> Iterator[None]:
 
 def sources_not_fetched(kit: KitDir) -> bool:
     """Whether the kit's portable tarball says its copyleft libraries' sources were not fetched
-    (NO_SOURCES_VARIABLE at build time): its third_party/README holds SOURCES_NOT_FETCHED."""
+    (an older ninfer-kits, built with NINFER_KITS_NO_SOURCES=1): its third_party/README holds
+    SOURCES_NOT_FETCHED."""
     if kit.portable is None or not kit.portable.path.is_file():
         return False
     try:

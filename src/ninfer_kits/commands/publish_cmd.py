@@ -141,7 +141,7 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
             args.ledger_dir or matrix.path.absolute().parent / "releases"),
         replace=args.replace or args.dry_run, wait=args.wait, notes_base=notes_base,
         signing_key=signing_key, reproduction=args.reproduction,
-        without_sources=environ.get(kitdir.NO_SOURCES_VARIABLE) == "1")
+        dry_run=args.dry_run)
     try:
         outcome = _run_settling_a_race(request, reporter, lambda: make_stores(
             names, matrix, github, args, environ, retry, reporter))

@@ -24,6 +24,7 @@ from ninfer_kits.matrix.load import (
 )
 from ninfer_kits.matrix.model import (
     DEFAULT_GITHUB_API,
+    DEFAULT_SNAPSHOT,
     EXTRA_RUNTIME_PACKAGES,
     LEDGER_MODES,
     PLACEHOLDERS,
@@ -36,6 +37,7 @@ from ninfer_kits.matrix.model import (
     Publish,
     RevisionFacts,
     Signing,
+    SourcesConfig,
     Toolchain,
     UnresolvedPlaceholders,
     Upstream,
@@ -59,6 +61,7 @@ __all__ = [
     "BASE_IMAGE_ARG",
     "DEFAULT_GITHUB_API",
     "DEFAULT_MATRIX",
+    "DEFAULT_SNAPSHOT",
     "EXTRA_RUNTIME_PACKAGES",
     "LEDGER_MODES",
     "MATRIX_ENV",
@@ -73,6 +76,7 @@ __all__ = [
     "Publish",
     "RevisionFacts",
     "Signing",
+    "SourcesConfig",
     "Toolchain",
     "UnresolvedPlaceholders",
     "Upstream",

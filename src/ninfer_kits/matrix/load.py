@@ -21,6 +21,7 @@ from ninfer_kits.errors import BadInput, ConfigError, Where
 from ninfer_kits.matrix.collisions import check_collisions
 from ninfer_kits.matrix.model import (
     DEFAULT_GITHUB_API,
+    DEFAULT_SNAPSHOT,
     EXTRA_RUNTIME_PACKAGES,
     LEDGER_MODES,
     PLACEHOLDERS,
@@ -32,6 +33,7 @@ from ninfer_kits.matrix.model import (
     Matrix,
     Publish,
     Signing,
+    SourcesConfig,
     Toolchain,
     Upstream,
     merge_cmake_options,
@@ -535,7 +537,7 @@ def _read_publish(table: Table, base_dir: Path) -> Publish:
         raise table.error("runner", "the build runner is no longer set here: rebuild.yml builds "
                                     "on ubuntu-latest unless the repository variable "
                                     "NINFER_KITS_BUILD_RUNNER names a runner label")
-    table.check_keys((), ("github", "b2", "ledger", "signing"))
+    table.check_keys((), ("github", "b2", "ledger", "signing", "sources"))
     github = _read_github(table.table("github")) if "github" in table.data else None
     b2 = _read_b2(table.table("b2")) if "b2" in table.data else None
     ledger = table.optional_text("ledger") or "commit"
@@ -543,7 +545,59 @@ def _read_publish(table: Table, base_dir: Path) -> Publish:
         raise table.error("ledger", unknown_name("ledger mode", ledger, LEDGER_MODES))
     signing = _read_signing(table.table("signing"), base_dir) if "signing" in table.data \
         else None
-    return Publish(github=github, b2=b2, ledger=ledger, signing=signing)
+    sources = _read_sources(table.table("sources"), base_dir) if "sources" in table.data \
+        else SourcesConfig()
+    return Publish(github=github, b2=b2, ledger=ledger, signing=signing, sources=sources)
+
+
+_KEYRING_LIMIT: Final = 1 << 20
+
+
+def _read_sources(table: Table, base_dir: Path) -> SourcesConfig:
+    """[publish.sources]: a mirror and a snapshot base URL (http only because the user names
+    the host here; apt checks every index's signature), and a keyring file beside matrix.toml."""
+    table.check_keys((), ("mirror", "keyring", "snapshot"))
+    urls: dict[str, str] = {}
+    for key in ("mirror", "snapshot"):
+        value = table.optional_text(key)
+        if value is not None:
+            problem = archive_url_problem(value)
+            if problem:
+                raise table.error(key, f"invalid URL {quote(value)}: {problem}")
+            urls[key] = value.rstrip("/")
+    keyring = None
+    if "keyring" in table.data:
+        relative = table.text("keyring")  # absolute, or relative to matrix.toml
+        keyring = (base_dir / relative).resolve()
+        if not relative.endswith((".gpg", ".asc")):
+            raise table.error("keyring", f"{quote(relative)}: a keyring file ends in .gpg "
+                                         f"(binary) or .asc (armored), as apt tells them apart")
+        try:
+            size = keyring.stat().st_size
+        except OSError as error:
+            raise table.error("keyring", f"{keyring}: {error.strerror or error}") from None
+        if not keyring.is_file() or size > _KEYRING_LIMIT:
+            raise table.error("keyring", f"{keyring}: not a keyring file (a regular file of at "
+                                         f"most {_KEYRING_LIMIT} bytes)")
+    return SourcesConfig(mirror=urls.get("mirror"), keyring=keyring,
+                         snapshot=urls.get("snapshot", DEFAULT_SNAPSHOT))
+
+
+def archive_url_problem(url: str) -> str | None:
+    """Why `url` cannot be an archive's or a snapshot's base URL, or None."""
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "contains whitespace or a control character"
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as error:
+        return str(error)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return "expected http(s)://HOST[/PATH]"
+    if parts.username is not None or parts.password is not None:
+        return "must not hold credentials"
+    if parts.query or parts.fragment or any(c in url for c in "[]\"'"):
+        return "must not have a query, a fragment, brackets or quotes"
+    return None
 
 
 def _read_signing(table: Table, base_dir: Path) -> Signing:

@@ -296,6 +296,21 @@ class Signing:
         return Trust(self.allowed_signers, self.identity)
 
 
+DEFAULT_SNAPSHOT = "https://snapshot.debian.org"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourcesConfig:
+    """[publish.sources]: where publish fetches the Debian source packages a portable kit owes.
+    `mirror` replaces the archives the kit recorded (their suites and components kept);
+    `keyring` is trusted beside the kit's recorded keyrings; `snapshot` is asked for a version
+    the archive no longer has (snapshot.debian.org's machine API)."""
+
+    mirror: str | None = None
+    keyring: Path | None = None  # absolute: given relative to matrix.toml
+    snapshot: str = DEFAULT_SNAPSHOT
+
+
 @dataclass(frozen=True, kw_only=True)
 class Publish:
     """[publish]: where `ninfer-kits publish` puts a finished kit (no remote: a local folder),
@@ -306,6 +321,7 @@ class Publish:
     b2: B2Target | None = None
     ledger: str = "commit"
     signing: Signing | None = None
+    sources: SourcesConfig = field(default_factory=SourcesConfig)
 
     @property
     def remotes(self) -> tuple[str, ...]:

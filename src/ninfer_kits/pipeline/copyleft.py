@@ -14,32 +14,27 @@ scripts and programs too, so reading copyleft off it flags libssl and libzstd. E
 package must have a verdict; one without stops the build (Unclassified), naming the package and
 the data file.
 
-The sources are fetched with the host's apt-get from a scratch configuration: the deb-src
-twins of the build environment's own apt sources, trusting its own keys, with lists, cache and
-state in a temporary folder (nothing of the host's apt state is read or written). Each file is
-checked against the size and sha256 the archive's signed Sources index gives (apt-get source
---print-uris) and against the `.dsc`'s Checksums-Sha256, then kept in the cache folder under
-sources/<name>_<version>/, so a second build fetches nothing. deb.debian.org keeps only the
-current version of a package: a bundled version it no longer has stops the build
-(SourceUnavailable), since a kit must never ship without its source.
+The build fetches nothing (the duty arises when the kit is distributed): it records, in the
+kit folder's SOURCES.json (ninfer_kits.owed_sources), each owed Debian source package and where
+it comes from (the build root's apt archives and the keyrings they trust), and publish
+(publish.sources) fetches them. The source of a library built in the toolchain image is in
+the image: it is copied at build (built_sources), checked against the image's record.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import shutil
-import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from ninfer_kits import kitdir
 from ninfer_kits.atomic import hash_file
-from ninfer_kits.children import ProbeTimeout, probe
-from ninfer_kits.errors import CheckFailed, EnvironmentFailure
+from ninfer_kits.errors import CheckFailed
+from ninfer_kits.owed_sources import Archive, Keyring, OwedPackage, OwedSources
 from ninfer_kits.pipeline.image_facts import ImageFacts
 from ninfer_kits.pipeline.provenance import DPKG_STATUS, Origin
 from ninfer_kits.resources import data_file
@@ -52,11 +47,7 @@ NOTICE = "notice"  # permissive: the licence file in kit/third_party/ is the who
 OBLIGATIONS = (SOURCE, NOTICE)
 MANAGERS = ("dpkg", "wheel", "built")
 SOURCES = kitdir.SOURCES  # the kit folder's sub-folder, and the cache's, that holds them
-APT_TIMEOUT = 1800  # a cold fetch of the example's sources is ~400 MB
 _NAME = re.compile(r"[a-z0-9][a-z0-9+.-]*")  # a Debian source package's or a wheel's name
-# What apt-get source --print-uris prints per file: 'URI' NAME SIZE SHA256:HEX
-_URI = re.compile(r"'(?P<uri>[^']+)' (?P<name>\S+) (?P<size>[0-9]+) "
-                  r"SHA256:(?P<sha256>[0-9a-f]{64})")
 
 
 class Unclassified(CheckFailed):
@@ -228,39 +219,116 @@ def source_packages(root: Path, binaries: set[str]) -> dict[str, SourcePackage]:
     return by_name
 
 
-# ---------------------------------------------------------------------------- fetching
+# ---------------------------------------------------------------------------- the record
 
 
-def fetch_sources(packages: Sequence[SourcePackage], root: Path, cache_dir: Path,
-                  log: Callable[[str], None]) -> tuple[SourceFile, ...]:
-    """Each package's source files, checked, from `cache_dir`/sources/<stem>/ or fetched there.
-    SourceUnavailable names each package that the archive no longer has or that did not check."""
+def owed_record(obligations: Obligations, root: Path) -> OwedSources:
+    """What publish needs to fetch the owed Debian source packages without the build root:
+    each package, the apt archives of the root whose dpkg records name it (the image's, or a
+    package root's: a sysroot debootstrap made has its own) as deb-src coordinates, and the
+    keyrings they trust (their bytes). Reads files only."""
+    verdicts = dict(obligations.verdicts)
+    packages = tuple(OwedPackage(p.name, p.version, p.binaries, verdicts[p.name].licence)
+                     for p in obligations.sources)
     if not packages:
-        return ()
-    elsewhere = [f"{p.name} {p.version} (dpkg records in {p.root})" for p in packages
-                 if p.root != "/"]
-    if elsewhere:  # its own apt sources are not known: the image's are another distribution's
-        raise SourceUnavailable(f"the source of {', '.join(elsewhere)} cannot be fetched: only "
-                                "the packages of the toolchain image's own root have apt sources")
-    store = cache_dir / SOURCES
-    files: list[SourceFile] = []
-    todo: list[SourcePackage] = []
-    for package in packages:
-        cached = _cached(store / package.stem, package)
-        if cached is None:
-            todo.append(package)
-        else:
-            files += cached
-    if todo:
-        log(f"sources: fetching {len(todo)} source package(s) with apt-get (cached: "
-            f"{len(packages) - len(todo)})")
-        with tempfile.TemporaryDirectory(prefix="ninfer-kits-apt-") as scratch:
-            apt = _Apt(Path(scratch), root)
-            apt.update(log)
-            for package in todo:
-                files += apt.fetch(package, store)
-                log(f"sources: fetched {package.name} {package.version}")
-    return tuple(sorted(files, key=lambda item: item.name))
+        return OwedSources((), (), ())
+    archives: list[Archive] = []
+    keyrings: dict[str, Keyring] = {}
+    for package_root in sorted({p.root for p in obligations.sources}):
+        found, trusted = apt_archives(root / package_root.lstrip("/"))
+        if not found:
+            owing = [f"{p.name} {p.version}" for p in obligations.sources
+                     if p.root == package_root]
+            raise SourceUnavailable(f"{root / package_root.lstrip('/')}/etc/apt: names no "
+                                    f"http(s) Debian archive, so where the source of "
+                                    f"{', '.join(owing)} comes from cannot be recorded")
+        clash = [k.name for k in trusted if keyrings.get(k.name, k) != k]
+        if clash:
+            raise SourceUnavailable(f"{root / package_root.lstrip('/')}/etc/apt: keyrings "
+                                    f"{', '.join(clash)} differ from those of the same name in "
+                                    f"another root")
+        keyrings |= {k.name: k for k in trusted}
+        archives += [a for a in found if a not in archives]
+    return OwedSources(tuple(archives), tuple(sorted(keyrings.values(), key=lambda k: k.name)),
+                       packages)
+
+
+def apt_archives(root: Path) -> tuple[tuple[Archive, ...], tuple[Keyring, ...]]:
+    """Each `deb` archive of `root`'s apt sources (sources.list, sources.list.d/*.list and
+    *.sources) over http(s), and the keyrings it trusts: its signed-by files, else the root's
+    trusted.gpg and trusted.gpg.d/ (as apt does)."""
+    apt = root / "etc/apt"
+    entries: list[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = []
+    for path in [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*.list"))]:
+        if path.is_file():
+            entries += _one_line_entries(path.read_text(encoding="utf-8", errors="replace"))
+    for path in sorted((apt / "sources.list.d").glob("*.sources")):
+        entries += _deb822_entries(path.read_text(encoding="utf-8", errors="replace"))
+    trusted = tuple(path for path in [apt / "trusted.gpg",
+                                      *sorted((apt / "trusted.gpg.d").glob("*.gpg")),
+                                      *sorted((apt / "trusted.gpg.d").glob("*.asc"))]
+                    if path.is_file())
+    keyrings: dict[str, Keyring] = {}
+    archives: list[Archive] = []
+    for uri, suites, components, signed_by in entries:
+        if not re.fullmatch(r"https?://\S+", uri):
+            continue  # file:, cdrom:, mirror+: nothing publish elsewhere could read
+        files = tuple(root / key.lstrip("/") for key in signed_by) or trusted
+        names = tuple(_keep(keyrings, path) for path in files if path.is_file())
+        archive = Archive(uri.rstrip("/") if suites != ("./",) else uri, suites, components,
+                          tuple(sorted(set(names))))
+        if archive not in archives:
+            archives.append(archive)
+    return tuple(archives), tuple(sorted(keyrings.values(), key=lambda k: k.name))
+
+
+def _keep(keyrings: dict[str, Keyring], path: Path) -> str:
+    """The keyring's name in the record (its file name; another file of the same name gets
+    a numbered one)."""
+    data = path.read_bytes()
+    suffix = ".asc" if path.suffix == ".asc" else ".gpg"
+    stem = re.sub(r"[^A-Za-z0-9._+-]", "-", path.stem).lstrip("._+-") or "keyring"
+    name, number = f"{stem}{suffix}", 1
+    while name in keyrings and keyrings[name].data != data:
+        number += 1
+        name = f"{stem}-{number}{suffix}"
+    keyrings[name] = Keyring(name, data)
+    return name
+
+
+_Entry = tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]  # uri, suites,
+# components, signed-by paths
+
+
+def _one_line_entries(text: str) -> list[_Entry]:
+    found: list[_Entry] = []
+    for line in text.splitlines():
+        match = re.fullmatch(r"\s*deb\s+(?:\[(?P<options>[^\]]*)\]\s*)?(?P<rest>.*)",
+                             line.split("#", 1)[0])
+        if match is None or len(match["rest"].split()) < 2:
+            continue
+        words = match["rest"].split()
+        options = dict(item.partition("=")[::2] for item in (match["options"] or "").split())
+        keys = tuple(key for key in options.get("signed-by", "").split(",") if key.startswith("/"))
+        found.append((words[0], (words[1],), tuple(words[2:]), keys))
+    return found
+
+
+def _deb822_entries(text: str) -> list[_Entry]:
+    found: list[_Entry] = []
+    for stanza in text.split("\n\n"):
+        fields = {k.lower(): v.strip() for k, v in
+                  re.findall(r"^([A-Za-z-]+):(.*)$", stanza, re.MULTILINE)}
+        if "deb" not in fields.get("types", "").split() or fields.get("enabled", "yes") == "no":
+            continue
+        keys = tuple(key for key in fields.get("signed-by", "").split() if key.startswith("/"))
+        for uri in fields.get("uris", "").split():
+            found.append((uri, tuple(fields.get("suites", "").split()),
+                          tuple(fields.get("components", "").split()), keys))
+    return [entry for entry in found if entry[1]]
+
+
+# ---------------------------------------------------------------------------- built in the image
 
 
 def built_sources(built: Sequence[tuple[str, str]], facts: ImageFacts, root: Path,
@@ -288,181 +356,6 @@ def built_sources(built: Sequence[tuple[str, str]], facts: ImageFacts, root: Pat
     return tuple(files)
 
 
-MANIFEST = "SHA256SUMS"  # in each cached package's folder: what the archive's index said
-
-
-def _cached(folder: Path, package: SourcePackage) -> list[SourceFile] | None:
-    """The cached files of `package`, rechecked against the archive's hashes kept beside them
-    and the .dsc's; None when there are none (or they do not check: fetched again)."""
-    try:
-        listed = dict(line.split("  ", 1)[::-1] for line in
-                      (folder / MANIFEST).read_text(encoding="utf-8").splitlines())
-    except (OSError, ValueError):
-        return None
-    try:
-        return _checked(folder, package, {name: (None, sha) for name, sha in listed.items()})
-    except SourceUnavailable:
-        return None
-
-
-def _checked(folder: Path, package: SourcePackage,
-             expected: dict[str, tuple[int | None, str]]) -> list[SourceFile]:
-    """The files of `folder` as SourceFiles, once each matches the archive's (size, sha256)
-    and the .dsc's Checksums-Sha256 names exactly the others with the same hashes."""
-    names = sorted(os.listdir(folder))
-    if sorted(expected) != [name for name in names if name != MANIFEST]:
-        raise SourceUnavailable(f"{folder}: holds {', '.join(names)}; the archive lists "
-                                f"{', '.join(sorted(expected))} for {package.name} "
-                                f"{package.version}")
-    files = []
-    for name in sorted(expected):
-        size, sha256 = expected[name]
-        hashed = hash_file(folder / name)
-        if hashed.sha256 != sha256 or (size is not None and hashed.size != size):
-            raise SourceUnavailable(f"{folder / name}: sha256 {hashed.sha256}, {hashed.size} "
-                                    f"bytes; the archive's index says {sha256}"
-                                    f"{f', {size} bytes' if size is not None else ''}")
-        files.append(SourceFile(package.name, package.version, name, folder / name,
-                                hashed.size, hashed.sha256))
-    dsc = folder / f"{package.stem}.dsc"
-    if not dsc.is_file():
-        raise SourceUnavailable(f"{folder}: no {dsc.name} for {package.name} {package.version}")
-    in_dsc = dsc_checksums(dsc.read_text(encoding="utf-8", errors="replace"))
-    others = {item.name: item.sha256 for item in files if item.name != dsc.name}
-    if in_dsc != others:
-        raise SourceUnavailable(f"{dsc}: its Checksums-Sha256 lists {in_dsc}; the files "
-                                f"fetched are {others}")
-    return files
-
-
-def dsc_checksums(text: str) -> dict[str, str]:
-    """File name → sha256 from a .dsc's Checksums-Sha256 field (signed or not)."""
-    match = re.search(r"^Checksums-Sha256:[ \t]*\n((?:[ \t]+\S.*\n?)+)", text, re.MULTILINE)
-    if match is None:
-        return {}
-    rows = (line.split() for line in match.group(1).splitlines())
-    return {row[2]: row[0] for row in rows if len(row) == 3}
-
-
-class _Apt:
-    """The host's apt-get on a scratch configuration: the deb-src twins of `root`'s sources,
-    trusting `root`'s keys; lists, cache and status in `scratch`."""
-
-    def __init__(self, scratch: Path, root: Path) -> None:
-        self.apt_get = shutil.which("apt-get")
-        if self.apt_get is None:
-            raise EnvironmentFailure("apt-get not found: a portable kit that bundles copyleft "
-                                     "libraries publishes their Debian source packages, which "
-                                     "are fetched with apt-get (run the build on a Debian or "
-                                     "Ubuntu host)")
-        self.scratch = scratch
-        for sub in ("lists/partial", "cache/archives/partial", "parts", "prefs"):
-            (scratch / sub).mkdir(parents=True)
-        (scratch / "status").write_text("", encoding="utf-8")
-        lines = deb_src_lines(root)
-        if not lines:
-            raise SourceUnavailable(f"{root}/etc/apt: names no Debian archive to fetch the "
-                                    "bundled packages' sources from")
-        (scratch / "sources.list").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        self.options = [
-            "-o", f"Dir::Etc::sourcelist={scratch / 'sources.list'}",
-            "-o", f"Dir::Etc::sourceparts={scratch / 'parts'}",
-            "-o", f"Dir::Etc::preferencesparts={scratch / 'prefs'}",
-            "-o", f"Dir::Etc::trusted={root / 'etc/apt/trusted.gpg'}",
-            "-o", f"Dir::Etc::trustedparts={root / 'etc/apt/trusted.gpg.d'}",
-            "-o", f"Dir::State::Lists={scratch / 'lists'}",
-            "-o", f"Dir::State::status={scratch / 'status'}",
-            "-o", f"Dir::Cache={scratch / 'cache'}",
-            "-o", "Debug::NoLocking=1", "-o", "Acquire::Retries=3",
-            "-o", "APT::Get::Only-Source=true", "-q",
-        ]
-        if os.geteuid() == 0:  # apt's _apt user could not write the scratch folder
-            self.options += ["-o", "APT::Sandbox::User=root"]
-
-    def _run(self, *args: str, cwd: Path | None = None) -> str:
-        command = [str(self.apt_get), *self.options, *args]
-        try:
-            done = probe(command, timeout=APT_TIMEOUT, cwd=cwd,
-                         env={**os.environ, "LC_ALL": "C.UTF-8"})
-        except ProbeTimeout as error:
-            raise SourceUnavailable(str(error)) from None
-        if done.returncode != 0:
-            raise SourceUnavailable(f"apt-get {' '.join(args)} failed ({done.returncode}): "
-                                    f"{(done.stderr or done.stdout).strip()[-1500:]}")
-        return done.stdout
-
-    def update(self, log: Callable[[str], None]) -> None:
-        """Read the archives' source indexes. One that fails (a vendor's repository without
-        deb-src, say) is logged, not fatal: a package it was needed for then fails by name."""
-        try:
-            self._run("update")
-        except SourceUnavailable as error:
-            log(f"sources: {error}")
-
-    def fetch(self, package: SourcePackage, store: Path) -> list[SourceFile]:
-        spec = f"{package.name}={package.version}"
-        try:
-            printed = self._run("source", "--print-uris", spec)
-        except SourceUnavailable as error:
-            raise SourceUnavailable(
-                f"source package {package.name} {package.version} (of the bundled "
-                f"{', '.join(package.binaries)}) cannot be fetched: {error}. The archive keeps "
-                "only current versions: rebuild the toolchain image so it installs what the "
-                "archive has now") from None
-        expected: dict[str, tuple[int | None, str]] = {
-            m["name"]: (int(m["size"]), m["sha256"]) for m in _URI.finditer(printed)}
-        if f"{package.stem}.dsc" not in expected:
-            raise SourceUnavailable(f"apt-get source --print-uris {spec} named no "
-                                    f"{package.stem}.dsc:\n{printed.strip()[-1500:]}")
-        store.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{package.stem}-", dir=store))
-        try:
-            self._run("source", "--download-only", spec, cwd=work)
-            files = _checked(work, package, expected)
-            manifest = "".join(f"{item.sha256}  {item.name}\n" for item in files)
-            (work / MANIFEST).write_text(manifest, encoding="utf-8")
-            os.chmod(work, 0o755)  # mkdtemp's 0700: the cache is as readable as its files
-            final = store / package.stem
-            shutil.rmtree(final, ignore_errors=True)  # one that did not check
-            work.rename(final)  # whole or not at all: a cache reader never sees half of it
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        return [SourceFile(item.package, item.version, item.name, final / item.name, item.size,
-                           item.sha256) for item in files]
-
-
-def deb_src_lines(root: Path) -> list[str]:
-    """One-line deb-src entries for each `deb` archive of `root`'s apt sources (sources.list,
-    sources.list.d/*.list and *.sources), keyring paths made paths inside `root`."""
-    apt = root / "etc/apt"
-    lines: list[str] = []
-    texts = [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*.list"))]
-    for path in texts:
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                words = line.split("#", 1)[0].split()
-                if words[:1] == ["deb"]:
-                    lines.append(_rooted(" ".join(["deb-src", *words[1:]]), root))
-    for path in sorted((apt / "sources.list.d").glob("*.sources")):
-        for stanza in path.read_text(encoding="utf-8", errors="replace").split("\n\n"):
-            fields = {k.lower(): v.strip() for k, v in
-                      re.findall(r"^([A-Za-z-]+):(.*)$", stanza, re.MULTILINE)}
-            if "deb" not in fields.get("types", "").split() or \
-                    fields.get("enabled", "yes") == "no":
-                continue
-            key = fields.get("signed-by", "")
-            option = f" [signed-by={root / key.lstrip('/')}]" if key.startswith("/") else ""
-            for uri in fields.get("uris", "").split():
-                for suite in fields.get("suites", "").split():
-                    lines.append(f"deb-src{option} {uri} {suite} {fields.get('components', '')}")
-    return lines
-
-
-def _rooted(line: str, root: Path) -> str:
-    return re.sub(r"signed-by=(/[^\] ]+)",
-                  lambda m: f"signed-by={root / m.group(1).lstrip('/')}", line)
-
-
 # ---------------------------------------------------------------------------- the kit's notice
 
 
@@ -475,61 +368,30 @@ License, which require whoever distributes their object code to make the corresp
 available. This kit does so by publishing, beside itself, the Debian source package of exactly
 the version of each one it carries: the .dsc, the upstream (orig) and Debian tarballs, as
 Debian's archive holds them; for a library built in the toolchain image from its release
-tarball, that tarball and the scripts that built it. They are assets of the
-same release as this kit ({tag}), and in the kit folder's {sources}/ folder; SHA256SUMS lists
-them, and each file's sha256 is below. `dpkg-source -x <name>.dsc` unpacks a Debian source
-package.
+tarball, that tarball and the scripts that built it. They are assets of the same release as
+this kit ({tag}), and the release's SHA256SUMS lists each file with its sha256 (as
+{sources}/<file>). `dpkg-source -x <name>.dsc` unpacks a Debian source package. The source
+packages owed are:
+"""
 
+OFFER = """
 Written statement: the source is offered from the same place as the object code, for as long
 as the release is available. Should a file be missing, ask the publisher of this release (its
-repository's issue tracker) for it, quoting the file name and sha256 below; the offer is valid
+repository's issue tracker) for it, quoting the package and version above; the offer is valid
 for three years from the release's date to any third party.
 """
 
 
-NOT_FETCHED = f"""\
-{kitdir.SOURCES_NOT_FETCHED}
-{"-" * len(kitdir.SOURCES_NOT_FETCHED)}
-
-Some libraries above are licensed under the GNU GPL, the GNU LGPL or the Mozilla Public
-License, which require whoever distributes their object code to make the corresponding source
-available. This kit was built with {{variable}}=1 (a machine that cannot
-reach Debian's source archive), so their sources were NOT fetched:
-it must not be distributed. The packages whose source is owed are:
-"""
-
-SKIP_VARIABLE = kitdir.NO_SOURCES_VARIABLE
-
-
-def sources_skipped(log: Callable[[str], None]) -> bool:
-    """Whether this build was told not to fetch the sources ({SKIP_VARIABLE}=1): for test
-    machines that cannot reach the archive's pool; said in the log and in the kit's README."""
-    if os.environ.get(SKIP_VARIABLE) != "1":
-        return False
-    log(f"WARNING: {SKIP_VARIABLE}=1: the copyleft libraries' source packages are not fetched; "
-        "this kit must not be distributed")
-    return True
-
-
-def readme_section(obligations: Obligations, files: Sequence[SourceFile], tag: str,
-                   skipped: bool = False) -> str:
-    """The third_party/README part that names each copyleft package's source files (or, for a
-    build that skipped them, says it must not be distributed)."""
+def readme_section(obligations: Obligations, tag: str) -> str:
+    """The third_party/README part that names each package whose source the release carries,
+    its version and licence, and the written offer."""
     if not obligations.sources and not obligations.built:
         return ""
     verdicts = dict(obligations.verdicts)
-    owed = [(package.name, package.version, f" (source of {', '.join(package.binaries)})")
+    owed = [(package.name, package.version, f"source of {', '.join(package.binaries)}")
             for package in obligations.sources]
-    owed += [(name, version, " (built in the toolchain image)")
+    owed += [(name, version, "built in the toolchain image")
              for name, version in obligations.built]
-    if skipped:
-        return "\n".join([NOT_FETCHED.format(variable=SKIP_VARIABLE), *(
-            f"  {name} {version} ({verdicts[name].licence})" for name, version, _ in owed)]
-            ) + "\n"
-    parts = [README_HEAD.format(tag=tag, sources=SOURCES)]
-    for name, version, what in owed:
-        rows = [f"{name} {version}{what}\n  licence:  {verdicts[name].licence}\n"]
-        rows += [f"  file:     {item.name}\n  sha256:   {item.sha256}\n" for item in files
-                 if (item.package, item.version) == (name, version)]
-        parts.append("".join(rows))
-    return "\n".join(parts)
+    rows = [f"\n{name} {version} ({what})\n  licence:  {verdicts[name].licence}\n"
+            for name, version, what in owed]
+    return README_HEAD.format(tag=tag, sources=SOURCES) + "".join(rows) + OFFER

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits import attestations, kitdir, resources
+from ninfer_kits import attestations, kitdir, owed_sources, resources
 from ninfer_kits.atomic import hash_file, write_file
 from ninfer_kits.buildinfo import BuildInfo, render
 from ninfer_kits.checksums import write_sha1sums, write_sha256sums
@@ -33,10 +33,9 @@ from ninfer_kits.pipeline.copyleft import (
     SourceFile,
     built_sources,
     classify,
-    fetch_sources,
     load_verdicts,
+    owed_record,
     readme_section,
-    sources_skipped,
 )
 from ninfer_kits.pipeline.kit_rules import (
     check_archs,
@@ -135,36 +134,33 @@ def repair_portable(state: BuildState, reporter: Reporter) -> BuildState:
         environment = (LibraryEnvironment.host(portable_root) if root == Path("/") else
                        LibraryEnvironment.exported(root))
         repaired = repair(portable_root, environment, policy, reporter.info)
-        # Before anything is packed: a library whose licence owes its source is shipped only
-        # with that source (pipeline.copyleft), fetched while the environment's apt sources
-        # and keys are at hand.
+        # A library whose licence owes its source is distributed only with that source:
+        # the build records which (and where from, while the environment's apt sources and
+        # keys are at hand); publish fetches them. No network here.
         obligations = classify((item.origin for item in repaired.bundled), root, load_verdicts())
-        skipped = sources_skipped(reporter.info)
+        owed = owed_record(obligations, root)
         # without a cache folder, the work folder (dropped after the build) holds them
         store = state.request.cache_dir or state.workspace
-        sources = () if skipped else (
-            fetch_sources(obligations.sources, root, store, reporter.info)
-            + built_sources(obligations.built, environment.facts, root, store))
+        sources = built_sources(obligations.built, environment.facts, root, store)
     with (portable_root / THIRD_PARTY_README.removeprefix("kit/")).open("a",
                                                                        encoding="utf-8") as readme:
-        readme.write(readme_section(obligations, sources, state.tag, skipped))
+        readme.write(readme_section(obligations, state.tag))
     after = inspect_path(portable_root)
     check_search_paths(after)
     _check_glibc_floor(state, after, kitdir.PORTABLE.name)
     size = sum(item.size for item in repaired.bundled)
     reporter.info(f"bundled {len(repaired.bundled)} libraries ({size / 1e6:.1f} MB) in kit/lib")
-    megabytes = sum(item.size for item in sources) / 1e6
-    published = "NOT fetched (this kit must not be distributed)" if skipped else \
-        f"{len(sources)} files, {megabytes:.1f} MB, published in {SOURCES}/"
-    owing = len(obligations.sources) + len(obligations.built)
-    reporter.info(f"copyleft: {owing} source packages owe their source; {published}")
+    reporter.info(f"copyleft: {len(owed.packages)} Debian source packages owed, recorded in "
+                  f"{owed_sources.RECORD}; publish fetches them"
+                  + (f"; {len(sources)} files of {len(obligations.built)} built in the toolchain "
+                     f"image, in {SOURCES}/" if obligations.built else ""))
     reporter.info("floor before the repair:\n" + render_table(inspection.floor.table))
     reporter.info("floor after the repair:\n" + render_table(after.floor.table))
     notices = sorted({item.notice for item in repaired.bundled} | {THIRD_PARTY_README})
     portable = Flavour(name=kitdir.PORTABLE.name, root=portable_root,
                        asset=kitdir.PORTABLE.asset(state.asset), inspection=after,
                        licenses=(*state.licenses, *notices), bundled=repaired.bundled,
-                       sources=sources)
+                       sources=sources, owed=owed if owed.packages else None)
     return dataclasses.replace(state, flavours=(*state.flavours, portable))
 
 
@@ -269,9 +265,13 @@ def checksums(state: BuildState, reporter: Reporter) -> BuildState:
                  for name, data in _attestations(flavour, published).items()}
     sources = place_sources(staging, [item for flavour in state.flavours
                                       for item in flavour.sources])
+    owing = [flavour.owed for flavour in state.flavours if flavour.owed is not None]
+    owed = {owed_sources.RECORD: write_file(staging / owed_sources.RECORD,
+                                            owed_sources.render(owing[0])).sha256} \
+        if owing else {}
     write_sha256sums(staging / kitdir.SHA256SUMS,
                      {**{name: packed.sha256 for name, packed in tarballs.items()},
-                      kitdir.BUILDINFO: buildinfo.sha256, **documents, **sources})
+                      kitdir.BUILDINFO: buildinfo.sha256, **documents, **sources, **owed})
     # B2 and older download clients verify by SHA-1; it comes from the same pass as the sha256.
     write_sha1sums(staging / kitdir.SHA1SUMS,
                    {name: packed.sha1 for name, packed in tarballs.items()})

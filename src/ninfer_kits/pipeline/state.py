@@ -15,6 +15,7 @@ from ninfer_kits.inspector.inspection import Inspection
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
+from ninfer_kits.owed_sources import OwedSources
 from ninfer_kits.pipeline.builders import Builder, Compiled, PreparedToolchain
 from ninfer_kits.pipeline.compiled_in import CompiledIn
 from ninfer_kits.pipeline.copyleft import SourceFile
@@ -90,6 +91,8 @@ class Flavour:
     licenses: tuple[str, ...]
     bundled: tuple[Bundled, ...] = ()  # the libraries it carries (the portable repair's)
     sources: tuple[SourceFile, ...] = ()  # the copyleft ones' source packages, published beside
+    # the Debian source packages it owes, recorded for publish to fetch (SOURCES.json)
+    owed: OwedSources | None = None
     buildinfo: BuildInfo | None = None  # its own BUILDINFO.txt, inputs only
     tarball: PackedFile | None = None
     smoke: str = ""  # the smoke test's verdict

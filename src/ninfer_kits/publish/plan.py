@@ -15,7 +15,7 @@ from ninfer_kits import buildinfo, kitdir, reproduction
 from ninfer_kits.atomic import hash_file
 from ninfer_kits.buildinfo import BuildInfo
 from ninfer_kits.checksums import SHA256, parse_sums
-from ninfer_kits.errors import BadInput, NinferKitsError
+from ninfer_kits.errors import BadInput, NinferKitsError, need
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.matrix import Matrix, RevisionFacts
 from ninfer_kits.publish import notes
@@ -105,7 +105,7 @@ def _check_names(kit: KitDir, matrix: Matrix) -> None:
 
 def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
               signature: Asset | None = None, *, record: Asset | None = None,
-              sums: Asset | None = None) -> tuple[Asset, ...]:
+              sums: Asset | None = None, sources: tuple[Asset, ...] = ()) -> tuple[Asset, ...]:
     """The release's assets in upload order: the kit's tarballs (the plain kit, then its
     siblings), BUILDINFO.txt, SHA1SUMS, each tarball's SBOM and provenance, the source
     packages of a portable kit's copyleft libraries, REPRODUCTION.json where the rebuild was
@@ -132,7 +132,9 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
         Asset(name=kitdir.SHA1SUMS, path=sha1sums.path, size=sha1sums.size,
               sha256=sha1sums.sha256, sha1=sha1sums.sha1, content_type=TEXT_TYPE),
         *_attestations(kit),
-        *_sources(kit),
+        *_owed(kit),
+        *_sources(kit, {asset.name for asset in sources}),
+        *sources,
         *tools,
         *((signature,) if signature is not None else ()),
         Asset(name=kitdir.SHA256SUMS, path=sha256sums.path, size=sha256sums.size,
@@ -165,12 +167,29 @@ def _attestations(kit: KitDir) -> tuple[Asset, ...]:
     return tuple(assets)
 
 
-def _sources(kit: KitDir) -> tuple[Asset, ...]:
+def _owed(kit: KitDir) -> tuple[Asset, ...]:
+    """SOURCES.json, where the kit owes Debian source packages: which, and where from."""
+    if kit.owed_record is None:
+        return ()
+    hashed = hash_file(kit.owed_record)
+    if hashed.sha256 != kit.owed:
+        raise kitdir.KitDirInvalid(f"kit folder {kit.path}: {kitdir.OWED} changed while it was "
+                                   f"read")
+    return (Asset(name=kitdir.OWED, path=hashed.path, size=hashed.size, sha256=hashed.sha256,
+                  sha1=hashed.sha1, content_type=JSON_TYPE),)
+
+
+def _sources(kit: KitDir, fetched: set[str]) -> tuple[Asset, ...]:
     """The source packages a portable kit's copyleft libraries oblige it to publish, by their
-    own names (a release's assets are flat; SHA256SUMS lists each as sources/<name>)."""
+    own names (a release's assets are flat; SHA256SUMS lists each as sources/<name>), that the
+    kit folder holds and publish did not fetch (`fetched`)."""
     assets = []
     for listed in kit.sources:
-        hashed = hash_file(kit.path / listed)
+        if listed.removeprefix(f"{kitdir.SOURCES}/") in fetched:
+            continue
+        if kitdir.source_file(kit.path, listed) is None:  # a release's folder may lack it
+            continue
+        hashed = hash_file(need(kitdir.source_file(kit.path, listed), listed))
         assets.append(Asset(name=listed.removeprefix(f"{kitdir.SOURCES}/"), path=hashed.path,
                             size=hashed.size, sha256=hashed.sha256, sha1=hashed.sha1,
                             content_type=SOURCE_TYPE))
@@ -181,21 +200,24 @@ def _sources(kit: KitDir) -> tuple[Asset, ...]:
 UNLISTED = frozenset({kitdir.SIGNATURE, kitdir.SHA256SUMS})
 
 
-def listed(kit: KitDir, assets: Iterable[Asset]) -> dict[str, str]:
+def listed(kit: KitDir, assets: Iterable[Asset], fetched: Iterable[str] = ()
+           ) -> dict[str, str]:
     """The SHA256SUMS lines of `assets` (name as listed → sha256): every one but UNLISTED, a
-    source package under sources/<file> as the kit folder lists it."""
+    source package under sources/<file> as the kit folder lists it, or as publish fetched it
+    (`fetched`: their asset names)."""
     sources = {name.removeprefix(f"{kitdir.SOURCES}/"): name for name in kit.sources}
+    sources |= {name: f"{kitdir.SOURCES}/{name}" for name in fetched}
     return {sources.get(asset.name, asset.name): asset.sha256 for asset in assets
             if asset.name not in UNLISTED}
 
 
-def check_listed(kit: KitDir, release: Release) -> None:
+def check_listed(kit: KitDir, release: Release, fetched: Iterable[str] = ()) -> None:
     """Every file of the release but the signature is in its SHA256SUMS with its own sha256,
     so that checking the signature and `sha256sum -c` covers all a user downloads and runs;
     KitDirInvalid naming each file that is not."""
     sums = release.asset(kitdir.SHA256SUMS)
     held = parse_sums(sums.path.read_text(encoding="utf-8"), SHA256, str(sums.path))
-    wrong = sorted(name for name, sha256 in listed(kit, release.assets).items()
+    wrong = sorted(name for name, sha256 in listed(kit, release.assets, fetched).items()
                    if held.get(name) != sha256)
     if wrong:
         raise kitdir.KitDirInvalid(f"release {release.tag}: its {kitdir.SHA256SUMS} does not "
@@ -212,7 +234,7 @@ def _listed(sha1: str | None) -> str:
 def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
                  fetch_hint: str | None = None, signature: Asset | None = None,
                  signed: tuple[str, str] | None = None, *, record: Asset | None = None,
-                 sums: Asset | None = None) -> Release:
+                 sums: Asset | None = None, sources: tuple[Asset, ...] = ()) -> Release:
     """The release of `kit`; `signature` its SHA256SUMS.sig and `signed` (identity, key
     fingerprint) where it is signed; `record` its REPRODUCTION.json and `sums` the SHA256SUMS
     that lists it, where the rebuild was recorded."""
@@ -225,7 +247,8 @@ def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
                                       signed=signed,
                                       reproduced=reproduction.read(shown)
                                       if shown is not None else None),
-                   assets=assets_of(kit, tools, signature, record=record, sums=sums))
+                   assets=assets_of(kit, tools, signature, record=record, sums=sums,
+                                    sources=sources))
 
 
 def pyz_asset(folder: Path) -> Asset:

@@ -11,13 +11,21 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ninfer_kits import kitdir, kitindex, ledger, locks, reproduction, signatures
+from ninfer_kits import (
+    kitdir,
+    kitindex,
+    ledger,
+    locks,
+    owed_sources,
+    reproduction,
+    signatures,
+)
 from ninfer_kits.atomic import hash_file, write_file
 from ninfer_kits.checksums import SHA256, parse_sums, render_sums
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, need
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
-from ninfer_kits.publish import needs, plan
+from ninfer_kits.publish import needs, plan, sources
 from ninfer_kits.publish.holdings import (
     held_release,
     inspect_each,
@@ -37,31 +45,59 @@ def read_kit(state: Outcome, reporter: Reporter) -> Outcome:
     request = state.request
     limits = [(store.describe(), store.max_asset_size) for store in request.stores]
     read = plan.read_kit(request.kit_dir, request.matrix, limits)
-    refuse_withheld_sources(read, reporter, request.without_sources)
+    refuse_withheld_sources(read)
     return dataclasses.replace(state, read=read)
 
 
 class SourcesNotFetched(BadInput):
-    """A portable kit built without its copyleft libraries' sources, published without the
-    same escape hatch: their licences forbid distributing it."""
+    """A portable kit an older ninfer-kits built without its copyleft libraries' sources (and
+    without SOURCES.json, which would say what to fetch): their licences forbid distributing
+    it."""
 
 
-def refuse_withheld_sources(kit: KitDir, reporter: Reporter, allowed: bool) -> None:
-    """A portable kit whose build skipped the copyleft sources (its README says so) is not
-    published, unless the publish, too, is told that sources are not fetched here (tests, a
-    private store); then it says so, loudly."""
-    if not kit.sources and kitdir.sources_not_fetched(kit):
+def refuse_withheld_sources(kit: KitDir) -> None:
+    """A portable kit whose build skipped the copyleft sources (its README says so) and that
+    records no SOURCES.json is not published: publish could not tell what it owes."""
+    if not kit.sources and kit.owed is None and kitdir.sources_not_fetched(kit):
         portable = need(kit.portable, "portable")
-        said = (f"{portable.path}: built with {kitdir.NO_SOURCES_VARIABLE}=1, so the GPL, "
-                "LGPL and MPL libraries it carries come without their source, which their "
-                "licences require beside them")
-        if not allowed:
-            raise SourcesNotFetched(
-                f"{said}; nothing was published. Build the kit again where Debian's source "
-                f"archive is reachable (without {kitdir.NO_SOURCES_VARIABLE}), or, for a release "
-                f"no one else will download, publish with {kitdir.NO_SOURCES_VARIABLE}=1")
-        reporter.info(f"WARNING: {said}; published anyway ({kitdir.NO_SOURCES_VARIABLE}=1): "
-                      "this release must not be distributed")
+        raise SourcesNotFetched(
+            f"{portable.path}: built by an older ninfer-kits with NINFER_KITS_NO_SOURCES=1, so "
+            f"the GPL, LGPL and MPL libraries it carries come without their source, and the kit "
+            f"folder has no {kitdir.OWED} that says which source packages to fetch; nothing "
+            f"was published. Build the kit again with this ninfer-kits (it records what the "
+            f"kit owes, and publish fetches it)")
+
+
+def fetch_sources(state: Outcome, reporter: Reporter) -> Outcome:
+    """The Debian source packages the kit owes (its SOURCES.json): from the cache, else fetched
+    and checked (publish.sources), to be uploaded beside the kit. A dry run stays offline: it
+    names what a publish fetches."""
+    request, kit = state.request, state.kit
+    if kit.owed_record is None:
+        return state
+    record = owed_sources.read(kit.owed_record)
+    if request.dry_run:
+        reporter.info(f"{kitdir.OWED}: the kit owes {len(record.packages)} Debian source "
+                      f"packages; a publish fetches them (not a dry run: it stays offline): "
+                      + ", ".join(f"{p.name} {p.version}" for p in record.packages))
+        return state
+    files = sources.fetch_owed(record, request.matrix.publish.sources,
+                               request.lock_dir.parent, reporter.info)
+    held = {name.removeprefix(f"{kitdir.SOURCES}/"): name for name in kit.sources}
+    sums = parse_sums((kit.path / kitdir.SHA256SUMS).read_text(encoding="utf-8"), SHA256,
+                      str(kit.path / kitdir.SHA256SUMS))
+    assets = []
+    for item in files:
+        if item.name in held and sums.get(held[item.name]) != item.sha256:
+            raise sources.SourceMismatch(
+                f"{kit.path / kitdir.SHA256SUMS} lists {held[item.name]} as "
+                f"{sums.get(held[item.name])}; the archive's file is {item.sha256}")
+        assets.append(Asset(name=item.name, path=item.path, size=item.size, sha256=item.sha256,
+                            sha1=hash_file(item.path).sha1, content_type=plan.SOURCE_TYPE))
+    megabytes = sum(item.size for item in files) / 1e6
+    reporter.info(f"sources: {len(record.packages)} source packages, {len(files)} files, "
+                  f"{megabytes:.1f} MB, published as assets of the release")
+    return dataclasses.replace(state, sources=tuple(assets))
 
 
 def judge_needs(state: Outcome, reporter: Reporter) -> Outcome:
@@ -136,10 +172,12 @@ def list_release(state: Outcome, reporter: Reporter) -> Outcome:
     own asset list, so a file the release gains later is listed (and signed) without more."""
     request, kit = state.request, state.kit
     tools = (plan.pyz_asset(request.lock_dir.parent / "pyz"),)
-    assets = plan.assets_of(kit, tools, record=state.record)
+    assets = plan.assets_of(kit, tools, record=state.record, sources=state.sources)
     held = kit.path / kitdir.SHA256SUMS
     built = parse_sums(held.read_text(encoding="utf-8"), SHA256, str(held))
-    listed = {**built, **plan.listed(kit, assets)}  # a tarball the folder lacks stays listed
+    fetched = [asset.name for asset in state.sources]
+    # a tarball the folder lacks stays listed
+    listed = {**built, **plan.listed(kit, assets, fetched)}
     folder = need(state.scratch, "scratch") / "release"
     folder.mkdir(exist_ok=True)
     written = write_file(folder / kitdir.SHA256SUMS, render_sums(listed).encode("utf-8"))
@@ -217,8 +255,9 @@ def plan_release(state: Outcome, reporter: Reporter) -> Outcome:
     signed = (signing.identity, need(state.signed_by, "signed_by")) \
         if state.signature is not None and signing is not None else None
     release = plan.make_release(kit, base, state.tools, _fetch_hint(base), state.signature,
-                                signed, record=state.record, sums=state.sums)
-    plan.check_listed(kit, release)
+                                signed, record=state.record, sums=state.sums,
+                                sources=state.sources)
+    plan.check_listed(kit, release, [asset.name for asset in state.sources])
     if state.signature is not None and \
             release.asset(kitdir.SHA256SUMS).sha256 != state.signed_sums:
         raise kitdir.KitDirInvalid(f"kit folder {kit.path}: {kitdir.SHA256SUMS} changed after "

@@ -4,7 +4,8 @@ entry.
 STAGES is the whole program, in order, beside the build's (pipeline.stages): read and check the
 kit folder, read what each of its tarballs needs to run and judge where that is met, take the
 tag's lock, check each store's credentials, add the independent rebuild's REPRODUCTION.json
-(where the run hands one over), make the release's SHA256SUMS (a line for every file it
+(where the run hands one over), fetch the Debian source packages a portable kit owes
+(its SOURCES.json; publish.sources), make the release's SHA256SUMS (a line for every file it
 carries but the signature: the kit's, SHA1SUMS, the record, ninfer-kits.pyz), sign SHA256SUMS
 (where the matrix says releases are signed; checked against allowed_signers), plan the
 release, see what each store holds (refusing every conflict), fill each store in turn (B2
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
+from ninfer_kits import kitdir
 from ninfer_kits.log import Reporter
 from ninfer_kits.publish.stage_functions import (
     EACH_STORE,
+    fetch_sources,
     fill_store,
     inspect_stores,
     judge_needs,
@@ -43,6 +46,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("lock", lock),
     ("preflight", preflight),
     ("reproduction", record_reproduction),
+    ("sources", fetch_sources),
     ("sums", list_release),
     ("sign", sign_sums),
     ("plan", plan_release),
@@ -59,6 +63,8 @@ def _steps(name: str, request: PublishRequest) -> tuple[str, ...]:
     if name == EACH_STORE:
         return tuple(store.name for store in request.stores)
     if name == "reproduction" and request.reproduction is None:
+        return ()
+    if name == "sources" and not (request.kit_dir / kitdir.OWED).exists():
         return ()
     return () if name in ("ledger", "index") and request.ledger_dir is None else (name,)
 

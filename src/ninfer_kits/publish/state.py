@@ -35,9 +35,8 @@ class PublishRequest:
     signing_key: SigningKey | None = None
     # REPRODUCTION.json from the reproduce job (`--reproduction`): published with the release
     reproduction: Path | None = None
-    # kitdir.NO_SOURCES_VARIABLE=1 at publish: a portable kit built without its copyleft
-    # sources is published (warned about) instead of refused
-    without_sources: bool = False
+    # a dry run: offline, so the owed sources are named, not fetched
+    dry_run: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +56,9 @@ class Outcome:
     # other file the release carries but the signature (publish.stage_functions.list_release)
     sums: Asset | None = None
     tools: tuple[Asset, ...] = ()  # ninfer-kits.pyz
+    # the Debian source packages' files the kit owes, fetched (publish.sources): assets of
+    # the release, listed in SHA256SUMS as sources/<file>
+    sources: tuple[Asset, ...] = ()
     signature: Asset | None = None  # SHA256SUMS.sig, made in scratch, checked (signed releases)
     signed_sums: str | None = None  # the sha256 of the SHA256SUMS bytes it signs
     signed_by: str | None = None  # the key fingerprint of the release's SHA256SUMS.sig

@@ -118,6 +118,9 @@ def auto_choice(args: argparse.Namespace, ctx: Context,
         raise BadInput(f"fetch --auto: {unknown_name('kit', args.name, list(ctx.matrix.kits))}"
                        f" (with --auto, name a kit of the matrix, or none)")
     entries = ctx.every_release()
+    if entries and ctx.index is not None and ctx.index.failure:  # a newer release may be there
+        reporter.warning(f"{ctx.index.words} did not answer ({ctx.index.failure}): choosing "
+                         f"among the releases the ledger ({ctx.ledger_words}) records only")
     if not entries:
         raise ctx.not_recorded("fetch --auto: there is no published kit",
                                "name a release tag to fetch")

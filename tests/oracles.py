@@ -149,3 +149,49 @@ def cuobjdump_of_containers(path: Path, containers: list[tuple[int, int]],
             blob = stream.read(length)
             sink.write(blob + b"\0" * (-len(blob) % 8))
     return cuobjdump_entries(scratch, all_fatbin=False)
+
+
+@dataclass(frozen=True)
+class SymbolsView:
+    """A file's dynamic symbols as pyelftools reads them (through the section headers):
+    name → the versions it is defined with (None: base or none), and the strong undefined
+    references as (name, version or "")."""
+
+    defined: dict[str, set[str | None]]
+    needed: set[tuple[str, str]]
+
+
+def dynamic_symbols(path: Path) -> SymbolsView:
+    from elftools.elf.elffile import ELFFile
+
+    bindable = {"STT_NOTYPE", "STT_OBJECT", "STT_FUNC", "STT_COMMON", "STT_TLS",
+                "STT_GNU_IFUNC", "STT_LOOS"}  # STT_LOOS is how it names STT_GNU_IFUNC
+    defined: dict[str, set[str | None]] = {}
+    needed: set[tuple[str, str]] = set()
+    with path.open("rb") as stream:
+        elf = ELFFile(stream)
+        table, versym = elf.get_section_by_name(".dynsym"), elf.get_section_by_name(
+            ".gnu.version")
+        definitions, needs = {}, {}
+        if (section := elf.get_section_by_name(".gnu.version_d")) is not None:
+            for version, names in section.iter_versions():
+                if not version["vd_flags"] & 1:
+                    definitions[version["vd_ndx"]] = next(names).name
+        if (section := elf.get_section_by_name(".gnu.version_r")) is not None:
+            for _library, entries in section.iter_versions():
+                for entry in entries:
+                    needs[entry["vna_other"] & 0x7FFF] = entry.name
+        for index, symbol in enumerate(table.iter_symbols() if table is not None else ()):
+            bind, kind = symbol["st_info"]["bind"], symbol["st_info"]["type"]
+            if not index or not symbol.name or kind not in bindable or bind not in (
+                    "STB_GLOBAL", "STB_WEAK", "STB_GNU_UNIQUE", "STB_LOOS"):
+                continue
+            raw = versym.get_symbol(index)["ndx"] if versym is not None else 1
+            number = raw if isinstance(raw, int) else {"VER_NDX_LOCAL": 0,
+                                                       "VER_NDX_GLOBAL": 1}[raw]
+            if symbol["st_shndx"] == "SHN_UNDEF":
+                if bind != "STB_WEAK":
+                    needed.add((symbol.name, needs.get(number & 0x7FFF, "")))
+            elif symbol["st_value"] or symbol["st_shndx"] == "SHN_ABS" or kind == "STT_TLS":
+                defined.setdefault(symbol.name, set()).add(definitions.get(number & 0x7FFF))
+    return SymbolsView(defined, needed)

@@ -40,7 +40,7 @@ from test_publish_support import (
     publish,
 )
 
-from tools import ROOT
+from tools import ROOT, git
 
 FILES = {ASSET, "BUILDINFO.txt", "SHA1SUMS", "ninfer-kits.pyz", "SHA256SUMS"}
 
@@ -54,6 +54,9 @@ def _files_under(folder: Path) -> list[Path]:
 
 def test_a_local_folder_is_the_default_and_a_rerun_changes_nothing(
         tmp_path: Path, kit: kitdir.KitDir) -> None:
+    """A release in a local folder only is recorded in no ledger unless --ledger-dir names
+    one, and says so; named, the entry and the kit index go there, and a rerun changes
+    neither."""
     matrix = matrix_file(tmp_path)  # [publish] without a remote
     args = ("publish", "example", "--dist", tmp_path / "dist", "--matrix", matrix,
             "--out", tmp_path / "published", "--cache-dir", tmp_path / "cache")
@@ -67,13 +70,25 @@ def test_a_local_folder_is_the_default_and_a_rerun_changes_nothing(
     # every file of the release but the signature (it has none), SHA1SUMS and the pyz too
     assert checked.returncode == 0 and checked.stdout.count(": OK") == len(FILES) - 1, \
         checked.stdout
-    written = tmp_path / "releases" / f"{TAG}.toml"
+    assert f"  ledger  not recorded: a release only in a local folder leaves " \
+           f"{tmp_path / 'releases'}/ alone (--ledger-dir DIR records it in DIR)\n" in first.stdout
+    assert not (tmp_path / "releases").exists()
+    again = cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith(f"nothing to do: {TAG} is already published on local and "
+                                   f"matches the kit\n")
+
+    recorded = cli(*args, "--ledger-dir", tmp_path / "mine")
+    assert recorded.returncode == 0, recorded.stderr
+    written = tmp_path / "mine" / f"{TAG}.toml"
+    assert f"  ledger  {written}\n  index  {tmp_path / 'mine' / 'index.json'} and index.html " \
+           f"beside it\n" in recorded.stdout
     entry = ledger.read(written)
     assert entry.url() == (folder / ASSET).as_uri() and [s.name for s in entry.stores] == ["local"]
     before = (written.read_bytes(), written.stat().st_mtime_ns,
               {p: p.stat().st_mtime_ns for p in _files_under(folder)})
 
-    again = cli(*args)
+    again = cli(*args, "--ledger-dir", tmp_path / "mine")
     assert again.returncode == 0, again.stderr
     assert again.stdout.startswith(f"nothing to do: {TAG} is already published on local and "
                                    f"matches the kit; the ledger is unchanged")
@@ -81,6 +96,39 @@ def test_a_local_folder_is_the_default_and_a_rerun_changes_nothing(
     after = (written.read_bytes(), written.stat().st_mtime_ns,
              {p: p.stat().st_mtime_ns for p in _files_under(folder)})
     assert after == before
+    assert not (tmp_path / "releases").exists()
+
+
+def test_a_local_publish_in_a_checkout_leaves_it_clean(tmp_path: Path,
+                                                        kit: kitdir.KitDir) -> None:
+    """Issue 39: publish --to local in the pipeline's checkout, with the tracked kit index,
+    left releases/<tag>.toml (a path of this machine in it) and a changed index behind, and
+    the next build recorded the checkout as dirty. Now nothing of the checkout changes; asked
+    with --ledger-dir releases, the entry and the index are written there, to commit."""
+    project = tmp_path / "pipeline"
+    (project / "releases").mkdir(parents=True)
+    for name in (".gitignore", "releases/index.json", "releases/index.html"):
+        shutil.copyfile(ROOT / name, project / name)
+    matrix = matrix_file(project)
+    git("init", "-q", "-b", "main", cwd=project)
+    git("add", "-A", cwd=project)
+    git("commit", "-q", "-m", "pipeline", cwd=project)
+
+    def status() -> list[str]:
+        # (git() strips its output, the first line's leading space too: compare the words)
+        said = git("status", "--porcelain", "--untracked-files=all", cwd=project)
+        return sorted(" ".join(line.split()) for line in said.splitlines())
+
+    env = {"NINFER_KITS_CACHE": str(tmp_path / "cache")}
+    done = cli("publish", kit.path, "--to", "local", "--matrix", matrix, cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (project / "published" / TAG / ASSET).is_file() and status() == []
+    asked = cli("publish", kit.path, "--to", "local", "--matrix", matrix, "--ledger-dir",
+                "releases", cwd=project, env=env)
+    assert asked.returncode == 0, asked.stderr
+    assert f"  ledger  {project / 'releases' / (TAG + '.toml')}\n" in asked.stdout
+    assert status() == [f"?? releases/{TAG}.toml", "M releases/index.html",
+                        "M releases/index.json"]
 
 
 def test_the_local_store_refuses_other_content_unless_replace(
@@ -652,6 +700,7 @@ def test_on_github_actions_steps_fold_and_outputs_name_the_ledger(
     outputs, summary = tmp_path / "outputs", tmp_path / "summary.md"
     done = cli("publish", kit.path, "--matrix", matrix_file(tmp_path, ledger="pull-request"),
                "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache",
+               "--ledger-dir", tmp_path / "releases",
                env={"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(outputs),
                     "GITHUB_STEP_SUMMARY": str(summary)})
     assert done.returncode == 0, done.stderr

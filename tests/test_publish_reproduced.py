@@ -162,7 +162,8 @@ def test_a_rebuild_through_the_cli_says_reproduced_and_conflict_in_its_outputs(
     def publish_cli(folder: Path, *more: str) -> Any:
         outputs.unlink(missing_ok=True)
         return cli("publish", folder, "--matrix", matrix, "--out", tmp_path / "published",
-                   "--cache-dir", tmp_path / "cache", "--github-output", *more,
+                   "--cache-dir", tmp_path / "cache", "--github-output",
+                   "--ledger-dir", tmp_path / "releases", *more,
                    env={"GITHUB_OUTPUT": str(outputs)})
 
     def said() -> dict[str, str]:

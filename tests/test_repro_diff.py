@@ -26,11 +26,13 @@ from typing import Any
 
 import pytest
 
+from ninfer_kits import kitdir
 from ninfer_kits.buildinfo import RUN_MARKER
 from ninfer_kits.repro import device, model
 from ninfer_kits.repro.diff import Limits, compare, render, to_json
 from ninfer_kits.repro.model import Cause, Comparison, MemberDiff
 from ninfer_kits.tarsafe import extract_all
+from test_publish_support import compile_program, info_for, make_kit
 
 from tools import nvcc, run
 
@@ -481,6 +483,110 @@ def test_kit_folders_whose_run_facts_differ_are_identical(built: dict[str, Path]
     assert [c.kernel for c in ninfer.causes if c.entry == "sass sm_86"] == [KERNEL_B]
     sums = [c for c in paths["SHA256SUMS"].causes if c.kind == model.TEXT_LINES]
     assert sums and "ninfer-example-v1-sm86.tar.gz" in (sums[0].a or "")
+
+
+# --- beside the tarballs: what records the run ---------------------------------------------------
+
+
+CLEAN = "5422660fb1349e1e4d5e0bff9acf9de294a8bae8"
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The kits' bin/ninfer: one compile, so that every kit of these tests carries its bytes."""
+    return compile_program(tmp_path_factory.mktemp("program"))
+
+
+def _attested(place: Path, program: Path, *run: tuple[str, str],
+              payload: bytes = b"") -> kitdir.KitDir:
+    """A kit folder as build makes it, with each tarball's SBOM and provenance, built with the
+    run keys `run` (the pipeline checkout's commit, the toolchain image)."""
+    info = info_for(run=(("jobs", "2"), *run))
+    return make_kit(place / "dist", program, info=info, portable=True, attested=True,
+                    payload=payload)
+
+
+def test_the_pipelines_own_state_in_the_attestations_is_no_difference(tmp_path: Path,
+                                                                      program: Path) -> None:
+    """Issue 39: a kit rebuilt from a dirty checkout (and in another image of the same
+    toolchain) has the same tarballs; its provenance names the commit `…-dirty` instead of the
+    commit, its SBOM the other image, and SHA256SUMS lists the changed documents. The tarballs
+    decide: identical, each of these reported as expected, with the values."""
+    image = "ninfer-kits/toolchain@sha256:"
+    clean = _attested(tmp_path / "clean", program, ("pipeline_revision", CLEAN),
+                      ("image", image + "1" * 64))
+    dirty = _attested(tmp_path / "dirty", program, ("pipeline_revision", f"{CLEAN}-dirty"),
+                      ("pipeline_changes", f"releases/{clean.tag}.toml"),
+                      ("image", image + "2" * 64))
+    assert [f.sha256 for f in clean.flavours] == [f.sha256 for f in dirty.flavours]
+    comparison = compare(clean.path, dirty.path)
+    assert comparison.identical, render(comparison)
+    members = {member.path: member for member in comparison.members}
+    stem = clean.asset.removesuffix(".tar.gz")
+    portable = f"{stem}-portable"
+    assert set(members) == {"BUILDINFO.txt", "SHA256SUMS", f"{stem}.intoto.json",
+                            f"{portable}.intoto.json", f"{stem}.cdx.json", f"{portable}.cdx.json"}
+    assert all(member.status == model.EXPECTED for member in members.values())
+    (recorded,) = members[f"{stem}.intoto.json"].causes
+    assert (recorded.kind, recorded.expected) == (model.RUN_FACTS, True)
+    assert "what the provenance records of the run" in recorded.detail
+    commit = "predicate.buildDefinition.resolvedDependencies[ninfer-kits]"
+    assert f'{commit}.digest.gitCommit: "{CLEAN}"' in (recorded.a or "")
+    assert f'{commit}.annotations.revision: "{CLEAN}-dirty"' in (recorded.b or "")
+    (sbom,) = members[f"{stem}.cdx.json"].causes
+    assert sbom.kind == model.RUN_FACTS
+    assert "1" * 64 in (sbom.a or "") and "2" * 64 in (sbom.b or "")
+    (sums,) = members["SHA256SUMS"].causes
+    assert sums.kind == model.RUN_FACTS and f"{stem}.intoto.json" in sums.detail
+    assert "differ only where expected (what records the run" in render(comparison)
+    _valid(to_json(comparison))
+
+    # A fetch's DEST lacks the documents: named in a note, not compared.
+    fetched = tmp_path / "fetched"
+    shutil.copytree(clean.path, fetched)
+    for name, _ in clean.attestations:
+        (fetched / name).unlink()
+    comparison = compare(fetched, dirty.path)
+    assert comparison.identical, render(comparison)
+    assert any(f"{stem}.intoto.json" in note and "only in b" in note
+               for note in comparison.notes), comparison.notes
+
+
+def test_an_attestation_of_another_tarball_differs(tmp_path: Path, program: Path) -> None:
+    """The documents decide by their subject: a provenance that names another sha256 than its
+    tarball's differs, though the tarballs are the same; and other tarballs differ by their
+    own lines of SHA256SUMS too."""
+    one = _attested(tmp_path / "one", program, ("pipeline_revision", CLEAN))
+    two = _attested(tmp_path / "two", program, ("pipeline_revision", CLEAN))
+    name = one.asset.replace(".tar.gz", ".intoto.json")
+    statement = json.loads((two.path / name).read_text())
+    statement["subject"][0]["digest"]["sha256"] = "0" * 64
+    (two.path / name).chmod(0o644)
+    (two.path / name).write_text(json.dumps(statement))
+    comparison = compare(one.path, two.path)
+    assert not comparison.identical
+    member = next(member for member in comparison.members if member.path == name)
+    (subject,) = [cause for cause in member.causes if not cause.expected]
+    assert subject.kind == model.SUBJECT and "describes another tarball" in subject.detail
+    assert "0" * 64 in (subject.b or "") and one.sha256 in (subject.a or "")
+    assert _diff(one.path, two.path).returncode == 1
+    # Past the limit, or not JSON: never taken for what records the run.
+    bounded = compare(one.path, two.path, Limits(document=100))
+    member = next(member for member in bounded.members if member.path == name)
+    assert [cause.kind for cause in member.causes] == [model.NOT_EXPLAINED]
+    assert not bounded.identical
+    (two.path / name).write_text("{not json")
+    member = next(member for member in compare(one.path, two.path).members
+                  if member.path == name)
+    assert member.status == model.DIFFERS and "not read as JSON" in member.causes[0].detail
+
+    other = _attested(tmp_path / "other", program, ("pipeline_revision", CLEAN),
+                      payload=b"other\n")
+    comparison = compare(one.path, other.path)
+    assert not comparison.identical
+    sums = {member.path: member for member in comparison.members}["SHA256SUMS"]
+    tarballs = [cause for cause in sums.causes if cause.kind == model.TEXT_LINES]
+    assert tarballs and one.asset in tarballs[0].detail and not tarballs[0].expected
 
 
 # --- the command ---------------------------------------------------------------------------------

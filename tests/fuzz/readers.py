@@ -62,10 +62,16 @@ def scratch_folder() -> Path:
 
 def read_elf(data: bytes, scratch: Path) -> object:
     from ninfer_kits.inspector.elf import read_elf_buffer
+    from ninfer_kits.inspector.elfsymbols import dynamic_symbols_buffer
     from ninfer_kits.inspector.floor import kit_floor
 
     info = read_elf_buffer(data, "fuzz.elf")
-    return kit_floor((info,))  # what `inspect` derives from it
+    floor = kit_floor((info,))  # what `inspect` derives from it
+    # what verify's symbol-name check reads: the references, each looked up through the hash
+    # table, then every definition decoded (as for a file without a hash table)
+    symbols = dynamic_symbols_buffer(data, "fuzz.elf")
+    found = [symbols.lookup(reference.name) for reference in symbols.needed[:256]]
+    return floor, found, len(symbols.defined)
 
 
 def elf_fence(error: BaseException) -> None:
@@ -177,7 +183,8 @@ BUILDINFO_KEYS = (
     "floor", "sha256", "license", "bundled", "run.jobs")
 
 READERS: dict[str, Reader] = {reader.name: reader for reader in (
-    Reader("elf", "inspector.elf.read_elf_buffer, then inspector.floor.kit_floor", read_elf,
+    Reader("elf", "inspector.elf.read_elf_buffer, then inspector.floor.kit_floor; "
+           "inspector.elfsymbols", read_elf,
            max_len=64 << 10, check=elf_fence,
            tokens=(b"\x7fELF", b"\x50\xed\x55\xba", b"\x50\xed\x55\xba\x01\x00\x10\x00",
                    b".nv_fatbin", b"__nv_relfatbin", b"GNU", b"GLIBC_2.34", b"GLIBCXX_3.4.32",

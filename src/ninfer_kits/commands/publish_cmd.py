@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ninfer_kits import kitdir, ledger, remote, reproduction
+from ninfer_kits import kitdir, kitindex, ledger, remote, reproduction
 from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import (
@@ -61,8 +61,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help=f"an env file with {credentials.B2_KEY_ID} and {credentials.B2_KEY} "
                              f"(default: those variables, else ${credentials.B2_ENV_FILE})")
     parser.add_argument("--ledger-dir", type=Path, default=None, metavar="DIR",
-                        help="where releases/<tag>.toml goes (default: releases/ beside "
-                             "matrix.toml)")
+                        help="record the release as DIR/<tag>.toml and make DIR's kit index "
+                             "again (default: releases/ beside matrix.toml for a publish to "
+                             "GitHub or B2; a publish to a local folder only records nothing "
+                             "without this)")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="holds the per-tag publish lock (default: ~/.cache/ninfer-kits)")
     parser.add_argument("--github-output", action="store_true",
@@ -137,8 +139,7 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
     request = PublishRequest(
         kit_dir=folder, matrix=matrix, stores=stores,
         lock_dir=(args.cache_dir or default_cache_dir()).absolute() / "publish",
-        ledger_dir=None if args.dry_run else (
-            args.ledger_dir or matrix.path.absolute().parent / "releases"),
+        ledger_dir=None if args.dry_run else ledger_dir_for(args.ledger_dir, names, matrix),
         replace=args.replace or args.dry_run, wait=args.wait, notes_base=notes_base,
         signing_key=signing_key, reproduction=args.reproduction,
         dry_run=args.dry_run)
@@ -171,6 +172,19 @@ def _check_store_modules(names: tuple[str, ...]) -> None:
         for module in STORE_MODULES.get(name, ()):
             if importlib.util.find_spec(module) is None:
                 raise extra_missing(module, "publish")
+
+
+def ledger_dir_for(chosen: Path | None, names: tuple[str, ...], matrix: Matrix) -> Path | None:
+    """Where the release is recorded: `--ledger-dir`, else the team's ledger beside the matrix
+    for a release on GitHub or B2 (where everyone fetches from). A release in a local folder
+    only is this machine's: recorded nowhere unless asked, since the team's ledger is tracked,
+    and an entry naming a path of this machine (and the kit index made again with it) would
+    dirty the checkout, whose next build records it."""
+    if chosen is not None:
+        return chosen.absolute()
+    if any(name != "local" for name in names):
+        return matrix.path.absolute().parent / "releases"
+    return None
 
 
 def _run_settling_a_race(request: PublishRequest, reporter: Reporter,
@@ -294,12 +308,11 @@ def report(outcome: Outcome, reporter: Reporter, *, dry_run: bool, would: tuple[
     else:
         lines.append(f"nothing to do: {tag} is already published on "
                      f"{', '.join(record.store for record in outcome.records)} and matches the "
-                     f"kit; the ledger is unchanged")
+                     f"kit" + ("; the ledger is unchanged" if outcome.ledger else ""))
     width = max(len(record.store) for record in outcome.records)
     lines += [f"  {record.store:<{width}}  {record.location}" for record in outcome.records]
-    if outcome.ledger is not None:
-        lines.append(f"  {'ledger':<{width}}  {outcome.ledger}"
-                     + ("" if outcome.ledger_changed else " (unchanged)"))
+    if not dry_run:
+        lines += _ledger_lines(outcome, width)
     lines.append(_signature_line(outcome, width))
     name_width = max(len(asset.name) for asset in outcome.release.assets)
     lines.append("")
@@ -315,6 +328,21 @@ def report(outcome: Outcome, reporter: Reporter, *, dry_run: bool, would: tuple[
     _github_output({"tag": tag, "changed": str(outcome.changed).lower(),
                     "ledger": str(outcome.ledger or ""), "ledger_mode": ledger_mode,
                     "outcome": would_be or outcome.result})
+
+
+def _ledger_lines(outcome: Outcome, width: int) -> list[str]:
+    """Where the release is recorded (the ledger entry and the kit index made again with it),
+    or that it is recorded nowhere: a release in a local folder only, without --ledger-dir."""
+    if outcome.ledger is None:
+        team = outcome.request.matrix.path.absolute().parent / "releases"
+        return [f"  {'ledger':<{width}}  not recorded: a release only in a local folder leaves "
+                f"{team}/ alone (--ledger-dir DIR records it in DIR)"]
+    lines = [f"  {'ledger':<{width}}  {outcome.ledger}"
+             + ("" if outcome.ledger_changed else " (unchanged)")]
+    if outcome.index is not None:
+        lines.append(f"  {'index':<{width}}  {outcome.index} and "
+                     f"{kitindex.HTML_NAME} beside it")
+    return lines
 
 
 def _signature_line(outcome: Outcome, width: int) -> str:

@@ -166,6 +166,6 @@ def _report_compared(comparisons: list[Comparison], as_json: bool) -> int:
     else:
         for item in comparisons:
             sys.stdout.write(render(item))
-        sys.stdout.write("reproducible: identical bytes\n" if identical else
+        sys.stdout.write("reproducible: the tarballs are identical bytes\n" if identical else
                          "NOT reproducible: the builds differ (above: what, where, why)\n")
     return 0 if identical else EXIT_CHECK_FAILED

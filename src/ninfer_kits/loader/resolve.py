@@ -14,20 +14,24 @@ match_symbol), except that a need marked VER_FLG_WEAK is not required, and a lib
 defines no versions at all satisfies any need with a warning ("no version information
 available") — when it has a symbol version table (DT_VERSYM); without one, binding a versioned
 reference to it stops at an assertion in dl-lookup.c (check_match), which this counts as the
-version missing.
+version missing. Last, for the files a Resolver is asked to check (verify: the kit's own), every
+strong undefined symbol is looked up by name in the global scope, as LD_BIND_NOW=1 binds it
+(loader.symbols).
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.elf import ElfInfo, read_elf
+from ninfer_kits.inspector.elfsymbols import DynamicSymbols, Reference, read_dynamic_symbols
 from ninfer_kits.loader.ldcache import CacheEntry
 from ninfer_kits.loader.rootfs import RootFS
+from ninfer_kits.loader.symbols import UnboundSymbol, binds
 
 GLIBC_BANNER = re.compile(rb"GNU C Library [^\n]{0,200}?release version (\d+\.\d+(?:\.\d+)?)")
 DEFAULT_LOADERS = {"x86-64": "/lib64/ld-linux-x86-64.so.2",
@@ -98,10 +102,13 @@ class Resolution:
     # Driver libraries (libcuda.so.1) not in a root or an image: the NVIDIA container runtime
     # supplies them from the host's driver when the container starts.
     from_driver: tuple[NotFound, ...] = ()
+    # Strong undefined symbols of the checked files that nothing in the scope defines.
+    unbound: tuple[UnboundSymbol, ...] = ()
 
     @property
     def loads(self) -> bool:
-        return self.interpreter_missing is None and not self.missing and not self.gaps
+        return (self.interpreter_missing is None and not self.missing and not self.gaps
+                and not self.unbound)
 
 
 @dataclass(frozen=True)
@@ -135,9 +142,19 @@ class _Object:
 
 
 class Resolver:
-    def __init__(self, setup: LoaderSetup) -> None:
+    """`check_symbols`: which mapped files (by path in the target) have their undefined
+    symbols looked up in the scope (verify: the kit's own); None: none, only names and
+    versions."""
+
+    def __init__(self, setup: LoaderSetup,
+                 check_symbols: Callable[[str], bool] | None = None) -> None:
         self.setup = setup
+        self.check_symbols = check_symbols
         self._infos: dict[str, ElfInfo | None] = {}
+        self._symbols: dict[str, DynamicSymbols | None] = {}
+        # Where a reference was found defined: many files and programs need the same names,
+        # and a definition binds wherever its file is in the scope.
+        self._definers: dict[Reference, str] = {}
         self._skipped: list[str] = []  # of the search under way
 
     def resolve(self, program: str, shown: str | None = None) -> Resolution:
@@ -187,12 +204,13 @@ class Resolver:
         gaps: list[VersionGap] = []
         unversioned: list[Unversioned] = []
         self._check_versions(objects, main, label, gaps, unversioned)
+        unbound = self._check_symbols(objects, main, label, gaps, (*missing, *from_driver))
         libc = next((o for o in objects if "libc.so.6" in o.names), None)
         return Resolution(label, missing_interpreter, tuple(found), tuple(missing), tuple(gaps),
                           tuple(dict.fromkeys(stale)),
                           libc.info.version_defs if libc else (), libc.path if libc else "",
                           self.glibc_release(libc.path) if libc else "", tuple(unversioned),
-                          tuple(from_driver))
+                          tuple(from_driver), tuple(unbound))
 
     def glibc_release(self, libc: str) -> str:
         return glibc_release(self.setup.rootfs, libc)
@@ -317,6 +335,72 @@ class Resolver:
                         gaps.append(VersionGap(need.library, provider.path, version,
                                                self._shown(obj, main, label), defined))
 
+    def _needed(self, path: str) -> tuple[Reference, ...]:
+        table = self.symbols(path) if self.check_symbols and self.check_symbols(path) else None
+        try:
+            return table.needed if table is not None else ()
+        except NotAnElf:
+            self._symbols[path] = None
+            return ()
+
+    def symbols(self, path: str) -> DynamicSymbols | None:
+        """The dynamic symbols of the file at `path` in the target (None: unreadable)."""
+        if path not in self._symbols:
+            real = self.setup.rootfs.real(path)
+            try:
+                self._symbols[path] = (read_dynamic_symbols(real, path) if real is not None
+                                       else None)
+            except (NotAnElf, OSError):
+                self._symbols[path] = None
+        return self._symbols[path]
+
+    def _binds(self, reference: Reference, path: str) -> bool:
+        """Whether the file at `path` defines what `reference` binds to; a symbol table found
+        corrupt on the way defines nothing (as an unreadable file is no candidate)."""
+        try:
+            return binds(reference, self.symbols(path))
+        except NotAnElf:
+            self._symbols[path] = None
+            return False
+
+    def _check_symbols(self, objects: list[_Object], main: _Object, label: str,
+                       gaps: list[VersionGap],
+                       absent: tuple[NotFound, ...]) -> list[UnboundSymbol]:
+        """Every strong undefined symbol of the checked files, looked up in the scope. What a
+        missing library or a missing version is already reported for is not looked up: an
+        unversioned name might be the missing library's, a versioned one is its version's."""
+        if self.check_symbols is None:
+            return []
+        missing = {item.name for item in absent}
+        reported = {(gap.library, gap.version) for gap in gaps}
+        scope = tuple(obj.path for obj in objects)
+        in_scope = set(scope)
+        unbound: list[UnboundSymbol] = []
+        by_name = {name: obj for obj in reversed(objects) for name in obj.names}
+        for obj in objects:
+            dependencies = [by_name[name] for name in obj.info.needed if name in by_name]
+            for reference in self._needed(obj.path):
+                if reference.version:
+                    if reference.library in missing or (
+                            reference.library, reference.version) in reported:
+                        continue
+                elif missing:
+                    continue
+                if self._definers.get(reference) in in_scope:
+                    continue  # bound already, in another file or program, to one here
+                first = ([by_name[reference.library]] if reference.library in by_name
+                         else dependencies)
+                definer = next((other.path for other in _likely_first(first, objects)
+                                if self._binds(reference, other.path)), None)
+                if definer is not None:
+                    self._definers[reference] = definer
+                    continue
+                unbound.append(UnboundSymbol(reference.name, reference.version,
+                                             reference.library, self._shown(obj, main, label),
+                                             scope))
+        return unbound
+
+
     @staticmethod
     def _shown(obj: _Object, main: _Object, label: str) -> str:
         return label if obj is main else obj.path
@@ -340,6 +424,14 @@ def _kind(info: ElfInfo, program: ElfInfo) -> str:
     if info.elf_class != program.elf_class:
         return f"ELFCLASS{info.elf_class}"
     return f"machine {info.machine}"
+
+
+def _likely_first(first: list[_Object], objects: list[_Object]) -> Iterator[_Object]:
+    """The scope, the likely definers first (the library a version is needed from, else the
+    file's own dependencies, where the linker found the name), then the rest: whether any
+    defines it is the question, not which one the loader picks."""
+    yield from first
+    yield from (other for other in objects if other not in first)
 
 
 def _walk(objects: list[_Object]) -> Iterator[_Object]:

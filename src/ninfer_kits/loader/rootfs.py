@@ -61,6 +61,11 @@ class RootFS:
                 return folder, path[len(prefix):].lstrip("/")
         return self.root, path.lstrip("/")
 
+    def _leads_to_mount(self, path: str) -> bool:
+        """A folder above a mount (/opt for the kit at /opt/ninfer-kit) is there in the target
+        even where the root has none: the mount makes it."""
+        return any(prefix.startswith(path.rstrip("/") + "/") for prefix, _ in self.mounts)
+
     def _follow(self, path: str) -> Path:
         links = 0
         pending = [part for part in path.split("/") if part]
@@ -83,7 +88,7 @@ class RootFS:
                     done = []
                 pending = [p for p in target.split("/") if p] + pending
                 continue
-            if not os.path.lexists(real):
+            if not os.path.lexists(real) and not self._leads_to_mount(candidate):
                 raise FileNotFoundError(candidate)
             done.append(part)
         base, inside = self._base("/" + "/".join(done))

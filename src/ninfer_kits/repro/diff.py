@@ -11,10 +11,12 @@ member whose bytes differ is explained by what it is:
 - an ELF file (elfdiff.py): the sections that differ and each one's cause (build-id, a FILE
   symbol, an embedded path or time, a fatbin entry and its kernel, or bytes);
 - a text (BUILDINFO.txt, licences): the differing lines. BUILDINFO.txt's lines below the run
-  marker, and SHA256SUMS's line for BUILDINFO.txt beside a kit, are this run's facts: expected
-  to differ, reported as such and not counted as a difference; so are a kit folder's build.log
-  and the lines publish adds to a release's SHA256SUMS (SHA1SUMS, ninfer-kits.pyz,
-  REPRODUCTION.json);
+  marker are this run's facts: expected to differ, reported as such and not counted as a
+  difference; so is a kit folder's build.log;
+- beside a kit folder's tarballs (repro.beside): SHA256SUMS and SHA1SUMS by their tarballs'
+  lines, the other lines reported as expected; an SBOM or provenance document by its subject
+  (the tarball's name and sha256), what else differs in it (the pipeline's commit, dirty or
+  not; the toolchain image's digest) reported as expected;
 - other data: paths and times where the bytes differ, else the first differing offset.
 
 For tarballs, what the members cannot explain is said of the tarball itself: tar header fields
@@ -35,15 +37,8 @@ from ninfer_kits.errors import BadInput, NotAnElf
 from ninfer_kits.inspector.archive import size_words
 from ninfer_kits.inspector.elf import ELF_MAGIC
 from ninfer_kits.inspector.inputs import ByteSource, printable
-from ninfer_kits.kitdir import (
-    BUILD_LOG,
-    BUILDINFO,
-    PUBLISH_LISTED,
-    REPRODUCTION,
-    SHA1SUMS,
-    SHA256SUMS,
-)
-from ninfer_kits.repro import model, sides
+from ninfer_kits.kitdir import BUILD_LOG, BUILDINFO, SHA1SUMS, SHA256SUMS
+from ninfer_kits.repro import beside, model, sides
 from ninfer_kits.repro.elfdiff import diff_data, diff_elf
 from ninfer_kits.repro.model import (
     DIFFERS,
@@ -104,8 +99,9 @@ def compare(a: Path, b: Path, limits: Limits | None = None) -> Comparison:
         store.fetch([member for pair in pending for member in pair[:2]])
         for left, right, causes in pending:
             with store.open(left) as data_a, store.open(right) as data_b:
-                kind, sections, explained = _explain(left.path, data_a, data_b, left, right,
-                                                     limits)
+                kind, sections, explained = _explain(
+                    left.path, data_a, data_b, left, right, limits,
+                    beside_tarballs=tree_a.layout == sides.KIT_FOLDER and "/" not in left.path)
             found[left.path] = _member(left.path, left, right, [*causes, *explained], kind,
                                        sections)
     archives = _archive_diffs(tree_a, tree_b, found)
@@ -123,11 +119,10 @@ def _check_alike(tree_a: Tree, tree_b: Tree) -> None:
 
 
 # Files beside a kit's tarballs that a release of it may lack: build.log (never published),
-# SHA1SUMS and BUILDINFO.txt (not downloaded). On one side only they are not a difference (the
-# SHA256SUMS of both still lists BUILDINFO.txt's hash); on both they compare.
+# SHA1SUMS, BUILDINFO.txt and the SBOM and provenance documents (not downloaded by fetch; none
+# beside a kit built before them). On one side only they are not a difference (the SHA256SUMS
+# of both still lists them); on both they compare.
 ONE_SIDED = (BUILD_LOG, BUILDINFO, SHA1SUMS)
-# What publish lists in a release's SHA256SUMS beside the kit's files: not the kit's.
-PUBLISHED = (*PUBLISH_LISTED, REPRODUCTION)
 
 
 def _kit_files(tree_a: Tree, tree_b: Tree) -> tuple[Tree, Tree, list[str]]:
@@ -139,8 +134,9 @@ def _kit_files(tree_a: Tree, tree_b: Tree) -> tuple[Tree, Tree, list[str]]:
     notes = [f"not the kit's, not compared: {', '.join(tree.left_out)} in {side}"
              for side, tree in (("a", tree_a), ("b", tree_b)) if tree.left_out]
     dropped: dict[str, list[str]] = {"a": [], "b": []}
-    for name in ONE_SIDED:
-        if (name in tree_a.members) != (name in tree_b.members):
+    one_side = set(tree_a.members) ^ set(tree_b.members)
+    for name in (*ONE_SIDED, *sorted(n for n in one_side if beside.is_attestation(n))):
+        if name in one_side:
             dropped["a" if name in tree_a.members else "b"].append(name)
     # One tarball of two: a fetch takes one flavour. Both SHA256SUMS and BUILDINFO.txt still
     # name the other, and they compare.
@@ -253,8 +249,17 @@ def _member(path: str, left: Member | None, right: Member | None, causes: list[C
 
 
 def _explain(path: str, a: ByteSource, b: ByteSource, left: Member, right: Member,
-             limits: Limits) -> tuple[str, tuple[SectionDiff, ...], list[Cause]]:
-    """What the member is ("elf", "text", "data"), its differing sections, and the causes."""
+             limits: Limits, *, beside_tarballs: bool = False
+             ) -> tuple[str, tuple[SectionDiff, ...], list[Cause]]:
+    """What the member is ("elf", "text", "json", "data"), its differing sections, and the
+    causes. `beside_tarballs`: a file of a kit folder, beside its tarballs (repro.beside)."""
+    if beside_tarballs and beside.is_attestation(path):
+        if max(len(a), len(b)) > limits.document:
+            return "json", (), [Cause(model.NOT_EXPLAINED, f"larger than the "
+                                                           f"{size_words(limits.document)} "
+                                                           f"read here: only its sha256 says "
+                                                           f"it differs")]
+        return "json", (), beside.attestation_causes(path, bytes(a), bytes(b), limits.lines)
     if a[:4] == ELF_MAGIC and b[:4] == ELF_MAGIC:
         try:
             found = diff_elf(a, b, path, limits)
@@ -263,6 +268,10 @@ def _explain(path: str, a: ByteSource, b: ByteSource, left: Member, right: Membe
             unread = Cause(model.NOT_EXPLAINED, f"not read as ELF: {error}")
             return "data", (), [unread, *diff_data(a, b, limits)]
     texts = _texts(a, b, limits)
+    if texts is not None and beside_tarballs and path in (SHA256SUMS, SHA1SUMS):
+        sums = beside.sums_causes(path, *texts)
+        if sums is not None:
+            return "text", (), sums
     if texts is not None:
         return "text", (), _text_causes(posixpath.basename(path), *texts, limits)
     return "data", (), diff_data(a, b, limits)
@@ -299,18 +308,6 @@ def _text_causes(name: str, a: str, b: str, limits: Limits) -> list[Cause]:
                                 b="\n".join(line for line in b_run if line not in a_run),
                                 expected=True))
     for hunk in changed_lines(a_lines, b_lines, limits.lines):
-        if name == SHA256SUMS and _only_naming((BUILDINFO,), hunk.a_lines + hunk.b_lines):
-            causes.append(Cause(model.RUN_FACTS, "the checksum of BUILDINFO.txt, whose run "
-                                                 "facts differ (expected to differ)",
-                                a="\n".join(hunk.a_lines), b="\n".join(hunk.b_lines),
-                                expected=True))
-            continue
-        if name == SHA256SUMS and _only_naming(PUBLISHED, hunk.a_lines + hunk.b_lines):
-            causes.append(Cause(model.RUN_FACTS, f"the lines publish adds to a release's "
-                                                 f"{SHA256SUMS} ({', '.join(PUBLISHED)}: not "
-                                                 f"the kit's)", a="\n".join(hunk.a_lines),
-                                b="\n".join(hunk.b_lines), expected=True))
-            continue
         causes.append(Cause(model.TEXT_LINES, f"{hunk.words} differ",
                             a="\n".join(hunk.a_lines), b="\n".join(hunk.b_lines)))
     return causes
@@ -321,11 +318,6 @@ def _split_run(lines: list[str]) -> tuple[list[str], list[str]]:
         at = lines.index(RUN_MARKER)
         return lines[:at], lines[at + 1:]
     return lines, []
-
-
-def _only_naming(names: tuple[str, ...], lines: tuple[str, ...]) -> bool:
-    """Whether `lines` (of a SHA256SUMS) are all lines of files `names` names."""
-    return bool(lines) and all(line.partition("  ")[2] in names for line in lines)
 
 
 # --- the tarballs themselves ---------------------------------------------------------------------
@@ -482,8 +474,10 @@ def _section_words(section: SectionDiff) -> str:
 
 def _verdict(comparison: Comparison) -> str:
     expected = sum(member.status == EXPECTED for member in comparison.members)
-    expected_words = (f"; {expected} member(s) differ only where expected (run facts, build "
-                      f"log)" if expected else "")
+    expected_words = (f"; {expected} member(s) differ only where expected (what records the "
+                      f"run, not the kit: run facts, the build log, checksums of files beside "
+                      f"the tarballs, the attestations beyond their subject)" if expected
+                      else "")
     if comparison.identical:
         return f"identical: {comparison.same} member(s) the same{expected_words}"
     differ = len(comparison.members) - expected

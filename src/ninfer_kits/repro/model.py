@@ -16,7 +16,10 @@ can tell a temporary file name from a changed kernel without parsing sentences. 
     bytes          bytes differ in a section, and no cause above was recognised
     section-layout a section only on one side
     text-lines     differing lines of a text member
-    run-facts      BUILDINFO.txt's lines below the run marker: expected to differ
+    run-facts      what records the run, not the kit: BUILDINFO.txt's lines below the run
+                   marker, a kit folder's SHA256SUMS lines of files other than the tarballs,
+                   an SBOM's or provenance's values beyond its subject: expected to differ
+    subject        an SBOM or provenance document describes another tarball (name, sha256)
     build-log      the build log beside a kit: expected to differ
     only-in-a / only-in-b    a member on one side only
     member-type, mode, link-target    what the archive or folder says about a member
@@ -42,6 +45,7 @@ BYTES = "bytes"
 SECTION_LAYOUT = "section-layout"
 TEXT_LINES = "text-lines"
 RUN_FACTS = "run-facts"
+SUBJECT = "subject"
 BUILD_LOG = "build-log"
 ONLY_IN_A = "only-in-a"
 ONLY_IN_B = "only-in-b"
@@ -63,6 +67,9 @@ class Limits:
 
     explain: int = 2 << 30  # the largest member compared section by section (else: sha256 only)
     text: int = 1 << 20  # the largest member compared line by line as text
+    # the largest SBOM or provenance compared value by value (its licence texts make an SBOM
+    # the largest text beside a kit: ~300 kB for the portable example's 40 libraries)
+    document: int = 16 << 20
     ranges: int = 8  # differing byte ranges kept per section
     causes: int = 40  # causes kept per member
     lines: int = 12  # differing hunks of lines shown per text (or PTX)

@@ -10,9 +10,10 @@ caller's `with` block removes.
 
 A kit folder's tarballs are listed inside it: member `kit/bin/ninfer` of the plain tarball is
 `<asset>/kit/bin/ninfer`, so two kit folders compare member by member, and their files beside
-the tarballs (BUILDINFO.txt with its run facts, SHA256SUMS, SHA1SUMS, build.log) compare too.
-Nothing else of the folder is the kit's: what a release adds (RELEASE.md, ninfer-kits.pyz, the
-tarball unpacked in kit/) is left out of the tree and named in `Tree.left_out`.
+the tarballs (BUILDINFO.txt with its run facts, SHA256SUMS, SHA1SUMS, build.log, each
+tarball's SBOM and provenance) compare too, as repro.beside judges them. Nothing else of the
+folder is the kit's: what a release adds (RELEASE.md, ninfer-kits.pyz, the tarball unpacked in
+kit/) and the copyleft sources/ are left out of the tree and named in `Tree.left_out`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,13 @@ from ninfer_kits.buildinfo import PORTABLE_SUFFIX
 from ninfer_kits.errors import BadInput
 from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive, TarHeader, archive_format
 from ninfer_kits.inspector.inputs import ByteSource, look, open_regular, printable
-from ninfer_kits.kitdir import BUILDINFO, FIXED_FILES, SHA256SUMS, TARBALL_SUFFIX
+from ninfer_kits.kitdir import (
+    ATTESTATION_SUFFIXES,
+    BUILDINFO,
+    FIXED_FILES,
+    SHA256SUMS,
+    TARBALL_SUFFIX,
+)
 from ninfer_kits.repro.model import Side
 from ninfer_kits.trees import walk
 
@@ -115,7 +122,8 @@ def _kit_folder(path: Path, shown: str) -> Tree:
             archive, inside = _tarball(path / name, f"{shown}/{name}", name)
             archives.append(archive)
             members.update(inside)
-        elif name in FIXED_FILES:
+        elif name in FIXED_FILES or (name.endswith(ATTESTATION_SUFFIXES) and
+                                     stat.S_ISREG(status.st_mode)):
             members.update(_entry(path / name, name, status))
         else:
             left_out.append(f"{name}/" if stat.S_ISDIR(status.st_mode) else name)

@@ -11,16 +11,26 @@ from ninfer_kits.inspector.floor import KitFloor, kit_floor
 from ninfer_kits.loader.resolve import Resolution, Resolver
 from ninfer_kits.verify import gpu, gpu_host
 from ninfer_kits.verify.kit import KitOnDisk
-from ninfer_kits.verify.report import MISSING, NOT_CHECKED, Row, VerifyReport, library_rows
+from ninfer_kits.verify.report import (
+    MISSING,
+    NOT_CHECKED,
+    Places,
+    Row,
+    VerifyReport,
+    library_rows,
+)
 from ninfer_kits.verify.target import Target
 
 
 def verify(kit: KitOnDisk, target: Target) -> VerifyReport:
-    resolver = Resolver(target.setup)
+    inside = target.kit_root.rstrip("/") + "/kit/"
+    # The kit's own files have their symbols checked by name too; the target's libraries are
+    # its distribution's, consistent among themselves, and reading them all would be slow.
+    resolver = Resolver(target.setup, check_symbols=lambda path: path.startswith(inside))
     resolutions = tuple(resolve_program(resolver, kit, target, program)
                         for program in kit.programs)
     floor = kit_floor(kit.files)
-    rows = [*library_rows(floor, resolutions, target.system, kit),
+    rows = [*library_rows(floor, resolutions, target.system, kit, Places(target.kit_root)),
             *driver_rows(kit, floor, target)]
     return VerifyReport(kit=kit.shown, target=target.description, checked=kit.checked,
                         reproduction=kit.reproduction,

@@ -223,3 +223,18 @@ def too_old(soname: str, system: System | None, advice: Advice | None) -> str:
     advice = advice or Advice()
     return (f"{system.name}'s {soname} is older than the kit's: run it on a newer release, or "
             f"{_instead(system, soname, advice)}")
+
+
+def another_build(soname: str, what: str, system: System | None, advice: Advice | None) -> str:
+    """A library the target has of another build than the kit's (built with another TLS
+    library, or without the functions or versions the kit uses): newer would not help."""
+    system = system or System("this system", "generic", None)
+    advice = advice or Advice()
+    return (f"the kit was linked against a build of {soname} that {what}, and {system.name}'s "
+            f"is another: install that build, or {_instead(system, soname, advice)}")
+
+
+def kit_lacks(path: str, what: str) -> str:
+    """The kit's own copy of a library lacks what its programs were linked against."""
+    return (f"the kit's own {path} lacks {what}, which its programs were linked against: the "
+            f"kit is inconsistent; rebuild it (or put back the library it was built with)")

@@ -12,17 +12,51 @@ from ninfer_kits.errors import EXIT_WILL_NOT_RUN
 from ninfer_kits.inspector.floor import KitFloor, SymbolVersion, highest_needed
 from ninfer_kits.inspector.inputs import printable
 from ninfer_kits.loader.resolve import Found, NotFound, Resolution, VersionGap
+from ninfer_kits.loader.symbols import UnboundSymbol
 from ninfer_kits.platforms.distros import DRIVER_SONAMES
 from ninfer_kits.reproduction import NOT_REPRODUCED, Reproduction
 from ninfer_kits.runtime_facts import runtime_facts
-from ninfer_kits.verify.fixes import Advice, System, fix_for, too_old
+from ninfer_kits.verify.fixes import Advice, System, another_build, fix_for, kit_lacks, too_old
 from ninfer_kits.verify.kit import KitOnDisk
 
 OK, MISSING, TOO_OLD, NOT_CHECKED = "ok", "missing", "too old", "not checked"
+# A library of the right name that is not the build the kit was linked against: it defines
+# other versions (libcurl.so.4 with CURL_GNUTLS_3 where the kit needs CURL_OPENSSL_4), or none
+# of the kit's symbols, or has no symbol version table at all. Newer would not help.
+ANOTHER_BUILD = "another build"
+NOT_INSTALLED = "not installed here (not in ld.so.cache nor in the system folders)"
+SHOWN_SEARCHED = 6  # libraries named in a row for an unbound symbol (--json has them all)
 CANNOT_RUN = "cannot run"
 JSON_SCHEMA_VERSION = 1
 GLIBC_FIX = ("a distribution with glibc ≥ {version} (Ubuntu 24.04 has 2.39, Debian 13 has 2.41), "
              "or run the kit in a container FROM nvidia/cuda:<version>-runtime-ubuntu24.04")
+
+
+@dataclass(frozen=True)
+class Places:
+    """How the rows name a file: the kit's own by its path in the kit (`kit/lib/libk.so.1`,
+    as the programs are named), never by where verify happened to read it (a private folder
+    an archive was unpacked into, or the folder a root is given the kit at); others by their
+    path on the target."""
+
+    kit_root: str = ""  # the folder holding kit/, as the target sees it
+
+    def file(self, path: str) -> str:
+        root = self.kit_root.rstrip("/")
+        if root and path.startswith(root + "/kit/"):
+            return path[len(root) + 1:]
+        return path
+
+    def text(self, words: str) -> str:
+        """`words` (a loader's "RUNPATH of /opt/ninfer-kit/kit/lib/x") with kit paths shown."""
+        root = self.kit_root.rstrip("/")
+        return words.replace(root + "/kit/", "kit/") if root else words
+
+    def folder(self, path: str) -> str:
+        return self.file(path).rsplit("/", 1)[0]
+
+    def in_kit(self, path: str) -> bool:
+        return self.file(path) != path
 
 
 @dataclass(frozen=True)
@@ -63,12 +97,15 @@ class VerifyReport:
 
 
 def library_rows(floor: KitFloor, resolutions: Sequence[Resolution],
-                 system: System | None = None, kit: KitOnDisk | None = None) -> list[Row]:
-    """glibc, then every library the kit links, then anything missing further down, then kit
-    files no program of the kit can load. `system` (the target's distribution) and the kit (its
-    name, whether it has a portable flavour) shape the fixes."""
+                 system: System | None = None, kit: KitOnDisk | None = None,
+                 places: Places | None = None) -> list[Row]:
+    """glibc, then every library the kit links, then anything missing further down, then
+    symbols nothing defines, then kit files no program of the kit can load. `system` (the
+    target's distribution) and the kit (its name, whether it has a portable flavour) shape the
+    fixes; `places` how files are named."""
     advice = Advice(kit.info.kit if kit and kit.info else "",
                     bool(kit and kit.info and kit.info.portable_asset not in ("", "none")))
+    places = places or Places()
     glibc = runtime_facts().glibc_sonames
     found = _found_by_name(resolutions)
     gaps = [gap for res in resolutions for gap in res.gaps]
@@ -77,7 +114,7 @@ def library_rows(floor: KitFloor, resolutions: Sequence[Resolution],
     machines = _program_machines(kit) or floor.machines
     rows = [*_loader_rows(machines, floor, resolutions), _glibc_row(machines, floor, found, [
         g for g in gaps if g.library in glibc], resolutions)]
-    rows += [Row(f"{name} (glibc's own library)", _not_found(item), MISSING,
+    rows += [Row(f"{name} (glibc's own library)", _not_found(item, places), MISSING,
                  "a glibc system has it: this target's glibc is incomplete or not glibc; "
                  + GLIBC_FIX.format(version=_glibc_need(floor)))
              for name, item in missing.items() if name in glibc]
@@ -87,20 +124,71 @@ def library_rows(floor: KitFloor, resolutions: Sequence[Resolution],
             continue  # glibc's rows above; the driver's rows (verify.check) for the driver's
         rows.append(_library_row(floor, soname, found.get(soname), missing.get(soname),
                                  resolutions, [g for g in gaps if g.library == soname],
-                                 system, advice))
+                                 system, advice, places))
     direct = set(floor.sonames)
     for res in resolutions:
         for item in res.missing:
             if item.name not in direct and item.name not in glibc:
-                rows.append(Row(f"{item.name} (needed by {item.needed_by})", _not_found(item),
-                                MISSING, _kit_fix(item, floor) or _driver_fix(item.name)
+                rows.append(Row(f"{item.name} (needed by {places.file(item.needed_by)})",
+                                _not_found(item, places), MISSING,
+                                _kit_fix(item, floor) or _driver_fix(item.name)
                                 or fix(item.name)))
     for gap in gaps:
         if gap.library not in direct and gap.library not in glibc:
-            rows.append(Row(f"{gap.library} providing {gap.version} (needed by {gap.needed_by})",
-                            _provides(gap), TOO_OLD, too_old(gap.library, system, advice)))
+            rows.append(_gap_row(f"{gap.library} providing {gap.version} (needed by "
+                                 f"{places.file(gap.needed_by)})", [gap], system, advice,
+                                 places))
+    rows += symbol_rows(resolutions, system, advice, places)
     rows += _foreign_rows(kit, floor)
     return _unique(rows)
+
+
+def symbol_rows(resolutions: Sequence[Resolution], system: System | None, advice: Advice,
+                places: Places) -> list[Row]:
+    """One row per file and library for the symbols nothing in the scope defines: the
+    program would stop at the first call ("symbol lookup error"), or at once with
+    LD_BIND_NOW=1."""
+    groups: dict[tuple[str, str, str], list[UnboundSymbol]] = {}
+    for res in resolutions:
+        provider = {f.name: f.path for f in res.found}
+        for item in res.unbound:
+            key = (item.needed_by, item.library, provider.get(item.library, ""))
+            groups.setdefault(key, []).append(item)
+    return [_symbol_row(needed_by, library, path, items, system, advice, places)
+            for (needed_by, library, path), items in groups.items()]
+
+
+def _symbol_row(needed_by: str, library: str, path: str, items: Sequence[UnboundSymbol],
+                system: System | None, advice: Advice, places: Places) -> Row:
+    """The symbols one file needs from one library (`path`: where it was found; "" for
+    unversioned ones, which any library of the scope could have defined)."""
+    names = list(dict.fromkeys(_symbol_name(item) for item in items))
+    them = "it" if len(names) == 1 else "them"
+    what = ("symbol " if len(names) == 1 else "symbols ") + _some(names, 5)
+    source = f" of {library}" if library else ""
+    requirement = f"{what}{source}, needed by {places.file(needed_by)}"
+    searched = [places.file(p) for p in items[0].searched]
+    looked = f"searched {_some(searched, SHOWN_SEARCHED)}, in load order"
+    if not (library and path):
+        return Row(requirement, f"no library the program loads defines {them} ({looked})",
+                   MISSING, f"the kit was linked against a library that defines {them} and "
+                            f"that this target lacks; `ninfer-kits inspect` names the "
+                            f"libraries the kit links")
+    found = (f"not defined by {library} at {places.folder(path)} nor by any other library the "
+             f"program loads ({looked})")
+    fix = (kit_lacks(places.file(path), what) if places.in_kit(path)
+           else another_build(library, f"defines {what}", system, advice))
+    return Row(requirement, found, MISSING, fix)
+
+
+def _symbol_name(item: UnboundSymbol) -> str:
+    return f"{item.name}@{item.version}" if item.version else item.name
+
+
+def _some(names: Sequence[str], shown: int) -> str:
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
 def _foreign_rows(kit: KitOnDisk | None, floor: KitFloor) -> list[Row]:
@@ -146,11 +234,12 @@ def _glibc_need(floor: KitFloor) -> str:
     return need.version if need else "2.34"
 
 
-def _not_found(item: NotFound, absent: str = "") -> str:
+def _not_found(item: NotFound, places: Places, absent: str = "") -> str:
     """`not found`, and what the loader skipped on the way (a 32-bit library of that name)."""
     text = "not found" + absent
     if item.skipped:
-        text += (f"; skipped {', '.join(item.skipped)}: the loader takes only libraries of the "
+        skipped = ", ".join(places.text(s) for s in item.skipped)
+        text += (f"; skipped {skipped}: the loader takes only libraries of the "
                  f"program's ELF class and machine")
     return text
 
@@ -214,28 +303,30 @@ def libc_defs(resolutions: Sequence[Resolution]) -> tuple[str, ...]:
 
 def _library_row(floor: KitFloor, soname: str, found: Found | None, missing: NotFound | None,
                  resolutions: Sequence[Resolution], gaps: list[VersionGap],
-                 system: System | None, advice: Advice | None) -> Row:
+                 system: System | None, advice: Advice, places: Places) -> Row:
     needed = [version.name for version in highest_needed(floor, soname) if version.number]
     requirement = f"{soname} providing {', '.join(needed)}" if needed else soname
-    if soname.startswith("libcudart.so."):
+    cudart = soname.startswith("libcudart.so.")
+    if cudart:
         requirement = f"CUDA {soname.rsplit('.', 1)[1]} runtime — {requirement}"
-    absent = sorted({f"{s.kind} {s.folder}" for r in resolutions for s in r.stale})
+    # A RUNPATH folder of the build machine's CUDA toolkit is worth naming in the CUDA
+    # runtime's row alone: any other library missing here is simply not installed.
+    absent = sorted({f"{s.kind} {s.folder}" for r in resolutions for s in r.stale}) if cudart \
+        else []
     if found is None:
-        searched = f"; the kit's {', '.join(absent)} does not exist here" if absent else ""
-        text = _not_found(missing, searched) if missing else f"not found{searched}"
+        text = _not_found(missing, places) if missing else "not found"
+        if not (missing and missing.skipped):
+            text = f"not found: {NOT_INSTALLED}"
+        if absent:
+            text += f"; the kit's {', '.join(absent)} does not exist here either"
         return Row(requirement, text, MISSING,
                    _driver_fix(soname) or fix_for(soname, system, advice))
-    where = f"{found.path} ({found.via})"
-    if soname.startswith("libcudart.so.") and absent:
+    where = f"{places.file(found.path)} ({places.text(found.via)})"
+    if absent:
         # The kit's RUNPATH names the build machine's toolkit: say where it was found instead.
         where += f"; the kit's {', '.join(absent)} does not exist here"
     if gaps:
-        provides = _provides(gaps[0])
-        wanted = sorted({SymbolVersion.parse(g.version) for g in gaps})
-        advice_gcc = _gcc_advice(wanted)
-        return Row(requirement, provides, TOO_OLD,
-                   f"the kit needs {', '.join(v.name for v in wanted)}{advice_gcc}: "
-                   f"{too_old(soname, system, advice)}")
+        return _gap_row(requirement, gaps, system, advice, places)
     unversioned = [u for r in resolutions for u in r.unversioned if u.library == soname]
     if unversioned:
         where += ("; it defines no symbol versions: the loader warns \"no version information "
@@ -243,13 +334,48 @@ def _library_row(floor: KitFloor, soname: str, found: Found | None, missing: Not
     return Row(requirement, where, OK)
 
 
-def _provides(gap: VersionGap) -> str:
+def _gap_row(requirement: str, gaps: Sequence[VersionGap], system: System | None,
+             advice: Advice, places: Places) -> Row:
+    """Versions a library does not define: too old where it defines older ones of the same
+    kind (GLIBCXX_3.4.30 for 3.4.31), another build where it defines others (CURL_GNUTLS_3
+    for CURL_OPENSSL_4) or has no symbol version table at all."""
+    gap = gaps[0]
+    wanted = sorted({SymbolVersion.parse(g.version) for g in gaps})
+    needs = ", ".join(v.name for v in wanted)
+    path = places.file(gap.path)
+    if places.in_kit(gap.path):
+        return Row(requirement, _provides(gap, places), ANOTHER_BUILD,
+                   kit_lacks(path, f"the version{'s' if len(wanted) > 1 else ''} {needs}"))
+    if not _is_older(gap, wanted):
+        return Row(requirement, _provides(gap, places), ANOTHER_BUILD,
+                   another_build(gap.library, f"provides {needs}", system, advice))
+    return Row(requirement, _provides(gap, places), TOO_OLD,
+               f"the kit needs {needs}{_gcc_advice(wanted)}: "
+               f"{too_old(gap.library, system, advice)}")
+
+
+def _is_older(gap: VersionGap, wanted: Sequence[SymbolVersion]) -> bool:
+    """Whether the library defines versions of the needed kinds, all of them lower."""
+    defined = [SymbolVersion.parse(name) for name in gap.defined]
+    for need in wanted:
+        same = [v.number for v in defined if v.prefix == need.prefix and v.number]
+        if not same or not need.number or max(same) >= need.number:
+            return False
+    return True
+
+
+def _provides(gap: VersionGap, places: Places) -> str:
     prefix = SymbolVersion.parse(gap.version).prefix
     have = _highest(gap.defined, prefix)
-    folder = gap.path.rsplit("/", 1)[0]
+    where = f"{gap.library} at {places.folder(gap.path)}"
+    if not gap.defined:
+        return (f"{where} has no symbol version table: the loader cannot bind a versioned "
+                f"symbol to it (it stops: \"Inconsistency detected by ld.so\")")
     if have:
-        return f"{gap.library} at {folder} provides up to {prefix}_{have}"
-    return f"{gap.library} at {folder} provides no {prefix} version"
+        return f"{where} provides up to {prefix}_{have}"
+    others = sorted(gap.defined, key=SymbolVersion.parse)
+    return (f"another build of {gap.library} at {places.folder(gap.path)}: it provides "
+            f"{_some(others, 4)}, not {gap.version}")
 
 
 def _highest(names: Iterable[str], prefix: str) -> str:
@@ -332,5 +458,8 @@ def to_json(report: VerifyReport) -> dict[str, object]:
                               "needed_by": g.needed_by} for g in res.gaps],
             "stale_search_paths": [{"kind": s.kind, "folder": s.folder, "name": s.name,
                                     "found": s.found} for s in res.stale],
+            "unbound_symbols": [{"name": u.name, "version": u.version, "library": u.library,
+                                 "needed_by": u.needed_by, "searched": list(u.searched)}
+                                for u in res.unbound],
         } for res in report.resolutions],
     }

@@ -209,3 +209,16 @@ def test_the_pages_name_the_commands_the_zipapp_runs_and_those_it_does_not() -> 
     row = re.search(r"^\| `ninfer-kits.pyz` \| the client \((.*?)\)",
                     (DOCS / "release.md").read_text(encoding="utf-8"), re.M)
     assert row and set(re.findall(r"`([a-z-]+)`", row[1])) == set(pyz.COMMANDS)
+
+
+def test_the_example_kit_folders_checksummed_files_are_counted_right() -> None:
+    # `floor` and `verify` on dist/<tag>/ say "SHA256SUMS ok (N files)": what SHA256SUMS lists,
+    # every file of the folder but itself, SHA1SUMS and build.log (it said 7 after SOURCES.json)
+    unlisted = {kitdir.SHA256SUMS, kitdir.SHA1SUMS, kitdir.BUILD_LOG}
+    listed = [name for name in kit_folder_files("ninfer-example-kit-v0.3.0-sm86.tar.gz", True,
+                                                owes=True) if name not in unlisted]
+    said = [(page.name, int(count)) for page in PAGES for count in re.findall(
+        r"dist/example-v0\.3\.0-linux-sm86 \(SHA256SUMS ok \((\d+) files\)",
+        page.read_text(encoding="utf-8"))]
+    assert said, "no page shows floor's or verify's line for the example's kit folder"
+    assert all(count == len(listed) for _, count in said), (said, len(listed))

@@ -161,7 +161,7 @@ def test_without_any_index_or_ledger_it_says_so(tmp_path: Path) -> None:
     empty.write_bytes(kitindex.render(kitindex.document([])))
     code, _, err = auto(tmp_path, empty, "--dry-run")
     assert code == 2
-    assert f"fetch --auto: no published kit in the ledger " \
+    assert f"fetch --auto: there is no published kit in the ledger " \
            f"({tmp_path / 'user' / 'checkout' / 'releases'}) " \
            f"or the kit index {empty}" in err
 
@@ -246,3 +246,22 @@ def test_the_zipapp_chooses_as_the_installation_does(
                        str(index), "--matrix", str(user), cwd=tmp_path)
         assert (done.returncode, done.stdout) == (0, wanted), done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_an_index_that_does_not_answer_leaves_the_ledger_said_so(tmp_path: Path,
+                                                                  release: Path) -> None:
+    """A ledger with releases, a kit index that does not answer: --auto chooses among the
+    ledger's, and warns that a newer release may be in the index (issue 39: it said nothing)."""
+    import socket
+
+    user = checkout(tmp_path / "user", "http://127.0.0.1:9")
+    write_fetch_ledger(user, release, {"github": "http://127.0.0.1:9/gh"}, tag=TAG,
+                       time="2026-11-30T08:00:00+00:00")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        index = f"http://127.0.0.1:{probe.getsockname()[1]}/index.json"
+    done = cli("fetch", "--auto", "--dry-run", "--index", index, "--matrix", user)
+    assert "Traceback" not in done.stderr and done.returncode not in (2, 3), done.stderr
+    assert f"warning: the kit index {index} did not answer (connection refused): choosing " \
+           f"among the releases the ledger ({user.parent / 'releases'}) records only" \
+           in done.stderr, done.stderr

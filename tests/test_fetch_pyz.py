@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import zipfile
@@ -57,11 +58,12 @@ def box(tmp_path_factory: pytest.TempPathFactory, pyz: Path) -> Path:
 
 
 def run_pyz(pyz: Path, *args: str, cwd: Path, python: str = sys.executable,
-            flags: tuple[str, ...] = ("-I", "-S")) -> subprocess.CompletedProcess[str]:
+            flags: tuple[str, ...] = ("-I", "-S"), more_env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
     """The zipapp in an isolated interpreter without site-packages (-I -S): only what it
     carries and the standard library can be imported."""
     env = {"PATH": os.environ["PATH"], "NINFER_KITS_PYZ_CACHE": str(cwd / ".pyz-cache"),
-           "HOME": str(cwd)}
+           "HOME": str(cwd), **(more_env or {})}
     return subprocess.run([python, *flags, str(pyz), *args], capture_output=True, text=True,
                           check=False, cwd=cwd, env=env, timeout=300)
 
@@ -110,7 +112,35 @@ def test_what_needs_the_full_installation_says_so(box: Path, command: tuple[str,
     name = next(word for word in command if not word.startswith("-"))
     assert done.stderr.splitlines() == [
         f"ninfer-kits.pyz runs {', '.join(zipapp.COMMANDS)}; `{name}` needs the full "
-        f"installation ({zipapp.FULL_INSTALL})"]
+        f"installation ({zipapp.full_install(name)})"]
+
+
+@pytest.mark.parametrize("command,extra", [(("build", "--help"), "local"),
+                                           (("repro", "example"), "local"),
+                                           (("publish", "example"), "publish")])
+def test_the_install_it_names_is_the_extra_the_command_needs(
+        box: Path, command: tuple[str, ...], extra: str) -> None:
+    # build said `[publish]`, which brings no CMake: build needs `[local]`
+    done = run_pyz(box / "ninfer-kits.pyz", *command, cwd=box)
+    assert done.returncode == EXIT_ENVIRONMENT
+    assert done.stderr.rstrip().endswith(f"(pip install 'ninfer-kits[{extra}]')"), done.stderr
+
+
+def test_a_kit_whose_tag_needs_the_kit_index_says_the_index_did_not_answer(box: Path) -> None:
+    # `example`'s tag needs its version; the ledger it carries has no release of it, so the
+    # kit index is read, here from a port where nothing listens (as a box offline).
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        index = f"http://127.0.0.1:{probe.getsockname()[1]}/index.json"
+    done = run_pyz(box / "ninfer-kits.pyz", "fetch", "example", cwd=box,
+                   more_env={"NINFER_KITS_INDEX": index})
+    assert done.returncode == EXIT_ENVIRONMENT, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"and the kit index {index}, which may record it, did not answer (connection " \
+           f"refused): try again when it can be reached, or name the release's tag instead " \
+           f"of the kit" in lines[0], lines[0]
+    assert "has no release of it" not in lines[0]
 
 
 @pytest.mark.parametrize("command", sorted(SUBCOMMANDS))

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,19 +72,38 @@ def test_jobs_below_one_is_refused_before_anything_runs(jobs: str, tmp_path: Pat
 
 @pytest.mark.parametrize("command", [
     ("kit-url", "exampel"), ("kit-url", "exampel", "--from", "b2"),
-    ("fetch", "exampel", "--from", "."),
+    ("fetch", "exampel", "--from", "."), ("fetch", "exmaple"), ("fetch", "exmaple", "--auto"),
 ])
 def test_a_misspelt_kit_names_the_nearest_kit(command: tuple[str, ...], tmp_path: Path) -> None:
-    done = ninfer_kits(*command, "--matrix", MATRIX, cwd=tmp_path)
+    # GitHub's API and the kit index on a port where nothing listens: a request would exit 3
+    api = f"http://127.0.0.1:{_unused_port()}"
+    done = ninfer_kits(*command, "--matrix", MATRIX, "--api", api, "--index", "none",
+                       cwd=tmp_path)
     assert done.returncode == 2
     line = error_line(done)
-    assert line.startswith("ninfer-kits: error: unknown kit 'exampel'; did you mean 'example'? "
-                           "(taken as a release tag: "), line
+    typo = command[1]
+    said = "with --auto, name a kit of the matrix, or none" if "--auto" in command else \
+        "a name this close to a kit's is not looked up as a release tag"
+    assert f"unknown kit '{typo}'; did you mean 'example'? ({said}" in line, line
     assert "NINFER_KITS_B2_URL" not in line  # setting it would not help: the asset is unknown
+    assert list(tmp_path.iterdir()) == []  # fetch made no folder
+
+
+@pytest.mark.parametrize("tag", ["example-v0.3.0-linux-sm120a", "example-v1",
+                                 "example-v0.3.0-linux-sm86-glibc2.28",
+                                 "ninfer-all-v1.0-linux-sm89-abcdef12"])
+def test_a_tag_that_starts_with_a_kits_name_is_looked_up_not_refused(tag: str,
+                                                                     tmp_path: Path) -> None:
+    done = ninfer_kits("kit-url", tag, "--matrix", MATRIX, "--index", "none", cwd=tmp_path)
+    assert done.returncode == 2
+    line = error_line(done)
+    assert line == (f"ninfer-kits: error: {tag}: the asset's name is not known without the "
+                    f"ledger or the GitHub API (fetch finds it)"), line
 
 
 def test_a_name_near_no_kit_is_taken_as_a_tag_without_a_guess(tmp_path: Path) -> None:
-    done = ninfer_kits("kit-url", "v9.9.9-something-else", "--matrix", MATRIX, cwd=tmp_path)
+    done = ninfer_kits("kit-url", "v9.9.9-something-else", "--matrix", MATRIX, "--index", "none",
+                       cwd=tmp_path)
     assert done.returncode == 2
     assert "did you mean" not in error_line(done)
 
@@ -218,10 +238,12 @@ def test_kit_url_does_not_send_the_user_to_fetch(tmp_path: Path) -> None:
     matrix = tmp_path / "matrix.toml"
     matrix.write_text(MATRIX.read_text())  # with no releases/ beside it
     shutil.copy(ROOT / "allowed_signers", tmp_path / "allowed_signers")  # [publish.signing]'s
-    done = ninfer_kits("kit-url", "example", "--matrix", matrix, cwd=tmp_path)
+    done = ninfer_kits("kit-url", "example", "--matrix", matrix, "--index", "none",
+                       cwd=tmp_path)
     assert done.returncode == 2
     line = error_line(done)
-    assert line.endswith("has no release of it: name the release's tag instead of the kit"), line
+    assert line.endswith(f"there is no release of it in the ledger ({tmp_path / 'releases'}): "
+                         f"name the release's tag instead of the kit"), line
     assert "fetch" not in line
 
 
@@ -286,3 +308,77 @@ def test_make_kit_base_images_finds_the_debian_roots_an_engine_has(engine: str) 
     assert unknown.returncode == 2 and unknown.stdout == ""
     assert unknown.stderr.startswith("make-kit-base-images: unknown kit 'no-such-kit' (known: ")
     assert "Traceback" not in unknown.stderr and unknown.stderr.count("\n") == 1
+
+
+# --------------------------------------------------------------------------- issue 39's walk
+
+
+def _project(tmp_path: Path) -> Path:
+    """This project's matrix in a folder of the test's own, with an empty ledger beside it."""
+    folder = tmp_path / "project"
+    (folder / "releases").mkdir(parents=True)
+    shutil.copy(MATRIX, folder / "matrix.toml")
+    shutil.copy(ROOT / "allowed_signers", folder / "allowed_signers")  # [publish.signing]'s
+    return folder / "matrix.toml"
+
+
+@pytest.mark.parametrize("command", [("fetch", "--auto"), ("fetch", "--auto", "--dry-run"),
+                                     ("fetch", "example"), ("kit-url", "example"),
+                                     ("kit-url", "v9-a-tag"), ("kit-url", "v9-a-tag", "--from",
+                                                               "b2"),
+                                     ("kit-url", "ninfer-3090-sm86", "--from", "b2")])
+def test_a_kit_index_that_does_not_answer_is_the_networks_failure(
+        command: tuple[str, ...], tmp_path: Path) -> None:
+    # It exited 2 (bad input), the index's failure spliced into the middle of another sentence.
+    matrix = _project(tmp_path)
+    index = f"http://127.0.0.1:{_unused_port()}/index.json"
+    done = ninfer_kits(*command, "--matrix", matrix, "--index", index, cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    line = error_line(done)
+    assert f"in the ledger ({matrix.parent / 'releases'}), and the kit index {index}, which may " \
+           f"record it, did not answer (connection refused): try again when it can be " \
+           f"reached, or " in line, line
+    assert line.count(index) == 1, line
+
+
+def test_kit_url_of_a_release_published_to_a_folder_says_where_it_is_recorded(
+        tmp_path: Path) -> None:
+    # It said "the newest release of it is T (the ledger …)", then "T is not in the ledger".
+    from test_fetch import write_ledger
+
+    matrix = _project(tmp_path)
+    release = tmp_path / "out" / "example-v0.3.0-linux-sm86"
+    release.mkdir(parents=True)
+    (release / "example-kit-v0.3.0-sm86.tar.gz").write_bytes(b"kit")
+    (release / "SHA256SUMS").write_text("")
+    tag = release.name
+    entry = write_ledger(matrix, release, {"local": release.as_uri()}, tag=tag, kit="example")
+    done = ninfer_kits("kit-url", "example", "--matrix", matrix, "--index", "none", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith(f"/releases/download/{tag}/example-kit-v0.3.0-sm86.tar.gz\n")
+    assert f"the newest release of it is {tag} (the ledger {entry})" in done.stderr
+    assert f"{tag} is recorded in the ledger {entry} as published to local, not to GitHub: " \
+           f"the URL follows from the matrix's tag and asset; it answers once that release is " \
+           f"published to GitHub" in done.stderr, done.stderr
+    assert "is not in" not in done.stderr
+
+
+@pytest.mark.parametrize("store,module,distribution", [("github", "github", "PyGithub"),
+                                                       ("b2", "b2sdk", "b2sdk")])
+def test_publish_names_the_missing_extra_before_the_missing_credentials(
+        store: str, module: str, distribution: str, tmp_path: Path, kit: Any) -> None:
+    # It asked for GITHUB_TOKEN first; with the token set, it then said PyGithub is missing.
+    from ninfer_kits.matrix import B2Target, GitHubTarget
+    from test_publish_support import matrix_file
+
+    matrix = matrix_file(tmp_path, github=GitHubTarget(repository="o/r",
+                                                       api="http://127.0.0.1:9/api/v3"),
+                         b2=B2Target(bucket="ninfer-kits", prefix="kits/"))
+    done = ninfer_kits("publish", kit.path, "--matrix", matrix, "--to", store, "--cache-dir",
+                       tmp_path / "c", cwd=tmp_path,
+                       prelude=f"import sys; sys.modules[{module!r}] = None")  # not installed
+    assert done.returncode == 3, done.stderr
+    assert error_line(done) == (
+        f"ninfer-kits: error: `ninfer-kits publish` needs {distribution}, which is not "
+        f"installed here: install the 'publish' extra: pip install 'ninfer-kits[publish]' "
+        f"(from a checkout: pip install '.[publish]')")

@@ -167,14 +167,21 @@ def missing_module(error: ModuleNotFoundError, command: str) -> NinferKitsError 
     if not top or top == "ninfer_kits":
         return None
     if top in EXTRA_MODULES:
-        distribution, extra = EXTRA_MODULES[top]
-        return EnvironmentFailure(
-            f"`ninfer-kits {command}` needs {distribution}, which is not installed here: "
-            f"install the {extra!r} extra: pip install 'ninfer-kits[{extra}]' (from a "
-            f"checkout: pip install '.[{extra}]')")
+        return extra_missing(top, command)
     return EnvironmentFailure(
         f"`ninfer-kits {command}` needs the Python module {top!r}, which is not installed "
         f"here: reinstall ninfer-kits with its dependencies (from a checkout: pip install .)")
+
+
+def extra_missing(module: str, command: str) -> NinferKitsError:
+    """The message for `module` of EXTRA_MODULES missing: the extra that installs it."""
+    from ninfer_kits.errors import EnvironmentFailure
+
+    distribution, extra = EXTRA_MODULES[module]
+    return EnvironmentFailure(
+        f"`ninfer-kits {command}` needs {distribution}, which is not installed here: "
+        f"install the {extra!r} extra: pip install 'ninfer-kits[{extra}]' (from a "
+        f"checkout: pip install '.[{extra}]')")
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -188,4 +195,16 @@ def _report(error: BaseException, debug: bool) -> None:
         import traceback  # only when asked: it costs start-up time on every run otherwise
 
         sys.stderr.write(redact("".join(traceback.format_exception(error))))
-    print(f"ninfer-kits: error: {redact(str(error))}", file=sys.stderr)
+    said = _os_error_words(error) if isinstance(error, OSError) else str(error)
+    print(f"ninfer-kits: error: {redact(said)}", file=sys.stderr)
+
+
+def _os_error_words(error: OSError) -> str:
+    """An OSError no code put in words, as the others are said: the path, then what went wrong
+    (`dist/x: a read-only file system`), not Python's `[Errno 30] Read-only file system: …`."""
+    from ninfer_kits.inspector.inputs import os_error_words, printable
+
+    if error.errno is None or error.filename is None:
+        return str(error)  # one of ours (SpoolFailed) or a library's: its own words
+    paths = [printable(str(path)) for path in (error.filename, error.filename2) if path]
+    return f"{' -> '.join(paths)}: {os_error_words(error)}"

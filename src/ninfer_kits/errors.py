@@ -4,8 +4,9 @@ Exit codes (README.md and `ninfer-kits --help` show the same table, from EXIT_CO
 0 done; 1 a check failed or was refused: a kit (or something built on the way to one, or a
 release's checksum or signature) is wrong, do not trust it; 2 the user's input is wrong: an
 argument, the matrix, a file given to us; 3 the environment or a service failed: a tool
-missing, too old or hanging, no Docker engine or an engine error, the network, a full disk, a
-kit work folder held by another build; 4 the kit is sound, and this machine (or the root or
+missing, too old or hanging, no Docker engine or an engine error, the network, a full disk or an
+output folder that cannot be written (ninfer_kits.outputs), a kit work folder held by another
+build; 4 the kit is sound, and this machine (or the root or
 image checked) does not meet its floor: it will not run there (verify's and fetch's verdict,
 which a script must tell from 1); 130 interrupted (Ctrl-C, SIGINT); 143 terminated (SIGTERM:
 a cancelled CI job, `timeout`), which every command handles as Ctrl-C.
@@ -34,7 +35,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_BAD_INPUT, "bad input: an argument, the matrix, or a file given to ninfer-kits"),
     (EXIT_ENVIRONMENT, "the environment or a service failed: a tool missing, too old or not "
                        "answering, no Docker engine or an engine error, the network, a full "
-                       "disk, a work folder held by another build"),
+                       "disk or an output folder that cannot be written, a work folder held by "
+                       "another build"),
     (EXIT_WILL_NOT_RUN, "the kit is sound, and this machine (or the root or image checked) does "
                         "not meet its floor: it will not run there (verify, fetch)"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),

@@ -43,7 +43,18 @@ COMMANDS = ("fetch", "kit-url", "verify", "inspect", "floor", "matrix")
 # PyGithub, b2sdk, the compiled deflate). Each says so on one line, exit 3 (the environment),
 # as does any command that meets a module the zipapp lacks (`verify --image`: docker).
 NEEDS_FULL = ("build", "publish", "watch", "repro", "alert")
-FULL_INSTALL = "pip install 'ninfer-kits[publish]'"
+# The extra each of them needs besides the plain install (pyproject's optional-dependencies):
+# build and repro compile with the local builder's CMake; publish, watch and alert talk to
+# GitHub and B2 through requests, PyGithub and b2sdk.
+EXTRAS = {"build": "local", "repro": "local", "publish": "publish", "watch": "publish",
+          "alert": "publish"}
+FULL_INSTALL = "pip install ninfer-kits"  # a command the zipapp runs, meeting a module it lacks
+
+
+def full_install(command: str) -> str:
+    """What installs everything `command` needs."""
+    extra = EXTRAS.get(command)
+    return f"pip install 'ninfer-kits[{extra}]'" if extra else FULL_INSTALL
 
 MAIN = '''\
 """ninfer-kits.pyz: unpack once into a cache folder, then run the ninfer-kits command line."""
@@ -55,6 +66,7 @@ VERSION = "{version}"
 COMMANDS = {commands!r}
 NEEDS_FULL = {needs_full!r}
 FULL_INSTALL = {full_install!r}
+EXTRAS = {extras!r}
 EXIT_ENVIRONMENT = 3  # ninfer_kits.errors: what this machine lacks
 
 if sys.version_info < (3, 11):
@@ -114,12 +126,17 @@ def _unpacked():
              + "); set NINFER_KITS_PYZ_CACHE to a folder it can write")
 
 
+def _install(command):
+    extra = EXTRAS.get(command)
+    return "pip install 'ninfer-kits[%s]'" % extra if extra else FULL_INSTALL
+
+
 def _run():
     sys.path.insert(0, _unpacked())
     command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
     if command in NEEDS_FULL:
         print("ninfer-kits.pyz runs " + ", ".join(COMMANDS) + "; `" + command
-              + "` needs the full installation (" + FULL_INSTALL + ")", file=sys.stderr)
+              + "` needs the full installation (" + _install(command) + ")", file=sys.stderr)
         return EXIT_ENVIRONMENT
     import ninfer_kits
     from ninfer_kits.cli import main
@@ -132,7 +149,7 @@ def _run():
         if missing in ("", "ninfer_kits"):  # what it carries: a bug, shown as one
             raise
         print("ninfer-kits.pyz: `" + str(command) + "` needs the full installation here ("
-              + FULL_INSTALL + "): the zipapp carries no " + missing, file=sys.stderr)
+              + _install(command) + "): the zipapp carries no " + missing, file=sys.stderr)
         return EXIT_ENVIRONMENT
 
 
@@ -205,7 +222,8 @@ def build(output: Path, matrix: Path | None) -> tuple[Path, str]:
         digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     build_id = f"{__version__}-{digest.hexdigest()[:16]}"
     main = MAIN.format(build=build_id, version=__version__, commands=COMMANDS,
-                       needs_full=NEEDS_FULL, full_install=FULL_INSTALL)
+                       needs_full=NEEDS_FULL, full_install=FULL_INSTALL,
+                       extras=EXTRAS)
     plain = io.BytesIO()
     with zipfile.ZipFile(plain, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
         for name, data in [("__main__.py", main.encode()), *members]:

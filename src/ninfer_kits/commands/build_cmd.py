@@ -12,10 +12,16 @@ from ninfer_kits.errors import BadInput, NinferKitsError
 from ninfer_kits.inspector.floor import render_table
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit, Matrix, add_matrix_argument, load_matrix
+from ninfer_kits.outputs import MB, check_output_folder
 from ninfer_kits.pipeline.builders import BUILDERS, BuilderOptions, make_builder
 from ninfer_kits.pipeline.stage_functions import kit_in_place
 from ninfer_kits.pipeline.stages import run_build
 from ninfer_kits.pipeline.state import BuildRequest, BuildState
+
+# The room a build asks of --dist before it starts: the example's kit folder takes ~3 MB, a
+# portable kit with its bundled libraries tens of MB; short of this, a build would fail at its
+# end, after the compile.
+BUILD_ROOM = 100 * MB
 
 
 def default_cache_dir() -> Path:
@@ -86,16 +92,22 @@ def execute(args: argparse.Namespace) -> int:
         raise BadInput(f"--jobs must be 1 or more, got {args.jobs}")
     matrix = load_matrix(args.matrix)
     kit = matrix.kit(args.kit)
+    # before the compile, not after it: a read-only or full --dist is known now
+    check_output_folder(args.dist, f"--dist {args.dist}", needs=BUILD_ROOM,
+                        what="the kit's tarballs")
     if args.no_portable:
         kit = dataclasses.replace(kit, portable=False)
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
+    work_dir = (args.work_dir or cache_dir / "work").absolute()
+    for folder, option in ((cache_dir, "--cache-dir"), (work_dir, "--work-dir")):
+        check_output_folder(folder, f"{option} {folder}")  # the mirrors, the build tree
     request = BuildRequest(
         kit=kit, builder=make_builder(args.builder, BuilderOptions(
             ccache=args.ccache, ccache_volume=args.ccache_volume, fresh_tree=args.fresh_tree,
             ccache_dir=args.ccache_dir, ccache_max_size=args.ccache_max_size)),
         project=matrix.path.absolute().parent,
         dist_dir=args.dist.absolute(),
-        cache_dir=cache_dir, work_dir=(args.work_dir or cache_dir / "work").absolute(),
+        cache_dir=cache_dir, work_dir=work_dir,
         jobs=args.jobs or 0, revision=args.revision, source_url=args.source_url,
         keep_work=args.keep_work, replace=args.replace,
     )

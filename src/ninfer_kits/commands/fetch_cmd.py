@@ -11,9 +11,16 @@ import sys
 from pathlib import Path
 
 from ninfer_kits.errors import BadInput, WillNotRunHere
-from ninfer_kits.fetch.locate import ORIGINS_HELP, Context, add_location_arguments, client_for
+from ninfer_kits.fetch.locate import (
+    ORIGINS_HELP,
+    Context,
+    Located,
+    add_location_arguments,
+    client_for,
+)
 from ninfer_kits.kitdir import PORTABLE
 from ninfer_kits.log import Reporter
+from ninfer_kits.outputs import SOME_ROOM, check_output_folder
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -69,8 +76,9 @@ def execute(args: argparse.Namespace) -> int:
     for note in release.notes:
         reporter.info(note)
     dest = args.dest if args.dest is not None else Path(release.tag)
-    if dest.exists() and not dest.is_dir():
-        raise BadInput(f"--dest {dest}: not a folder")
+    check_output_folder(dest, f"--dest {dest}" if args.dest is not None else
+                        f"the release's folder {dest} (--dest's default)",
+                        needs=_room(release, dest), what="the tarball and the kit unpacked from it")
     signing = ctx.matrix.publish.signing if ctx.matrix is not None else None
     fetched = Fetcher(client, reporter, trust=signing.trust if signing else None,
                       insecure=args.insecure_no_signature).fetch(release, dest)
@@ -84,6 +92,15 @@ def execute(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _room(release: Located, dest: Path) -> int:
+    """What a fetch into `dest` needs at the least: the tarball and its kit, which unpacks to
+    no fewer bytes than the (compressed) tarball; a tarball already there is reused."""
+    size = release.tarball.size
+    if size is None or (dest / release.asset).is_file():
+        return SOME_ROOM
+    return 2 * size + SOME_ROOM
+
+
 def auto_choice(args: argparse.Namespace, ctx: Context,
                 reporter: Reporter) -> tuple[str, bool] | None:
     """The release and flavour --auto chose (tag, portable), after saying why; None after a
@@ -95,15 +112,24 @@ def auto_choice(args: argparse.Namespace, ctx: Context,
 
     if args.portable:
         raise BadInput("fetch: --auto chooses the flavour itself; leave out --portable")
+    if args.name is not None and ctx.matrix is not None and args.name not in ctx.matrix.kits:
+        from ninfer_kits.tables import unknown_name
+
+        raise BadInput(f"fetch --auto: {unknown_name('kit', args.name, list(ctx.matrix.kits))}"
+                       f" (with --auto, name a kit of the matrix, or none)")
     entries = ctx.every_release()
+    if entries and ctx.index is not None and ctx.index.failure:  # a newer release may be there
+        reporter.warning(f"{ctx.index.words} did not answer ({ctx.index.failure}): choosing "
+                         f"among the releases the ledger ({ctx.ledger_words}) records only")
     if not entries:
-        raise BadInput(f"fetch --auto: no published kit in {ctx.recorded_words}")
+        raise ctx.not_recorded("fetch --auto: there is no published kit",
+                               "name a release tag to fetch")
     with open_target(Path(args.dest or "."), root=args.root) as target:
         host = gpu_host.probe_host() if target.mode == "host" else None
         choice = choose(entries, target, host, kit=args.name)
     if not choice.judged:
-        raise BadInput(f"fetch --auto: no published release of kit {args.name} in "
-                       f"{ctx.recorded_words}")
+        raise ctx.not_recorded(f"fetch --auto: there is no published release of kit "
+                               f"{args.name}", "name a release tag to fetch")
     machine = target.description  # a root's /etc/os-release says it: shown escaped
     for judged in choice.judged:
         said = "runs" if judged.runs else "will not run: " + "; ".join(judged.unmet)

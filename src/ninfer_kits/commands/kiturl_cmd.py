@@ -4,6 +4,8 @@ the kit index, read when the ledger does not record the release)."""
 from __future__ import annotations
 
 import argparse
+import difflib
+from collections.abc import Iterable
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.fetch.http import Client
@@ -45,9 +47,10 @@ def execute(args: argparse.Namespace) -> int:
 
 def locate_named(args: argparse.Namespace, ctx: Context, client: Client | None) -> Located:
     """The release args.name means (kit-url's and fetch's). Without a matrix file, where the
-    origin needs one, it says the file is missing; a refused name that is neither a kit nor a
-    recorded release (so was taken as a tag) names the nearest kit, when one is close:
-    `exampel` is a typo, not a tag."""
+    origin needs one, it says the file is missing. A name close to a kit's that is neither a
+    kit nor a recorded release is refused before anything is asked of a server: `exmaple` is
+    a typo, not a tag to look up on GitHub. A name refused as a tag names the nearest kit or
+    known release tag, when one is close."""
     if ctx.matrix is None and (args.origin == "b2" or (args.origin == "github"
                                                        and ctx.repository is None)):
         from ninfer_kits.matrix import MATRIX_ENV, default_matrix_path
@@ -56,21 +59,57 @@ def locate_named(args: argparse.Namespace, ctx: Context, client: Client | None) 
                    "without one, name a release tag and --repository OWNER/NAME")
         raise BadInput(f"matrix file not found: {args.matrix or default_matrix_path()} (give "
                        f"--matrix PATH or set {MATRIX_ENV}; {without})")
+    if not _known(args.name, ctx):
+        hint = _typo_of(args.name, ctx.matrix.kits if ctx.matrix else ())
+        if hint:
+            raise BadInput(f"unknown kit {args.name!r}{hint} (a name this close to a kit's is "
+                           f"not looked up as a release tag; nothing was asked of a server)")
     try:
         return located(args, ctx, client, args.origin)
     except BadInput as error:
-        hint = _nearest_kit(args.name, ctx)
+        hint = "" if _known(args.name, ctx) else _nearest(args.name, _known_tags(ctx))
         if not hint:
             raise
-        raise BadInput(f"unknown kit {args.name!r}{hint} (taken as a release tag: {error})"
-                       ) from None
+        raise BadInput(f"unknown kit or release {args.name!r}{hint} (taken as a release tag: "
+                       f"{error})") from None
 
 
-def _nearest_kit(name: str, ctx: Context) -> str:
+def _known(name: str, ctx: Context) -> bool:
+    """Whether `name` is a kit of the matrix or a release the ledger here records (no server
+    is asked)."""
+    if ctx.matrix is not None and name in ctx.matrix.kits:
+        return True
+    return ctx.releases is not None and (ctx.releases / f"{name}.toml").is_file()
+
+
+def _known_tags(ctx: Context) -> list[str]:
+    """The release tags known without asking a server again: the ledger's, and the kit
+    index's when it was read already."""
+    from ninfer_kits import ledger
+
+    tags = [entry.tag for entry in ledger.read_all(ctx.releases)] if ctx.releases else []
+    if ctx.index is not None and ctx.index.loaded:
+        tags += [entry.tag for entry in ctx.index.entries()]
+    return tags
+
+
+# A typo of a kit's name, not a tag: this close (difflib's ratio), and about as long. A release
+# tag that starts with a kit's name (`example-v0.3.0-linux-sm120a` beside the kit
+# `example-sm120a`, ratio 0.68) is longer by far, and is looked up.
+TYPO_RATIO = 0.8
+TYPO_LENGTH = 2
+
+
+def _typo_of(name: str, kits: Iterable[str]) -> str:
+    """'; did you mean KIT?' when `name` reads as a misspelt kit, else ''."""
     from ninfer_kits.tables import did_you_mean
 
-    if ctx.matrix is None or name in ctx.matrix.kits:
-        return ""
-    if ctx.releases is not None and (ctx.releases / f"{name}.toml").is_file():
-        return ""
-    return did_you_mean(name, ctx.matrix.kits)
+    near = [kit for kit in difflib.get_close_matches(name, list(kits), n=1, cutoff=TYPO_RATIO)
+            if abs(len(kit) - len(name)) <= TYPO_LENGTH]
+    return did_you_mean(name, near)
+
+
+def _nearest(name: str, choices: Iterable[str]) -> str:
+    from ninfer_kits.tables import did_you_mean
+
+    return did_you_mean(name, choices)

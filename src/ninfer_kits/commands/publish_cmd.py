@@ -108,6 +108,8 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
     if args.reproduction is not None:  # a bad record is said before any store is asked
         reproduction.read(args.reproduction)
     names = _store_names(args.to, matrix)
+    if not args.dry_run:  # a missing extra is said before any credential is asked for
+        _check_store_modules(names)
     github = _github_target(matrix, args.github_api, "github" in names)
     retry = RetryPolicy.from_environment(environ)
     signing_key, missing = None, []
@@ -153,6 +155,23 @@ def _execute(args: argparse.Namespace, reporter: Reporter, environ: Mapping[str,
     report(outcome, reporter, dry_run=args.dry_run, would=names, ledger_mode=matrix.publish.ledger,
            would_be=would)
     return 0
+
+
+# The third-party modules each store talks through (the `publish` extra's).
+STORE_MODULES = {"github": ("github", "requests"), "b2": ("b2sdk",)}
+
+
+def _check_store_modules(names: tuple[str, ...]) -> None:
+    """EnvironmentFailure naming the extra to install when a store's module is missing: the
+    user who lacks it learns that first, not which token to set."""
+    import importlib.util
+
+    from ninfer_kits.cli import extra_missing
+
+    for name in names:
+        for module in STORE_MODULES.get(name, ()):
+            if importlib.util.find_spec(module) is None:
+                raise extra_missing(module, "publish")
 
 
 def ledger_dir_for(chosen: Path | None, names: tuple[str, ...], matrix: Matrix) -> Path | None:

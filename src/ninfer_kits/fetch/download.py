@@ -376,13 +376,19 @@ class Downloader:
                               f"download here, which is not of this file")
 
     def _write(self, fd: int, data: memoryview) -> None:
-        try:
-            written = os.pwrite(fd, data, self.have)
-        except OSError as error:
-            raise EnvironmentFailure(f"cannot write {self.part}: "
-                                     f"{error.strerror or error}") from error
-        if written != len(data):  # a regular file takes all of it or fails
-            raise EnvironmentFailure(f"cannot write {self.part}: short write")
+        # A filling disk takes part of a block, then fails on the rest: write on until it does,
+        # so the failure says why (no space) rather than "short write".
+        written = 0
+        while written < len(data):
+            try:
+                taken = os.pwrite(fd, data[written:], self.have + written)
+            except OSError as error:
+                raise EnvironmentFailure(f"cannot write {self.part}: "
+                                         f"{os_error_words(error)}") from error
+            if taken == 0:  # no error and no progress: a file system that would spin here
+                raise EnvironmentFailure(f"cannot write {self.part}: the file system takes "
+                                         f"no more bytes")
+            written += taken
         self._update(data)
         self.have += written
         self.feed.advance(written)

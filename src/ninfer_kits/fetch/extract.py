@@ -28,18 +28,22 @@ the machine's cores.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.fetch.download import Feed, GrowingFile
 from ninfer_kits.inspector.archive import PATH_MAX, KitArchive, Member, shown_name
 from ninfer_kits.inspector.inputs import RegularFile, printable
 from ninfer_kits.trees import MAX_SYMLINKS, TooManyLinks, stays_inside
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 TOP = "kit"
 EXPANSION_LIMIT = 50
@@ -189,6 +193,23 @@ def _write_file(member: Member, target: Path, shown: str) -> None:
         fd = os.open(target, flags, 0o600)
     except FileExistsError:
         raise BadInput(f"{shown}: written twice: refused") from None
-    with open(fd, "wb", buffering=0) as sink:
+    with _WholeWrites(fd, "wb") as sink:
+        sink.name = str(target)  # what a failed write names: this file, in DEST
         member.copy_to(sink)
         os.fchmod(fd, member.mode & 0o755)
+
+
+class _WholeWrites(io.FileIO):
+    """A file that takes each block whole or raises: a disk filling up takes part of a block,
+    then fails on the rest, and that failure (no space) is what is said; a plain unbuffered
+    write would return the short count, and the rest of the block would be lost unseen."""
+
+    def write(self, data: ReadableBuffer, /) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            taken = super().write(view[done:])
+            if not taken:  # no error and no progress: nothing more goes in
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            done += taken
+        return done

@@ -53,6 +53,9 @@ class IndexSource:
         self._client = client or Client(attempts=ATTEMPTS, timeout=TIMEOUT, servers=(location,))
         self._entries: tuple[LedgerEntry, ...] | None = None
         self.note = ""  # why there was none, once asked
+        # why it could not be read (the network, the server), once asked: "" when it answered
+        # (a 404 answers: there is no index there)
+        self.failure = ""
 
     @property
     def words(self) -> str:
@@ -82,16 +85,24 @@ class IndexSource:
         try:
             data = self._client.get_bytes(self.location, limit=kitindex.MAX_SIZE)
         except NotFound:
-            self.note = f"no kit index at {shown(self.location)} (404)"
+            self.note = "not there: it answered 404"
             return ()
         except HttpFailure as error:
-            self.note = f"the kit index did not answer: {printable(str(error))}"
+            self.failure = _reason(error, shown(self.location))
+            self.note = f"which did not answer: {self.failure}"
             return ()
         try:
             return kitindex.parse(data, shown(self.location))
         except BadInput as error:
             raise BadInput(f"{error} (give --index URL|FILE for another, or --index "
                            f"{NO_INDEX} to go without one)") from None
+
+
+def _reason(error: HttpFailure, url: str) -> str:
+    """Why a request failed, without the URL its message starts with (the message that says it
+    names the index already)."""
+    text = str(error)
+    return text.removeprefix(f"{url}: ") if text.startswith(f"{url}: ") else printable(text)
 
 
 def _shown_as_is(entry: LedgerEntry, where: str) -> LedgerEntry:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ninfer_kits import ledger, resources
-from ninfer_kits.errors import BadInput
+from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
 from ninfer_kits.fetch import ledger as ledger_mod
 from ninfer_kits.fetch.http import Client, NotFound, shown
 from ninfer_kits.fetch.identity import PLAIN, Request, check_located
@@ -141,8 +141,22 @@ class Context:
         """Where releases are looked up, for a message that none was found."""
         if self.index is None:
             return f"the ledger ({self.ledger_words})"
-        note = f"; {self.index.note}" if self.index.note else ""
+        note = f" ({self.index.note})" if self.index.note else ""
         return f"the ledger ({self.ledger_words}) or {self.index.words}{note}"
+
+    def not_recorded(self, what: str, then: str) -> NinferKitsError:
+        """The error for `what` ("kit X has no release") found in no record: bad input when
+        every place looked in answered; the environment's (exit 3) when the kit index, which
+        may record it, did not answer (the network, the server), then said as such. `then`
+        is what to do instead."""
+        failure = self.index.failure if self.index is not None else ""
+        if not failure:
+            return BadInput(f"{what} in {self.recorded_words}: {then}")
+        assert self.index is not None
+        return EnvironmentFailure(
+            f"{what} in the ledger ({self.ledger_words}), and {self.index.words}, which may "
+            f"record it, did not answer ({failure}): try again when it can be reached, or "
+            f"{then}")
 
     @property
     def web(self) -> str:
@@ -232,9 +246,9 @@ def _from_ledger(kit: Kit, ctx: Context, error: UnresolvedPlaceholders) -> Wante
     needs = ", ".join(f"{{{name}}}" for name in error.names)
     entries = ctx.recorded_of(kit.id)
     if not entries:
-        raise BadInput(f"kit {kit.id}: its tag {kit.tag!r} needs {needs}, which only a build "
-                       f"of it knows, and {ctx.recorded_words} has no release of it: name the "
-                       f"release's tag instead of the kit")
+        raise ctx.not_recorded(f"kit {kit.id}: its tag {kit.tag!r} needs {needs}, which only "
+                               f"a build of it knows; there is no release of it",
+                               "name the release's tag instead of the kit")
     newest = entries[-1]
     note = (f"kit {kit.id}: its tag {kit.tag!r} needs {needs}, known after a build; the "
             f"newest release of it is {newest.tag} ({newest.source})")
@@ -350,17 +364,31 @@ def _github(want: Wanted, ctx: Context, client: Client | None) -> Located:
                        "[publish.github] repository; give --repository OWNER/NAME")
     if client is None:  # kit-url: no network; the release's download URLs by their pattern
         if want.asset is None:
-            raise BadInput(f"{want.tag}: the asset's name is not known without the ledger or "
-                           f"the GitHub API (fetch finds it)")
+            raise _unrecorded(ctx, BadInput(
+                f"{want.tag}: the asset's name is not known without the ledger or the GitHub "
+                f"API (fetch finds it)"), f"there is no record of release {want.tag}'s kit "
+                f"tarball", "let fetch find it through the GitHub API")
         base = f"{ctx.web}/{repository}/releases/download/{_quote(want.tag)}"
         files = {name: RemoteFile(name, f"{base}/{_quote(name)}")
                  for name in (*_guessed(want, want.asset), SHA256SUMS, BUILDINFO,
                               REPRODUCTION)}
-        note = (f"{want.tag} is not in {ctx.recorded_words}: the URL follows from the "
-                f"matrix's tag and asset; it answers once that release is published")
+        note = _unrecorded_note(want, ctx, "GitHub")
         return Located(want.tag, want.asset, "github", where, files, kit=_kit_id(want),
                        notes=(*want.notes, note))
     return _github_api(want, ctx, client, repository, where, located)
+
+
+def _unrecorded_note(want: Wanted, ctx: Context, store: str) -> str:
+    """Why a URL is made from the matrix's patterns: the release is recorded nowhere, or
+    recorded as published elsewhere only (a local folder), not to `store`."""
+    pattern = "the URL follows from the matrix's tag and asset"
+    entry = want.entry
+    if entry is None:
+        return (f"{want.tag} is not in {ctx.recorded_words}: {pattern}; it answers once that "
+                f"release is published")
+    stores = ", ".join(sorted({item.name for item in entry.entry.stores})) or "no store"
+    return (f"{want.tag} is recorded in {entry.source} as published to {stores}, not to "
+            f"{store}: {pattern}; it answers once that release is published to {store}")
 
 
 def _github_api(want: Wanted, ctx: Context, client: Client, repository: str, where: str,
@@ -431,18 +459,30 @@ def _b2(want: Wanted, ctx: Context) -> Located:
     if bucket is None:
         raise BadInput("no B2 bucket to fetch from: the matrix has no [publish.b2] bucket")
     if want.asset is None:  # before the host: with $NINFER_KITS_B2_URL it is still unknown
-        raise BadInput(f"{want.tag}: the asset's name is not known without the ledger; name a "
-                       f"kit of the matrix, or use --from github")
+        raise _unrecorded(ctx, BadInput(
+            f"{want.tag}: the asset's name is not known without the ledger; name a kit of the "
+            f"matrix, or use --from github"), f"there is no record of release {want.tag}'s "
+            f"kit tarball", "use --from github")
     if not base:
-        raise BadInput(f"the B2 download host of bucket {bucket} is recorded in the ledger "
-                       f"(releases/{want.tag}.toml), which is not here: set {B2_URL_ENV} to the "
-                       f"account's download URL (https://f00N.backblazeb2.com), or use "
-                       f"--from github")
+        raise _unrecorded(ctx, BadInput(
+            f"the B2 download host of bucket {bucket} is recorded in the ledger "
+            f"(releases/{want.tag}.toml), which is not here: set {B2_URL_ENV} to the account's "
+            f"download URL (https://f00N.backblazeb2.com), or use --from github"),
+            f"there is no record of release {want.tag}'s B2 download host",
+            f"set {B2_URL_ENV} to the account's download URL (https://f00N.backblazeb2.com)")
     folder = f"{base}/file/{bucket}/{_quote(ctx.b2_prefix + want.tag)}"
     files = {name: RemoteFile(name, f"{folder}/{_quote(name)}")
              for name in (*_guessed(want, want.asset), SHA256SUMS, *_signature(ctx), SHA1SUMS,
                           BUILDINFO, REPRODUCTION)}
     return Located(want.tag, want.asset, "b2", where, files, kit=_kit_id(want), notes=want.notes)
+
+
+def _unrecorded(ctx: Context, otherwise: BadInput, what: str, then: str) -> NinferKitsError:
+    """`otherwise`, unless the kit index, which would have said what is missing, did not
+    answer: then that (exit 3), as Context.not_recorded says it."""
+    if ctx.index is None or not ctx.index.failure:
+        return otherwise
+    return ctx.not_recorded(what, then)
 
 
 def _signature(ctx: Context) -> tuple[str, ...]:

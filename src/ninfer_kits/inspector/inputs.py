@@ -33,6 +33,7 @@ ERRNO_WORDS = {
     errno.ENAMETOOLONG: "the path is too long",
     errno.EIO: "input/output error while reading it",
     errno.ENOSPC: "no space left on the device",
+    errno.EROFS: "a read-only file system",
     errno.EDQUOT: "disk quota exceeded",
     errno.ENXIO: "no such device or address",
     errno.ENODEV: "no such device",

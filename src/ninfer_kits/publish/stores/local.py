@@ -8,12 +8,12 @@ rename (publishing); a published folder is moved back to the draft name for --re
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 from ninfer_kits.atomic import fsync_dir, hash_file, replacing
-from ninfer_kits.errors import BadInput, EnvironmentFailure
+from ninfer_kits.errors import EnvironmentFailure
+from ninfer_kits.outputs import check_output_folder
 from ninfer_kits.publish.store import Asset, Found, Presence, Release, StoreRecord, VerifyFailed
 
 NOTES_FILE = "RELEASE.md"
@@ -41,20 +41,26 @@ class LocalStore:
     def _draft(self) -> Path:
         return self.folder / f".{self._tag}.draft"
 
+    @property
+    def _label(self) -> str:
+        return f"the local release folder {self.folder} (--out)"
+
     def preflight(self) -> None:
+        # as build's --dist and fetch's --dest: not writable or full is the environment's (3)
+        check_output_folder(self.folder, self._label, what="the release's files")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise BadInput(f"cannot create the local release folder {self.folder}: "
-                           f"{error.strerror}") from None
-        if not os.access(self.folder, os.W_OK | os.X_OK):
-            raise BadInput(f"the local release folder {self.folder} is not writable")
+            raise EnvironmentFailure(f"{self._label}: cannot be made: "
+                                     f"{error.strerror}") from None
 
     def inspect(self, release: Release) -> Found:
         self._tag = release.tag
         published = self._published.is_dir()
         where = self._published if published else self._draft
         assets = {asset.name: _presence(where / asset.name, asset) for asset in release.assets}
+        check_output_folder(self.folder, self._label, what="the release's files", needs=sum(
+            asset.size for asset in release.assets if assets[asset.name] is not Presence.SAME))
         return Found(published=published, assets=assets,
                      held_sha256={name: hash_file(where / name).sha256
                                   for name, state in assets.items()

@@ -48,6 +48,18 @@ class BadRecord(BadInput):
 
 
 @dataclass(frozen=True)
+class SourceFile:
+    """One file of a source package as the release carries it, checked."""
+
+    package: str  # the source package's name
+    version: str
+    name: str  # its file name, as the archive and the release name it
+    path: Path  # in the cache folder
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Archive:
     """One apt archive of the build root, as deb-src coordinates."""
 

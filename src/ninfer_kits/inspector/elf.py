@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import mmap
 import struct
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple, TypeVar
 
 from ninfer_kits.errors import NotAnElf
 from ninfer_kits.inspector.fatbin import (
@@ -60,6 +61,8 @@ DT_VERSYM, DT_VERDEF, DT_VERNEED = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE
 NT_GNU_BUILD_ID = 3
 VER_FLG_BASE, VER_FLG_WEAK = 0x1, 0x2
 PN_XNUM = SHN_XINDEX = 0xFFFF
+
+T = TypeVar("T")
 
 
 class VersionNeed(NamedTuple):
@@ -121,11 +124,17 @@ def read_elf(path: StrPath, name: str | None = None, shown: str | None = None) -
 def read_elf_buffer(data: ByteSource, name: str, shown: str | None = None) -> ElfInfo:
     """Inspect the bytes of an ELF file; `name` is its path in the report, `shown` (default:
     `name`) how errors name it."""
-    label = printable(shown or name)
+    return read_guarded(data, shown or name, lambda elf: elf.info(name))
+
+
+def read_guarded(data: ByteSource, shown: str, read: Callable[[_Elf], T]) -> T:
+    """`read` of the ELF file in `data`, every failure one NotAnElf naming it as `shown`: what
+    a damaged or hostile file does to a reader is a refusal of that file, never a traceback."""
+    label = printable(shown)
     if data[:4] != ELF_MAGIC:
         raise NotAnElf(f"{label}: not an ELF file")
     try:
-        return _Elf(data).info(name)
+        return read(_Elf(data))
     except _Corrupt as error:
         raise NotAnElf(f"{label}: corrupt or truncated ELF file ({error})") from error
     except NotAnElf as error:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ninfer_kits.errors import NotAnElf
-from ninfer_kits.inspector.elf import ELF_MAGIC, _Corrupt, _describe, _Elf
+from ninfer_kits.inspector.elf import _Corrupt, _Elf, read_guarded
 from ninfer_kits.inspector.inputs import ByteSource, StrPath, open_regular, printable
 
 DT_NULL, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT = 0, 4, 5, 6, 10, 11
@@ -171,19 +171,7 @@ def read_dynamic_symbols(path: StrPath, shown: str | None = None) -> DynamicSymb
 
 
 def dynamic_symbols_buffer(data: ByteSource, shown: str) -> DynamicSymbols:
-    label = printable(shown)
-    if data[:4] != ELF_MAGIC:
-        raise NotAnElf(f"{label}: not an ELF file")
-    try:
-        return _SymbolReader(_Elf(data), shown).read()
-    except _Corrupt as error:
-        raise NotAnElf(f"{label}: corrupt or truncated ELF file ({error})") from error
-    except NotAnElf as error:
-        raise NotAnElf(f"{label}: {error}") from error
-    except RecursionError as error:
-        raise NotAnElf(f"{label}: corrupt ELF file (unreadable structure)") from error
-    except Exception as error:  # a bug here must still name the file, in one line
-        raise NotAnElf(f"{label}: corrupt or truncated ELF file ({_describe(error)})") from error
+    return read_guarded(data, shown, lambda elf: _SymbolReader(elf, shown).read())
 
 
 class _SymbolReader:

@@ -34,7 +34,13 @@ from typing import Literal
 from ninfer_kits import kitdir, spdx
 from ninfer_kits.atomic import hash_file
 from ninfer_kits.errors import CheckFailed
-from ninfer_kits.owed_sources import Archive, Keyring, OwedPackage, OwedSources
+from ninfer_kits.owed_sources import (
+    Archive,
+    Keyring,
+    OwedPackage,
+    OwedSources,
+    SourceFile,
+)
 from ninfer_kits.pipeline.image_facts import ImageFacts
 from ninfer_kits.pipeline.provenance import DPKG_STATUS, Origin
 from ninfer_kits.resources import data_file
@@ -91,16 +97,6 @@ class SourcePackage:
     def stem(self) -> str:
         """name_version without the epoch: how the archive names its files."""
         return f"{self.name}_{self.version.partition(':')[2] or self.version}"
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    package: str  # the source package's name
-    version: str
-    name: str  # its file name, as the archive and the release name it
-    path: Path  # in the cache folder
-    size: int
-    sha256: str
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,9 @@ from ninfer_kits.inspector.inspection import Inspection
 from ninfer_kits.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit
-from ninfer_kits.owed_sources import OwedSources
+from ninfer_kits.owed_sources import OwedSources, SourceFile
 from ninfer_kits.pipeline.builders import Builder, Compiled, PreparedToolchain
 from ninfer_kits.pipeline.compiled_in import CompiledIn
-from ninfer_kits.pipeline.copyleft import SourceFile
 from ninfer_kits.pipeline.repair import Bundled
 from ninfer_kits.pipeline.source import SourceTree
 

@@ -26,7 +26,6 @@ import shutil
 import tempfile
 import urllib.parse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from ninfer_kits.children import ProbeTimeout, probe
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
 from ninfer_kits.fetch.http import Client, HttpFailure, NotFound, TooLarge
 from ninfer_kits.matrix import SourcesConfig
-from ninfer_kits.owed_sources import Archive, OwedPackage, OwedSources
+from ninfer_kits.owed_sources import Archive, OwedPackage, OwedSources, SourceFile
 
 STORE = "sources"  # the cache's folder of fetched source packages
 MANIFEST = "SHA256SUMS"  # in each cached package's folder: what the archive's index said
@@ -60,16 +59,6 @@ class SourceMismatch(CheckFailed):
 
 class _NotThere(Exception):
     """apt-get found no such source version in the archives it was given."""
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    package: str  # the source package's name
-    version: str
-    name: str  # its file name, as the archive and the release name it
-    path: Path  # in the cache folder
-    size: int
-    sha256: str
 
 
 def fetch_owed(record: OwedSources, config: SourcesConfig, cache_dir: Path,

@@ -17,7 +17,7 @@ from ninfer_kits.atomic import hash_file
 from ninfer_kits.checksums import SHA256, read_sha256sums, render_sums
 from ninfer_kits.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, CheckFailed, ConfigError
 from ninfer_kits.matrix import SourcesConfig
-from ninfer_kits.owed_sources import OwedPackage, OwedSources
+from ninfer_kits.owed_sources import OwedPackage, OwedSources, SourceFile
 from ninfer_kits.pipeline import copyleft
 from ninfer_kits.pipeline.provenance import Origin
 from ninfer_kits.publish import sources
@@ -227,7 +227,7 @@ def test_the_build_places_the_sources_beside_the_kit_rechecked(tmp_path: Path) -
     cached = tmp_path / "cache"
     cached.mkdir()
     (cached / "x_1.dsc").write_text("dsc\n")
-    item = copyleft.SourceFile("x", "1", "x_1.dsc", cached / "x_1.dsc", 4,
+    item = SourceFile("x", "1", "x_1.dsc", cached / "x_1.dsc", 4,
                                hash_file(cached / "x_1.dsc").sha256)
     staging = tmp_path / "staging"
     staging.mkdir()

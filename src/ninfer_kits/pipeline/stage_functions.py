@@ -20,6 +20,7 @@ from ninfer_kits.inspector.compiled_in import DEPS_FILE, device_sources, outside
 from ninfer_kits.inspector.floor import render_table
 from ninfer_kits.inspector.inspection import Inspection, inspect_path
 from ninfer_kits.log import Reporter
+from ninfer_kits.owed_sources import SourceFile
 from ninfer_kits.pipeline.builders import RECIPE, CompileRequest
 from ninfer_kits.pipeline.buildinfo_keys import (
     make_buildinfo,
@@ -31,7 +32,6 @@ from ninfer_kits.pipeline.bundled_licences import bundled_licences, write_bundle
 from ninfer_kits.pipeline.compiled_in import find_licences, load_table, write_licences
 from ninfer_kits.pipeline.copyleft import (
     SOURCES,
-    SourceFile,
     built_sources,
     classify,
     load_verdicts,

@@ -5,6 +5,7 @@ archive served on 127.0.0.1 (tests/source_archive.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import subprocess
@@ -86,7 +87,8 @@ def test_the_record_reads_back_and_refuses_every_wrong_field(tmp_path: Path) -> 
     refused({"schema": 2}, "schema 2")
     refused({"extra": 1}, "exactly")
     archive = document["archives"][0]
-    refused({"archives": [{**archive, "uri": "file:///etc"}]}, r"archives\[0\]\.uri")
+    refused({"archives": [{**archive, "uri": "http://x/ y"}]}, r"archives\[0\]\.uri")
+    refused({"archives": [{**archive, "uri": "cdrom:[Debian 12]/"}]}, r"archives\[0\]\.uri")
     refused({"archives": [{**archive, "keyrings": ["other.gpg"]}]}, "not in keyrings")
     refused({"archives": [{**archive, "suites": ["a b"]}]}, r"suites\[0\]")
     keyring = document["keyrings"][0]
@@ -165,8 +167,10 @@ def test_the_build_records_what_is_owed_with_no_network(tmp_path: Path) -> None:
     assert record.packages[0].licence == copyleft.load_verdicts().of("dpkg", "ffmpeg").licence  # type: ignore[union-attr]
     assert [(a.uri, a.suites, a.components, a.keyrings) for a in record.archives] == [
         ("https://vendor.example.org/repo", ("./",), (), ("vendor.asc",)),
+        ("file:/srv/local", ("stable",), ("main",), ("vendor.asc",)),  # a mirror may stand in
         ("http://deb.debian.org/debian", ("trixie", "trixie-updates"), ("main",),
          ("debian-archive-keyring.gpg",))]
+    assert [a.fetchable for a in record.archives] == [True, False, True]
     assert {k.name: k.data for k in record.keyrings} == {
         "debian-archive-keyring.gpg": b"\x99debian keys", "vendor.asc": b"vendor key\n"}
     # the README names package, version and licence; the sha256s are the release's SHA256SUMS'
@@ -246,6 +250,28 @@ def test_a_package_found_nowhere_stops_the_publish_naming_every_url(
     assert f"{served.url}/mr/package/nowhere/3.1-4/srcfiles?fileinfo=1" in message
     assert "nothing was published" in message and "Traceback" not in message
     assert not (tmp_path / "out" / TAG).exists()
+
+
+def test_an_archive_publish_cannot_ask_needs_a_mirror_in_its_place(
+        program: Path, tmp_path: Path, key: Key, served: Served) -> None:
+    """A build host whose apt reads a mirror list (GitHub's Ubuntu runners: mirror+file:) or a
+    local folder: the build records it; publish says what to name, and fetches once it is."""
+    listed = Archive("mirror+file:/etc/apt/apt-mirrors.txt", ("trixie",), ("main",),
+                     ("debian-archive-keyring.gpg",))
+    record = dataclasses.replace(_record(OWED[1]), archives=(listed,))
+    kit = make_kit(tmp_path / "dist", program, portable=True, owed=record)
+    (tmp_path / "bare").mkdir()
+    bare = matrix_file(tmp_path / "bare", portable=True,
+                       sources=source_archive.sources_table(served, key, mirror=False))
+    done = _publish(kit.path, bare, tmp_path / "out", tmp_path / "cache")
+    assert done.returncode == EXIT_ENVIRONMENT, done.stderr
+    assert ("mirror+file:/etc/apt/apt-mirrors.txt (not http(s): name a mirror in its place)"
+            in done.stderr), done.stderr
+    matrix = matrix_file(tmp_path, portable=True,
+                         sources=source_archive.sources_table(served, key))
+    done = _publish(kit.path, matrix, tmp_path / "out", tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    assert "sources/tiny_1.0.dsc" in read_sha256sums(tmp_path / "out" / TAG / kitdir.SHA256SUMS)
 
 
 def test_a_file_the_index_lists_but_the_pool_lacks_is_looked_for_in_the_snapshot(

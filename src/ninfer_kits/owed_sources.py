@@ -39,7 +39,10 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9+.-]{0,99}")  # a Debian package's name
 _VERSION = re.compile(r"(?:[0-9]{1,9}:)?[0-9A-Za-z][0-9A-Za-z.+~-]{0,99}")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]{0,99}|\./?")  # a suite (flat: ./) or component
 _KEYRING = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}\.(?:gpg|asc)")
-_URI = re.compile(r"https?://[A-Za-z0-9.:\[\]-]+(?:/[A-Za-z0-9._~%+/-]*)?")
+# Any apt URI the build root names (mirror+file:, file:, tor+https: as well as http(s):
+# publish fetches only from http(s) ones, and from a [publish.sources] mirror in place of any)
+_URI = re.compile(r"[a-z][a-z0-9+.-]{0,30}:[A-Za-z0-9._~%+/:\[\]@=-]{1,1000}")
+_FETCHABLE = re.compile(r"https?://[A-Za-z0-9.:\[\]-]+(?:/[A-Za-z0-9._~%+/-]*)?")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -67,6 +70,16 @@ class Archive:
     suites: tuple[str, ...]
     components: tuple[str, ...]  # () for a flat archive (suite "./")
     keyrings: tuple[str, ...]  # names of Keyrings trusted for it
+
+    @property
+    def fetchable(self) -> bool:
+        """Whether publish can ask it itself: http(s), not a path or mirror list of the host."""
+        return _FETCHABLE.fullmatch(self.uri) is not None
+
+
+def recordable(uri: str) -> bool:
+    """Whether `uri` (an apt source's) can be recorded: one word of safe characters."""
+    return _URI.fullmatch(uri) is not None
 
 
 @dataclass(frozen=True)

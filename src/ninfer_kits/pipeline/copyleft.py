@@ -40,6 +40,7 @@ from ninfer_kits.owed_sources import (
     OwedPackage,
     OwedSources,
     SourceFile,
+    recordable,
 )
 from ninfer_kits.pipeline.image_facts import ImageFacts
 from ninfer_kits.pipeline.provenance import DPKG_STATUS, Origin
@@ -254,7 +255,7 @@ def owed_record(obligations: Obligations, root: Path) -> OwedSources:
             owing = [f"{p.name} {p.version}" for p in obligations.sources
                      if p.root == package_root]
             raise SourceUnavailable(f"{root / package_root.lstrip('/')}/etc/apt: names no "
-                                    f"http(s) Debian archive, so where the source of "
+                                    f"Debian archive, so where the source of "
                                     f"{', '.join(owing)} comes from cannot be recorded")
         clash = [k.name for k in trusted if keyrings.get(k.name, k) != k]
         if clash:
@@ -269,8 +270,9 @@ def owed_record(obligations: Obligations, root: Path) -> OwedSources:
 
 def apt_archives(root: Path) -> tuple[tuple[Archive, ...], tuple[Keyring, ...]]:
     """Each `deb` archive of `root`'s apt sources (sources.list, sources.list.d/*.list and
-    *.sources) over http(s), and the keyrings it trusts: its signed-by files, else the root's
-    trusted.gpg and trusted.gpg.d/ (as apt does)."""
+    *.sources; a mirror list or a local folder too: publish then needs a mirror), and the
+    keyrings it trusts: its signed-by files, else the root's trusted.gpg and trusted.gpg.d/
+    (as apt does)."""
     apt = root / "etc/apt"
     entries: list[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = []
     for path in [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*.list"))]:
@@ -285,8 +287,8 @@ def apt_archives(root: Path) -> tuple[tuple[Archive, ...], tuple[Keyring, ...]]:
     keyrings: dict[str, Keyring] = {}
     archives: list[Archive] = []
     for uri, suites, components, signed_by in entries:
-        if not re.fullmatch(r"https?://\S+", uri):
-            continue  # file:, cdrom:, mirror+: nothing publish elsewhere could read
+        if not recordable(uri):
+            continue  # cdrom: "[label]/" and the like: nothing publish could ever ask
         files = tuple(root / key.lstrip("/") for key in signed_by) or trusted
         names = tuple(_keep(keyrings, path) for path in files if path.is_file())
         archive = Archive(uri.rstrip("/") if suites != ("./",) else uri, suites, components,

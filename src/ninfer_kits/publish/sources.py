@@ -79,7 +79,9 @@ def fetch_owed(record: OwedSources, config: SourcesConfig, cache_dir: Path,
     log(f"sources: fetching {len(todo)} source package(s) with apt-get (cached: "
         f"{len(record.packages) - len(todo)})")
     archives = _archives(record, config)
-    tried = {package: list(dict.fromkeys(a.uri for a in archives)) for package in todo}
+    unasked = [f"{a.uri} (not http(s): name a mirror in its place)" for a in record.archives
+               if config.mirror is None and not a.fetchable]
+    tried = {package: [*dict.fromkeys(a.uri for a in archives), *unasked] for package in todo}
     missing = _fetch_all(todo, archives, record, config, store, log, files)
     for package in missing:
         where, urls = _snapshot_archives(package, record, config, log)
@@ -97,9 +99,10 @@ def fetch_owed(record: OwedSources, config: SourcesConfig, cache_dir: Path,
 
 
 def _archives(record: OwedSources, config: SourcesConfig) -> tuple[Archive, ...]:
-    """The recorded archives, or the mirror in place of each (its suites and components)."""
-    if config.mirror is None:
-        return record.archives
+    """The recorded http(s) archives, or the mirror in place of each recorded archive (its
+    suites and components)."""
+    if config.mirror is None:  # a mirror list or a path of the build host: not for us
+        return tuple(archive for archive in record.archives if archive.fetchable)
     mirrored = {Archive(config.mirror, a.suites, a.components, a.keyrings)
                 for a in record.archives}
     return tuple(sorted(mirrored, key=lambda a: (a.suites, a.components, a.keyrings)))

@@ -19,6 +19,7 @@ import http.server
 import json
 import shutil
 import subprocess
+import tempfile
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -41,23 +42,38 @@ def _need_tools() -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Key:
-    home: Path  # GNUPGHOME holding the secret key
+    secret: Path  # the exported secret key, imported into a fresh homedir to sign
     keyring: Path  # the public keyring (binary, .gpg): what apt is given
 
 
+@contextmanager
+def _gnupg() -> Iterator[list[str]]:
+    """gpg on a homedir of its own, under a short path: its agent's socket lives there and a
+    socket path is limited to 108 bytes (pytest's folders under xdist pass that); the agent
+    it starts is stopped and the homedir removed after the block."""
+    home = Path(tempfile.mkdtemp(prefix="nk-gpg-"))
+    try:
+        yield ["gpg", "--homedir", str(home), "--batch", "--quiet"]
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False,
+                       capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def make_key(folder: Path) -> Key:
-    """A throwaway signing key (ed25519, no passphrase) and its public keyring."""
+    """A throwaway signing key (ed25519, no passphrase): its secret and its public keyring."""
     _need_tools()
-    home = folder / "gnupg"
-    home.mkdir(parents=True, mode=0o700)
-    gpg = ["gpg", "--homedir", str(home), "--batch", "--quiet"]
-    subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key",
-                    "Test Archive <archive@example.org>", "ed25519", "sign", "never"],
-                   check=True, capture_output=True)
-    keyring = folder / "test-archive.gpg"
-    keyring.write_bytes(subprocess.run([*gpg, "--export"], check=True,
-                                       capture_output=True).stdout)
-    return Key(home, keyring)
+    folder.mkdir(parents=True, exist_ok=True)
+    with _gnupg() as gpg:
+        subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key",
+                        "Test Archive <archive@example.org>", "ed25519", "sign", "never"],
+                       check=True, capture_output=True)
+        keyring, secret = folder / "test-archive.gpg", folder / "test-archive.secret"
+        keyring.write_bytes(subprocess.run([*gpg, "--export"], check=True,
+                                           capture_output=True).stdout)
+        secret.write_bytes(subprocess.run([*gpg, "--export-secret-keys"], check=True,
+                                          capture_output=True).stdout)
+    return Key(secret, keyring)
 
 
 def source_package(work: Path, name: str, version: str) -> list[Path]:
@@ -122,9 +138,10 @@ def sign_release(dists: Path, key: Key, suite: str = SUITE,
                        f"Architectures: amd64 source\nComponents: {' '.join(components)}\n"
                        "SHA256:\n" + "\n".join(rows) + "\n")
     (dists / "InRelease").unlink(missing_ok=True)
-    subprocess.run(["gpg", "--homedir", str(key.home), "--batch", "--quiet", "--yes",
-                    "--clearsign", "-o", str(dists / "InRelease"), str(release)], check=True,
-                   capture_output=True)
+    with _gnupg() as gpg:
+        subprocess.run([*gpg, "--import", str(key.secret)], check=True, capture_output=True)
+        subprocess.run([*gpg, "--yes", "--clearsign", "-o", str(dists / "InRelease"),
+                        str(release)], check=True, capture_output=True)
 
 
 def snapshot_tree(root: Path, key: Key, packages: list[tuple[str, str]], work: Path) -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from ninfer_kits import buildinfo, kitdir
 from ninfer_kits.atomic import hash_file
+from ninfer_kits.commands.build_cmd import BUILD_ROOM
 from ninfer_kits.errors import (
     EXIT_BAD_INPUT,
     EXIT_CHECK_FAILED,
@@ -180,7 +181,8 @@ def test_sha256sums_verify_with_coreutils(two_builds: tuple[Built, Built]) -> No
     assert done.returncode == 0, done.stdout + done.stderr
     lines = (out / "SHA256SUMS").read_text().splitlines()
     assert [line.split("  ")[1] for line in lines] == sorted(
-        ["BUILDINFO.txt", ASSET, PORTABLE, *kitdir.attestation_names((ASSET, PORTABLE))])
+        ["BUILDINFO.txt", ASSET, PORTABLE, *kitdir.attestation_names((ASSET, PORTABLE)),
+         kitdir.OWED])
 
 
 def test_sha1_of_the_tarball_is_recorded(two_builds: tuple[Built, Built]) -> None:
@@ -324,19 +326,37 @@ def test_compile_failure_shows_the_log_tail(example_repo: tuple[Path, str],
 
 def test_disk_full_while_packing_leaves_nothing(example_repo: tuple[Path, str],
                                                tmp_path: Path, warm_ccache: Path) -> None:
+    """--dist has room at the start (the preflight's BUILD_ROOM) and fills up while the build
+    runs (another writer on the same disk): the pack stops with one message, nothing of the kit
+    is left. The filler is written when the build reaches its inspect step, after the preflight
+    and before anything is written to --dist."""
     dist = tmp_path / "x" / "dist"
     dist.mkdir(parents=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(dist)],
+    size = BUILD_ROOM + (1 << 20)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(dist)],
                              capture_output=True, text=True, check=False)
     if mounted.returncode != 0:
         missing(f"a small tmpfs to fill (mount failed: {mounted.stderr.strip()})")
+    filler = dist / ".filler"
     try:
-        built = build(tmp_path / "x", "example", "--source", str(example_repo[0]),
-                      "--ccache-dir", str(warm_ccache))  # the pack is what this is about
-        assert built.done.returncode == EXIT_ENVIRONMENT, built.done.stderr[-2000:]
-        assert "no space left on device" in built.done.stderr.lower()
-        assert "Traceback" not in built.done.stderr
-        assert list(dist.iterdir()) == []
+        process = subprocess.Popen(
+            build_command(tmp_path / "x", "example", "--source", str(example_repo[0]),
+                          "--ccache-dir", str(warm_ccache)),
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=tmp_path)
+        assert process.stderr is not None
+        said = []
+        for line in process.stderr:
+            said.append(line)
+            if line.rstrip() in ("==> inspect", "::group::inspect") and not filler.exists():
+                free = shutil.disk_usage(dist).free
+                with filler.open("wb") as out:  # all but 48 KiB of it
+                    out.write(b"\0" * (free - (48 << 10)))
+        stderr = "".join(said)
+        assert filler.exists(), stderr[-2000:]
+        assert process.wait(timeout=600) == EXIT_ENVIRONMENT, stderr[-2000:]
+        assert "no space left on device" in stderr.lower()
+        assert "Traceback" not in stderr
+        assert [path.name for path in dist.iterdir()] == [filler.name]
     finally:
         subprocess.run(["umount", str(dist)], check=False)
 

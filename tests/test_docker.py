@@ -62,7 +62,7 @@ def test_example_kit_builds_in_docker_and_loads_in_its_runtime_image(
     first, _ = docker_builds
     assert sorted(p.name for p in first.out.iterdir()) == sorted(
         ("BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", PORTABLE, ASSET,
-         *kitdir.attestation_names((ASSET, PORTABLE))))
+         *kitdir.attestation_names((ASSET, PORTABLE)), kitdir.OWED))
     verdict = first.info().run_value("smoke") or ""
     assert verdict.startswith("passed in ninfer-kits/runtime-trixie-cuda130:"), verdict
     assert "every library and symbol version of 2 binaries resolved" in verdict

@@ -7,6 +7,7 @@ repro alone ends its build the way the build ends on SIGTERM."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from source_archive import archive_for
 from test_build import processes_of
 
 from tools import ROOT, git, needs_libcurl_headers, tool  # git: the tests' own identity
@@ -254,16 +256,23 @@ def test_against_a_local_release_fetched_from_a_checkout_made_dirty(
     env.pop("NINFER_KITS_MATRIX", None)
     fetched = tmp_path / "fetched"
     said = {}
-    for command in (("build", "example", "--source", str(tiny_repo[0])),
-                    ("publish", "example", "--to", "local"),
-                    ("fetch", "example-v0.3.0-linux-sm86", "--from", "published",
-                     "--insecure-no-signature", "--dest", str(fetched))):
-        done = subprocess.run([sys.executable, "-m", "ninfer_kits", *command], cwd=project,
-                              env=env, capture_output=True, text=True, check=False)
-        # (an unsigned release, taken only when told to; fetch's status is then verify's, 4
-        # on a machine without a GPU)
-        assert done.returncode in (0, 4), done.stderr[-3000:]
-        said[command[0]] = done.stdout
+    with contextlib.ExitStack() as served:  # the archive, served while the loop runs
+        for command in (("build", "example", "--source", str(tiny_repo[0])),
+                        ("publish", "example", "--to", "local"),
+                        ("fetch", "example-v0.3.0-linux-sm86", "--from", "published",
+                         "--insecure-no-signature", "--dest", str(fetched))):
+            if command[0] == "publish":  # the owed Debian sources, from an archive served here
+                table = served.enter_context(archive_for(
+                    project / "dist/example-v0.3.0-linux-sm86", tmp_path / "sources"))
+                with (project / "matrix.toml").open("a") as matrix:
+                    matrix.write(table)
+                git("commit", "-q", "-am", "the sources' mirror", cwd=project)
+            done = subprocess.run([sys.executable, "-m", "ninfer_kits", *command], cwd=project,
+                                  env=env, capture_output=True, text=True, check=False)
+            # (an unsigned release, taken only when told to; fetch's status is then verify's, 4
+            # on a machine without a GPU)
+            assert done.returncode in (0, 4), done.stderr[-3000:]
+            said[command[0]] = done.stdout
     assert "  ledger  not recorded: a release only in a local folder" in said["publish"]
     assert git("status", "--porcelain", "--untracked-files=all", cwd=project) == ""
     (project / "notes.txt").write_text("a maintainer's own file\n")

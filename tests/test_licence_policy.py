@@ -323,6 +323,16 @@ def test_publish_to_a_folder_warns_and_the_notes_say_do_not_distribute(
     assert "libavcodec.so.61 (GPL-2.0-or-later)" in notes
     # the plain kit carries no bundled library: allowed; said as information
     assert f"licences of {kit.asset}: allowed by the licence policy" in done.stderr
+    assert "published to a folder only: this release must not be distributed" in done.stderr
+    # a dry run of the publish to GitHub and B2 says that publish would refuse it
+    to_b2 = matrix_file(tmp_path, portable=True,
+                        b2=B2Target(bucket="ninfer-kits", prefix="kits/"))
+    dry = cli("publish", kit.path, "--dry-run", "--out", tmp_path / "dry", "--matrix", to_b2,
+              "--cache-dir", tmp_path / "cache")
+    assert dry.returncode == 0, dry.stderr
+    assert "a dry run: a publish to GitHub or B2 would refuse it" in dry.stderr
+    assert f"licence gate: a publish to b2 would refuse {kit.portable.asset} (exit 1" \
+        in dry.stdout, dry.stdout
 
 
 def test_an_lgpl_kit_publishes_to_github(tmp_path: Path, program: Path) -> None:

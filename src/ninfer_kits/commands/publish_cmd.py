@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ninfer_kits import kitdir, kitindex, ledger, remote, reproduction
+from ninfer_kits import kitdir, kitindex, ledger, licence_policy, remote, reproduction
 from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import (
@@ -22,6 +22,7 @@ from ninfer_kits.matrix import (
 )
 from ninfer_kits.publish import credentials, plan
 from ninfer_kits.publish.holdings import PublishConflict
+from ninfer_kits.publish.stage_functions import DISTRIBUTING
 from ninfer_kits.publish.stages import run_publish
 from ninfer_kits.publish.state import CONFLICT, PUBLISHED, REPRODUCED, Outcome, PublishRequest
 from ninfer_kits.publish.store import ConcurrentPublish, Store
@@ -299,6 +300,11 @@ def report(outcome: Outcome, reporter: Reporter, *, dry_run: bool, would: tuple[
                      + {REPRODUCED: " (published already with these tarballs)",
                         CONFLICT: " (published already with other tarballs: refused)"}.get(
                             would_be or "", ""))
+        forbidden = [v.tarball for v in outcome.licences if v.status == licence_policy.FORBIDDEN]
+        refusing = [name for name in would if name in DISTRIBUTING]
+        if forbidden and refusing:
+            lines.append(f"  licence gate: a publish to {', '.join(refusing)} would refuse "
+                         f"{', '.join(forbidden)} (exit 1; see the warning above)")
     elif outcome.result == REPRODUCED and outcome.kept:
         lines.append(f"reproduced {tag} (kit {outcome.kit.kit}): published already with this "
                      f"build's tarballs byte for byte; its assets are unchanged"

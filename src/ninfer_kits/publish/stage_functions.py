@@ -130,9 +130,11 @@ def judge_licences(state: Outcome, reporter: Reporter) -> Outcome:
             "\n".join(verdict.details() for verdict in forbidden) +
             f"\nnothing was published to {' or '.join(distributing)} "
             f"(the licence policy: {licence_policy.DATA_FILE.name}, docs/publish.md)")
+    where = ("a dry run: a publish to GitHub or B2 would refuse it" if state.request.dry_run
+             else "published to a folder only")
     for verdict in forbidden:
-        reporter.warning(f"{verdict.details()}\npublished to a folder only: this release must "
-                         "not be distributed (its notes say so)")
+        reporter.warning(f"{verdict.details()}\n{where}: this release must not be distributed "
+                         "(its notes say so)")
     return dataclasses.replace(state, licences=verdicts)
 
 

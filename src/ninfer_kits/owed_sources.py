@@ -50,6 +50,11 @@ class BadRecord(BadInput):
     """SOURCES.json is not a record this ninfer-kits reads."""
 
 
+def archive_stem(name: str, version: str) -> str:
+    """name_version without the epoch: how a Debian archive names a source package's files."""
+    return f"{name}_{version.partition(':')[2] or version}"
+
+
 @dataclass(frozen=True)
 class SourceFile:
     """One file of a source package as the release carries it, checked."""
@@ -101,8 +106,7 @@ class OwedPackage:
 
     @property
     def stem(self) -> str:
-        """name_version without the epoch: how the archive names its files."""
-        return f"{self.name}_{self.version.partition(':')[2] or self.version}"
+        return archive_stem(self.name, self.version)
 
 
 @dataclass(frozen=True)

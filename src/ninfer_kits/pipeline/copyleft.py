@@ -40,6 +40,7 @@ from ninfer_kits.owed_sources import (
     OwedPackage,
     OwedSources,
     SourceFile,
+    archive_stem,
     recordable,
 )
 from ninfer_kits.pipeline.image_facts import ImageFacts
@@ -96,8 +97,7 @@ class SourcePackage:
 
     @property
     def stem(self) -> str:
-        """name_version without the epoch: how the archive names its files."""
-        return f"{self.name}_{self.version.partition(':')[2] or self.version}"
+        return archive_stem(self.name, self.version)
 
 
 @dataclass(frozen=True)

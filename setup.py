@@ -13,7 +13,7 @@ copies them into the build folder as `ninfer_kits/_bundled/` is the robust way t
 - package-data or data-files alone cannot do it: package-data only takes files inside the
   package folder, and data-files install outside the package where nothing can find them.
 
-An editable install gets no copy; ninfer_kits.resources then uses the repository's own files.
+An editable install gets no copy; ninfer_kits.config.resources then uses the repository's own files.
 
 setuptools' own scratch folder defaults to `build/`, and its sdist leaves out everything under
 that folder, build/recipe.py included. So its scratch folder moves below, into build/lib/
@@ -38,7 +38,7 @@ def bundled_files() -> list[tuple[Path, Path]]:
     files = [(HERE / "build" / "recipe.py", Path("build") / "recipe.py")]
     files += [(path, Path("dockerfiles") / path.name)
               for path in sorted((HERE / "dockerfiles").glob("*.Dockerfile"))]
-    # What the Dockerfiles COPY (pin lists, build scripts): docker_builder sends it along.
+    # What the Dockerfiles COPY (pin lists, build scripts): pipeline/images.py sends it along.
     files += [(path, path.relative_to(HERE))
               for path in sorted((HERE / "dockerfiles" / "context").rglob("*")) if path.is_file()]
     missing = [str(source) for source, _ in files if not source.is_file()]

@@ -92,7 +92,7 @@ auto_index() {  # kits/auto-index.json: a kit index of these kits, for `fetch --
     "${PYTHON:-python3}" - "$work" <<'PY'
 import datetime, sys
 from pathlib import Path
-from ninfer_kits import kitindex, ledger
+from ninfer_kits.release import kitindex, ledger
 from ninfer_kits.inspector.elf import is_elf, read_elf
 from ninfer_kits.inspector.floor import kit_floor
 from ninfer_kits.publish.needs import needs_of

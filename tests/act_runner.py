@@ -44,6 +44,7 @@ import socket
 import subprocess
 import sys
 import tomllib
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,9 +165,9 @@ def _stand_in_actions(folder: Path) -> Path:
              300, cwd=work)
     for name in STAND_INS.values():
         for action in (work / name).rglob("action.yml"):
-            target = partial / action.relative_to(work)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(action, target)
+            copy = partial / action.relative_to(work)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(action, copy)
     shutil.rmtree(work)
     return _publish(partial, folder)
 
@@ -277,6 +278,18 @@ class ActRun:
         return sorted(str(line["jobResult"]) for line in self.lines
                       if "jobResult" in line and line.get("jobID") == job_id)
 
+    @property
+    def failure(self) -> str:
+        """What an assertion on a failed run shows: each failed job's own log (its tail), then
+        the run's; a run's tail alone is its summary job, which only says a leg failed."""
+        failed = {job for job, result in self.jobs.items() if result != "success"}
+        parts = []
+        for job in sorted(failed):
+            text = "\n".join(str(line.get("msg", "")) for line in self.lines
+                             if line.get("job") == job)
+            parts.append(f"--- job {job} ---\n{text[-5000:]}")
+        return "\n".join([*parts, f"--- the run's last lines ---\n{self.text[-3000:]}"])
+
     def step_output(self, job_id: str, step: str) -> list[str]:
         """Messages logged by the steps of job `job_id` whose name contains `step`."""
         return [str(line.get("msg", "")) for line in self.lines
@@ -295,6 +308,7 @@ class Act:
     wheels: Path | None = None
     environments: Path | None = None  # mounted at LEG_ENVIRONMENTS in every job container
     count: int = 0
+    token: str = field(default_factory=lambda: uuid.uuid4().hex[:8])  # this world's, in names
 
     def __post_init__(self) -> None:
         if self.wheels is None:
@@ -331,13 +345,16 @@ class Act:
         payload["act"] = True
         event_file.write_text(json.dumps(payload), encoding="utf-8")
         # act names each job's container (and its volumes) after the workflow's name and the
-        # job's: two act processes running one workflow at once would take the same names. So
-        # act reads a copy whose `name:` carries the run id; nothing else differs.
+        # job's: two act processes running one workflow at once would take the same names (two
+        # runs of a world, or two worlds' first runs: test_rebuild_act and test_toolchains_act,
+        # side by side in CI, removed each other's containers). So act reads a copy whose
+        # `name:` carries this world's own token and the run id; nothing else differs.
         original = self.checkout / ".github" / "workflows" / workflow
         text = original.read_text(encoding="utf-8")
         workflow_path = where / workflow
-        workflow_path.write_text(re.sub(r"(?m)^name: (.+)$", rf"name: \1-run{run_id}", text,
-                                        count=1), encoding="utf-8")
+        named = rf"name: \1-{self.token}-run{run_id}"
+        workflow_path.write_text(re.sub(r"(?m)^name: (.+)$", named, text, count=1),
+                                 encoding="utf-8")
         command = [act_binary(), event, "-W", str(workflow_path), "--eventpath", str(event_file),
                    "-P", f"ubuntu-latest={self.image}", "--pull=false", "--action-offline-mode",
                    "--json", "--network", "host", "--remote-name", "github", "--rm",

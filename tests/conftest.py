@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -73,7 +75,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 # The longest modules, longest first (docs/ci.md: the slowest tests): started last, one of them
-# would run on alone at the end while the other processes have nothing left to do.
+# would run on alone at the end while the other processes have nothing left to do. One act module
+# only: each waits for the "act" preparation (~12 minutes cold), and two started at once left a
+# process of two idle that long (issue 40's cold run); test_toolchains_act comes later, when the
+# preparation is made.
 LONGEST_FIRST = ("test_rebuild_act.py", "test_docker.py", "test_repro.py")
 
 
@@ -88,6 +93,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     out to the processes in this order (`--no-loadscope-reorder`), the long end-to-end modules
     start at once and the quick ones fill in the end."""
     items.sort(key=_handed_out)  # stable: a module's tests stay in their order
+
+
+# When each test ran, by process (.cache/logs/timeline-<python>-<process>.tsv under the run's root
+# folder: start, end, test; epoch seconds): where a CI run's time went, which --durations alone
+# cannot tell (DEVELOPING.md). Written where tests run: the xdist controller only relays.
+_timeline: dict[str, float] = {}
+_timeline_file: list[Path] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if session.config.pluginmanager.hasplugin("dsession"):
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"  # CI runs two Pythons at once
+    path = session.config.rootpath / ".cache" / "logs" / f"timeline-{python}-{worker}.tsv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("", encoding="utf-8")  # this run's alone
+    _timeline_file.append(path)
+
+
+def pytest_runtest_logstart(nodeid: str) -> None:
+    _timeline[nodeid] = time.time()
+
+
+def pytest_runtest_logfinish(nodeid: str) -> None:
+    for path in _timeline_file:
+        with path.open("a", encoding="utf-8") as timeline:
+            timeline.write(f"{_timeline.pop(nodeid, 0.0):.1f}\t{time.time():.1f}\t{nodeid}\n")
 
 
 def _background_lines() -> list[str]:
@@ -267,7 +300,8 @@ def local_example_builds(example_repo: tuple[Path, str], request: pytest.Fixture
     tool("ninja")
     needs_libcurl_headers()
     repo = str(example_repo[0])
-    compare = any("two_builds" in item.fixturenames for item in request.session.items)
+    compare = any("two_builds" in getattr(item, "fixturenames", ())
+                  for item in request.session.items)
 
     def make(folder: Path) -> dict[str, Any]:
         places = {"-j2": folder / "example-build" / "deeper" / "b"}

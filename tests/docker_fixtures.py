@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from ninfer_kits import buildinfo
+from ninfer_kits.kit import buildinfo
 
 from tools import ROOT, missing
 
@@ -132,7 +132,9 @@ def stop_engine(name: str, purge: bool = True) -> None:
     command = ["bash", str(SCRIPTS / "stop-docker-engine.sh"), name]
     if purge:
         command.append("--purge")
-    subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    # Purging deletes the engine's images (gigabytes where a leg debootstrapped and built its
+    # own): 120 s was not enough on a loaded machine (a cold CI run of issue 40).
+    subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
 
 
 def image_exists(tag: str) -> bool:
@@ -161,7 +163,7 @@ def ensure_base_image(tag: str = BASE_IMAGE, suite: str = "trixie",
 def process_lock(name: str) -> Any:
     """A lock between the test processes of this machine (CI runs two Pythons' tests at once,
     .ci/lanes.py): the second to need an image waits for the first to make it."""
-    from ninfer_kits import locks
+    from ninfer_kits.files import locks
 
     return locks.held(locks.named(name, folder="ninfer-kits-tests"), wait=None)
 
@@ -170,7 +172,7 @@ def once_per_run(factory: pytest.TempPathFactory, name: str, make: Callable[[Pat
     """`make(folder)`'s result (JSON, kept beside the folder), made once per pytest run by the
     first of its processes (pytest-xdist's workers) to ask; the others wait for it and read it.
     A make that fails leaves nothing: the next to ask tries again (and fails in its own test)."""
-    from ninfer_kits import locks
+    from ninfer_kits.files import locks
 
     base = factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's folder
@@ -233,9 +235,9 @@ def ensure_runtime_test_image(tag: str = RUNTIME_TEST_IMAGE) -> str:
 
 # A toolchain image that compiles libraries from source (the portable toolchain's: ~15 minutes on
 # 2 cores) is built while the tests before its module run (conftest starts it for each
-# `prebuilt_toolchain` marker among the collected tests): they run one at a time and leave a
-# core idle most of the time; its RUN steps get a low CPU weight, so they take only that.
-PREBUILD_CPU_SHARES = 64  # of the engine's default 1024
+# `prebuilt_toolchain` marker among the collected tests). Its RUN steps get the engine's default
+# CPU weight: with a low one (64 of 1024) the portable toolchains, starved by the end-to-end
+# modules, finished 39 minutes into issue 40's cold run and their module ran on alone after.
 PREBUILD_LOGS = ROOT / ".cache" / "logs"
 
 
@@ -300,7 +302,7 @@ def _prebuild(prebuild: Prebuild) -> None:
 
         from ninfer_kits.log import Reporter
         from ninfer_kits.matrix import load_matrix
-        from ninfer_kits.pipeline.docker_builder import ImageRecipe, ensure_image
+        from ninfer_kits.pipeline.images import ImageRecipe, ensure_image
 
         toolchain = load_matrix(ROOT / "matrix.toml").toolchain(prebuild.toolchain)
         assert toolchain.base_image == BASE_IMAGE, toolchain.base_image  # the one made here
@@ -309,7 +311,7 @@ def _prebuild(prebuild: Prebuild) -> None:
         with _dockerfile_locks[str(toolchain.dockerfile_path)], \
                 prebuild.log.open("a", encoding="utf-8") as log:
             image = ensure_image(client, ImageRecipe.toolchain_image(toolchain),
-                                 Reporter(log, mode="plain"), cpu_shares=PREBUILD_CPU_SHARES)
+                                 Reporter(log, mode="plain"))
         prebuild.tag = image.tag
     except BaseException as error:
         prebuild.error = error

@@ -14,6 +14,11 @@ OpenAPI description (`@octokit/openapi`) and public reports describe them:
 - `Link` pagination, `ETag`/`If-None-Match` (a 304 is not counted), rate-limit headers on every
   API answer and `GET /rate_limit`, `GET /user`, `GET /repos/{o}/{r}/commits/{ref}` (with
   `Accept: application/vnd.github.sha`, the bare SHA);
+- pull requests (.github/workflows/toolchains.yml proposes new pins): create (head and base
+  branches of the served git remote; GitHub's 422s for a missing branch, no commits between
+  them, or an open pull request from the same head), list (`state`, `head` as OWNER:BRANCH,
+  `base`), get; numbered with the repository's issues, as on GitHub (but not listed among
+  them); `pull_views` shows them to a test;
 - issues (`ninfer-kits alert`): list (`state`, `labels`, `per_page`/`page` with `Link`), get,
   create (with labels, made when missing, as for a user who can push), update (title, body,
   state, state_reason, labels), comments list and create, labels list and create;
@@ -143,6 +148,19 @@ class AssetView:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass(frozen=True)
+class PullView:
+    """A pull request as a test sees it (`GitHubServer.pull_views`)."""
+
+    number: int
+    title: str
+    body: str | None
+    state: str
+    head: str  # the branch
+    base: str
+    head_sha: str  # the head branch's commit when the pull request was opened
 
 
 @dataclass(frozen=True)
@@ -402,11 +420,32 @@ class _Issue:
 
 
 @dataclass
+class _Pull:
+    id: int
+    number: int
+    title: str
+    body: str | None
+    user: _Token | None
+    head: str
+    base: str
+    head_sha: str
+    base_sha: str
+    state: str = "open"
+    created_at: str = field(default_factory=_now)
+    updated_at: str = field(default_factory=_now)
+
+
+@dataclass
 class _Issues:
-    """A repository's issues (numbered from 1) and labels (name → (id, color, description))."""
+    """A repository's issues and pull requests (numbered together from 1, as on GitHub) and
+    labels (name → (id, color, description))."""
 
     issues: dict[int, _Issue] = field(default_factory=dict)
     labels: dict[str, tuple[int, str, str | None]] = field(default_factory=dict)
+    pulls: dict[int, _Pull] = field(default_factory=dict)
+
+    def next_number(self) -> int:
+        return len(self.issues) + len(self.pulls) + 1
 
 
 class _Drop(Exception):
@@ -1567,7 +1606,7 @@ class GitHubServer:
             store = self._issue_store(full_name)
             for name in labels:
                 self._label(store, name)
-            issue = _Issue(self._next_issue_id(), len(store.issues) + 1, title, body, None,
+            issue = _Issue(self._next_issue_id(), store.next_number(), title, body, None,
                            list(labels), state, "completed" if state == "closed" else None)
             issue.comments = [_Comment(self._next_issue_id(), text, None) for text in comments]
             store.issues[issue.number] = issue
@@ -1672,7 +1711,7 @@ class GitHubServer:
         store = self._issue_store(repo.full_name)
         for name in labels:  # a label that does not exist is made (for a user who can push)
             self._label(store, name)
-        issue = _Issue(self._next_issue_id(), len(store.issues) + 1, str(title),
+        issue = _Issue(self._next_issue_id(), store.next_number(), str(title),
                        data.get("body"), req.token, list(dict.fromkeys(labels)))
         store.issues[issue.number] = issue
         body = self._issue_json(repo, issue)
@@ -1755,6 +1794,111 @@ class GitHubServer:
         return _json(201, self._label_json(repo, data["name"], label), schema="label")
 
 
+    # -- pull requests (.github/workflows/toolchains.yml) -------------------------------------
+    # The `pull-request` schema of @octokit/openapi, the parts a client reads; opening one needs
+    # pull_requests=write (an installation or fine-grained token) or a classic token's repo
+    # scope. Branches are read from the served git remote (a push updates them), else from
+    # set_branch.
+
+    ROUTES = (*ROUTES,
+        ("GET", REPO + r"/pulls", "_list_pulls"),
+        ("POST", REPO + r"/pulls", "_create_pull"),
+        ("GET", REPO + r"/pulls/(?P<number>\d+)", "_get_pull"),
+    )
+
+    def pull_views(self, full_name: str) -> list[PullView]:
+        """Every pull request of the repository, by number."""
+        with self._lock:
+            store = self._issue_store(full_name)
+            return [PullView(p.number, p.title, p.body, p.state, p.head, p.base, p.head_sha)
+                    for _, p in sorted(store.pulls.items())]
+
+    def _branch_sha(self, repo: _Repo, branch: str) -> str | None:
+        bare = self._git_remotes.get(repo.full_name.lower())
+        if bare is None:
+            return repo.branches.get(branch)
+        done = subprocess.run(["git", "rev-parse", "--verify", "--quiet",
+                               f"refs/heads/{branch}^{{commit}}"], cwd=bare, capture_output=True,
+                              text=True, timeout=30, check=False)
+        return done.stdout.strip() or None
+
+    def _pull_json(self, repo: _Repo, pull: _Pull) -> dict[str, Any]:
+        api = f"{self.base_url}/repos/{repo.full_name}"
+        html = f"{self.web_url}/{repo.full_name}/pull/{pull.number}"
+        repo_json = self._repo_json(repo, None)
+
+        def end(ref: str, sha: str) -> dict[str, Any]:
+            return {"label": f"{repo.owner}:{ref}", "ref": ref, "sha": sha,
+                    "user": repo_json["owner"], "repo": repo_json}
+
+        return {
+            "url": f"{api}/pulls/{pull.number}", "id": pull.id,
+            "node_id": _node_id("PR", pull.id), "html_url": html, "diff_url": f"{html}.diff",
+            "patch_url": f"{html}.patch", "issue_url": f"{api}/issues/{pull.number}",
+            "commits_url": f"{api}/pulls/{pull.number}/commits",
+            "comments_url": f"{api}/issues/{pull.number}/comments",
+            "statuses_url": f"{api}/statuses/{pull.head_sha}",
+            "number": pull.number, "state": pull.state, "locked": False, "title": pull.title,
+            "user": self._user_json(pull.user), "body": pull.body, "labels": [],
+            "milestone": None, "active_lock_reason": None, "created_at": pull.created_at,
+            "updated_at": pull.updated_at, "closed_at": None, "merged_at": None,
+            "merge_commit_sha": None, "assignee": None, "assignees": [],
+            "requested_reviewers": [], "requested_teams": [], "draft": False,
+            "head": end(pull.head, pull.head_sha), "base": end(pull.base, pull.base_sha),
+            "author_association": "CONTRIBUTOR", "auto_merge": None, "merged": False,
+            "mergeable": None, "mergeable_state": "unknown",
+        }
+
+    def _list_pulls(self, req: _Request, repo: _Repo) -> _Response:
+        state = req.query.get("state", "open")
+        if state not in ("open", "closed", "all"):
+            return _invalid("PullRequest", "invalid", "state")
+        owner, _, head = req.query.get("head", "").rpartition(":")
+        base = req.query.get("base", "")
+        found = [p for p in sorted(self._issue_store(repo.full_name).pulls.values(),
+                                   key=lambda p: p.number, reverse=True)
+                 if state in ("all", p.state) and (not base or p.base == base)
+                 and (not head or (p.head == head and owner.lower() == repo.owner.lower()))]
+        items, link = _page(req, found)
+        return _json(200, [self._pull_json(repo, p) for p in items], schema="pull-request[]",
+                     headers=link)
+
+    def _get_pull(self, req: _Request, repo: _Repo, number: str) -> _Response:
+        pull = self._issue_store(repo.full_name).pulls.get(int(number))
+        if pull is None:
+            return _error(404, "Not Found")
+        return _json(200, self._pull_json(repo, pull), schema="pull-request")
+
+    def _create_pull(self, req: _Request, repo: _Repo) -> _Response:
+        data = req.data
+        if not self._may_write(req.token, repo, "pull_requests"):
+            return self._refuse_write(req.token, "pull_requests")
+        if not isinstance(data, dict):
+            return _error(400, "Problems parsing JSON")
+        for key in ("title", "head", "base"):
+            if not isinstance(data.get(key), str) or not data[key]:
+                return _invalid("PullRequest", "missing_field", key)
+        owner, _, head = str(data["head"]).rpartition(":")
+        base = str(data["base"])
+        head_sha = self._branch_sha(repo, head) if owner.lower() in ("", repo.owner.lower()) \
+            else None
+        base_sha = self._branch_sha(repo, base)
+        if head_sha is None or base_sha is None:
+            return _invalid("PullRequest", "invalid", "head" if head_sha is None else "base")
+        store = self._issue_store(repo.full_name)
+        if any(p.state == "open" and p.head == head and p.base == base
+               for p in store.pulls.values()):
+            return _custom_invalid("PullRequest", f"A pull request already exists for "
+                                                  f"{repo.owner}:{head}.")
+        if head_sha == base_sha:
+            return _custom_invalid("PullRequest", f"No commits between {base} and {head}")
+        pull = _Pull(self._next_issue_id(), store.next_number(), str(data["title"]),
+                     data.get("body"), req.token, head, base, head_sha, base_sha)
+        store.pulls[pull.number] = pull
+        body = self._pull_json(repo, pull)
+        return _json(201, body, schema="pull-request", headers={"Location": body["url"]})
+
+
 # ---------------------------------------------------------------------------------------------
 # Answers
 
@@ -1791,6 +1935,14 @@ def _invalid(resource: str, code: str, field_name: str) -> _Response:
     return _json(422, {"message": "Validation Failed", "documentation_url": DOCS,
                        "errors": [{"resource": resource, "code": code, "field": field_name}],
                        "status": "422"}, schema="validation-error")
+
+
+def _custom_invalid(resource: str, message: str) -> _Response:
+    """GitHub's 422 for a rule of the resource rather than a field (code `custom`)."""
+    return _json(422, {"message": "Validation Failed", "errors": [
+        {"resource": resource, "code": "custom", "message": message}],
+        "documentation_url": f"{DOCS}/pulls/pulls#create-a-pull-request", "status": "422"},
+        schema="validation-error")
 
 
 def _no_tag_possible(repo: _Repo, tag: str, commitish: str) -> bool:

@@ -7,6 +7,7 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tools import cuobjdump, run, tool
 
@@ -169,7 +170,7 @@ def dynamic_symbols(path: Path) -> SymbolsView:
     defined: dict[str, set[str | None]] = {}
     needed: set[tuple[str, str]] = set()
     with path.open("rb") as stream:
-        elf = ELFFile(stream)
+        elf: Any = ELFFile(stream)  # its sections' own classes (GNUVerNeedSection…), untyped
         table, versym = elf.get_section_by_name(".dynsym"), elf.get_section_by_name(
             ".gnu.version")
         definitions, needs = {}, {}

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ninfer_kits.owed_sources import OwedSources, read
+from ninfer_kits.kit.owed_sources import OwedSources, read
 
 from tools import missing
 

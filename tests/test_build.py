@@ -20,8 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import buildinfo, kitdir
-from ninfer_kits.atomic import hash_file
 from ninfer_kits.commands.build_cmd import BUILD_ROOM
 from ninfer_kits.errors import (
     EXIT_BAD_INPUT,
@@ -36,8 +34,10 @@ from ninfer_kits.errors import (
     exit_code_for,
     exit_codes_help,
 )
+from ninfer_kits.files.atomic import hash_file
 from ninfer_kits.inspector.inspection import inspect_path
-from ninfer_kits.kitdir import KitDirInvalid, TagTaken
+from ninfer_kits.kit import buildinfo, kitdir
+from ninfer_kits.kit.kitdir import KitDirInvalid, TagTaken
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import RevisionFacts, load_matrix
 from ninfer_kits.pipeline import hostdeps
@@ -418,7 +418,7 @@ def test_the_build_checks_the_glibc_floor_of_kits_compiled_in_the_toolchain_imag
     not to what the local builder compiled with this host's own glibc."""
     from ninfer_kits.pipeline.builders import PreparedToolchain
     from ninfer_kits.pipeline.stage_functions import inspect_kit
-    from ninfer_kits.pipeline.state import BuildRequest, BuildState
+    from ninfer_kits.pipeline.state import Assembled, BuildContext, BuildRequest
 
     kit = load_matrix(ROOT / "matrix.toml").kit("example")
     kit = dataclasses.replace(kit, toolchain=dataclasses.replace(kit.toolchain,
@@ -429,15 +429,15 @@ def test_the_build_checks_the_glibc_floor_of_kits_compiled_in_the_toolchain_imag
     shutil.copy(c_binaries["glibc234"], bin_dir / "ninfer-serve")
     request = BuildRequest(kit=kit, builder=LocalBuilder(), project=ROOT, dist_dir=tmp_path,
                            cache_dir=tmp_path, work_dir=tmp_path)
-    state = BuildState(request=request, workspace=tmp_path, started=0.0,
-                       kit_root=tmp_path / "kit")
+    build = BuildContext(request=request, workspace=tmp_path, staging=tmp_path / "staging",
+                         started=0.0, reporter=Reporter())
+    assembled = Assembled(kit_root=tmp_path / "kit", licenses=())
     in_image = PreparedToolchain(builder="docker", nvcc="nvcc", cuda_version="13.0",
                                  image="ninfer-kits/toolchain-trixie-cuda130:test")
     with pytest.raises(CheckFailed, match=r"the plain kit needs GLIBC_2\.34 \(.*ninfer-serve"):
-        inspect_kit(dataclasses.replace(state, toolchain=in_image), Reporter())
+        inspect_kit(build, in_image, assembled, "kit.tar.gz")
     on_host = dataclasses.replace(in_image, builder="local", image="")
-    inspected = inspect_kit(dataclasses.replace(state, toolchain=on_host), Reporter())
-    assert [flavour.name for flavour in inspected.flavours] == ["plain"]
+    assert inspect_kit(build, on_host, assembled, "kit.tar.gz").name == "plain"
 
 
 

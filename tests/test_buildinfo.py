@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from ninfer_kits import buildinfo
-from ninfer_kits.buildinfo import BuildInfo
 from ninfer_kits.errors import EXIT_BAD_INPUT, BadInput
+from ninfer_kits.kit import buildinfo
+from ninfer_kits.kit.buildinfo import BuildInfo
 
 SHA = "0123456789abcdef" * 4
 BASE_ID = "sha256:" + "e" * 64
@@ -205,7 +205,7 @@ def portable_sample() -> BuildInfo:
 
 def test_the_portable_keys_round_trip_after_the_older_scalars() -> None:
     plain = dataclasses.replace(
-        sample(), portable_asset="ninfer-example-kit-v0.3.0-sm86-portable.tar.gz")
+        sample(), flavour_assets=(("portable", "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"),))
     text = buildinfo.render(plain)
     # flavour: plain is the default, left out so that older readers still read the file
     assert ("relocatable_device_code: none\n"
@@ -237,7 +237,7 @@ def test_a_file_from_before_portable_kits_still_reads() -> None:
                     if not line.startswith(("flavour:", "portable_asset:")))
     assert "flavour" not in older and "bundled" not in older
     info = buildinfo.parse(older)
-    assert (info.flavour, info.portable_asset, info.bundled) == ("plain", "none", ())
+    assert (info.flavour, info.asset_of("portable"), info.bundled) == ("plain", None, ())
     assert info == sample()
 
 
@@ -288,7 +288,8 @@ def test_flavour_and_portable_asset_are_checked_when_writing() -> None:
     with pytest.raises(BadInput, match="flavour 'fat' is not one of plain, portable"):
         buildinfo.render(dataclasses.replace(sample(), flavour="fat"))
     with pytest.raises(BadInput, match=r"portable_asset 'x/y-portable\.tar\.gz' is neither"):
-        buildinfo.render(dataclasses.replace(sample(), portable_asset="x/y-portable.tar.gz"))
+        buildinfo.render(dataclasses.replace(
+            sample(), flavour_assets=(("portable", "x/y-portable.tar.gz"),)))
     twice = _with("flavour: plain", 3).replace("format: 1\n", "format: 1\nflavour: plain\n")
     with pytest.raises(BadInput, match=r"key 'flavour': repeated"):
         buildinfo.parse(twice)

@@ -8,23 +8,24 @@ import json
 import subprocess
 from pathlib import Path
 
-from ninfer_kits import buildinfo
 from ninfer_kits.inspector.inspection import inspect_path
+from ninfer_kits.kit import buildinfo
+from ninfer_kits.kit.buildinfo import BuildInfo
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pipeline.builders import BuilderOptions, Compiled, make_builder
 from ninfer_kits.pipeline.buildinfo_keys import make_buildinfo
 from ninfer_kits.pipeline.recipe_report import read_recipe_report
 from ninfer_kits.pipeline.source import SourceTree
-from ninfer_kits.pipeline.state import BuildRequest, BuildState
+from ninfer_kits.pipeline.state import Assembled, BuildRequest, Prepared
 from test_recipe_report import report
 
 from tools import ROOT, tool
 
 
-def _state(tmp_path: Path, builder: str) -> BuildState:
-    """What a build has in hand when it writes BUILDINFO.txt: the kit's real toolchain as the
-    builder prepared it, a real ELF in kit/bin, the recipe's report."""
+def _buildinfo(tmp_path: Path, builder: str) -> BuildInfo:
+    """BUILDINFO.txt from what a build has in hand when it writes it: the kit's real toolchain
+    as the builder prepared it, a real ELF in kit/bin, the recipe's report."""
     kit = load_matrix(ROOT / "matrix.toml").kit("example")
     kit_root = tmp_path / "kit"
     (kit_root / "bin").mkdir(parents=True)
@@ -36,18 +37,17 @@ def _state(tmp_path: Path, builder: str) -> BuildState:
     chosen = make_builder(builder, BuilderOptions())
     request = BuildRequest(kit=kit, builder=chosen, project=ROOT, dist_dir=tmp_path / "dist",
                            cache_dir=tmp_path / "cache", work_dir=tmp_path / "work")
-    return BuildState(
-        request=request, workspace=tmp_path, started=0.0,
-        toolchain=chosen.preflight(kit, Reporter()),
-        source=SourceTree(path=tmp_path, url="examples/engine", ref="main",
-                          revision="0" * 40, commit_time=1735689600),
-        compiled=Compiled(bin_dir=kit_root / "bin", report=read_recipe_report(tmp_path / "out"),
-                          log=tmp_path / "build.log"),
-        kit_root=kit_root, inspection=inspect_path(kit_root / "bin"), recipe_sha256="2" * 64)
+    return make_buildinfo(
+        request, Prepared(toolchain=chosen.preflight(kit, Reporter()), recipe_sha256="2" * 64),
+        SourceTree(path=tmp_path, url="examples/engine", ref="main", revision="0" * 40,
+                   commit_time=1735689600),
+        Compiled(bin_dir=kit_root / "bin", report=read_recipe_report(tmp_path / "out"),
+                 log=tmp_path / "build.log"),
+        Assembled(kit_root=kit_root, licenses=()), inspect_path(kit_root / "bin"))
 
 
 def test_a_local_build_names_the_host_not_a_docker_toolchain(tmp_path: Path) -> None:
-    info = make_buildinfo(_state(tmp_path, "local"))
+    info = _buildinfo(tmp_path, "local")
     assert (info.builder, info.toolchain) == ("local", "host")
     assert info.base_image == "none (built on the host)"
     # no base image ID among the inputs (it is a run key, `none` for the local builder)
@@ -59,6 +59,6 @@ def test_a_local_build_names_the_host_not_a_docker_toolchain(tmp_path: Path) -> 
 
 def test_an_older_local_buildinfo_naming_the_matrix_toolchain_still_reads(
         tmp_path: Path) -> None:
-    info = make_buildinfo(_state(tmp_path, "local"))
+    info = _buildinfo(tmp_path, "local")
     older = buildinfo.render(dataclasses.replace(info, toolchain="trixie-cuda130"))
     assert buildinfo.parse(older).toolchain == "trixie-cuda130"

@@ -22,18 +22,15 @@ from typing import Any
 
 import pytest
 
-from ninfer_kits import buildinfo
-from ninfer_kits.engine import LABEL, RUN_ENV, RUN_LABEL
+from ninfer_kits.config.settings import RUN_ID
 from ninfer_kits.errors import CheckFailed
+from ninfer_kits.host.engine import LABEL, RUN_LABEL
+from ninfer_kits.kit import buildinfo
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
-from ninfer_kits.pipeline.docker_builder import (
-    CCACHE_AT,
-    KEEP_ENV,
-    DockerBuilder,
-    build_container,
-    ccache_from_dir,
-)
+from ninfer_kits.pipeline.ccache_dir import CCACHE_AT, ccache_from_dir
+from ninfer_kits.pipeline.containers import KEEP_ENV, build_container
+from ninfer_kits.pipeline.docker_builder import DockerBuilder
 
 from docker_fixtures import cache_sharing_environments
 from tools import ROOT
@@ -61,7 +58,7 @@ def toolchain_image(engine: Any) -> str:
 def run_id(engine: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A run ID of this test's own: it leaves no container and no volume with it behind."""
     run = f"test-ccache-{uuid.uuid4().hex}"
-    monkeypatch.setenv(RUN_ENV, run)
+    monkeypatch.setenv(RUN_ID.name, run)
     yield run
     containers = engine.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run}"})
     for container in containers:

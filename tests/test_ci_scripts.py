@@ -137,7 +137,8 @@ def test_the_suite_spreads_its_modules_keeping_those_that_share_a_fixture_togeth
         return subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p",
                                "no:cacheprovider", "-o", "markers=slow", *args, str(tests)],
                               capture_output=True, text=True, check=False, timeout=300,
-                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}"})
+                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                  (str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")))})
 
     done = pytest(*_noxfile_spread(), "--maxprocesses", "2", "-rA")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -170,7 +171,8 @@ def test_proc_stays_mounted_in_a_shared_root_until_its_last_user_leaves(tmp_path
     with proc_in([root]):
         other = subprocess.Popen([sys.executable, "-c", user, str(root)], text=True,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 env={**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}"})
+                                 env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                  (str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")))})
         try:
             assert other.stdout is not None and other.stdout.readline() == "in\n"
         except BaseException:

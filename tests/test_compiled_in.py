@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import kitdir
 from ninfer_kits.errors import BadInput, ConfigError
+from ninfer_kits.files.tarsafe import extract_all
 from ninfer_kits.inspector.compiled_in import (
     Deps,
     device_sources,
@@ -18,13 +18,13 @@ from ninfer_kits.inspector.compiled_in import (
     parse_ninja_deps,
     read_deps,
 )
+from ninfer_kits.kit import kitdir
 from ninfer_kits.pipeline.compiled_in import (
     find_licences,
     load_table,
     write_licences,
 )
 from ninfer_kits.pipeline.provenance import LicenseUnknown
-from ninfer_kits.tarsafe import extract_all
 
 from tools import nvcc, run, tool
 

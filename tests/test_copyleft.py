@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import kitdir
-from ninfer_kits.atomic import hash_file
-from ninfer_kits.checksums import SHA256, read_sha256sums, render_sums
 from ninfer_kits.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, CheckFailed, ConfigError
+from ninfer_kits.files.atomic import hash_file
+from ninfer_kits.kit import flavours, kitdir
+from ninfer_kits.kit.owed_sources import OwedPackage, OwedSources, SourceFile
 from ninfer_kits.matrix import SourcesConfig
-from ninfer_kits.owed_sources import OwedPackage, OwedSources, SourceFile
 from ninfer_kits.pipeline import copyleft
 from ninfer_kits.pipeline.provenance import Origin
 from ninfer_kits.publish import sources
 from ninfer_kits.publish.plan import assets_of
+from ninfer_kits.release.checksums import SHA256, read_sha256sums, render_sums
 from test_publish_support import make_kit
 
 GPL_SET = ("ffmpeg", "x264", "x265", "xvidcore", "zvbi")
@@ -218,7 +218,7 @@ def test_a_kit_folder_carries_its_sources_listed_and_checked(program: Path,
     (kit.path / "y_1.orig.tar.gz").write_bytes(b"y")
     sums["sources/y_1.orig.tar.gz"] = hash_file(kit.path / "y_1.orig.tar.gz").sha256
     (kit.path / kitdir.SHA256SUMS).write_text(render_sums(sums, SHA256))
-    assert kitdir.read_kit_dir(kit.path).tarballs == (kit.asset, kitdir.PORTABLE.asset(kit.asset))
+    assert kitdir.read_kit_dir(kit.path).tarballs == (kit.asset, flavours.PORTABLE.asset(kit.asset))
 
 
 def test_the_build_places_the_sources_beside_the_kit_rechecked(tmp_path: Path) -> None:

@@ -24,11 +24,14 @@ from typing import Any
 
 import pytest
 
-from ninfer_kits import buildinfo, children, kitdir
-from ninfer_kits.engine import LABEL, RUN_ENV, RUN_LABEL
+from ninfer_kits.config.settings import RUN_ID
+from ninfer_kits.host import children
+from ninfer_kits.host.engine import LABEL, RUN_LABEL
+from ninfer_kits.kit import buildinfo, kitdir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
-from ninfer_kits.pipeline.docker_builder import DockerBuilder, ImageRecipe
+from ninfer_kits.pipeline.docker_builder import DockerBuilder
+from ninfer_kits.pipeline.images import ImageRecipe
 
 from docker_fixtures import (
     ASSET,
@@ -51,7 +54,7 @@ def no_leaks(engine: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     its own ($NINFER_KITS_RUN_ID, the label org.ninfer-kits.run), returned: the engine is shared,
     so the test looks at, and touches, only containers with that label."""
     run_id = f"test-{uuid.uuid4().hex}"
-    monkeypatch.setenv(RUN_ENV, run_id)
+    monkeypatch.setenv(RUN_ID.name, run_id)
     yield run_id
     left = engine.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
     assert not left, f"containers left behind: {[c.id for c in left]}"
@@ -177,7 +180,7 @@ def test_rebuild_after_one_cu_change(engine: Any, docker_builds: tuple[Run, Run]
     assert sorted(path.name for path in (tmp_path / "again/dist" / TAG).iterdir()) == sorted(
         ("BUILDINFO.txt", "SHA1SUMS", "SHA256SUMS", "build.log", ASSET,
          *kitdir.attestation_names((ASSET,))))
-    assert again.portable_asset == "none" and again.binaries == back.binaries
+    assert again.asset_of("portable") is None and again.binaries == back.binaries
     uncached = compiling.result()
     pool.shutdown()
     assert uncached.done.returncode == 0, uncached.done.stderr[-3000:]
@@ -363,7 +366,7 @@ def test_container_killed_mid_compile(engine: Any, example_repo: tuple[Path, str
                "--matrix", str(ROOT / "matrix.toml"), "--dist", str(place / "dist"),
                "--cache-dir", str(place / "cache"), "--source", str(example_repo[0])]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, RUN_ENV: no_leaks})
+                               env={**os.environ, RUN_ID.name: no_leaks})
     killed = _kill_build_container_once_compiling(engine, no_leaks, timeout=120)
     stdout, stderr = process.communicate(timeout=300)
     run = Run(done=subprocess.CompletedProcess(command, process.returncode, stdout, stderr),

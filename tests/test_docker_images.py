@@ -15,18 +15,14 @@ from typing import Any
 
 import pytest
 
-from ninfer_kits.engine import LABEL, RUN_ENV, RUN_LABEL
+from ninfer_kits.config.settings import RUN_ID
 from ninfer_kits.errors import EXIT_ENVIRONMENT, BadInput, EnvironmentFailure
+from ninfer_kits.host.engine import LABEL, RUN_LABEL
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Toolchain, load_matrix
 from ninfer_kits.pipeline.builders import RECIPE, CompileRequest
-from ninfer_kits.pipeline.docker_builder import (
-    BASE_ID_LABEL,
-    BASE_LABEL,
-    DockerBuilder,
-    ImageRecipe,
-    ensure_image,
-)
+from ninfer_kits.pipeline.docker_builder import NOT_PINNED, DockerBuilder
+from ninfer_kits.pipeline.images import BASE_ID_LABEL, BASE_LABEL, ImageRecipe, ensure_image
 from test_recipe_report import report
 
 from tools import ROOT
@@ -332,7 +328,7 @@ def _request(tmp_path: Path) -> CompileRequest:
 
 def test_the_compile_container_has_no_network(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(RUN_ENV, "run-of-this-test")  # the label a test finds its containers by
+    monkeypatch.setenv(RUN_ID.name, "run-of-this-test")  # the label a test finds its containers by
     request = _request(tmp_path)
     client = FakeClient(*bases(request.kit.toolchain), out=_out_archive())
     compiled = DockerBuilder(client=client, ccache_volume="cc").compile(request, quiet())
@@ -345,7 +341,7 @@ def test_the_compile_container_has_no_network(tmp_path: Path,
     built = client.images.get(image).id  # the first (and only) image the fake built
     tree = f"cc-tree-example-{built.removeprefix('sha256:')[:12]}"
     assert dict(compiled.run_entries) == {"image": f"{image}@{built}", "ccache": "cc",
-                                          "build_tree": tree}
+                                          "toolchain_image": NOT_PINNED, "build_tree": tree}
     assert options["volumes"] == {"cc": {"bind": "/ccache", "mode": "rw"},
                                   tree: {"bind": "/work", "mode": "rw"}}
     assert client.volumes.made[tree].labels["org.ninfer-kits.image-id"] == built

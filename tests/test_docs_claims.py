@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import kitdir
 from ninfer_kits.cli import SUBCOMMANDS, build_parser
+from ninfer_kits.kit import flavours, kitdir
 
 from tools import ROOT
 
@@ -43,6 +43,7 @@ OTHER_TOOLS = {
     "--input-version": "cyclonedx-cli", "--compress-mode": "libdeflate's gzip benchmark",
     "--list-ptx": "cuobjdump", "--list-elf": "cuobjdump", "--enable-gpl": "FFmpeg's configure",
     "--download-only": "apt-get", "--print-uris": "apt-get", "--once": "uscan",
+    "--password-stdin": "docker login", "--name": "scripts/start-docker-engine.sh",
 }
 NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
            "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
@@ -54,9 +55,18 @@ def options_of(command: str) -> set[str]:
     parser = build_parser([command])
     sub = next(action for action in parser._actions
                if isinstance(action, argparse._SubParsersAction))
-    child: argparse.ArgumentParser = sub.choices[command]
-    return {option for action in child._actions for option in action.option_strings
-            if option.startswith("--")}
+    return _long_options(sub.choices[command])
+
+
+def _long_options(parser: argparse.ArgumentParser) -> set[str]:
+    """A parser's long options, and those of its actions' own parsers (`toolchain push`)."""
+    found = {option for action in parser._actions for option in action.option_strings
+             if option.startswith("--")}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found |= _long_options(child)
+    return found
 
 
 EVERY = {command: options_of(command) for command in SUBCOMMANDS}
@@ -131,7 +141,7 @@ def test_readmes_exit_status_table_is_helps() -> None:
 def kit_folder_files(asset: str, portable: bool, owes: bool = False) -> list[str]:
     """What kitdir says a kit folder as `build` leaves it holds: each tarball with its SBOM and
     provenance, FIXED_FILES, and the record of the sources a portable kit owes."""
-    tarballs = (asset, kitdir.PORTABLE.asset(asset)) if portable else (asset,)
+    tarballs = (asset, flavours.PORTABLE.asset(asset)) if portable else (asset,)
     owed = (kitdir.OWED,) if owes else ()
     return sorted([*tarballs, *kitdir.attestation_names(tarballs), *kitdir.FIXED_FILES, *owed])
 
@@ -197,7 +207,7 @@ def test_the_zipapps_size_is_the_one_the_docs_state(tmp_path: Path) -> None:
 
 
 def test_the_pages_name_the_commands_the_zipapp_runs_and_those_it_does_not() -> None:
-    from ninfer_kits import pyz
+    from ninfer_kits.release import pyz
 
     fetch_page = (DOCS / "fetch.md").read_text(encoding="utf-8")
     runs = re.search(r"zipapp \(about [\d,]+ KB\) that runs (.*?) with nothing", fetch_page, re.S)

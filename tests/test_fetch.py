@@ -25,23 +25,24 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import buildinfo, kitdir, ledger
-from ninfer_kits.buildinfo import BuildInfo
-from ninfer_kits.checksums import SHA1, parse_sums, render_sums
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.fetch import locate
 from ninfer_kits.fetch.download import Aborted, Feed, GrowingFile
 from ninfer_kits.fetch.fetch import Fetcher
 from ninfer_kits.fetch.http import Client, HttpFailure, NotFound
+from ninfer_kits.kit import buildinfo, flavours, kitdir
+from ninfer_kits.kit.buildinfo import BuildInfo
 from ninfer_kits.log import Reporter
 from ninfer_kits.pipeline.pack import pack_tree
+from ninfer_kits.release import ledger
+from ninfer_kits.release.checksums import SHA1, parse_sums, render_sums
 from unsigned import unsigned_matrix
 
 from tools import ROOT, tool
 
 TAG = "v0.6.1-rtx3090-linux-sm86"  # what kit ninfer-3090-sm86 of matrix.toml renders
 ASSET = "ninfer-3090-kit-v0.6.1-sm86.tar.gz"
-PORTABLE = "ninfer-3090-kit-v0.6.1-sm86-portable.tar.gz"  # kitdir.PORTABLE.asset(ASSET)
+PORTABLE = "ninfer-3090-kit-v0.6.1-sm86-portable.tar.gz"  # flavours.PORTABLE.asset(ASSET)
 KIT = "ninfer-3090-sm86"
 REPOSITORY = "ninfer-kits/ninfer-kits"
 MTIME = 1_700_000_000
@@ -113,9 +114,9 @@ def publish_folder(kit: Path, dist: Path, tag: str = TAG, asset: str = ASSET,
     packed = {asset: pack_tree(kit, folder / asset, mtime=MTIME)}
     info = info or kit_info()
     if portable is not None:
-        sibling = kitdir.PORTABLE.asset(asset)
+        sibling = flavours.PORTABLE.asset(asset)
         packed[sibling] = pack_tree(portable, folder / sibling, mtime=MTIME)
-        info = dataclasses.replace(info, portable_asset=sibling)
+        info = dataclasses.replace(info, flavour_assets=(("portable", sibling),))
     text = buildinfo.render(info, with_run=True).encode()
     (folder / "BUILDINFO.txt").write_bytes(text)
     sums = {name: file.sha256 for name, file in packed.items()}
@@ -322,16 +323,16 @@ def write_ledger(matrix: Path, release: Path, urls: dict[str, str], *, tag: str 
         for store, base in urls.items())
     tarballs = [a for a in assets if a.name.endswith(".tar.gz")]
     plain = next(a for a in tarballs if not a.name.endswith("-portable.tar.gz"))
-    portable = next((a for a in tarballs if a.name == kitdir.PORTABLE.asset(plain.name)), None)
+    portable = next((a for a in tarballs if a.name == flavours.PORTABLE.asset(plain.name)), None)
     entry = ledger.LedgerEntry(
         tag=tag, kit=kit, card="RTX 3090", upstream="Don-Chad/ninfer-3090",
         upstream_url="https://github.com/Don-Chad/ninfer-3090.git", revision="a" * 40,
         version="0.6.1-rtx3090", arch="sm_86", cuda_version="", toolchain="tc",
         asset=plain.name, published_at=datetime.datetime.fromisoformat(time), stores=stores,
         assets=tuple(assets), floor=(("x86-64 Linux, glibc ≥ 2.34", "GLIBC_2.34"),),
-        portable_asset=portable.name if portable else None,
-        portable_sha256=portable.sha256 if portable else None,
-        portable_size=portable.size if portable else None)
+        tarballs=(ledger.LedgerTarball(flavour="portable", asset=portable.name,
+                                       sha256=portable.sha256, size=portable.size),)
+        if portable else ())
     path = ledger.path_for(matrix.parent / "releases", tag)
     ledger.write(path, entry)
     return path
@@ -471,7 +472,7 @@ def test_fetch_portable_from_a_dist_folder_unpacks_the_portable_kit(tmp_path: Pa
     assert (dest / "kit" / "third_party" / "libbundled1" / "copyright").is_file()
     inner = buildinfo.read(dest / "kit" / "BUILDINFO.txt")
     assert inner.flavour == "portable" and inner.bundled[0][0] == "libbundled.so.1"
-    assert buildinfo.read(dest / "BUILDINFO.txt").portable_asset == PORTABLE
+    assert buildinfo.read(dest / "BUILDINFO.txt").asset_of("portable") == PORTABLE
     assert "SHA256SUMS ok, SHA1SUMS ok" in done.stderr
     assert f"tarball   {dest / PORTABLE}" in done.stderr
     assert leftovers(dest) == []
@@ -507,7 +508,7 @@ def test_fetch_portable_over_http_checks_its_hash(tmp_path: Path, pair: Path,
     matrix = checkout(tmp_path, server.url)
     write_ledger(matrix, pair, {"github": f"{server.url}/gh"})
     entry = ledger.read(matrix.parent / "releases" / f"{TAG}.toml")
-    assert entry.portable_asset == PORTABLE
+    assert entry.tarball_of("portable").asset == PORTABLE
     server.state.corrupt[f"/gh/{PORTABLE}"] = (pair / PORTABLE).stat().st_size // 2
     dest = tmp_path / "box"
     bad = cli("fetch", KIT, "--portable", "--matrix", str(matrix), "--dest", str(dest))
@@ -589,8 +590,8 @@ def test_kit_url_portable(tmp_path: Path, pair: Path) -> None:
     assert done.stdout == f"https://example.invalid/gh/{PORTABLE}\n"
     assert cli("kit-url", KIT, "--matrix", str(matrix)).stdout == \
         f"https://example.invalid/gh/{ASSET}\n"
-    every = cli("kit-url", KIT, "--all", "--portable", "--matrix", str(matrix)).stdout
-    assert every.splitlines()[0] == f"https://example.invalid/gh/{PORTABLE}"
+    listed = cli("kit-url", KIT, "--all", "--portable", "--matrix", str(matrix)).stdout
+    assert listed.splitlines()[0] == f"https://example.invalid/gh/{PORTABLE}"
 
 
 # --------------------------------------------------------------------------- resuming

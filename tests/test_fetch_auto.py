@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import kitindex, ledger
 from ninfer_kits.inspector.elf import read_elf
 from ninfer_kits.inspector.floor import kit_floor
-from ninfer_kits.ledger import LedgerFlavour, LedgerNeeds
 from ninfer_kits.publish.needs import needs_of
+from ninfer_kits.release import kitindex, ledger
+from ninfer_kits.release.ledger import LedgerFlavour, LedgerNeeds
 from ninfer_kits.verify import gpu_host
 from test_fetch import (
     ASSET,

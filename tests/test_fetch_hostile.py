@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import buildinfo
 from ninfer_kits.fetch.http import Client
+from ninfer_kits.kit import buildinfo
 from test_fetch import (
     ASSET,
     KIT,
@@ -283,3 +283,41 @@ def test_the_token_never_rides_plain_http_even_to_its_own_host() -> None:
     plain = client._request("http://api.example.com:443/repos/o/r/releases/assets/1", {})
     assert secure.unredirected_hdrs["Authorization"] == f"Bearer {CANARY}"
     assert "Authorization" not in plain.unredirected_hdrs and "Authorization" not in plain.headers
+
+
+def test_a_download_of_no_recorded_size_waits_for_a_slow_extractor(
+        tmp_path: Path, server: RangeServer) -> None:
+    """However slow the reading side is (a loaded machine), a body of no recorded size runs at
+    most `ahead` bytes past it, and the time it waits is not held against the server's pace."""
+    import threading
+
+    from ninfer_kits.fetch.download import CHUNK, Downloader, Feed, GrowingFile, HttpSource
+    from ninfer_kits.fetch.http import Pace
+
+    server.state.files["/endless"] = b"body"
+    server.state.endless.add("/endless")
+    ahead = 2 << 20
+    feed = Feed(ahead=ahead)
+    part = tmp_path / "endless.part"
+    downloader = Downloader(HttpSource(Client(servers=[server.url]), f"{server.url}/endless"), part,
+                            expected_size=None, sha1=False, feed=feed,
+                            pace=Pace(rate=1 << 20, window=0.5))
+    thread = threading.Thread(target=downloader.run, daemon=True)
+    thread.start()
+    worst = 0
+    feed.wait_for(0)  # the part file is there
+    with part.open("rb") as handle:
+        reader = GrowingFile(handle.fileno(), feed)
+        buffer = memoryview(bytearray(256 << 10))
+        read = 0
+        while read < 12 << 20:  # 48 slow reads, 1.2 s: longer than the pace's window
+            read += reader.readinto(buffer)
+            time.sleep(0.025)
+            worst = max(worst, feed.written - read)
+    downloader.limit = feed.written + (1 << 20)  # the extractor found the archive's end:
+    feed.release()                                # the limit bounds the rest
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert isinstance(feed.error, Exception) and "sends more than the archive" in str(feed.error)
+    assert worst <= ahead + CHUNK, worst
+    assert server.state.endless_sent < read + ahead + 2 * CHUNK + (8 << 20)  # + socket buffers

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import ledger, tarsafe, trees
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.fetch import extract, locate
 from ninfer_kits.fetch.fetch import Fetcher
 from ninfer_kits.fetch.http import Client
+from ninfer_kits.files import tarsafe, trees
 from ninfer_kits.inspector import archive
+from ninfer_kits.release import ledger
 from test_fetch import (
     ASSET,
     TAG,

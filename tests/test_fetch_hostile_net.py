@@ -276,7 +276,7 @@ def test_ledger_and_index_urls_must_be_https(tmp_path: Path, release: Path, serv
         write_ledger(matrix, release, {"github": "file:///proc/self"})
         url = "file:///proc/self/SHA256SUMS"
     else:
-        from ninfer_kits import kitindex, ledger
+        from ninfer_kits.release import kitindex, ledger
 
         publisher = checkout(tmp_path / "publisher", server.url)
         write_ledger(publisher, release, {"github": "http://localhost:1/gh"})

@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 
 from github_server import GitHubServer
-from ninfer_kits import kitindex, ledger
-from ninfer_kits.buildinfo import BuildInfo
 from ninfer_kits.inspector.elf import read_elf
 from ninfer_kits.inspector.floor import kit_floor
-from ninfer_kits.ledger import LedgerFlavour
+from ninfer_kits.kit.buildinfo import BuildInfo
 from ninfer_kits.publish.needs import needs_of
-from ninfer_kits.signatures import NAMESPACE
+from ninfer_kits.release import kitindex, ledger
+from ninfer_kits.release.ledger import LedgerFlavour
+from ninfer_kits.release.signatures import NAMESPACE
 from test_fetch import (
     ASSET,
     KIT,

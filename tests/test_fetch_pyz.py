@@ -15,20 +15,22 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import pyz as zipapp
 from ninfer_kits.cli import SUBCOMMANDS
 from ninfer_kits.errors import EXIT_ENVIRONMENT
+from ninfer_kits.release import pyz as zipapp
 from test_fetch import ASSET, KIT, TAG, make_kit, publish_folder, write_ledger
 from unsigned import unsigned_matrix
 
 from tools import ROOT, missing
 
 # Modules of the build, publish and docker parts, and of the dependencies fetch does without.
-# (The ledger's reader, ninfer_kits.ledger, is on the ground floor: no publish module loads.)
+# (The ledger's reader, ninfer_kits.release.ledger, is on the ground floor: no publish module
+# loads.)
 NEVER_AT_START = re.compile(
     r"^(docker|requests|urllib3|github|b2sdk|elftools|ninfer_kits\.publish\.\w+"
     r"|ninfer_kits\.commands\.build_cmd|ninfer_kits\.pipeline\.(stages|state|stage_functions"
-    r"|kit_rules|buildinfo_keys|builders|docker_builder|source|hostdeps|smoke|probe|workspace"
+    r"|kit_rules|buildinfo_keys|builders|docker_builder|images|containers|ccache_dir"
+    r"|toolchain_export|source|hostdeps|smoke|probe|workspace"
     r"|recipe_report|pack))(\.|$)")
 
 

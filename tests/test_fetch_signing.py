@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits.signatures import NAMESPACE
+from ninfer_kits.release.signatures import NAMESPACE
 from test_fetch import (
     ASSET,
     KIT,

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import buildinfo
+from ninfer_kits.config.tables import Locator, Source, Table
 from ninfer_kits.errors import ConfigError
+from ninfer_kits.host.runtime_facts import _validate, runtime_facts
 from ninfer_kits.inspector.elf import ElfInfo
 from ninfer_kits.inspector.fatbin import FatbinEntry
 from ninfer_kits.inspector.floor import kit_floor
-from ninfer_kits.runtime_facts import _validate, runtime_facts
-from ninfer_kits.tables import Locator, Source, Table
+from ninfer_kits.kit import buildinfo
 
 # Rows of the libstdc++ manual's "Symbol versioning on the libstdc++.so binary" list
 # (ABI Policy and Guidelines): "GCC 4.8.3: GLIBCXX_3.4.19, CXXABI_1.3.7", "GCC 13.1.0:

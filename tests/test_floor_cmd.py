@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import buildinfo
 from ninfer_kits.errors import BadInput, ConfigError
 from ninfer_kits.inspector.elf import is_elf, read_elf
 from ninfer_kits.inspector.floor import SymbolVersion
+from ninfer_kits.kit import buildinfo
 from ninfer_kits.loader.facts import os_release
 from ninfer_kits.loader.rootfs import RootFS
 from ninfer_kits.platforms.distros import DATA_FILE, Distro, load_distros, shipped_distros

@@ -869,3 +869,61 @@ def test_git_remote_clones_anonymously_and_pushes_only_with_a_token_that_may_wri
         assert _git("ls-remote", private, cwd=tmp_path,
                     header=_basic("ghp_writer")).returncode == 0
     assert not server.errors
+
+
+# -- pull requests (toolchains.yml) ------------------------------------------------------------
+
+
+def test_pull_requests_open_from_a_pushed_branch_with_githubs_refusals(tmp_path: Path) -> None:
+    """What toolchains.yml's propose step does through the API (the branch pushed over git,
+    then POST /pulls; GET /pulls?head=OWNER:BRANCH finds an open one), with GitHub's answers:
+    one open pull request per head and base, none without commits between them or for a branch
+    that does not exist, none for a token without pull_requests=write; numbered with the
+    repository's issues."""
+    bare = tmp_path / "remote.git"
+    _git("init", "-q", "--bare", "-b", "main", str(bare), cwd=tmp_path)
+    with GitHubServer() as server:
+        server.add_repo("kits/ledger")
+        server.add_token("ghs_actions", permissions={"contents": "write",
+                                                     "pull_requests": "write"})
+        server.add_token("ghs_no_pulls", permissions={"contents": "write", "issues": "write"})
+        url = server.add_git_remote("kits/ledger", bare)
+        work = tmp_path / "work"
+        _git("clone", "-q", url, str(work), cwd=tmp_path)
+        (work / "matrix.toml").write_text("schema = 1\n")
+        _git("add", "-A", cwd=work)
+        _git("commit", "-qm", "main", cwd=work)
+        _git("push", "-q", "origin", "HEAD:main", cwd=work, header=_basic("ghs_actions"))
+        _git("push", "-q", "origin", "HEAD:refs/heads/same", cwd=work,
+             header=_basic("ghs_actions"))
+        (work / "matrix.toml").write_text('schema = 1\nimage = "x@sha256:00"\n')
+        _git("commit", "-qam", "pins", cwd=work)
+        _git("push", "-q", "origin", "HEAD:refs/heads/pins", cwd=work,
+             header=_basic("ghs_actions"))
+        head = _git("rev-parse", "HEAD", cwd=work).stdout.strip()
+        server.add_issue("kits/ledger", "an issue first")
+        repo = server.client("ghs_actions").get_repo("kits/ledger")
+        pull = repo.create_pull(base="main", head="pins", title="new pins", body="why")
+        assert (pull.number, pull.state, pull.head.ref, pull.head.sha, pull.base.ref) == \
+            (2, "open", "pins", head, "main")
+        assert [p.number for p in repo.get_pulls(state="open", head="kits:pins")] == [2]
+        assert list(repo.get_pulls(state="open", head="kits:other")) == []
+        assert repo.get_pull(2).title == "new pins"
+        refusals = {
+            "already": dict(base="main", head="kits:pins", title="again"),
+            "no commits": dict(base="main", head="same", title="nothing"),
+            "missing": dict(base="main", head="no-such-branch", title="nowhere"),
+        }
+        for what, arguments in refusals.items():
+            with pytest.raises(GithubException) as refused:
+                repo.create_pull(**arguments)  # type: ignore[arg-type]
+            assert refused.value.status == 422, what
+        said = str(refused.value.data)
+        assert "head" in said and "invalid" in said
+        with pytest.raises(GithubException) as forbidden:
+            server.client("ghs_no_pulls").get_repo("kits/ledger").create_pull(
+                base="main", head="pins", title="x")
+        assert forbidden.value.status == 403
+        assert [(v.number, v.head, v.head_sha) for v in server.pull_views("kits/ledger")] == \
+            [(2, "pins", head)]
+    assert not server.errors

@@ -319,7 +319,7 @@ def _toolchain_image() -> str:
         missing("the docker SDK (pip install docker)")
         raise AssertionError from None
     from ninfer_kits.matrix.load import load_matrix
-    from ninfer_kits.pipeline.docker_builder import ImageRecipe, ensure_image
+    from ninfer_kits.pipeline.images import ImageRecipe, ensure_image
 
     from docker_fixtures import ensure_base_image, ensure_engine
 

@@ -1,5 +1,5 @@
-"""index.html, the kit index as a page for people (ninfer_kits.kitindex_page): what it shows,
-that nothing of the index can run in it, and a real headless Chromium loading it without a
+"""index.html, the kit index as a page for people (ninfer_kits.release.kitindex_page): what it
+shows, that nothing of the index can run in it, and a real headless Chromium loading it without a
 console error, every kit in its DOM, and a screenshot.
 
 The test indexes are made here in index.json's shape and checked against its schema, so that
@@ -28,9 +28,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from ninfer_kits import kitindex
-from ninfer_kits.kitindex_page import render_page
-from ninfer_kits.resources import data_file
+from ninfer_kits.config.resources import data_file
+from ninfer_kits.release import kitindex
+from ninfer_kits.release.kitindex_page import render_page
 
 SKIP_BROWSER = "NINFER_KITS_SKIP_BROWSER"
 BROWSER_TIMEOUT = 60.0  # seconds for one Chromium run; its process group is killed after

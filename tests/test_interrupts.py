@@ -1,8 +1,8 @@
 """How a build ends when it is interrupted (Ctrl-C, SIGTERM). Its long children
-(ninfer_kits.children) run in a session of their own that ends with the build, with everything they
-started, and their output is read to the last line; an interrupt after the final rename says the
-kit is in place. Real processes (sh, sleep, Python), real signals, a real kit folder. The whole
-build, interrupted, is in test_build.py."""
+(ninfer_kits.host.children) run in a session of their own that ends with the build, with
+everything they started, and their output is read to the last line; an interrupt after the
+final rename says the kit is in place. Real processes (sh, sleep, Python), real signals, a real
+kit folder. The whole build, interrupted, is in test_build.py."""
 
 from __future__ import annotations
 
@@ -18,14 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import children, kitdir
-from ninfer_kits.children import probe
+from ninfer_kits.host import children
+from ninfer_kits.host.children import probe
+from ninfer_kits.kit import kitdir
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.pipeline.builders import LocalBuilder, run_logged
-from ninfer_kits.pipeline.source import resolve_revision
+from ninfer_kits.pipeline.source import fetch_source
 from ninfer_kits.pipeline.stage_functions import publish_to_dist
-from ninfer_kits.pipeline.state import BuildRequest, BuildState
+from ninfer_kits.pipeline.state import BuildContext, BuildRequest, Staged
 from test_publish_support import KIT, TAG, compile_program, make_kit
 from test_source import make_upstream
 
@@ -131,7 +132,7 @@ def test_a_second_signal_waits_until_the_cleanup_is_done() -> None:
 
 def test_the_session_leader_dies_with_ninfer_kits(tmp_path: Path) -> None:
     """SIGKILL leaves ninfer-kits no say: the kernel's parent-death signal ends its child."""
-    code = ("import sys, time; from ninfer_kits import children; "
+    code = ("import sys, time; from ninfer_kits.host import children; "
             "p = children.start(['sleep', '300']); print(p.pid, flush=True); time.sleep(300)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
@@ -159,8 +160,8 @@ def test_an_interrupt_after_the_final_rename_says_the_kit_is_in_place(tmp_path: 
     request = BuildRequest(kit=load_matrix(ROOT / "matrix.toml").kit(KIT),
                            builder=LocalBuilder(), project=ROOT, dist_dir=dist,
                            cache_dir=tmp_path / "cache", work_dir=workspace.parent)
-    state = BuildState(request=request, workspace=workspace, started=time.monotonic(),
-                       staging=staging, tag=TAG)
+    build = BuildContext(request=request, workspace=workspace, staging=staging,
+                         started=time.monotonic(), reporter=Reporter(io.StringIO(), mode="plain"))
 
     def interrupt_once_in_place() -> None:
         deadline = time.monotonic() + 60
@@ -175,7 +176,7 @@ def test_an_interrupt_after_the_final_rename_says_the_kit_is_in_place(tmp_path: 
     interrupter.start()
     try:
         try:
-            publish_to_dist(state, Reporter(io.StringIO(), mode="plain"))
+            publish_to_dist(build, Staged(staging), TAG)
         finally:
             interrupter.join()
     except KeyboardInterrupt as caught:
@@ -229,7 +230,8 @@ def test_an_interrupted_fetch_ends_git_and_every_helper(tmp_path: Path,
     interrupter = ctrl_c_once(pid_file)
     try:
         with pytest.raises(KeyboardInterrupt):
-            resolve_revision(make_upstream("slow://nowhere"), cache_dir=tmp_path / "cache")
+            fetch_source(make_upstream("slow://nowhere"), cache_dir=tmp_path / "cache",
+                         dest=tmp_path / "source")
     finally:
         interrupter.join()
         pids = [int(pid) for pid in wait_for(pid_file).split()]

@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 
 from github_server import GitHubServer
-from ninfer_kits import kitdir, kitindex, ledger
 from ninfer_kits.errors import BadInput
+from ninfer_kits.kit import kitdir
 from ninfer_kits.matrix import GitHubTarget
+from ninfer_kits.release import kitindex, ledger
 from test_fetch import REPOSITORY, checkout, file_sha256, kit_info, make_kit, publish_folder
 from test_fetch import write_ledger as write_fetch_ledger
 from test_publish_support import (

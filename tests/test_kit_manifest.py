@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import kitdir, kitmanifest
 from ninfer_kits.errors import EXIT_CHECK_FAILED
-from ninfer_kits.kitmanifest import ManifestMismatch
+from ninfer_kits.kit import kitdir, kitmanifest
+from ninfer_kits.kit.kitmanifest import ManifestMismatch
 from ninfer_kits.pipeline.pack import pack_kit
 from ninfer_kits.verify.kit import open_kit
 from test_publish_support import ASSET, PORTABLE, TAG, cli, compile_program, make_kit, matrix_file

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import kitdir
 from ninfer_kits.errors import EXIT_CHECK_FAILED
-from ninfer_kits.kitdir import KitDirInvalid
+from ninfer_kits.kit import flavours, kitdir
+from ninfer_kits.kit.kitdir import KitDirInvalid
 from ninfer_kits.repro.diff import compare
 from ninfer_kits.verify.kit import open_kit
 from test_publish_support import ASSET, PORTABLE, TAG, cli, compile_program, make_kit, matrix_file
@@ -113,7 +113,7 @@ def test_a_release_without_sha1sums_or_one_of_two_tarballs_still_reads(
         (folder / name).unlink()
     kit = kitdir.read_kit_dir(folder)
     assert kit.verified and kit.sha1 is None and kit.portable is None
-    assert next(name for name in kit.absent if name.endswith(kitdir.PORTABLE.suffix)) == PORTABLE
+    assert next(name for name in kit.absent if name.endswith(flavours.PORTABLE.suffix)) == PORTABLE
     flip_last_byte(folder / ASSET)
     with pytest.raises(KitDirInvalid, match=re.escape(f"{ASSET} does not match SHA256SUMS")):
         kitdir.read_kit_dir(folder)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import buildinfo, kitdir
-from ninfer_kits.atomic import hash_file
-from ninfer_kits.checksums import SHA1, render_sums
 from ninfer_kits.errors import EXIT_CHECK_FAILED
-from ninfer_kits.kitdir import KitDirInvalid
+from ninfer_kits.files.atomic import hash_file
+from ninfer_kits.kit import buildinfo, flavours, kitdir
+from ninfer_kits.kit.kitdir import KitDirInvalid
+from ninfer_kits.release.checksums import SHA1, render_sums
 from ninfer_kits.verify.kit import open_kit
 from test_publish_support import ASSET, PORTABLE, TAG, make_kit
 
@@ -39,11 +39,11 @@ def copy(kit: kitdir.KitDir, tmp_path: Path) -> Path:
 
 
 def test_portable_name() -> None:
-    assert kitdir.PORTABLE.asset(ASSET) == PORTABLE
-    assert kitdir.PORTABLE.asset("k.tar.gz") == "k-portable.tar.gz"
+    assert flavours.PORTABLE.asset(ASSET) == PORTABLE
+    assert flavours.PORTABLE.asset("k.tar.gz") == "k-portable.tar.gz"
     for wrong in ("k.tgz", ".tar.gz", "k.tar"):
         with pytest.raises(ValueError, match="not a kit tarball's name"):
-            kitdir.PORTABLE.asset(wrong)
+            flavours.PORTABLE.asset(wrong)
     assert render_sums({"b": "2" * 40, "a": "1" * 40}, SHA1) == \
         f"{'1' * 40}  a\n{'2' * 40}  b\n"
 
@@ -64,7 +64,7 @@ def test_a_folder_with_a_portable_sibling_reads_lists_and_verifies_both(
                                       kit.portable.sha1)):
         hashed = hash_file(pair.path / name)
         assert (size, sha256, sha1) == (hashed.size, hashed.sha256, hashed.sha1), name
-    assert kit.info.portable_asset == PORTABLE and kit.info.flavour == "plain"
+    assert kit.info.asset_of("portable") == PORTABLE and kit.info.flavour == "plain"
     # SHA1SUMS: one line per tarball, sorted by name (the portable one sorts first)
     assert (pair.path / "SHA1SUMS").read_text() == (
         f"{kit.portable.sha1}  {PORTABLE}\n{kit.sha1}  {ASSET}\n")
@@ -80,7 +80,7 @@ def test_a_folder_with_a_portable_sibling_reads_lists_and_verifies_both(
 def test_a_plain_kit_has_no_portable(plain: kitdir.KitDir) -> None:
     kit = kitdir.read_kit_dir(plain.path)
     assert kit.portable is None and kit.tarballs == (ASSET,)
-    assert kit.info.portable_asset == "none" and PORTABLE not in kit.files
+    assert kit.info.asset_of("portable") is None and PORTABLE not in kit.files
 
 
 def test_the_portable_tarball_inside_is_its_own_flavour(pair: kitdir.KitDir,
@@ -94,12 +94,12 @@ def test_the_portable_tarball_inside_is_its_own_flavour(pair: kitdir.KitDir,
         info = buildinfo.parse(inner.read().decode())
     assert "kit/lib/libbundled.so.1" in names
     assert "kit/third_party/libbundled1/copyright" in names
-    assert info.flavour == "portable" and info.portable_asset == "none"
+    assert info.flavour == "portable" and info.asset_of("portable") is None
     assert [row[0] for row in info.bundled] == ["libbundled.so.1"]
     with tarfile.open(pair.path / ASSET) as archive:
         inner = archive.extractfile("kit/BUILDINFO.txt")
         assert inner is not None
-        assert buildinfo.parse(inner.read().decode()).portable_asset == PORTABLE
+        assert buildinfo.parse(inner.read().decode()).asset_of("portable") == PORTABLE
 
 
 def _rewrite(path: Path, old: str, new: str) -> None:

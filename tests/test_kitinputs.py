@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import buildinfo, ledger
 from ninfer_kits.errors import BadInput
+from ninfer_kits.kit import buildinfo
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.matrix.inputs import PARTS, cache_key, changed_parts, copied_files, kit_inputs
-from ninfer_kits.pipeline.buildinfo_keys import make_buildinfo
 from ninfer_kits.publish.stores.local import LocalStore
-from test_buildinfo_local import _state
+from ninfer_kits.release import ledger
+from test_buildinfo_local import _buildinfo
 from test_publish_support import (
     TAG,
     Captured,
@@ -152,9 +152,9 @@ def test_copied_files_are_those_of_the_build_context() -> None:
 def test_buildinfo_carries_the_inputs_on_one_line_beside_recipe(tmp_path: Path) -> None:
     """make_buildinfo writes the kit's inputs; the line reads back; older files without it read
     as "unknown"; a damaged one is refused naming the key."""
-    state = _state(tmp_path, "local")
-    info = make_buildinfo(state)
-    expected = kit_inputs(state.request.kit, "0" * 40, recipe="2" * 64)
+    info = _buildinfo(tmp_path, "local")
+    expected = kit_inputs(load_matrix(ROOT / "matrix.toml").kit("example"), "0" * 40,
+                          recipe="2" * 64)
     assert info.inputs == expected.digest and info.input_parts == expected.short_parts()
     text = buildinfo.render(info)
     line = next(item for item in text.splitlines() if item.startswith("inputs: "))

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ninfer_kits import resources
+from ninfer_kits.config import resources
 from ninfer_kits.errors import BadInput, ConfigError
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import (
@@ -31,7 +31,7 @@ from ninfer_kits.matrix import (
     render,
     version_core,
 )
-from ninfer_kits.pipeline.docker_builder import ImageRecipe, ensure_image
+from ninfer_kits.pipeline.images import ImageRecipe, ensure_image
 
 from tools import TOOLCHAIN_TC
 

@@ -52,6 +52,7 @@ def test_json_has_every_field() -> None:
     document = json.loads(run.stdout)
     assert document["schema_version"] == 1
     assert document["matrix"] == str(PRODUCTION)
+    assert document["registry"] == {"prefix": "ghcr.io/ninfer-kits", "host": "ghcr.io"}
     kits = {kit["kit"]: kit for kit in document["kits"]}
     assert list(kits) == list(KITS)
     kit = kits["ninfer-3090-sm86"]
@@ -72,6 +73,7 @@ def test_json_has_every_field() -> None:
         "runtime_base_image": "ninfer-kits/debian-trixie-minbase:local",
         "runtime_build_args": {"CUDA_WHEELS": "13.0"},
         "runtime_packages": ["libavformat61", "libavcodec61", "libavutil59", "libswscale8"],
+        "image": "", "runtime_image": "", "pinned": False, "registries": [],
     }
     cuda131 = kits["example-sm120a"]["toolchain"]
     assert (cuda131["id"], cuda131["cuda"]) == ("bullseye-sysroot-cuda131", "13.1.115")
@@ -169,3 +171,35 @@ def test_a_matrix_elsewhere_uses_the_shipped_dockerfiles(tmp_path: Path) -> None
     assert toolchain["runtime_dockerfile_path"] == str(
         ROOT / "dockerfiles/runtime-wheels-debian.Dockerfile")
     assert toolchain["runtime_build_args"] == {"CUDA_WHEELS": "13.1"}
+
+
+def test_json_names_the_pins_and_the_registries_a_build_pulls_from(tmp_path: Path) -> None:
+    """What rebuild.yml reads to log the engine in: a toolchain pinned by digest names its
+    images' registries; one pinned in part names its pinned image's registry and that of the
+    pinned base its other image is built from."""
+    digest = "sha256:" + "ab" * 32
+    image = (f"127.0.0.1:5000/kits/ninfer-kits-toolchain-bullseye-sysroot-cuda130:"
+             f"0123456789abcdef@{digest}")
+    runtime = f"ghcr.io/kits/ninfer-kits-runtime-bullseye-sysroot-cuda130@{digest}"
+    base = f"debian:trixie-slim@{digest}"
+    head, cuda131, tail = PRODUCTION.read_text(encoding="utf-8").partition(
+        "[toolchains.bullseye-sysroot-cuda131]\n")
+    head = head.replace("[toolchains.bullseye-sysroot-cuda130]\n",
+                        f'[toolchains.bullseye-sysroot-cuda130]\nimage = "{image}"\n'
+                        f'runtime_image = "{runtime}"\n')
+    tail = tail.replace('runtime_base_image = "ninfer-kits/debian-trixie-minbase:local"',
+                        f'runtime_base_image = "{base}"\nimage = "{image}"', 1)
+    path = tmp_path / "matrix.toml"
+    tail = tail.replace('prefix = "ghcr.io/ninfer-kits"', 'prefix = "127.0.0.1:5000/kits/"')
+    path.write_text(head + cuda131 + tail, encoding="utf-8")
+    shutil.copy(ROOT / "allowed_signers", tmp_path / "allowed_signers")
+    run = run_matrix("--json", "--matrix", str(path), "ninfer-3090-sm86", "example-sm120a",
+                     cwd=tmp_path)
+    assert (run.returncode, run.stderr) == (0, "")
+    document = json.loads(run.stdout)
+    assert document["registry"] == {"prefix": "127.0.0.1:5000/kits", "host": "127.0.0.1:5000"}
+    pinned, part = (kit["toolchain"] for kit in document["kits"])
+    assert (pinned["image"], pinned["runtime_image"], pinned["pinned"]) == (image, runtime, True)
+    assert pinned["registries"] == ["127.0.0.1:5000", "ghcr.io"]
+    assert (part["image"], part["runtime_image"], part["pinned"]) == (image, "", False)
+    assert part["registries"] == ["127.0.0.1:5000", "docker.io"]

@@ -285,10 +285,47 @@ def test_an_unknown_option_before_the_command_is_the_top_parsers(tmp_path: Path)
     assert done.stderr.startswith("usage: ninfer-kits [-h]"), done.stderr
 
 
-def make_kit_base_images(*args: str) -> subprocess.CompletedProcess[str]:
+def make_kit_base_images(*args: str, matrix: Path = MATRIX) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(ROOT / "scripts" / "make-kit-base-images.py"),
-                           "--matrix", str(MATRIX), *args],
+                           "--matrix", str(matrix), *args],
                           capture_output=True, text=True, check=False, timeout=600)
+
+
+def test_make_kit_base_images_makes_no_base_for_a_pinned_image(engine: str,
+                                                                tmp_path: Path) -> None:
+    """A kit whose toolchain is pinned by digest needs no base (the build pulls its images),
+    and a base pinned by digest is pulled by the build, never debootstrapped; `--toolchain ID`
+    (toolchains.yml, which builds the toolchain anew) wants the bases even so."""
+    from docker_fixtures import BASE_IMAGE, MINBASE_IMAGE, ensure_base_image
+
+    ensure_base_image(BASE_IMAGE)
+    ensure_base_image(MINBASE_IMAGE, include="")
+    pin = "127.0.0.1:5000/kits/ninfer-kits-toolchain-x:0123456789abcdef@sha256:" + "ab" * 32
+    head, cuda131, tail = MATRIX.read_text(encoding="utf-8").partition(
+        "[toolchains.bullseye-sysroot-cuda131]\n")
+    head = head.replace("[toolchains.bullseye-sysroot-cuda130]\n",
+                        f'[toolchains.bullseye-sysroot-cuda130]\nimage = "{pin}"\n'
+                        f'runtime_image = "{pin}"\n')
+    tail = tail.replace('base_image = "ninfer-kits/debian-trixie-base:local"',
+                        f'base_image = "{pin}"', 1)
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text(head + cuda131 + tail, encoding="utf-8")
+    shutil.copy(ROOT / "allowed_signers", tmp_path / "allowed_signers")
+    pinned = make_kit_base_images("ninfer-3090-sm86", matrix=matrix)  # bullseye-sysroot-cuda130
+    assert (pinned.returncode, pinned.stderr) == (0, ""), pinned.stderr
+    assert pinned.stdout.splitlines() == [
+        f"make-kit-base-images: the {role} image of toolchain bullseye-sysroot-cuda130 is "
+        f"pinned ({pin}): pulled by the build, no base needed" for role in ("toolchain",
+                                                                              "runtime")]
+    # cuda131: its base pinned (pulled), its runtime's base a Debian root as before
+    part = make_kit_base_images("example-sm120a", matrix=matrix)
+    assert (part.returncode, part.stderr) == (0, ""), part.stderr
+    assert part.stdout.splitlines() == [
+        f"make-kit-base-images: {MINBASE_IMAGE} is on the engine already"]
+    renewing = make_kit_base_images("--toolchain", "bullseye-sysroot-cuda130", matrix=matrix)
+    assert renewing.stdout.splitlines() == [
+        f"make-kit-base-images: {image} is on the engine already"
+        for image in (BASE_IMAGE, MINBASE_IMAGE)], renewing.stdout
 
 
 def test_make_kit_base_images_finds_the_debian_roots_an_engine_has(engine: str) -> None:
@@ -368,7 +405,8 @@ def test_kit_url_of_a_release_published_to_a_folder_says_where_it_is_recorded(
 def test_publish_names_the_missing_extra_before_the_missing_credentials(
         store: str, module: str, distribution: str, tmp_path: Path, kit: Any) -> None:
     # It asked for GITHUB_TOKEN first; with the token set, it then said PyGithub is missing.
-    from ninfer_kits.matrix import B2Target, GitHubTarget
+    from ninfer_kits.matrix import GitHubTarget
+    from ninfer_kits.stores.b2 import B2Target
     from test_publish_support import matrix_file
 
     matrix = matrix_file(tmp_path, github=GitHubTarget(repository="o/r",

@@ -20,10 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import buildinfo
-from ninfer_kits.atomic import DiskFull, HashingSink, PackedFile, hash_file, write_file
-from ninfer_kits.checksums import read_sha256sums, write_sha256sums
 from ninfer_kits.errors import EXIT_ENVIRONMENT, BadInput, NinferKitsError
+from ninfer_kits.files.atomic import DiskFull, HashingSink, PackedFile, hash_file, write_file
 from ninfer_kits.inspector.archive import KitArchive
 from ninfer_kits.inspector.decompress import (
     FEXTRA,
@@ -31,6 +29,7 @@ from ninfer_kits.inspector.decompress import (
     FRAMED_LENGTH_LIMIT,
     FRAMED_SIZE_LIMIT,
 )
+from ninfer_kits.kit import buildinfo
 from ninfer_kits.pipeline.pack import (
     BLOCK_SIZE,
     BUNDLED_LIBDEFLATE,
@@ -38,6 +37,7 @@ from ninfer_kits.pipeline.pack import (
     compressor,
     pack_tree,
 )
+from ninfer_kits.release.checksums import read_sha256sums, write_sha256sums
 from test_buildinfo import sample
 
 from tools import ROOT, missing, run, sha256_of, tool

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import resources
+from ninfer_kits.config import resources
 from ninfer_kits.errors import BadInput
+from ninfer_kits.files.tarsafe import extract_all
 from ninfer_kits.pipeline import builders
-from ninfer_kits.tarsafe import extract_all
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(p.name for p in (ROOT / "dockerfiles").glob("*.Dockerfile"))
@@ -37,10 +37,6 @@ def test_a_checkout_uses_the_repository_files() -> None:
     assert resources.recipe_path() == ROOT / "build" / "recipe.py"
     assert resources.dockerfiles_dir() == ROOT / "dockerfiles"
     assert list(resources.shipped_dockerfiles()) == SHIPPED
-    assert resources.shipped_dockerfile("runtime-ubuntu.Dockerfile") == (
-        ROOT / "dockerfiles" / "runtime-ubuntu.Dockerfile")
-    for name in ("nope.Dockerfile", "README.md", "../dockerfiles/runtime-ubuntu.Dockerfile"):
-        assert resources.shipped_dockerfile(name) is None
 
 
 def test_the_builders_recipe_is_absolute() -> None:
@@ -144,7 +140,7 @@ def test_sdist_and_wheel_carry_the_recipe_and_dockerfiles(sdist: Path, wheel: Pa
 
 @pytest.mark.slow
 def test_the_installed_package_finds_its_bundled_files(installed: Path, tmp_path: Path) -> None:
-    script = ("import json, ninfer_kits, ninfer_kits.resources as r; "
+    script = ("import json, ninfer_kits, ninfer_kits.config.resources as r; "
               "import ninfer_kits.pipeline.builders as b; "
               "print(json.dumps([ninfer_kits.__file__, str(r.checkout_root()), str(r.root()), "
               "str(b.RECIPE), list(r.shipped_dockerfiles())]))")
@@ -218,7 +214,7 @@ def test_a_maintainers_matrix_anywhere(installed: Path, tmp_path: Path) -> None:
     matrix.write_text(MAINTAINER_MATRIX)
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
-    bundled = Path(ok(run(installed / "python", "-c", "import ninfer_kits.resources as r; "
+    bundled = Path(ok(run(installed / "python", "-c", "import ninfer_kits.config.resources as r; "
                                                       "print(r.root())", cwd=elsewhere)).strip())
     cli = installed / "ninfer-kits"
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from ninfer_kits import buildinfo, kitdir, owed_sources
-from ninfer_kits.tarsafe import extract_all
+from ninfer_kits.files.tarsafe import extract_all
+from ninfer_kits.kit import buildinfo, kitdir, owed_sources
 from roots import proc_in
 from unsigned import unsigned_matrix
 
@@ -99,7 +99,7 @@ def test_one_compile_gives_both_tarballs(docker_kit: Built) -> None:
     kit = kitdir.read_kit_dir(docker_kit.folder)
     assert kit.portable is not None and kit.verified
     assert kit.portable.asset == kit.asset.removesuffix(".tar.gz") + "-portable.tar.gz"
-    assert _info(docker_kit.folder).portable_asset == kit.portable.asset
+    assert _info(docker_kit.folder).asset_of("portable") == kit.portable.asset
     assert docker_kit.stderr.count("==> compile\n") == 1
     plain, portable = kit.size, kit.portable.size
     print(f"\nsizes: plain {plain:,} bytes, portable {portable:,} bytes ({portable / plain:.1f}×)")
@@ -233,8 +233,8 @@ def test_verify_says_what_the_loader_then_does(docker_kit: Built, foreign_roots:
                                                where: str) -> None:
     root = foreign_roots[where]
     outcomes: dict[str, Outcome] = {}
-    for flavour, portable in (("plain", False), ("portable", True)):
-        kit = _unpacked(docker_kit.tarball(portable), tmp_path / flavour)
+    for flavour, is_portable in (("plain", False), ("portable", True)):
+        kit = _unpacked(docker_kit.tarball(is_portable), tmp_path / flavour)
         outcome = outcomes[flavour] = _in_root(root, kit)
         said = (outcome.version.stdout + outcome.version.stderr).strip()[:200]
         print(f"\n{where}, {flavour}: verify loads={outcome.verify_loads}; --version exit "

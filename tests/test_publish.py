@@ -15,15 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import kitdir, ledger, remote
 from ninfer_kits.errors import BadInput, ConfigError
-from ninfer_kits.matrix import B2Target, GitHubTarget, load_matrix
-from ninfer_kits.publish import credentials, notes
+from ninfer_kits.kit import kitdir
+from ninfer_kits.matrix import GitHubTarget, load_matrix
+from ninfer_kits.net import remote
+from ninfer_kits.net.retry import RetryPolicy, ServiceFailed, Transient, server_wait
+from ninfer_kits.publish import notes
 from ninfer_kits.publish.holdings import PublishConflict
 from ninfer_kits.publish.plan import AssetTooLarge
 from ninfer_kits.publish.stage_functions import PublishBusy, held_lock
 from ninfer_kits.publish.stores.local import NOTES_FILE, LocalStore
-from ninfer_kits.retry import RetryPolicy, ServiceFailed, Transient, server_wait
+from ninfer_kits.release import ledger
+from ninfer_kits.stores import b2
+from ninfer_kits.stores.b2 import B2Target
 from test_publish_support import (
     ASSET,
     B2_CANARY,
@@ -226,8 +230,8 @@ def test_a_portable_sibling_is_published_after_the_tarball_and_recorded(
     assert checked.returncode == 0 and checked.stdout.count(": OK") == len(order) - 1, \
         checked.stdout
     entry = ledger.read(tmp_path / "releases" / f"{TAG}.toml")
-    assert (entry.asset, entry.portable_asset, entry.portable_sha256, entry.portable_size) == (
-        ASSET, PORTABLE, kit.portable.sha256, kit.portable.size)
+    assert (entry.asset, entry.tarballs) == (ASSET, (ledger.LedgerTarball(
+        flavour="portable", asset=PORTABLE, sha256=kit.portable.sha256, size=kit.portable.size),))
     assert [a.name for a in entry.assets] == order
     assert entry.url(PORTABLE) == (folder / PORTABLE).as_uri()
     text = (tmp_path / "releases" / f"{TAG}.toml").read_text()
@@ -248,7 +252,7 @@ def test_a_kit_without_a_portable_sibling_records_none(tmp_path: Path,
                    tmp_path, Captured().reporter)
     assert PORTABLE not in [asset.name for asset in done.release.assets]
     entry = ledger.read(tmp_path / "releases" / f"{TAG}.toml")
-    assert (entry.portable_asset, entry.portable_sha256, entry.portable_size) == (None,) * 3
+    assert entry.tarballs == () and entry.tarball_of("portable") is None
     assert "\nportable_" not in (tmp_path / "releases" / f"{TAG}.toml").read_text()
     assert "-portable" not in done.release.notes
 
@@ -280,7 +284,8 @@ def test_notes_hold_the_floor_the_commands_the_revision_and_the_license() -> Non
 
 def test_notes_of_a_kit_with_a_portable_sibling_say_what_it_is_and_how_to_get_it() -> None:
     base = "https://github.com/ninfer-kits/ninfer-kits/releases/download/" + TAG
-    text = notes.render(info_for(), tag=TAG, asset=ASSET, download_base=base, portable=PORTABLE)
+    text = notes.render(info_for(), tag=TAG, asset=ASSET, download_base=base,
+                        tarballs=(("portable", PORTABLE),))
     lines = text.splitlines()
     what = next(line for line in lines if line.startswith(f"`{PORTABLE}`"))
     assert "carrying its own libraries" in what and "`kit/lib/`" in what
@@ -317,8 +322,8 @@ def _portable_entry() -> ledger.LedgerEntry:
     sibling = ledger.LedgerAsset(name=PORTABLE, size=34, sha256="c" * 64, sha1="d" * 40,
                                  urls=(("github", "https://gh/p"),))
     return type(entry)(**{**entry.__dict__, "assets": (entry.assets[0], sibling),
-                          "portable_asset": PORTABLE, "portable_sha256": "c" * 64,
-                          "portable_size": 34})
+                          "tarballs": (ledger.LedgerTarball(flavour="portable", asset=PORTABLE,
+                                                            sha256="c" * 64, size=34),)})
 
 
 def test_the_ledger_records_the_portable_tarball_and_older_files_read_without_it(
@@ -327,13 +332,14 @@ def test_the_ledger_records_the_portable_tarball_and_older_files_read_without_it
     ledger.write(path, _portable_entry())
     read = ledger.read(path)
     assert read == _portable_entry()
-    assert (read.portable_asset, read.portable_sha256, read.portable_size) == (
+    recorded = read.tarball_of("portable")
+    assert recorded is not None and (recorded.asset, recorded.sha256, recorded.size) == (
         PORTABLE, "c" * 64, 34)
     assert read.url(PORTABLE) == "https://gh/p"
     # a file written before portable kits (or for a kit without one): no portable keys
     older = ledger.render(_entry())
     assert "portable" not in older
-    assert ledger.parse(older).portable_asset is None
+    assert ledger.parse(older).tarball_of("portable") is None
     assert not read.same_release(_entry())
 
 
@@ -450,7 +456,7 @@ def test_the_production_matrix_publishes_to_b2_then_github() -> None:
     assert publish_table.remotes == ("b2", "github")
     assert publish_table.github == GitHubTarget(repository="ninfer-kits/ninfer-kits",
                                                 api="https://api.github.com")
-    assert publish_table.b2 == B2Target(bucket="ninfer-kits", prefix="kits/")
+    assert publish_table.targets["b2"] == B2Target(bucket="ninfer-kits", prefix="kits/")
     assert publish_table.ledger == "commit"
 
 
@@ -602,15 +608,15 @@ def test_tokens_and_keys_come_from_their_variables_and_env_files(tmp_path: Path)
     env_file = tmp_path / "b2.env"
     env_file.write_text("# the seed's rented-box file\nexport B2_APPLICATION_KEY_ID='005abc'\n"
                         f'B2_APPLICATION_KEY="{B2_CANARY}"\nB2_BUCKET=ninfer-kits # unused\n')
-    key_id, key = credentials.b2_key({"NINFER_B2_ENV": str(env_file)})
+    key_id, key = b2.b2_key({"NINFER_B2_ENV": str(env_file)})
     assert (key_id, key.value, key.source) == ("005abc", B2_CANARY, str(env_file))
     assert B2_CANARY not in repr(key) + str(key)
-    given = credentials.b2_key({"B2_APPLICATION_KEY_ID": "x", "B2_APPLICATION_KEY": "y" * 8},
+    given = b2.b2_key({"B2_APPLICATION_KEY_ID": "x", "B2_APPLICATION_KEY": "y" * 8},
                                env_file)
     assert given[0] == "005abc"  # --b2-env wins over the variables
     env_file.write_text(f"B2_APPLICATION_KEY_ID=005abc\nthis line holds {B2_CANARY}\n")
     with pytest.raises(BadInput, match=r"line 2: not a KEY=VALUE line$") as caught:
-        credentials.b2_key({}, env_file)
+        b2.b2_key({}, env_file)
     assert B2_CANARY not in str(caught.value)
     assert remote.redact(f"token {CANARY} and key {B2_CANARY}") == "token *** and key ***"
 

@@ -15,11 +15,13 @@ from b2sdk.v2 import RawSimulator
 from b2sdk.v2.exception import ServiceError
 
 from github_server import GitHubServer
-from ninfer_kits import kitdir, ledger
 from ninfer_kits.errors import BadInput
-from ninfer_kits.matrix import B2Target, GitHubTarget
+from ninfer_kits.kit import kitdir
+from ninfer_kits.matrix import GitHubTarget
+from ninfer_kits.net.retry import ServiceFailed
 from ninfer_kits.publish.holdings import PublishConflict
-from ninfer_kits.retry import ServiceFailed
+from ninfer_kits.release import ledger
+from ninfer_kits.stores.b2 import B2Target
 from test_publish_github import asset_bytes
 from test_publish_support import (
     ASSET,
@@ -167,12 +169,12 @@ def test_a_failed_large_upload_is_cancelled_and_a_rerun_completes(
 def test_an_unfinished_large_file_left_behind_is_cancelled(
         sim: tuple[Any, str, str], kit: kitdir.KitDir, tmp_path: Path) -> None:
     bucket = sim[0].get_bucket_by_name("ninfer-kits")
-    left = sim[0].session.start_large_file(bucket.id_, PREFIX + ASSET, "application/gzip", {})
-    left = type("Started", (), {"file_id": left["fileId"]})
+    started = sim[0].session.start_large_file(bucket.id_, PREFIX + ASSET, "application/gzip", {})
+    left_id = started["fileId"]
     captured = Captured()
     run(sim, kit, tmp_path, captured)
     assert f"B2: cancelling the unfinished large file {PREFIX}{ASSET}" in captured.all()
-    assert left.file_id not in [f.file_id for f in bucket.list_unfinished_large_files()]
+    assert left_id not in [f.file_id for f in bucket.list_unfinished_large_files()]
     assert_complete(sim[0], kit)
 
 

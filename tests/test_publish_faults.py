@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from github_server import GitHubServer
-from ninfer_kits import kitdir, ledger
 from ninfer_kits.errors import NinferKitsError
+from ninfer_kits.kit import kitdir
 from ninfer_kits.matrix import GitHubTarget
-from ninfer_kits.retry import RetryPolicy
+from ninfer_kits.net.retry import RetryPolicy
+from ninfer_kits.release import ledger
 from test_publish_github import NAMES, assert_complete, check_published_releases
 from test_publish_support import (
     CANARY,

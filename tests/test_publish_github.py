@@ -20,11 +20,12 @@ import pytest
 from github.GitReleaseAsset import GitReleaseAsset
 
 from github_server import Event, GitHubServer, Snapshot
-from ninfer_kits import kitdir, ledger
 from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.kit import kitdir
 from ninfer_kits.matrix import GitHubTarget
+from ninfer_kits.net.retry import RetryPolicy, ServiceFailed
 from ninfer_kits.publish.holdings import PublishConflict, PublishRefused
-from ninfer_kits.retry import RetryPolicy, ServiceFailed
+from ninfer_kits.release import ledger
 from test_publish_support import (
     ASSET,
     CANARY,
@@ -182,8 +183,8 @@ def test_a_portable_sibling_goes_up_right_after_the_tarball_and_into_the_ledger(
     assert f"{server.web_url}/o/r/releases/download/{TAG}/{PORTABLE}" in release.body
     entry = ledger.read(outcome.ledger)
     assert [a.name for a in entry.assets] == order
-    assert (entry.portable_asset, entry.portable_sha256, entry.portable_size) == (
-        PORTABLE, kit.portable.sha256, kit.portable.size)
+    assert entry.tarballs == (ledger.LedgerTarball(
+        flavour="portable", asset=PORTABLE, sha256=kit.portable.sha256, size=kit.portable.size),)
     assert entry.url(PORTABLE) == f"{server.web_url}/o/r/releases/download/{TAG}/{PORTABLE}"
     # a re-run finds the whole release, the sibling included, and changes nothing
     mark = len(server.events)

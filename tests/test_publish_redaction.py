@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from github_server import GitHubServer
-from ninfer_kits import remote
 from ninfer_kits.matrix import GitHubTarget
+from ninfer_kits.net import remote
 from test_publish_support import CANARY, cli, compile_program, make_kit, matrix_file
 
 

@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 from github_server import GitHubServer
-from ninfer_kits import kitdir, ledger
 from ninfer_kits.errors import BadInput
-from ninfer_kits.matrix import B2Target, GitHubTarget
+from ninfer_kits.kit import kitdir
+from ninfer_kits.matrix import GitHubTarget
 from ninfer_kits.publish.holdings import PublishConflict
+from ninfer_kits.release import ledger
+from ninfer_kits.stores.b2 import B2Target
 from test_publish_b2 import B2_CANARY, Recording, download, listed
 from test_publish_github import NAMES, asset_bytes, changes
 from test_publish_support import (

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from github_server import GitHubServer
-from ninfer_kits import kitdir, ledger, reproduction
 from ninfer_kits.errors import BadInput
+from ninfer_kits.kit import kitdir
 from ninfer_kits.matrix import GitHubTarget
+from ninfer_kits.release import ledger, reproduction
 from test_publish_support import (
     CANARY,
     TAG,

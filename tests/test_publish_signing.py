@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import kitdir, ledger
-from ninfer_kits.signatures import NAMESPACE, read_allowed_signers
+from ninfer_kits.kit import kitdir
+from ninfer_kits.release import ledger
+from ninfer_kits.release.signatures import NAMESPACE, read_allowed_signers
 from test_publish_support import ASSET, TAG, cli, matrix_file
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None,

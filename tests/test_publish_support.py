@@ -17,24 +17,25 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits import attestations, buildinfo, kitdir, owed_sources
-from ninfer_kits.atomic import write_file
-from ninfer_kits.buildinfo import BuildInfo
-from ninfer_kits.checksums import (
+from ninfer_kits.files.atomic import write_file
+from ninfer_kits.kit import attestations, buildinfo, flavours, kitdir, owed_sources
+from ninfer_kits.kit.buildinfo import BuildInfo
+from ninfer_kits.kit.owed_sources import OwedSources
+from ninfer_kits.log import Reporter
+from ninfer_kits.matrix import GitHubTarget, Matrix, load_matrix
+from ninfer_kits.net.remote import Secret
+from ninfer_kits.net.retry import RetryPolicy
+from ninfer_kits.pipeline.pack import pack_kit, pack_tree
+from ninfer_kits.publish.stages import run_publish
+from ninfer_kits.publish.state import Outcome, PublishRequest
+from ninfer_kits.publish.store import Store
+from ninfer_kits.release.checksums import (
     read_sha256sums,
     render_sums,
     write_sha1sums,
     write_sha256sums,
 )
-from ninfer_kits.log import Reporter
-from ninfer_kits.matrix import B2Target, GitHubTarget, Matrix, load_matrix
-from ninfer_kits.owed_sources import OwedSources
-from ninfer_kits.pipeline.pack import pack_kit, pack_tree
-from ninfer_kits.publish.stages import run_publish
-from ninfer_kits.publish.state import Outcome, PublishRequest
-from ninfer_kits.publish.store import Store
-from ninfer_kits.remote import Secret
-from ninfer_kits.retry import RetryPolicy
+from ninfer_kits.stores.b2 import B2Target
 
 from tools import ROOT, tool
 
@@ -42,7 +43,7 @@ REVISION = "9899488d" + "0123456789abcdef0123456789abcdef"
 KIT = "example"
 TAG = "example-v0.3.0-linux-sm86"
 ASSET = "ninfer-example-kit-v0.3.0-sm86.tar.gz"
-PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"  # kitdir.PORTABLE.asset(ASSET)
+PORTABLE = "ninfer-example-kit-v0.3.0-sm86-portable.tar.gz"  # flavours.PORTABLE.asset(ASSET)
 FAST = RetryPolicy(attempts=6, first_delay=0.001, max_delay=0.01, scale=0.001)
 CANARY = "ghp_CANARY0123456789abcdefCANARY98765"
 B2_CANARY = "K005CANARYb2applicationkey0123456789"
@@ -89,7 +90,7 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     kitdir.install). `payload` adds a file to the tarball: another payload, another kit.
     `portable` adds the portable sibling <stem>-portable.tar.gz (see `portable_tree`), named
     in BUILDINFO.txt's portable_asset and listed in both checksum files. `attested` adds each
-    tarball's SBOM and provenance (ninfer_kits.attestations) as `build` does; without it the
+    tarball's SBOM and provenance (ninfer_kits.kit.attestations) as `build` does; without it the
     folder is a kit built before them. `portable_readme`: the portable kit's
     third_party/README, as the build writes it (none without). `manifest` packs each tarball
     as the build's pack stage does, with kit/MANIFEST.json (pack_kit); without it the kit is
@@ -99,9 +100,9 @@ def make_kit(dist: Path, program: Path, *, payload: bytes = b"", info: BuildInfo
     kit/third_party/licences.json, as the build writes them. `licence_text`: the upstream's
     LICENSE."""
     info = info or info_for()
-    sibling = kitdir.PORTABLE.asset(asset) if portable else None
+    sibling = flavours.PORTABLE.asset(asset) if portable else None
     if sibling is not None:
-        info = dataclasses.replace(info, portable_asset=sibling)
+        info = dataclasses.replace(info, flavour_assets=(("portable", sibling),))
     work = dist.parent / f".kit-work-{os.getpid()}-{len(payload)}-{hash(payload) & 0xffff}"
     shutil.rmtree(work, ignore_errors=True)
     tree = work / "kit"
@@ -208,7 +209,7 @@ def portable_tree(tree: Path, info: BuildInfo, libraries: Sequence[Library] = ()
         (tree / attestations.BUNDLED_LICENCES).write_bytes(
             attestations.bundled_licences_json(licences))
         listed = (f"kit/{attestations.BUNDLED_LICENCES}",)
-    own = dataclasses.replace(info, flavour="portable", portable_asset="none", bundled=tuple(rows),
+    own = dataclasses.replace(info, flavour="portable", flavour_assets=(), bundled=tuple(rows),
                               licenses=(*info.licenses, *listed))
     (tree / kitdir.BUILDINFO).write_text(buildinfo.render(own, with_run=False))
 

@@ -65,7 +65,8 @@ from act_runner import (
     wheelhouse,
 )
 from github_server import GitHubServer, IssueView, ReleaseView
-from ninfer_kits import kitindex, ledger
+from ninfer_kits.release import kitindex, ledger
+from ninfer_kits.release.ledger import LedgerEntry
 from rebuild_matrix import rebuild_matrix
 
 from docker_fixtures import (
@@ -148,7 +149,7 @@ class World:
     def releases(self) -> dict[str, ReleaseView]:
         return {r.tag_name: r for r in self.server.snapshot().of(REPO) if not r.draft}
 
-    def ledger(self) -> dict[str, ledger.LedgerEntry]:
+    def ledger(self) -> dict[str, LedgerEntry]:
         """releases/*.toml on the remote's main."""
         bare = self.remotes[REPO]
         names = git("ls-tree", "--name-only", "main", "releases/", cwd=bare).splitlines()
@@ -163,7 +164,7 @@ class World:
                 out[entry.tag] = entry
         return out
 
-    def index(self) -> dict[str, ledger.LedgerEntry]:
+    def index(self) -> dict[str, LedgerEntry]:
         """releases/index.json on the remote's main, as fetch reads it: tag → entry."""
         text = git("show", "main:releases/index.json", cwd=self.remotes[REPO])
         return {entry.tag: entry for entry in kitindex.parse(text.encode(), "index.json")}
@@ -194,10 +195,10 @@ def _upstream(place: Path, name: str, bare: Path) -> str:
 def _ensure_images(matrix: Path) -> None:
     """The test toolchain's images, made on the engine before act runs: the jobs' builds find
     them by their content tag (as a runner whose engine made them once does)."""
-    from ninfer_kits.engine import connect
+    from ninfer_kits.host.engine import connect
     from ninfer_kits.log import Reporter
     from ninfer_kits.matrix import load_matrix
-    from ninfer_kits.pipeline.docker_builder import ImageRecipe, ensure_image
+    from ninfer_kits.pipeline.images import ImageRecipe, ensure_image
 
     ensure_base_image(BASE_IMAGE)
     ensure_base_image(MINBASE_IMAGE, include="")
@@ -269,7 +270,7 @@ class First:
     run: ActRun
     again: ActRun
     releases: dict[str, ReleaseView]
-    ledger: dict[str, ledger.LedgerEntry]
+    ledger: dict[str, LedgerEntry]
     history: list[str]
 
 
@@ -284,7 +285,7 @@ def first(world: World) -> First:
 def test_a_scheduled_run_builds_publishes_and_lands_both_stale_kits(world: World,
                                                                       first: First) -> None:
     run = first.run
-    assert run.returncode == 0, run.text[-6000:]
+    assert run.returncode == 0, run.failure
     assert set(run.jobs.values()) == {"success"}, run.jobs
     assert len(run.legs("build")) == 2 and len(run.legs("publish")) == 2, run.jobs
     assert len(run.legs("reproduce")) == 2, run.jobs
@@ -302,7 +303,7 @@ def test_each_kit_of_the_first_run_was_reproduced_and_its_release_says_so(
         world: World, first: First) -> None:
     """The reproduce legs rebuilt each kit cold beside the build and compared; publish put
     their record in the release and its notes."""
-    from ninfer_kits import reproduction
+    from ninfer_kits.release import reproduction
 
     for tag, release in first.releases.items():
         kit = first.ledger[tag].kit
@@ -320,7 +321,7 @@ def test_each_kit_of_the_first_run_was_reproduced_and_its_release_says_so(
 
 def test_the_next_scheduled_run_builds_nothing(world: World, first: First) -> None:
     run = first.again
-    assert run.returncode == 0, run.text[-6000:]
+    assert run.returncode == 0, run.failure
     assert "0 of 2 kits stale" in run.text
     assert run.job_ids == {"watch"}, run.jobs
     assert world.releases().keys() == first.releases.keys()
@@ -405,7 +406,7 @@ def forced(world: World, first: First) -> Forced:
 def test_a_forced_rebuild_of_a_published_kit_is_reproduced_and_changes_nothing(
         world: World, forced: Forced) -> None:
     run = forced.run
-    assert run.returncode == 0, run.text[-6000:]
+    assert run.returncode == 0, run.failure
     assert set(run.jobs.values()) == {"success"}, run.jobs
     assert len(run.legs("build")) == 1 and len(run.legs("publish")) == 1, run.jobs
     assert "forced" in run.text
@@ -556,7 +557,7 @@ def concurrent(world: World, failing: Failing) -> Concurrent:
 def test_two_runs_at_once_leave_whole_releases_and_both_ledger_files(
         world: World, concurrent: Concurrent) -> None:
     for run in concurrent.runs:
-        assert run.returncode == 0, run.text[-6000:]
+        assert run.returncode == 0, run.failure
     releases = [r for r in world.server.snapshot().of(REPO)]
     tags = [r.tag_name for r in releases]
     assert len(tags) == len(set(tags)) and not [r for r in releases if r.draft], tags

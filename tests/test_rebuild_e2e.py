@@ -46,9 +46,10 @@ from typing import Any
 import pytest
 
 from github_server import GitHubServer
-from ninfer_kits import buildinfo, kitdir, ledger
-from ninfer_kits.checksums import SHA256, parse_sums
-from ninfer_kits.ledger import LedgerEntry
+from ninfer_kits.kit import buildinfo, kitdir
+from ninfer_kits.release import ledger
+from ninfer_kits.release.checksums import SHA256, parse_sums
+from ninfer_kits.release.ledger import LedgerEntry
 from rebuild_matrix import rebuild_matrix
 
 from tools import ROOT, git, needs_libcurl_headers, nvcc, sha256_of, tool

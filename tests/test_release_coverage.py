@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from github_server import GitHubServer
-from ninfer_kits import kitdir
-from ninfer_kits.checksums import parse_sums
 from ninfer_kits.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED
+from ninfer_kits.kit import flavours, kitdir
 from ninfer_kits.matrix import GitHubTarget, load_matrix
 from ninfer_kits.publish.credentials import SigningKey
-from ninfer_kits.signatures import NAMESPACE, read_allowed_signers
+from ninfer_kits.release.checksums import parse_sums
+from ninfer_kits.release.signatures import NAMESPACE, read_allowed_signers
 from test_publish_reproduction import write_record
 from test_publish_signing import IDENTITY, SIGNING
 from test_publish_support import (
@@ -116,7 +116,7 @@ def _assert_all_listed(files: dict[str, bytes]) -> None:
         assert hashlib.sha256(files[name]).hexdigest() == digest, name
     # what README's first command runs, and what was missing before
     assert {kitdir.PYZ, kitdir.SHA1SUMS, "REPRODUCTION.json"} <= set(listed)
-    assert {kitdir.PORTABLE.asset(ASSET), ASSET.replace(".tar.gz", ".cdx.json")} <= set(listed)
+    assert {flavours.PORTABLE.asset(ASSET), ASSET.replace(".tar.gz", ".cdx.json")} <= set(listed)
 
 
 def test_every_file_of_a_local_release_but_the_signature_is_listed(local_release: Path) -> None:

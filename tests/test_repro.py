@@ -108,12 +108,14 @@ def reproduced(example_repo: tuple[Path, str], tiny_repo: tuple[Path, str],
         built = leaky_place / "w" / "a" / "dist"
         theirs = next(built.iterdir()) if built.is_dir() else None
         # (the tiny engine without the leak: its rebuild cannot match the leaky kit either)
+        # (--revision: without it, repro builds the revision the kit records)
         differs = pool.submit(_against, theirs, records, "differs", "--source",
-                              str(tiny_repo[0])) if theirs else None
+                              str(tiny_repo[0]), "--revision", tiny_repo[1]) if theirs else None
         broken = _broken_copy(example_repo[0], records)
         ours = example_place / "w" / "a" / "dist"
         kit = next(ours.iterdir()) if ours.is_dir() else theirs or records
-        failing = _against(kit, records, "failing", "--source", str(broken))
+        failing = _against(kit, records, "failing", "--source", str(broken), "--revision",
+                           git("rev-parse", "HEAD", cwd=broken))
         return Reproduced(done, example_place, leaked, leaky_place,
                           differs.result() if differs else None, failing, records)
 
@@ -146,6 +148,12 @@ def test_against_a_kit_that_differs_says_so_and_records_it(reproduced: Reproduce
     assert (written["result"], written["run"], written["tag"]) == \
         ("differs", "a test run", folder.name)
     assert any("kit/bin/ninfer" in line for line in written["differences"]), written
+    # the drift: another upstream commit (--revision), built with the same compilers
+    assert written["summary"].startswith("the upstream revision differs: the kit was built "
+                                         "from"), written
+    assert written["differences"][0].startswith("drift: the upstream revision differs"), written
+    assert written["differences"][1].startswith(
+        "drift: both built with the build machine's own compilers, of the same versions"), written
     assert written["compared"] == {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
                                    for path in folder.glob("*.tar.gz")}
 
@@ -281,6 +289,11 @@ def test_against_a_local_release_fetched_from_a_checkout_made_dirty(
                   str(tmp_path / "w"), cwd=project, matrix=project / "matrix.toml")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert again.stdout.endswith("reproducible: the tarballs are identical bytes\n")
+    # no --revision: the rebuild built the commit the fetched kit records; a local builder's
+    # kit ran in no image, and repro says nothing of one
+    assert f"repro: building {tiny_repo[1]}, the revision {fetched}/BUILDINFO.txt records" in \
+        again.stderr, again.stderr[-3000:]
+    assert "toolchain image" not in again.stderr
     assert "run.pipeline_changes: notes.txt" in again.stdout
     # The kit folder published (with the provenance, which fetch does not take) against the
     # rebuild: the provenance's commit differs only where expected.

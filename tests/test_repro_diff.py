@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 
-from ninfer_kits import kitdir
-from ninfer_kits.buildinfo import RUN_MARKER
+from ninfer_kits.files.tarsafe import extract_all
+from ninfer_kits.kit import kitdir
+from ninfer_kits.kit.buildinfo import RUN_MARKER
 from ninfer_kits.repro import device, model
 from ninfer_kits.repro.diff import Limits, compare, render, to_json
 from ninfer_kits.repro.model import Cause, Comparison, MemberDiff
-from ninfer_kits.tarsafe import extract_all
 from test_publish_support import compile_program, info_for, make_kit
 
 from tools import nvcc, run

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ninfer_kits.retry import SECONDARY_LIMIT_WAIT, limit_wait, server_wait
+from ninfer_kits.net.retry import SECONDARY_LIMIT_WAIT, limit_wait, server_wait
 
 NOW = 1_700_000_000.0
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import signatures
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
-from ninfer_kits.signatures import (
+from ninfer_kits.release import signatures
+from ninfer_kits.release.signatures import (
     NAMESPACE,
     BadSignature,
     NotASignature,
@@ -373,7 +373,8 @@ def test_matrix_signing_table_says_where(tmp_path: Path, signing: str, allowed: 
 
 
 def test_the_pyz_carries_allowed_signers_beside_its_matrix(tmp_path: Path) -> None:
-    from ninfer_kits import pyz, resources
+    from ninfer_kits.config import resources
+    from ninfer_kits.release import pyz
 
     (tmp_path / "keys").mkdir()
     path = _matrix(tmp_path, SIGNING.replace('"allowed_signers"', '"keys/allowed_signers"'))
@@ -396,7 +397,7 @@ def test_the_ledger_records_the_signing_key() -> None:
     import dataclasses
     import datetime
 
-    from ninfer_kits import ledger
+    from ninfer_kits.release import ledger
 
     entry = ledger.LedgerEntry(
         tag="t", kit="k", card="c", upstream="o/n", upstream_url="https://x/o/n.git",

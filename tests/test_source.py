@@ -26,7 +26,7 @@ from ninfer_kits.errors import (
 from ninfer_kits.matrix import CudaVersion, Upstream, load_matrix
 from ninfer_kits.pipeline.git import redact_url
 from ninfer_kits.pipeline.mirror import FetchFailed, FetchRefused, FetchUnreachable
-from ninfer_kits.pipeline.source import EXPORT_MTIME, SourceTree, fetch_source, resolve_revision
+from ninfer_kits.pipeline.source import EXPORT_MTIME, SourceTree, fetch_source
 
 from tools import TOOLCHAIN_TC
 
@@ -176,8 +176,9 @@ def test_explicit_revision_wins_over_the_pinned_one(
     upstream = make_upstream(origin.file_url, revision=origin.first[:12])
     tree = fetch(upstream, cache, tmp_path / "out", revision=origin.release[:10])
     assert (tree.revision, tree.version) == (origin.release, "1.0.0")
-    assert resolve_revision(upstream, cache_dir=cache) == origin.first
-    assert resolve_revision(upstream, cache_dir=cache, revision=origin.second) == origin.second
+    assert fetch(upstream, cache, tmp_path / "pinned").revision == origin.first
+    assert fetch(upstream, cache, tmp_path / "second",
+                 revision=origin.second).revision == origin.second
 
 
 def test_missing_revision_names_revision_url_and_branch(
@@ -236,8 +237,8 @@ def test_an_ambiguous_short_sha_is_refused(origin: Origin, cache: Path, tmp_path
     assert shas[0] in str(caught.value) and shas[1] in str(caught.value)
     # One more digit tells them apart, unless the two share it too.
     if shas[0][7] != shas[1][7]:
-        found = resolve_revision(upstream, cache_dir=cache, revision=shas[1][:8])
-        assert found == shas[1]
+        found = fetch(upstream, cache, tmp_path / "eight", revision=shas[1][:8])
+        assert found.revision == shas[1]
 
 
 # --------------------------------------------------------------------------- fetching
@@ -270,7 +271,7 @@ def test_url_overrides_the_matrix_url(
 
 def test_a_new_commit_is_fetched(origin: Origin, cache: Path, tmp_path: Path) -> None:
     upstream = make_upstream(origin.file_url)
-    assert resolve_revision(upstream, cache_dir=cache) == origin.second
+    assert fetch(upstream, cache, tmp_path / "before").revision == origin.second
     write(origin.path, {"VERSION": "0.3.0\n"})
     third = commit(origin.path, "third", T4)
     log = Recorder()
@@ -661,7 +662,7 @@ def test_a_folder_at_an_explicit_revision(outer: Outer, cache: Path, tmp_path: P
     assert fetch(upstream, cache, tmp_path / "new").revision == newer
     old = fetch(upstream, cache, tmp_path / "old", revision=outer.engine_commit[:9])
     assert (old.revision, old.version, old.commit_time) == (outer.engine_commit, "0.0.1", T1)
-    assert resolve_revision(upstream, cache_dir=cache) == newer
+    assert fetch(upstream, cache, tmp_path / "again").revision == newer
     with pytest.raises(BadInput, match=r"revision 'deadbeef' not found in .*is it committed there"):
         fetch(upstream, cache, tmp_path / "none", revision="deadbeef")
 

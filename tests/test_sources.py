@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 import source_archive
-from ninfer_kits import kitdir, owed_sources
-from ninfer_kits.checksums import read_sha256sums
 from ninfer_kits.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, ConfigError
+from ninfer_kits.kit import kitdir, owed_sources
+from ninfer_kits.kit.owed_sources import Archive, Keyring, OwedPackage, OwedSources
 from ninfer_kits.matrix import load_matrix
-from ninfer_kits.owed_sources import Archive, Keyring, OwedPackage, OwedSources
 from ninfer_kits.pipeline import copyleft
+from ninfer_kits.release.checksums import read_sha256sums
 from source_archive import Key, Served
 from test_publish_support import TAG, cli, make_kit, matrix_file
 
@@ -142,7 +142,7 @@ def _build_root(tmp_path: Path) -> Path:
 RECORD_IN_CHILD = """\
 import sys
 from pathlib import Path
-from ninfer_kits import owed_sources
+from ninfer_kits.kit import owed_sources
 from ninfer_kits.pipeline import copyleft
 from ninfer_kits.pipeline.provenance import Origin
 root = Path(sys.argv[1])

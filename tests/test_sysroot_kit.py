@@ -43,7 +43,7 @@ from typing import Any
 import pytest
 
 from github_server import GitHubServer
-from ninfer_kits import buildinfo, kitdir
+from ninfer_kits.kit import buildinfo, kitdir
 from ninfer_kits.matrix import load_matrix
 from roots import proc_in
 from source_archive import archive_for

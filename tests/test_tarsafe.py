@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ninfer_kits import tarsafe
-from ninfer_kits.tarsafe import UnsafeMember
+from ninfer_kits.files import tarsafe
+from ninfer_kits.files.tarsafe import UnsafeMember
 
 from tools import ROOT, missing
 
@@ -166,13 +166,13 @@ def test_nothing_else_passes_filter_to_tarfile() -> None:
 
 
 def test_the_docker_builder_copies_its_output_out_of_a_container(tmp_path: Path) -> None:
-    """_copy_out on a real container: what Debian 12's own Python crashed on after a whole
+    """copy_out on a real container: what Debian 12's own Python crashed on after a whole
     compile (`extractall(..., filter="data")`, a TypeError on 3.11.2)."""
     try:
         import docker
     except ImportError:
         missing("the docker SDK (pip install docker)")
-    from ninfer_kits.pipeline.docker_builder import _copy_out
+    from ninfer_kits.pipeline.containers import copy_out
 
     from docker_fixtures import MINBASE_IMAGE, ensure_base_image, ensure_engine
 
@@ -186,7 +186,7 @@ def test_the_docker_builder_copies_its_output_out_of_a_container(tmp_path: Path)
     container = client.containers.create(MINBASE_IMAGE, command=["/nonexistent"])
     try:
         assert container.put_archive("/", raw)
-        _copy_out(container, "/out", tmp_path / "copied")
+        copy_out(container, "/out", tmp_path / "copied")
     finally:
         container.remove(force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copied"]

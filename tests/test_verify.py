@@ -339,10 +339,10 @@ def test_the_exit_status_tells_a_refusal_from_a_machine_that_cannot_run_it(
 
 def test_fetch_auto_with_nothing_that_runs_is_the_machines_verdict(tmp_path: Path) -> None:
     """No published kit will run on the root chosen for: exit 4, before anything is fetched."""
-    from ninfer_kits import kitindex, ledger
     from ninfer_kits.inspector.floor import kit_floor
-    from ninfer_kits.ledger import LedgerFlavour
     from ninfer_kits.publish.needs import needs_of
+    from ninfer_kits.release import kitindex, ledger
+    from ninfer_kits.release.ledger import LedgerFlavour
     from test_fetch import ASSET, checkout, make_kit, publish_folder, write_ledger
     from test_fetch import cli as ninfer_kits
 

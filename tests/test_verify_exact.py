@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from ninfer_kits.config.tables import parse
 from ninfer_kits.errors import ConfigError
 from ninfer_kits.inspector.elf import read_elf
 from ninfer_kits.inspector.floor import kit_floor
 from ninfer_kits.loader.facts import glibc_platform, platform_of
 from ninfer_kits.loader.rootfs import RootFS
 from ninfer_kits.platforms.distros import shipped_distros
-from ninfer_kits.tables import parse
 from ninfer_kits.verify import fixes
 from ninfer_kits.verify.check import verify
 from ninfer_kits.verify.fixes import Advice, fix_for, system_of

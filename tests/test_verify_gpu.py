@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
+from ninfer_kits.config.tables import Locator, Source, Table, read_data_file
 from ninfer_kits.errors import ConfigError
+from ninfer_kits.host.nvidia_smi import query_args as smi_query_args
 from ninfer_kits.inspector.elf import read_elf
 from ninfer_kits.platforms import cuda_drivers as drivers
 from ninfer_kits.platforms.cuda_drivers import cuda_drivers, kit_cuda_version
-from ninfer_kits.tables import Locator, Source, Table, read_data_file
 from ninfer_kits.verify import gpu_host
 from ninfer_kits.verify.gpu import (
     CANNOT_RUN,
@@ -260,7 +261,7 @@ def test_a_library_that_is_not_the_driver(fake_driver: dict[str, Path]) -> None:
 
 def test_nvidia_smi_as_the_last_resort(tmp_path: Path) -> None:
     smi = script(tmp_path, "nvidia-smi",
-                 f'[ "$1 $2" = "{" ".join(gpu_host.SMI_QUERY)}" ] || exit 2\n'
+                 f'[ "$1 $2" = "{" ".join(smi_query_args(gpu_host.SMI_FIELDS))}" ] || exit 2\n'
                  f"cat '{H200_SMI}'")
     found = probe_host(proc_version=tmp_path / "absent", libcuda=None, libnvml=None,
                        nvidia_smi=smi)

@@ -19,9 +19,10 @@ from typing import ClassVar
 import pytest
 
 from github_server import GitHubServer
-from ninfer_kits import cli, ledger
+from ninfer_kits import cli
 from ninfer_kits.matrix import load_matrix
 from ninfer_kits.matrix.inputs import kit_inputs
+from ninfer_kits.release import ledger
 
 HEAD_A = "a" * 40
 HEAD_B = "b" * 40

@@ -47,7 +47,7 @@ def _load(path: Path) -> Any:
 
 
 def test_both_workflows_are_there() -> None:
-    assert [path.name for path in FILES] == ["ci.yml", "rebuild.yml"]
+    assert [path.name for path in FILES] == ["ci.yml", "rebuild.yml", "toolchains.yml"]
 
 
 def _actionlint(*paths: Path) -> subprocess.CompletedProcess[str]:
@@ -119,9 +119,18 @@ def test_least_privilege_and_secrets_only_where_published(path: Path) -> None:
             writes = {scope for scope, value in job["permissions"].items() if value == "write"}
             # rebuild.yml's attest job alone mints an OIDC token and stores attestations; its
             # pages job alone deploys (with an OIDC token, as deploy-pages needs)
+            # toolchains.yml's renew job alone pushes images; its propose job alone pushes a
+            # branch and opens a pull request
             allowed = {("rebuild.yml", "attest"): ATTEST_WRITES,
-                       ("rebuild.yml", "pages"): PAGES_WRITES}.get((path.name, name), set())
+                       ("rebuild.yml", "pages"): PAGES_WRITES,
+                       ("toolchains.yml", "renew"): {"packages"},
+                       ("toolchains.yml", "propose"): {"contents", "pull-requests"},
+                       }.get((path.name, name), set())
             assert writes == allowed, name
+        reads = {scope for scope, value in job["permissions"].items() if value == "read"}
+        if "packages" in reads:  # only where a pinned toolchain is pulled
+            assert (path.name, name) in {("rebuild.yml", "build"),
+                                         ("rebuild.yml", "reproduce")}, name
 
 
 def test_the_rebuild_workflow_attests_the_built_tarballs() -> None:
@@ -200,7 +209,8 @@ def test_the_reproduce_job_rebuilds_cold_elsewhere_and_hands_its_record_to_publi
     assert reproduce["runs-on"] == "ubuntu-latest"
     text = repr(reproduce)
     assert "actions/cache" not in text and "ccache" not in text  # cold: no cache restored
-    assert "secrets." not in text and reproduce["permissions"] == {"contents": "read"}
+    assert "secrets." not in text
+    assert reproduce["permissions"] == {"contents": "read", "packages": "read"}
     steps = reproduce["steps"]
     kit = next(s for s in steps if s.get("with", {}).get("name") == "kit-${{ matrix.kit }}")
     assert kit["uses"].startswith("actions/download-artifact@") and kit["id"] == "kit"
@@ -329,6 +339,39 @@ def test_ci_prepares_the_runner_and_runs_the_tests_as_root() -> None:
     assert "scripts/install-cuda-wheels.sh" in script
 
 
+def test_the_legs_that_build_pull_a_pinned_toolchain_and_skip_its_bases() -> None:
+    """rebuild.yml's build and reproduce legs log the engine in to the registries of the kit's
+    pins with the run's own token (packages: read) before anything pulls, and make the Debian
+    bases only for a toolchain without pins (tests/test_toolchains_act.py runs them)."""
+    jobs = _load(WORKFLOWS / "rebuild.yml")["jobs"]
+    for name in ("build", "reproduce"):
+        job = jobs[name]
+        assert job["permissions"] == {"contents": "read", "packages": "read"}, name
+        steps = [step.get("name", "") for step in job["steps"]]
+        login = steps.index("Log in to the toolchain's registry")
+        assert login < steps.index("Make the Debian base images") < len(steps), steps
+        step = job["steps"][login]
+        assert step["env"]["GITHUB_TOKEN"] == "${{ github.token }}"
+        assert 'docker login "$registry" -u "$GITHUB_ACTOR" --password-stdin' in step["run"]
+        bases = job["steps"][steps.index("Make the Debian base images")]
+        assert bases["if"] == "${{ steps.registry.outputs.pinned != 'true' }}"
+
+
+def test_the_toolchains_workflow_renews_stale_pins_and_proposes_them() -> None:
+    workflow = _load(WORKFLOWS / "toolchains.yml")
+    on = workflow.get("on") or workflow[True]
+    assert on["push"] == {"branches": ["main"], "paths": ["dockerfiles/**"]}
+    assert "workflow_dispatch" in on
+    jobs = workflow["jobs"]
+    assert jobs["renew"]["needs"] == "stale" and jobs["propose"]["needs"] == ["stale", "renew"]
+    runs = {name: "\n".join(step.get("run", "") for step in job["steps"])
+            for name, job in jobs.items()}
+    assert "ninfer-kits toolchain stale --json" in runs["stale"]
+    assert 'ninfer-kits toolchain push "$toolchain" --write' in runs["renew"]
+    assert "docker login" in runs["renew"] and "docker login" not in runs["propose"]
+    assert '"$api/pulls"' in runs["propose"]
+
+
 def test_every_project_file_a_run_step_names_is_in_acts_checkout() -> None:
     """A `run:` step of rebuild.yml (the workflow act runs) that runs a file of this repository
     (scripts/…, build/…) finds it in the checkout act's tests make of the project
@@ -337,7 +380,9 @@ def test_every_project_file_a_run_step_names_is_in_acts_checkout() -> None:
     from act_runner import PROJECT_FILES
 
     named = set()
-    for job in _load(WORKFLOWS / "rebuild.yml")["jobs"].values():
+    jobs = [*_load(WORKFLOWS / "rebuild.yml")["jobs"].values(),
+            *_load(WORKFLOWS / "toolchains.yml")["jobs"].values()]
+    for job in jobs:
         for step in job.get("steps", []):
             named |= set(re.findall(r"(?<![\w$/.-])((?:scripts|build|\.ci)/[\w./-]+)",
                                     step.get("run", "")))

@@ -45,7 +45,7 @@ CUDART = WheelFile("nvidia-cuda-runtime==13.0.96", "nvidia_cuda_runtime-13.0.96-
 def _fetching() -> Iterator[None]:
     """One test process fetches at a time (CI runs two Pythons' tests at once, .ci/lanes.py):
     the other waits, then finds the files there."""
-    from ninfer_kits import locks
+    from ninfer_kits.files import locks
 
     CACHE.mkdir(parents=True, exist_ok=True)
     with locks.held(CACHE / ".fetching.lock", wait=None):

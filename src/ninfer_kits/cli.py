@@ -14,6 +14,7 @@ import ninfer_kits
 from ninfer_kits import __version__
 from ninfer_kits.errors import (
     EXIT_INTERRUPTED,
+    EnvironmentFailure,
     NinferKitsError,
     Terminated,
     exit_code_for,
@@ -26,25 +27,6 @@ class Subcommand(Protocol):
 
     def execute(self, args: argparse.Namespace) -> int: ...
 
-
-# Each subcommand is a module with configure_parser() and execute(); imported only when chosen,
-# so that a quick `inspect` does not pay for the imports of `build` or `publish`.
-SUBCOMMANDS: dict[str, str] = {
-    "matrix": "ninfer_kits.commands.matrix_cmd",
-    "inspect": "ninfer_kits.commands.inspect_cmd",
-    "build": "ninfer_kits.commands.build_cmd",
-    "verify": "ninfer_kits.commands.verify_cmd",
-    "floor": "ninfer_kits.commands.floor_cmd",
-    "fetch": "ninfer_kits.commands.fetch_cmd",
-    "kit-url": "ninfer_kits.commands.kiturl_cmd",
-    "publish": "ninfer_kits.commands.publish_cmd",
-    "watch": "ninfer_kits.watch.command",
-    "diff": "ninfer_kits.commands.diff_cmd",
-    "repro": "ninfer_kits.commands.repro_cmd",
-    "alert": "ninfer_kits.commands.alert_cmd",
-    "summary": "ninfer_kits.commands.summary_cmd",
-    "index": "ninfer_kits.commands.index_cmd",
-}
 
 SUMMARIES: dict[str, str] = {
     "matrix": "show what the pipeline builds (upstream × arch)",
@@ -64,7 +46,19 @@ SUMMARIES: dict[str, str] = {
     "summary": "the rebuild run's summary (built, published, reproduced, skipped, failed) from "
                "each kit's result file",
     "index": "make the kit index (index.json, index.html) again from the ledger, or --check it",
+    "toolchain": "push a toolchain's images to a registry and print their pins; say which "
+                 "pins are stale",
+    "settings": "list the environment variables ninfer-kits reads, and their values here "
+                "(never a secret's)",
 }
+
+
+# Each subcommand is a module with configure_parser() and execute(), `commands/<name>_cmd.py`
+# (watch's is its package's); imported only when chosen, so that a quick `inspect` does not pay
+# for the imports of `build` or `publish`.
+SUBCOMMANDS: dict[str, str] = {
+    name: f"ninfer_kits.commands.{name.replace('-', '')}_cmd" for name in SUMMARIES
+} | {"watch": "ninfer_kits.watch.command"}
 
 
 def _load(name: str) -> Subcommand:
@@ -77,7 +71,8 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ninfer-kits",
         description="Build, inspect and publish prebuilt NInfer kits.",
-        epilog=epilog,
+        epilog=f"{epilog}\n\nenvironment: `ninfer-kits settings` lists every variable read, "
+               f"with its value here",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ninfer-kits {__version__}")
@@ -95,9 +90,8 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    """parse_args, except that an unknown argument is refused by the subcommand's parser, with
-    the subcommand's usage (argparse's own leaves it to the top parser, which shows
-    `ninfer-kits [-h] [--version] [--debug] COMMAND ...`)."""
+    """parse_args, except that the subcommand's parser refuses an unknown argument after it,
+    with its own usage (argparse leaves it to the top parser's)."""
     args, extras = parser.parse_known_args(argv)
     if extras:
         # One before the command (`ninfer-kits --bogus inspect`) is the top parser's to refuse.
@@ -149,8 +143,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return missing.exit_code
 
 
-# The third-party modules a subcommand may import that the plain install lacks: (the
-# distribution to name, the extra that installs it).
+# Third-party modules the plain install lacks: (the distribution to name, the extra with it).
 EXTRA_MODULES: dict[str, tuple[str, str]] = {
     "github": ("PyGithub", "publish"), "b2sdk": ("b2sdk", "publish"),
     "requests": ("requests", "publish"),
@@ -158,11 +151,8 @@ EXTRA_MODULES: dict[str, tuple[str, str]] = {
 
 
 def missing_module(error: ModuleNotFoundError, command: str) -> NinferKitsError | None:
-    """One message for a third-party module that is not installed: the extra that brings it
-    (exit 3, the environment), or a reinstall for a dependency of every install. None for a
-    module of ninfer-kits itself, which is a bug to show as such."""
-    from ninfer_kits.errors import EnvironmentFailure
-
+    """The error for a third-party module that is not installed: its extra, or a reinstall for
+    a dependency of every install. None for a module of ninfer-kits itself: a bug."""
     top = (error.name or "").partition(".")[0]
     if not top or top == "ninfer_kits":
         return None
@@ -174,9 +164,6 @@ def missing_module(error: ModuleNotFoundError, command: str) -> NinferKitsError 
 
 
 def extra_missing(module: str, command: str) -> NinferKitsError:
-    """The message for `module` of EXTRA_MODULES missing: the extra that installs it."""
-    from ninfer_kits.errors import EnvironmentFailure
-
     distribution, extra = EXTRA_MODULES[module]
     return EnvironmentFailure(
         f"`ninfer-kits {command}` needs {distribution}, which is not installed here: "
@@ -189,7 +176,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 
 def _report(error: BaseException, debug: bool) -> None:
-    from ninfer_kits.remote import redact  # a server may have quoted a secret
+    from ninfer_kits.net.remote import redact  # a server may have quoted a secret
 
     if debug:
         import traceback  # only when asked: it costs start-up time on every run otherwise
@@ -200,8 +187,8 @@ def _report(error: BaseException, debug: bool) -> None:
 
 
 def _os_error_words(error: OSError) -> str:
-    """An OSError no code put in words, as the others are said: the path, then what went wrong
-    (`dist/x: a read-only file system`), not Python's `[Errno 30] Read-only file system: …`."""
+    """An OSError no code put in words, said as the others are: `dist/x: a read-only file
+    system`, not Python's `[Errno 30] Read-only file system: …`."""
     from ninfer_kits.inspector.inputs import os_error_words, printable
 
     if error.errno is None or error.filename is None:

@@ -1,35 +1,30 @@
-"""The one place that knows how to talk to the person or CI system watching a long step.
-
-Three modes, chosen from the environment: a terminal gets a live status line (elapsed time and
-Ninja's `[n/m]`); plain CI logs get rate-limited lines; GitHub Actions additionally gets fold
-groups, `::error::`/`::warning::` annotations and a job-summary table. Nothing else in the
-package writes progress; it calls this.
-"""
+"""The one place that talks to whoever watches a long step: a terminal gets a live status line,
+plain CI logs rate-limited lines, GitHub Actions also fold groups, annotations and a job
+summary. Nothing else in the package writes progress."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from ninfer_kits.config import settings
+
 PLAIN_INTERVAL = 15.0  # seconds between progress lines when nobody watches a terminal
 
 
 def detect_mode(stream: TextIO, environ: dict[str, str] | None = None) -> str:
-    env = os.environ if environ is None else environ
-    if env.get("GITHUB_ACTIONS") == "true":
+    if settings.read(settings.GITHUB_ACTIONS, environ) == "true":
         return "github"
-    if env.get("CI") or not stream.isatty():
+    if settings.read(settings.CI, environ) or not stream.isatty():
         return "plain"
     return "tty"
 
 
 def _command_data(message: str) -> str:
-    """A message as a workflow command's data: GitHub reads %, CR and LF there as escapes and
-    line ends, so they are escaped as its toolkit does (a multi-line warning stays one)."""
+    """A message as a workflow command's data: %, CR and LF escaped as GitHub's toolkit does."""
     return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
@@ -49,46 +44,35 @@ class Reporter:
         print(message, file=self.stream, flush=True)
 
     def warning(self, message: str) -> None:
-        self._clear_status()
-        if self.mode == "github":
-            print(f"::warning::{_command_data(message)}", file=self.stream, flush=True)
-        else:
-            print(f"warning: {message}", file=self.stream, flush=True)
+        self.info(f"::warning::{_command_data(message)}" if self.mode == "github"
+                  else f"warning: {message}")
 
     def error(self, message: str, *, title: str | None = None) -> None:
-        """An annotation on GitHub Actions (with a title, when given); elsewhere the CLI's own
-        error line is enough."""
+        """An annotation on GitHub Actions; elsewhere the CLI's own error line is enough."""
         if self.mode == "github":
             first = message.splitlines()[0] if message else ""
             head = f"::error title={_property(title)}::" if title else "::error::"
-            print(f"{head}{_command_data(first)}", file=self.stream, flush=True)
+            self.info(f"{head}{_command_data(first)}")
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
         """One pipeline stage: a fold group on GitHub, ✓/✕ with its duration everywhere."""
         started = time.monotonic()
-        if self.mode == "github":
-            print(f"::group::{name}", file=self.stream, flush=True)
-        else:
-            self.info(f"==> {name}")
+        self.info(f"::group::{name}" if self.mode == "github" else f"==> {name}")
         ok = False
         try:
             yield
             ok = True
         finally:
-            self._clear_status()
             if self.mode == "github":
-                print("::endgroup::", file=self.stream, flush=True)
-            mark = "✓" if ok else "✕"
-            print(f"{mark} {name} ({time.monotonic() - started:.1f} s)", file=self.stream,
-                  flush=True)
+                self.info("::endgroup::")
+            self.info(f"{'✓' if ok else '✕'} {name} ({time.monotonic() - started:.1f} s)")
 
     def progress(self, label: str) -> Progress:
         return Progress(self, label)
 
     def summary(self, markdown: str) -> None:
-        """Append to the GitHub Actions job summary when there is one."""
-        path = os.environ.get("GITHUB_STEP_SUMMARY")
+        path = settings.read(settings.GITHUB_STEP_SUMMARY)
         if self.mode == "github" and path:
             with open(path, "a", encoding="utf-8") as summary:
                 summary.write(markdown.rstrip() + "\n")
@@ -115,8 +99,8 @@ class Progress:
 
     def update(self, done: int | None = None, total: int | None = None, detail: str = "", *,
                milestone: bool = False) -> None:
-        """The step's state now. Plain logs get a line every PLAIN_INTERVAL at most, but always
-        for a `milestone` (a stage that may run for minutes without another update)."""
+        """Plain logs: a line every PLAIN_INTERVAL at most, always for a `milestone` (a stage that
+        may run for minutes without another update)."""
         elapsed = time.monotonic() - self.started
         count = f" [{done}/{total}]" if done is not None and total else ""
         text = f"{self.label} {_clock(elapsed)}{count} {detail}".rstrip()

@@ -1,10 +1,6 @@
 """Build `ninfer-kits.pyz`: fetch, verify and inspect with nothing but python3 (≥ 3.11).
 
-    python -m ninfer_kits.zipapp [-o dist/ninfer-kits.pyz] [--matrix matrix.toml]
-    nox -s pyz
-
-The command line only: what the zipapp holds and how it is built is `ninfer_kits.pyz`, which
-publish uses too.
+The command line only (`nox -s pyz`); what it holds is `release.pyz`'s, which publish uses too.
 """
 
 from __future__ import annotations
@@ -14,7 +10,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ninfer_kits import pyz, resources
+from ninfer_kits.config import resources
+from ninfer_kits.release import pyz
 
 DEFAULT_OUTPUT = Path("dist") / "ninfer-kits.pyz"
 

@@ -156,7 +156,7 @@ def _stage_times(output: str) -> str:
 def _build(place: Path, repo: Path, cache: Path, *extra: str) -> tuple[dict[str, Any], float]:
     """One whole `ninfer-kits build` process; the recipe's times from its BUILDINFO, the
     stage times from its output."""
-    from ninfer_kits import buildinfo
+    from ninfer_kits.kit import buildinfo
 
     command = [sys.executable, "-m", "ninfer_kits", "build", "example", "--builder", "docker",
                "--matrix", str(REPO_ROOT / "matrix.toml"), "--dist", str(place / "dist"),

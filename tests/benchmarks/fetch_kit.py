@@ -162,7 +162,7 @@ def _pack(tree: Path, folder: Path, tag: str, asset: str) -> Path:
 
 def _buildinfo() -> str:
     sys.path.insert(0, str(REPO_ROOT / "tests"))
-    from ninfer_kits import buildinfo
+    from ninfer_kits.kit import buildinfo
     from test_fetch import kit_info
 
     return buildinfo.render(kit_info(KIT), with_run=False)

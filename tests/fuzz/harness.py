@@ -34,9 +34,10 @@ GROWTH_LIMIT_MB = 128
 # instead of taking the machine's memory first.
 ADDRESS_SPACE_LIMIT = 8 << 30
 INSTRUMENTED = ("ninfer_kits", "tarfile", "gzip", "tomllib")
-IMPORTED = ("ninfer_kits.buildinfo", "ninfer_kits.fetch.ledger", "ninfer_kits.inspector.archive",
-            "ninfer_kits.inspector.elf", "ninfer_kits.inspector.floor", "ninfer_kits.checksums",
-            "ninfer_kits.ledger", "ninfer_kits.inspector.linetable",
+IMPORTED = ("ninfer_kits.kit.buildinfo", "ninfer_kits.fetch.ledger",
+            "ninfer_kits.inspector.archive", "ninfer_kits.inspector.elf",
+            "ninfer_kits.inspector.floor", "ninfer_kits.release.checksums",
+            "ninfer_kits.release.ledger", "ninfer_kits.inspector.linetable",
             "ninfer_kits.loader.ldcache", "tarfile", "gzip", "bz2",
             "lzma", "tomllib", "zlib")
 

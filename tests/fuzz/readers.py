@@ -123,13 +123,13 @@ def read_ldcache(data: bytes, scratch: Path) -> object:
 
 
 def read_buildinfo(data: bytes, scratch: Path) -> object:
-    from ninfer_kits.buildinfo import read
+    from ninfer_kits.kit.buildinfo import read
 
     return read(scratch_file(scratch, "BUILDINFO.txt", data))
 
 
 def read_sha256sums(data: bytes, scratch: Path) -> object:
-    from ninfer_kits.checksums import read_sha256sums
+    from ninfer_kits.release.checksums import read_sha256sums
 
     return read_sha256sums(scratch_file(scratch, "SHA256SUMS", data))
 
@@ -148,14 +148,14 @@ def read_ledger(data: bytes, scratch: Path) -> object:
     if record is None:
         raise Unexpected("the ledger file written was not found")
     entry = record.entry
-    return (record.repository, record.api, record.portable_asset,
+    return (record.repository, record.api, entry.tarballs,
             [entry.url(asset.name) for asset in entry.assets if asset.urls])
 
 
 def read_kitindex(data: bytes, scratch: Path) -> object:
     """index.json as fetch and kit-url read it from a remote URL (each kit's ledger text
     through the ledger's reader), then every URL of every release as they look it up."""
-    from ninfer_kits import kitindex
+    from ninfer_kits.release import kitindex
 
     entries = kitindex.parse(data, "index.json")
     return [(entry.tag, [entry.url(asset.name) for asset in entry.assets if asset.urls],

@@ -290,7 +290,7 @@ def ldcache_seeds() -> dict[str, bytes]:
 
 
 def _sample_buildinfo() -> object:
-    from ninfer_kits.buildinfo import BuildInfo
+    from ninfer_kits.kit.buildinfo import BuildInfo
 
     return BuildInfo(
         kit="example", card="RTX 3090", upstream="owner/engine",
@@ -303,7 +303,7 @@ def _sample_buildinfo() -> object:
         python_version="3.11.7", zlib_version="1.2.13", glibc_floor="2.34",
         sonames="libc.so.6, libstdc++.so.6", runpath="$ORIGIN/../lib", sass="sm_86",
         ptx="compute_86", relocatable_device_code="SASS sm_86 ×2",
-        portable_asset="example-sm86-cu13-portable.tar.gz",
+        flavour_assets=(("portable", "example-sm86-cu13-portable.tar.gz"),),
         symbol_floors=("GLIBC_2.34", "GLIBCXX_3.4.30"),
         floor=(("x86-64 Linux, glibc ≥ 2.34", "highest versioned symbol is GLIBC_2.34"),),
         binaries=((SHA, "kit/bin/ninfer"),), licenses=("kit/LICENSE",),
@@ -312,12 +312,12 @@ def _sample_buildinfo() -> object:
 
 
 def _buildinfo_text(with_run: bool = True, portable: bool = False) -> str:
-    from ninfer_kits.buildinfo import BuildInfo, render
+    from ninfer_kits.kit.buildinfo import BuildInfo, render
 
     info = _sample_buildinfo()
     assert isinstance(info, BuildInfo)
     if portable:
-        info = dataclasses.replace(info, flavour="portable", portable_asset="none", bundled=(
+        info = dataclasses.replace(info, flavour="portable", flavour_assets=(), bundled=(
             ("libstdc++.so.6", "ab" * 32, "libstdc++6 12.2.0-14 (dpkg)", "GPL-3.0-only",
              "kit/third_party/libstdc++6/copyright"),))
     return render(info, with_run=with_run)
@@ -330,7 +330,7 @@ def buildinfo_seeds() -> dict[str, bytes]:
 
 
 def sha256sums_seeds() -> dict[str, bytes]:
-    from ninfer_kits.checksums import write_sha256sums
+    from ninfer_kits.release.checksums import write_sha256sums
 
     with tempfile.TemporaryDirectory(prefix="ninfer-fuzz-sums-") as folder:
         path = Path(folder) / "SHA256SUMS"
@@ -344,7 +344,7 @@ def sha256sums_seeds() -> dict[str, bytes]:
 
 
 def _ledger_entries() -> list[object]:
-    from ninfer_kits import ledger
+    from ninfer_kits.release import ledger
 
     asset = "example-sm86-cu13.tar.gz"
     entry = ledger.LedgerEntry(
@@ -366,9 +366,8 @@ def _ledger_entries() -> list[object]:
     portable = "example-sm86-cu13-portable.tar.gz"
     sibling = ledger.LedgerAsset(name=portable, size=34, sha256="c" * 64, sha1="d" * 40,
                                  urls=(("github", "https://github.com/o/r/p"),))
-    with_portable = dataclasses.replace(entry, assets=(*entry.assets, sibling),
-                                        portable_asset=portable, portable_sha256="c" * 64,
-                                        portable_size=34)
+    with_portable = dataclasses.replace(entry, assets=(*entry.assets, sibling), tarballs=(
+        ledger.LedgerTarball(flavour="portable", asset=portable, sha256="c" * 64, size=34),))
     needs = ledger.LedgerNeeds(
         glibc="2.34", sonames=("libstdc++.so.6", "libc.so.6"), runpath=("$ORIGIN/../lib",),
         sass=("sm_86",), ptx=(), relocatable_sass=("sm_86",), relocatable_ptx=("compute_86",),
@@ -383,7 +382,7 @@ def _ledger_entries() -> list[object]:
 
 
 def ledger_seeds() -> dict[str, bytes]:
-    from ninfer_kits import ledger
+    from ninfer_kits.release import ledger
 
     seeds = {}
     with tempfile.TemporaryDirectory(prefix="ninfer-fuzz-ledger-") as folder:
@@ -399,7 +398,7 @@ def ledger_seeds() -> dict[str, bytes]:
 
 
 def kitindex_seeds() -> dict[str, bytes]:
-    from ninfer_kits import kitindex, ledger
+    from ninfer_kits.release import kitindex, ledger
 
     entries = [entry for entry in _ledger_entries() if isinstance(entry, ledger.LedgerEntry)]
     seeds = {"all": kitindex.render(kitindex.document(entries)),

@@ -1,3 +1,2 @@
-"""What the rebuild workflow tells people: one issue per failing kit (`ninfer-kits alert`, in
-issues.py) and the run's summary of every kit's outcome (`ninfer-kits summary`, in results.py).
-"""
+"""What the rebuild workflow tells people (docs/watch.md, "When a kit fails"): one issue per
+failing kit (`alert`, issues.py) and the run's summary (`summary`, results.py)."""

@@ -1,17 +1,7 @@
-"""One GitHub issue per failing kit, so that a maintainer hears about a failure once.
-
-`alert KIT --failed STEP` finds the open issue of the kit by its label and the hidden marker
-`<!-- ninfer-kits:kit=KIT -->` in its body (not by its title: a maintainer may retitle it).
-None open: one is opened. One open: it gets a comment only when the failure changed (another
-step or detail) since the last alert, whose state the body keeps in a second hidden line
-`<!-- ninfer-kits:last=HEX -->` (a hash of step and detail): a kit that fails the same way every
-6 hours is one issue, not a comment every 6 hours. `alert KIT --fixed` closes the open issue
-(state_reason `completed`) with a comment naming the run; none open writes nothing.
-
-Every call goes through github_client.py's PyGithub client and a RetryPolicy (transient 5xx,
-resets, rate limits), as publish's do. A write that a dropped connection may have done is
-looked for before it is tried again: a retried create never opens a second issue, a retried
-comment never doubles.
+"""One GitHub issue per failing kit, so that a maintainer hears of a failure once (docs/watch.md,
+"When a kit fails"). The issue is found by label and a hidden marker, not its title, and keeps
+the last failure's hash in a second hidden line, so the same failure every 6 hours adds nothing.
+A write a dropped connection may have done is looked for before it is tried again.
 """
 
 from __future__ import annotations
@@ -28,10 +18,10 @@ from github.Issue import Issue
 from github.Repository import Repository
 
 from ninfer_kits.errors import BadInput
-from ninfer_kits.github_client import client, explanation, failure, transient
 from ninfer_kits.log import Reporter
-from ninfer_kits.remote import Secret, redact
-from ninfer_kits.retry import RetryPolicy, once
+from ninfer_kits.net.github_client import client, explanation, failure, transient
+from ninfer_kits.net.remote import Secret, redact
+from ninfer_kits.net.retry import RetryPolicy, once
 
 T = TypeVar("T")
 
@@ -74,8 +64,7 @@ def last_state(body: str | None) -> str | None:
 
 
 def with_state(body: str | None, state: str) -> str:
-    """`body` with its last-state line set to `state` (appended where a maintainer removed it);
-    the rest of the body, a maintainer's notes included, as it was."""
+    """`body` with its last-state line set (appended if removed), the rest as it was."""
     line = _LAST.format(state)
     text = body or ""
     if _LAST_LINE.search(text):
@@ -95,8 +84,6 @@ class KitAlerts:
         self._reporter = reporter
         self._gh = client(api, token, retry, timeout)
         self._repo: Repository = self._gh.withLazy(True).get_repo(repository)
-
-    # ------------------------------------------------------------------- the two commands
 
     def failed(self, kit: str, failure_: Failure) -> Done:
         state = failure_.state
@@ -142,8 +129,6 @@ class KitAlerts:
         self._call(f"closing issue #{issue.number}",
                    lambda: issue.edit(state="closed", state_reason="completed"), write=True)
 
-    # ------------------------------------------------------------------- finding
-
     def open_issues(self, kit: str) -> list[Issue]:
         """The open issues of `kit` (label and marker; pull requests are not), oldest first."""
         mark = marker(kit)
@@ -168,8 +153,6 @@ class KitAlerts:
         comments = list(issue.get_comments())
         return True if comments and comments[-1].body == body else None
 
-    # ------------------------------------------------------------------- calls
-
     def _call(self, what: str, operation: Callable[[], T], *, write: bool = False) -> T:
         try:
             return self._retry.call(f"GitHub: {what}", operation, transient, self._reporter)
@@ -192,8 +175,8 @@ def _has_line(body: str | None, line: str) -> bool:
 
 
 def _detail_block(detail: str) -> str:
-    """The detail as markdown: a fenced block (longer fences than any in it); no HTML comment
-    can open in it (it would hide the rest, or fake a marker)."""
+    """The detail as a fenced block (fences longer than any in it), where no HTML comment can
+    open (it would hide the rest, or fake a marker)."""
     text = redact(detail).replace("<!--", "<!- -").strip()
     if not text:
         return ""

@@ -1,9 +1,5 @@
-"""Per-kit results of a rebuild run, and the run's summary of them.
-
-Each build leg of the rebuild workflow writes one `result-<kit>.json` (`ninfer-kits summary
---write-result`), uploaded as an artifact; the summary job reads them all (`ninfer-kits summary
-DIR`) and writes one table: what was built, published, reproduced, skipped and failed.
-"""
+"""Per-kit results of a rebuild run (`result-<kit>.json`, one per build leg), and the run's
+summary of them (docs/watch.md, "When a kit fails")."""
 
 from __future__ import annotations
 
@@ -14,13 +10,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final
 
-from ninfer_kits import atomic
 from ninfer_kits.errors import BadInput
+from ninfer_kits.files import atomic
 from ninfer_kits.matrix.names import HEX_REVISION
 
 BUILD: Final = ("success", "failure", "skipped")
-# unlanded: the release is out, but its ledger file did not land (no commit, no pull request):
-# the next run would build it again, so the run is red.
+# unlanded: released, but the ledger file did not land, so the next run would build it again
 PUBLISH: Final = ("published", "reproduced", "conflict", "failure", "unlanded", "skipped")
 FAILED_PUBLISH: Final = ("conflict", "failure", "unlanded")
 FIELDS: Final = ("kit", "revision", "reason", "build", "publish", "tag")
@@ -52,7 +47,6 @@ class Result:
 
 
 def problem(result: Result) -> str | None:
-    """What is wrong with a result, or None."""
     if KIT_NAME.fullmatch(result.kit) is None or result.kit in (".", ".."):
         return f"kit {result.kit!r} is not a kit name (letters, digits, _ . + -)"
     if result.revision and HEX_REVISION.fullmatch(result.revision) is None:
@@ -85,8 +79,7 @@ def write_result(folder: Path, result: Result) -> Path:
 
 
 def read_results(folder: Path) -> list[Result]:
-    """Every `result-*.json` in `folder` and its subfolders (download-artifact puts each
-    artifact in one), by kit. A file that is not a result, or a kit twice, is bad input."""
+    """Every `result-*.json` below `folder`, by kit; BadInput for a non-result or a kit twice."""
     if not folder.is_dir():
         raise BadInput(f"summary: {folder}: no such folder (the folder of result-<kit>.json "
                        f"files)")

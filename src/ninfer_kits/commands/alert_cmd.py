@@ -1,19 +1,15 @@
-"""`ninfer-kits alert KIT --failed STEP | --fixed`: one GitHub issue per failing kit.
-
-The rebuild workflow calls it after each kit: `--failed STEP` opens the kit's issue, or
-comments on it when the failure changed; `--fixed` closes it. Exit 0 when the issue says what
-it should (including "nothing to do"); 2 for bad input (no token, no repository, a token that
-cannot write issues); 3 when GitHub kept failing.
-"""
+"""`ninfer-kits alert KIT --failed STEP | --fixed`: one GitHub issue per failing kit (docs/watch.md,
+"When a kit fails")."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from ninfer_kits import remote
+from ninfer_kits.config import settings
 from ninfer_kits.errors import BadInput, NinferKitsError
 from ninfer_kits.log import Reporter
+from ninfer_kits.net import remote
 
 _REPOSITORY_FORM = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"
 
@@ -35,7 +31,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repository", metavar="OWNER/NAME", default=None,
                         help="where the issue is (default: $GITHUB_REPOSITORY)")
     parser.add_argument("--api", metavar="URL", default=None,
-                        help=f"GitHub's REST API (default: ${remote.GITHUB_API_ENV}, else "
+                        help=f"GitHub's REST API (default: ${settings.GITHUB_API.name}, else "
                              f"$GITHUB_API_URL, else https://api.github.com)")
 
 
@@ -60,13 +56,13 @@ def _execute(args: argparse.Namespace, reporter: Reporter) -> int:
         raise BadInput("alert: --detail goes with --failed, not --fixed")
     if args.failed is not None and not args.failed.strip():
         raise BadInput("alert: --failed STEP: the step is empty")
-    repository = args.repository or os.environ.get("GITHUB_REPOSITORY", "").strip()
+    repository = args.repository or (settings.read(settings.GITHUB_REPOSITORY) or "").strip()
     if not repository:
         raise BadInput("alert: no repository: set GITHUB_REPOSITORY (as Actions does) or give "
                        "--repository OWNER/NAME")
     if re.fullmatch(_REPOSITORY_FORM, repository) is None:
         raise BadInput(f"alert: repository {repository!r} is not OWNER/NAME")
-    api = (args.api or os.environ.get(remote.GITHUB_API_ENV) or os.environ.get("GITHUB_API_URL")
+    api = (args.api or settings.read(settings.GITHUB_API) or settings.read(settings.GITHUB_API_URL)
            or DEFAULT_GITHUB_API).rstrip("/")
     token = remote.github_token(
         os.environ, repository, missing="alert: no GitHub token",
@@ -74,10 +70,10 @@ def _execute(args: argparse.Namespace, reporter: Reporter) -> int:
     problem = github_api_problem(api)
     if problem:
         raise BadInput(f"alert: the GitHub API {api}: {problem}")
-    run = args.log or _run_url()
+    run = args.log or settings.actions_run() or ""
 
     from ninfer_kits.alert.issues import Failure, KitAlerts
-    from ninfer_kits.retry import RetryPolicy
+    from ninfer_kits.net.retry import RetryPolicy
 
     alerts = KitAlerts(api, repository, token, retry=RetryPolicy.from_environment(),
                        reporter=reporter)
@@ -100,14 +96,3 @@ def _execute(args: argparse.Namespace, reporter: Reporter) -> int:
               f"({done.url})")
     return 0
 
-
-def _run_url() -> str:
-    """This Actions run's page, or "" outside Actions."""
-    server = os.environ.get("GITHUB_SERVER_URL", "").rstrip("/")
-    repository = os.environ.get("GITHUB_REPOSITORY", "")
-    run_id = os.environ.get("GITHUB_RUN_ID", "")
-    if not (server and repository and run_id):
-        return ""
-    attempt = os.environ.get("GITHUB_RUN_ATTEMPT", "")
-    tail = f"/attempts/{attempt}" if attempt.isdigit() and attempt != "1" else ""
-    return f"{server}/{repository}/actions/runs/{run_id}{tail}"

@@ -4,29 +4,30 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from pathlib import Path
 
+from ninfer_kits.config import settings
+from ninfer_kits.config.tables import printable
 from ninfer_kits.errors import BadInput, NinferKitsError
+from ninfer_kits.files.outputs import MB, check_output_folder
 from ninfer_kits.inspector.floor import render_table
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Kit, Matrix, add_matrix_argument, load_matrix
-from ninfer_kits.outputs import MB, check_output_folder
+from ninfer_kits.oci.reference import parse_pin
 from ninfer_kits.pipeline.builders import BUILDERS, BuilderOptions, make_builder
 from ninfer_kits.pipeline.stage_functions import kit_in_place
 from ninfer_kits.pipeline.stages import run_build
-from ninfer_kits.pipeline.state import BuildRequest, BuildState
+from ninfer_kits.pipeline.state import BuildRequest, Built
 
-# The room a build asks of --dist before it starts: the example's kit folder takes ~3 MB, a
-# portable kit with its bundled libraries tens of MB; short of this, a build would fail at its
-# end, after the compile.
+# The room a build asks of --dist before the compile (a portable kit takes tens of MB).
 BUILD_ROOM = 100 * MB
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("NINFER_KITS_CACHE", Path(base) / "ninfer-kits"))
+    base = settings.read(settings.XDG_CACHE_HOME) or str(Path.home() / ".cache")
+    given = settings.read(settings.CACHE)
+    return Path(given if given is not None else Path(base) / "ninfer-kits")
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -84,19 +85,35 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="docker builder: configure and compile in a new, empty build tree "
                              "instead of the kit's kept one (a volume beside the compiler "
                              "cache, in which a rebuild compiles only what changed)")
+    parser.add_argument("--toolchain-image", metavar="PIN", default=None,
+                        help="docker builder: compile in exactly this image, NAME[:TAG]@sha256:"
+                             "… (pulled when the engine lacks it, never built), whatever the "
+                             "matrix pins; `repro --against` passes the one a kit records")
+
+
+def _in_image(kit: Kit, text: str, builder: str) -> Kit:
+    """The kit with its toolchain pinned to `text`, whatever the matrix pins."""
+    if builder != "docker":
+        raise BadInput("--toolchain-image needs --builder docker (the local builder compiles "
+                       "on this machine, in no image)")
+    try:
+        parse_pin(text)
+    except ValueError as error:
+        raise BadInput(f"--toolchain-image {printable(text[:200])}: {error}") from None
+    return dataclasses.replace(kit, toolchain=dataclasses.replace(kit.toolchain, image=text))
 
 
 def execute(args: argparse.Namespace) -> int:
-    # 0 is no count: leaving --jobs out is how to ask for the default (BuildRequest's 0)
-    if args.jobs is not None and args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:  # (0 is BuildRequest's "the default")
         raise BadInput(f"--jobs must be 1 or more, got {args.jobs}")
     matrix = load_matrix(args.matrix)
     kit = matrix.kit(args.kit)
-    # before the compile, not after it: a read-only or full --dist is known now
     check_output_folder(args.dist, f"--dist {args.dist}", needs=BUILD_ROOM,
                         what="the kit's tarballs")
     if args.no_portable:
         kit = dataclasses.replace(kit, portable=False)
+    if args.toolchain_image is not None:
+        kit = _in_image(kit, args.toolchain_image, args.builder)
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
     work_dir = (args.work_dir or cache_dir / "work").absolute()
     for folder, option in ((cache_dir, "--cache-dir"), (work_dir, "--work-dir")):
@@ -113,21 +130,19 @@ def execute(args: argparse.Namespace) -> int:
     )
     reporter = Reporter()
     try:
-        state = run_build(request, reporter)
+        built = run_build(request, reporter)
     except NinferKitsError as error:
         error = _with_alternatives(error, matrix, kit)
         reporter.error(str(error))
         raise error from None
-    assert state.kit_dir is not None
-    with kit_in_place(state.kit_dir.path):  # Ctrl-C now says the kit is there
-        report(state, reporter)
+    with kit_in_place(built.kit_dir.path):  # Ctrl-C now says the kit is there
+        report(built, reporter)
     return 0
 
 
 def _with_alternatives(error: NinferKitsError, matrix: Matrix, kit: Kit) -> NinferKitsError:
-    """A base image that cannot be had, naming the matrix's toolchains that build anywhere
-    and are new enough for the kit's upstream."""
-    from ninfer_kits.pipeline.docker_builder import BaseImageMissing, builds_anywhere
+    """A base image that cannot be had, naming the toolchains that build anywhere instead."""
+    from ninfer_kits.pipeline.images import BaseImageMissing, builds_anywhere
 
     if not isinstance(error, BaseImageMissing):
         return error
@@ -138,10 +153,9 @@ def _with_alternatives(error: NinferKitsError, matrix: Matrix, kit: Kit) -> Ninf
         and error.recipe.base_image not in (toolchain.base_image, toolchain.runtime_base_image)])
 
 
-def report(state: BuildState, reporter: Reporter) -> None:
-    assert state.kit_dir is not None and state.inspection is not None
-    kit = state.kit_dir
-    table = render_table(state.inspection.floor.table)
+def report(built: Built, reporter: Reporter) -> None:
+    kit = built.kit_dir
+    table = render_table(built.inspection.floor.table)
     sys.stdout.write(
         f"\nkit      {kit.tarball}\n"
         f"size     {kit.size:,} bytes ({kit.size / 1e6:.1f} MB)\n"

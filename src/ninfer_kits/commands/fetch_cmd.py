@@ -1,7 +1,5 @@
-"""`ninfer-kits fetch KIT|TAG`: a published kit, downloaded, checked against its release's
-SHA256SUMS (itself checked against SHA256SUMS.sig where the release is signed), unpacked,
-then verified on this host (exit status: verify's: 0, or 4 where it will not run here; 1 is a
-refusal). --portable takes the release's portable tarball instead."""
+"""`ninfer-kits fetch KIT|TAG`: a published kit downloaded, checked, unpacked and verified here
+(docs/fetch.md)."""
 
 from __future__ import annotations
 
@@ -10,17 +8,18 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from ninfer_kits import stores
 from ninfer_kits.errors import BadInput, WillNotRunHere
 from ninfer_kits.fetch.locate import (
-    ORIGINS_HELP,
     Context,
     Located,
     add_location_arguments,
     client_for,
+    origins_help,
 )
-from ninfer_kits.kitdir import PORTABLE
+from ninfer_kits.files.outputs import SOME_ROOM, check_output_folder
+from ninfer_kits.kit import flavours
 from ninfer_kits.log import Reporter
-from ninfer_kits.outputs import SOME_ROOM, check_output_folder
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -37,15 +36,22 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="with --auto: choose for the root filesystem DIR (a container "
                              "image's, say) instead of this host; its driver and GPU are not "
                              "checked")
-    parser.add_argument("--from", dest="origin", default="github", metavar="github|b2|DIR",
-                        help=ORIGINS_HELP)
+    origins = [kind.name for kind in stores.origins()]
+    parser.add_argument("--from", dest="origin", default=origins[0],
+                        metavar="|".join((*origins, "DIR")), help=origins_help())
     parser.add_argument("--dest", type=Path, default=None, metavar="DIR",
                         help="where the kit goes: DIR/kit/ (as `tar xzf … -C DIR`) and the "
                              "release's files beside it (default: ./<tag>)")
-    parser.add_argument("--portable", action="store_true",
-                        help="the release's portable tarball (<stem>-portable.tar.gz: the kit "
-                             "carrying its own libraries, needing only glibc and the NVIDIA "
-                             "driver) instead of the plain one; exit 2 when it has none")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--portable", action="store_true",
+                       help="the release's portable tarball (<stem>-portable.tar.gz: the kit "
+                            "carrying its own libraries, needing only glibc and the NVIDIA "
+                            "driver) instead of the plain one; exit 2 when it has none")
+    which.add_argument("--flavour", metavar="NAME", default=None,
+                       choices=[kind.name for kind in flavours.beside()],
+                       help="the release's tarball of this flavour instead of the plain one "
+                            f"({', '.join(kind.name for kind in flavours.beside())}; "
+                            "docs/build.md#flavours); exit 2 when it has none")
     parser.add_argument("--insecure-no-signature", action="store_true",
                         help="go on when the release's SHA256SUMS.sig is missing or bad although "
                              "the matrix says releases are signed (a loud warning): nothing "
@@ -67,7 +73,7 @@ def execute(args: argparse.Namespace) -> int:
         chosen = auto_choice(args, ctx, reporter)
         if chosen is None:
             return 0  # --dry-run: the choice is all
-        args.name, args.portable = chosen
+        args.name, args.flavour = chosen
     elif args.name is None:
         raise BadInput("fetch: name a kit or a release tag, or give --auto")
     elif args.dry_run or args.root is not None:
@@ -93,8 +99,8 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _room(release: Located, dest: Path) -> int:
-    """What a fetch into `dest` needs at the least: the tarball and its kit, which unpacks to
-    no fewer bytes than the (compressed) tarball; a tarball already there is reused."""
+    """What a fetch into `dest` needs at the least: the tarball, and its kit unpacked (no
+    smaller); a tarball already there is reused."""
     size = release.tarball.size
     if size is None or (dest / release.asset).is_file():
         return SOME_ROOM
@@ -102,18 +108,19 @@ def _room(release: Located, dest: Path) -> int:
 
 
 def auto_choice(args: argparse.Namespace, ctx: Context,
-                reporter: Reporter) -> tuple[str, bool] | None:
-    """The release and flavour --auto chose (tag, portable), after saying why; None after a
-    --dry-run. WillNotRunHere, before anything is downloaded, when none will run here."""
+                reporter: Reporter) -> tuple[str, str] | None:
+    """(tag, flavour) --auto chose, after saying why; None after --dry-run; WillNotRunHere,
+    before any download, when none will run here."""
     from ninfer_kits.inspector.inputs import printable
     from ninfer_kits.verify import gpu_host
     from ninfer_kits.verify.choose import choose
     from ninfer_kits.verify.target import open_target
 
-    if args.portable:
-        raise BadInput("fetch: --auto chooses the flavour itself; leave out --portable")
+    if args.portable or args.flavour:
+        option = "--portable" if args.portable else "--flavour"
+        raise BadInput(f"fetch: --auto chooses the flavour itself; leave out {option}")
     if args.name is not None and ctx.matrix is not None and args.name not in ctx.matrix.kits:
-        from ninfer_kits.tables import unknown_name
+        from ninfer_kits.config.tables import unknown_name
 
         raise BadInput(f"fetch --auto: {unknown_name('kit', args.name, list(ctx.matrix.kits))}"
                        f" (with --auto, name a kit of the matrix, or none)")
@@ -143,11 +150,12 @@ def auto_choice(args: argparse.Namespace, ctx: Context,
         raise WillNotRunHere(printable(
             f"no published kit will run on {machine}; the nearest is {nearest.words}: "
             f"{'; '.join(nearest.unmet)}. Nothing was downloaded"))
-    portable = chosen.flavour.flavour == PORTABLE.name
-    command = f"ninfer-kits fetch {chosen.entry.tag}{' --portable' if portable else ''}"
+    kind = flavours.named(chosen.flavour.flavour)
+    option = "".join(f" {word}" for word in kind.fetch_option) if kind is not None else ""
+    command = f"ninfer-kits fetch {chosen.entry.tag}{option}"
     reporter.info(f"chosen: {chosen.words}" + (", its GPU code native here (SASS)"
                                               if chosen.native else ""))
     if args.dry_run:
         sys.stdout.write(f"{command}\n")
         return None
-    return chosen.entry.tag, portable
+    return chosen.entry.tag, chosen.flavour.flavour

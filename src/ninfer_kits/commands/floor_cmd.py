@@ -1,6 +1,5 @@
-"""`ninfer-kits floor KIT`: which known distributions meet the kit's runtime floor, each with its
-answer and why, from the kit's ELF files and data/distros.toml (platforms.distros). Exit status 0
-whenever it printed, whatever the answers; 2 for bad input."""
+"""`ninfer-kits floor KIT`: which known distributions meet the kit's runtime floor, and why
+(docs/floor.md)."""
 
 from __future__ import annotations
 
@@ -9,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from ninfer_kits.kitdir import PORTABLE
-from ninfer_kits.licence_policy import line_for
+from ninfer_kits.kit.flavours import PORTABLE
+from ninfer_kits.kit.licence_policy import line_for
 from ninfer_kits.platforms.distros import DATA_FILE, load_distros, shipped_distros
 from ninfer_kits.verify.floor_report import floor_verdicts, render, to_json
 from ninfer_kits.verify.kit import open_kit

@@ -1,18 +1,14 @@
-"""`ninfer-kits index`: the kit index (index.json and index.html) made again from the ledger.
-
-`publish` makes it after every release; this is for a ledger mended by hand, or to check in CI
-that the committed index is the one the ledger makes (`--check`: exit 1 naming the file that
-differs, nothing written). docs/index.md says where the index is published.
-"""
+"""`ninfer-kits index`: the kit index made again from the ledger, for a ledger mended by hand, or
+`--check`ed in CI (docs/index.md)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from ninfer_kits import kitindex, ledger
 from ninfer_kits.errors import CheckFailed
 from ninfer_kits.log import Reporter
+from ninfer_kits.release import kitindex, ledger
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

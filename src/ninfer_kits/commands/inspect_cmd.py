@@ -1,5 +1,5 @@
-"""`ninfer-kits inspect PATH`: the runtime floor of an ELF file, a folder or a kit tarball; of a
-kit folder (dist/<tag>/ or a release of it), its kit tarball's."""
+"""`ninfer-kits inspect PATH`: the runtime floor of an ELF file, a folder, a kit tarball, or a
+kit folder's kit tarball."""
 
 from __future__ import annotations
 
@@ -49,9 +49,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    # A library's thousands of fatbin entries are thousands of small objects, none in a cycle:
-    # the cyclic garbage collector, run every few hundred of them, only costs time here (about
-    # half the work on a library with 10,000 entries).
+    # Thousands of fatbin entries are small objects, none in a cycle: the cyclic collector
+    # only costs time here (half the work on a library of 10,000 entries).
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -66,8 +65,7 @@ def _execute(args: argparse.Namespace) -> int:
     inspection = inspect_path(path, member_limit=args.max_member_size, partial=True,
                               limit_hint=" (--max-member-size)")
     if args.json:
-        # Indented for people at a terminal; compact when piped, where the C encoder is several
-        # times faster on kits with thousands of fatbin entries (jq re-indents if wanted).
+        # Compact when piped: the C encoder is several times faster (jq re-indents).
         indent = 2 if sys.stdout.isatty() else None
         sys.stdout.write(dumps_json(inspection, indent) + "\n")
     else:
@@ -84,9 +82,7 @@ def _execute(args: argparse.Namespace) -> int:
 
 
 def _kit_tarball(path: str) -> str | None:
-    """For a kit folder (dist/<tag>/, or a release of it: tarballs beside BUILDINFO.txt or
-    SHA256SUMS, no kit/ unpacked there), its plain kit tarball, once kitdir has checked the
-    folder and its checksums; None for anything else (read as it is)."""
+    """A kit folder's plain kit tarball, once kitdir checked the folder; else None (read as is)."""
     import os
 
     if not os.path.isdir(path) or os.path.islink(path):
@@ -100,7 +96,7 @@ def _kit_tarball(path: str) -> str | None:
         return None
     from pathlib import Path
 
-    from ninfer_kits.kitdir import read_kit_dir
+    from ninfer_kits.kit.kitdir import read_kit_dir
 
     kit = read_kit_dir(Path(path))
     other = (f"; its portable tarball: ninfer-kits inspect {printable(str(kit.portable.path))}"
@@ -137,7 +133,9 @@ def _describe_file(info: ElfInfo) -> str:
         ("build-id", info.build_id or ""),
     ]
     lines += [f"  {name:<12}{printable(value)}" for name, value in fields if value]
-    lines += [f"  {'versions':<12}{printable(line)}" for line in _version_lines(info)]
+    lines += [f"  {'versions':<12}{printable(need.library)}: "
+              f"{printable(' '.join(sorted(need.versions, key=SymbolVersion.parse)))}"
+              for need in info.version_needs]
     loaded = [entry for entry in info.device_code if entry.placement == "fatbin"]
     relocatable = [entry for entry in info.device_code if not entry.loadable]
     embedded: dict[str, list[FatbinEntry]] = {}
@@ -157,14 +155,6 @@ def _describe_file(info: ElfInfo) -> str:
                      f"SASS does not fit the GPU)")
     lines += [f"  {'remark':<12}{printable(remark)}" for remark in info.remarks]
     return "\n".join(lines) + "\n"
-
-
-def _version_lines(info: ElfInfo) -> list[str]:
-    lines = []
-    for need in info.version_needs:
-        ordered = sorted(need.versions, key=SymbolVersion.parse)
-        lines.append(f"{need.library}: {' '.join(ordered)}")
-    return lines
 
 
 def _device_summary(entries: list[FatbinEntry]) -> str:

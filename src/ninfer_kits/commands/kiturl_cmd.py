@@ -1,5 +1,5 @@
-"""`ninfer-kits kit-url KIT`: the URL a client fetches a kit's tarball from (no network but
-the kit index, read when the ledger does not record the release)."""
+"""`ninfer-kits kit-url KIT`: the URL a client fetches a kit's tarball from (no network but the
+kit index, read when the ledger does not record the release)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import argparse
 import difflib
 from collections.abc import Iterable
 
+from ninfer_kits import stores
+from ninfer_kits.config.tables import did_you_mean
 from ninfer_kits.errors import BadInput
 from ninfer_kits.fetch.http import Client
 from ninfer_kits.fetch.locate import (
@@ -21,8 +23,12 @@ from ninfer_kits.log import Reporter
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="KIT|TAG", help="a kit of the matrix, or a release tag")
-    parser.add_argument("--from", dest="origin", default="github", choices=("github", "b2"),
-                        help="the GitHub release download URL (default), or B2's friendly URL")
+    origins = stores.origins()
+    words = [kind.origin.words for kind in origins if kind.origin is not None]
+    parser.add_argument("--from", dest="origin", default=origins[0].name,
+                        choices=[kind.name for kind in origins],
+                        help=f"where the URL points: {words[0]} (default), "
+                             f"{', '.join(words[1:])}")
     parser.add_argument("--all", action="store_true",
                         help="every file of the release (tarball, SHA256SUMS, …), one a line")
     parser.add_argument("--portable", action="store_true",
@@ -46,17 +52,14 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def locate_named(args: argparse.Namespace, ctx: Context, client: Client | None) -> Located:
-    """The release args.name means (kit-url's and fetch's). Without a matrix file, where the
-    origin needs one, it says the file is missing. A name close to a kit's that is neither a
-    kit nor a recorded release is refused before anything is asked of a server: `exmaple` is
-    a typo, not a tag to look up on GitHub. A name refused as a tag names the nearest kit or
-    known release tag, when one is close."""
-    if ctx.matrix is None and (args.origin == "b2" or (args.origin == "github"
-                                                       and ctx.repository is None)):
+    """The release args.name means (kit-url's and fetch's). A name close to a kit's that is
+    neither a kit nor a recorded release is refused before any server is asked: `exmaple` is a
+    typo, not a tag to look up on GitHub."""
+    origin = stores.origin(args.origin)
+    without = origin.matrix_needed(ctx) if origin is not None and ctx.matrix is None else None
+    if without is not None:
         from ninfer_kits.matrix import MATRIX_ENV, default_matrix_path
 
-        without = ("B2's bucket is named in its [publish.b2]" if args.origin == "b2" else
-                   "without one, name a release tag and --repository OWNER/NAME")
         raise BadInput(f"matrix file not found: {args.matrix or default_matrix_path()} (give "
                        f"--matrix PATH or set {MATRIX_ENV}; {without})")
     if not _known(args.name, ctx):
@@ -67,7 +70,7 @@ def locate_named(args: argparse.Namespace, ctx: Context, client: Client | None) 
     try:
         return located(args, ctx, client, args.origin)
     except BadInput as error:
-        hint = "" if _known(args.name, ctx) else _nearest(args.name, _known_tags(ctx))
+        hint = "" if _known(args.name, ctx) else did_you_mean(args.name, _known_tags(ctx))
         if not hint:
             raise
         raise BadInput(f"unknown kit or release {args.name!r}{hint} (taken as a release tag: "
@@ -75,17 +78,15 @@ def locate_named(args: argparse.Namespace, ctx: Context, client: Client | None) 
 
 
 def _known(name: str, ctx: Context) -> bool:
-    """Whether `name` is a kit of the matrix or a release the ledger here records (no server
-    is asked)."""
+    """`name` is a kit of the matrix or a release the ledger here records."""
     if ctx.matrix is not None and name in ctx.matrix.kits:
         return True
     return ctx.releases is not None and (ctx.releases / f"{name}.toml").is_file()
 
 
 def _known_tags(ctx: Context) -> list[str]:
-    """The release tags known without asking a server again: the ledger's, and the kit
-    index's when it was read already."""
-    from ninfer_kits import ledger
+    """The release tags known without asking a server again (the ledger's, the read index's)."""
+    from ninfer_kits.release import ledger
 
     tags = [entry.tag for entry in ledger.read_all(ctx.releases)] if ctx.releases else []
     if ctx.index is not None and ctx.index.loaded:
@@ -93,23 +94,14 @@ def _known_tags(ctx: Context) -> list[str]:
     return tags
 
 
-# A typo of a kit's name, not a tag: this close (difflib's ratio), and about as long. A release
-# tag that starts with a kit's name (`example-v0.3.0-linux-sm120a` beside the kit
-# `example-sm120a`, ratio 0.68) is longer by far, and is looked up.
+# A typo of a kit's name: this close (difflib's ratio) and about as long; a tag starting with a
+# kit's name (`example-v0.3.0-linux-sm120a` beside `example-sm120a`: 0.68) is looked up.
 TYPO_RATIO = 0.8
 TYPO_LENGTH = 2
 
 
 def _typo_of(name: str, kits: Iterable[str]) -> str:
     """'; did you mean KIT?' when `name` reads as a misspelt kit, else ''."""
-    from ninfer_kits.tables import did_you_mean
-
     near = [kit for kit in difflib.get_close_matches(name, list(kits), n=1, cutoff=TYPO_RATIO)
             if abs(len(kit) - len(name)) <= TYPO_LENGTH]
     return did_you_mean(name, near)
-
-
-def _nearest(name: str, choices: Iterable[str]) -> str:
-    from ninfer_kits.tables import did_you_mean
-
-    return did_you_mean(name, choices)

@@ -7,7 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ninfer_kits.matrix import Kit, Matrix, add_matrix_argument, load_matrix
+from ninfer_kits.matrix import Kit, Matrix, Toolchain, add_matrix_argument, load_matrix
+from ninfer_kits.oci.reference import parse_pin, parse_reference
 
 JSON_SCHEMA_VERSION = 1
 
@@ -59,6 +60,10 @@ def json_document(matrix: Matrix, kits: Sequence[Kit]) -> dict[str, Any]:
     return {
         "schema_version": JSON_SCHEMA_VERSION,
         "matrix": str(matrix.path),
+        # where `toolchain push` puts images, and the host the toolchains workflow logs in to
+        "registry": None if matrix.registry is None else {
+            "prefix": matrix.registry.prefix,
+            "host": parse_reference(f"{matrix.registry.prefix}/x").registry},
         "kits": [_kit_json(kit) for kit in kits],
     }
 
@@ -107,17 +112,24 @@ def _kit_json(kit: Kit) -> dict[str, Any]:
             "runtime_base_image": toolchain.runtime_base_image,
             "runtime_build_args": dict(toolchain.runtime_build_args),
             "runtime_packages": list(toolchain.runtime_packages),
+            **_pins_json(toolchain),
         },
     }
 
 
-def github_matrix(kits: Sequence[Kit]) -> dict[str, Any]:
+def _pins_json(toolchain: Toolchain) -> dict[str, Any]:
+    """The toolchain's pins, whether both are, and the registries a docker build of it pulls
+    from (which rebuild.yml logs in to): docs/matrix.md."""
+    pulled = (toolchain.image or toolchain.base_image,
+              toolchain.runtime_image or toolchain.runtime_base_image)
     return {
-        "include": [
-            {
-                "kit": kit.id, "upstream": kit.upstream.id, "arch": kit.arch,
-                "toolchain": kit.toolchain.id, "card": kit.card,
-            }
-            for kit in kits
-        ]
+        "image": toolchain.image,
+        "runtime_image": toolchain.runtime_image,
+        "pinned": bool(toolchain.image and toolchain.runtime_image),
+        "registries": sorted({parse_pin(text).registry for text in pulled if "@" in text}),
     }
+
+
+def github_matrix(kits: Sequence[Kit]) -> dict[str, Any]:
+    return {"include": [{"kit": kit.id, "upstream": kit.upstream.id, "arch": kit.arch,
+                         "toolchain": kit.toolchain.id, "card": kit.card} for kit in kits]}

@@ -1,22 +1,16 @@
-"""`ninfer-kits summary DIR`: the rebuild run's summary, from each kit's result file.
-
-`summary --write-result DIR --kit K ...` writes one kit's `result-<kit>.json` (atomically), so
-that no workflow step writes JSON by hand; `summary DIR` reads them all and writes a markdown
-table and the totals (built, published, reproduced, skipped, failed) to stdout and to
-$GITHUB_STEP_SUMMARY. Exit 1 when a kit failed (the run is red once, here), 2 for a result
-file that is not one.
-"""
+"""`ninfer-kits summary DIR`: the rebuild run's summary from each kit's result file, which
+`--write-result` writes, so that no workflow step writes JSON by hand (docs/watch.md)."""
 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-from ninfer_kits import remote
 from ninfer_kits.alert.results import BUILD, PUBLISH, Result, markdown, read_results, write_result
+from ninfer_kits.config import settings
 from ninfer_kits.errors import EXIT_CHECK_FAILED, BadInput, NinferKitsError
 from ninfer_kits.log import Reporter
+from ninfer_kits.net import remote
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +64,7 @@ def _summarise(args: argparse.Namespace, reporter: Reporter) -> int:
     results = read_results(args.results)
     text = markdown(results)
     print(text, end="")
-    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    path = settings.read(settings.GITHUB_STEP_SUMMARY)
     if path:
         with open(path, "a", encoding="utf-8") as summary:
             summary.write(text)

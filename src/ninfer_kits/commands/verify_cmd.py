@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from ninfer_kits.errors import BadInput
-from ninfer_kits.kitdir import PORTABLE
-from ninfer_kits.licence_policy import line_for
+from ninfer_kits.kit.flavours import PORTABLE
+from ninfer_kits.kit.licence_policy import line_for
 from ninfer_kits.verify.check import verify
 from ninfer_kits.verify.kit import SignaturePolicy, open_kit
 from ninfer_kits.verify.report import render, to_json

@@ -1,23 +1,7 @@
-"""One pass over a kit's bytes: fetched, written to a temporary name, hashed and handed on.
-
-The downloader (a worker thread) writes the body to `.<asset>.part` in DEST, feeds sha256 (and
-sha1 when one is recorded) as the bytes arrive, and tells a `Feed` how far the file is written:
-the extractor reads the same file behind it (`GrowingFile`), so downloading, hashing and
-unpacking overlap instead of running one after the other.
-
-Resuming: a `.part` left by an interrupted run is kept with the sha256 it was meant to have
-(`.<asset>.part.sha256`); the next run hashes what is there and asks only for the rest
-(`Range: bytes=N-`). Within a run, a connection dropped or reset mid-body is resumed the same
-way, a bounded number of times without progress. A server that ignores Range answers from
-byte 0; what was already there is skipped, not written twice. One that answers a Range with
-other bytes (a wrong Content-Range) or 416 is asked for the whole file, skipped the same way:
-a stale `.part` never makes every later fetch fail alike. (The bytes already there are never
-rewritten: the extractor may have read them, and the sha256 is of exactly the file's bytes.)
-
-Bounds: the body stops one byte past the recorded size, and a body slower than the client's
-Pace (a drip) stops with the `.part` kept to resume from. A local file (`--from DIR`) is read
-only as a regular file, never through a symlink, never blocking (a FIFO, a device, a link to
-/proc are refused by name).
+"""One pass over a kit's bytes: written to `.<asset>.part`, hashed and handed to the extractor
+as they arrive, so that downloading, hashing and unpacking overlap. Resuming and bounds:
+docs/fetch.md, "Interrupted downloads resume" and "What fetch opens". Bytes already written are
+never rewritten: the extractor may have read them, and the sha256 is of exactly the file's bytes.
 """
 
 from __future__ import annotations
@@ -35,7 +19,6 @@ from http.client import HTTPException
 from pathlib import Path
 from typing import Protocol
 
-from ninfer_kits import atomic
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.fetch.http import (
     Client,
@@ -47,6 +30,7 @@ from ninfer_kits.fetch.http import (
     network_failure,
     shown,
 )
+from ninfer_kits.files import atomic
 from ninfer_kits.inspector.inputs import kind_of, os_error_words, printable
 
 CHUNK = 1 << 20
@@ -58,11 +42,15 @@ class Aborted(Exception):
 
 
 class Feed:
-    """How far the file is written, shared by the downloader and the extractor."""
+    """How far the file is written and read, shared by the downloader and the extractor.
+    `ahead` bounds how far the download may run past the extractor until `release()`: without
+    it, a loaded machine's extractor let a server send 234 MB past an archive of no size."""
 
-    def __init__(self, written: int = 0) -> None:
+    def __init__(self, written: int = 0, ahead: int | None = None) -> None:
         self._cond = threading.Condition()
         self.written = written
+        self.read = 0
+        self.ahead = ahead
         self.done = False
         self.error: BaseException | None = None
         self.aborted = False
@@ -78,14 +66,36 @@ class Feed:
             self.error = error
             self._cond.notify_all()
 
+    def consumed(self, position: int) -> None:
+        with self._cond:
+            if position > self.read:
+                self.read = position
+                self._cond.notify_all()
+
+    def release(self) -> None:
+        """No more waiting: the extractor found the archive's end, which bounds the rest."""
+        with self._cond:
+            self.ahead = None
+            self._cond.notify_all()
+
+    def wait_for_room(self) -> bool:
+        """Block while the download is `ahead` bytes past the extractor; whether it waited."""
+        with self._cond:
+            waited = False
+            while (self.ahead is not None and self.written - self.read > self.ahead
+                   and not self.aborted):
+                waited = True
+                self._cond.wait()
+            return waited
+
     def abort(self) -> None:
         with self._cond:
             self.aborted = True
             self._cond.notify_all()
 
     def wait_for(self, position: int) -> int:
-        """Block until more than `position` bytes are written (returns how many are) or the
-        download ended (returns what it wrote); Aborted when the download failed."""
+        """Block until more than `position` bytes are written, or the end; how many there are.
+        Aborted when the download failed."""
         with self._cond:
             while self.written <= position and not self.done and not self.aborted:
                 self._cond.wait()
@@ -95,8 +105,7 @@ class Feed:
 
 
 class GrowingFile(io.RawIOBase):
-    """Reads a file (an open descriptor) that the downloader is still writing: a read at the
-    written end waits for more, and the end of the download is the end of the file."""
+    """A file the downloader is still writing: a read at its end waits for more."""
 
     def __init__(self, fd: int, feed: Feed) -> None:
         self._fd = fd
@@ -113,6 +122,7 @@ class GrowingFile(io.RawIOBase):
             return 0
         done = os.preadv(self._fd, [memoryview(buffer)[:count]], self._position)  # no copy
         self._position += done
+        self._feed.consumed(self._position)
         return done
 
 
@@ -124,8 +134,8 @@ class Digests:
 
 
 class Source(Protocol):
-    """Where the bytes come from: `open(offset)` gives a stream starting at `start` (≤ offset)
-    and the whole size when known; RangeRefused when it cannot start at `offset`."""
+    """Where the bytes come from: `open(offset)` gives a stream from `start` (≤ offset) and the
+    size when known; RangeRefused when it cannot start at `offset`."""
 
     url: str
 
@@ -142,7 +152,7 @@ class HttpSource:
 
 
 class FileSource:
-    """A file in a dist-shaped folder (`--from DIR`): the one source on this machine."""
+    """A file of a `--from DIR` folder."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -156,9 +166,8 @@ class FileSource:
 
 
 def open_local(path: Path) -> io.BufferedReader:
-    """A file of a `--from` folder, opened for reading only if it is a regular file: not
-    through a symlink (to /proc/self/environ, say), and without blocking on a FIFO or a
-    device (O_NONBLOCK), which are refused by name."""
+    """A `--from` file opened only if regular: never through a symlink, never blocking on a FIFO
+    or device (O_NONBLOCK), which are refused by name."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as error:
@@ -174,8 +183,7 @@ def open_local(path: Path) -> io.BufferedReader:
 
 
 def read_local(path: Path, limit: int) -> bytes:
-    """A small file of a `--from` folder (open_local), whole: at most `limit` bytes, and no
-    more than its size says (a file that reads on past it is not a file to trust)."""
+    """A small `--from` file, whole: at most `limit` bytes, and none past its size."""
     with open_local(path) as stream:
         size = os.fstat(stream.fileno()).st_size
         if size > limit:
@@ -195,8 +203,7 @@ def part_paths(dest: Path, asset: str) -> tuple[Path, Path]:
 
 
 def prepare_part(dest: Path, asset: str, sha256: str) -> int:
-    """Keep a `.part` left for this same file (same expected sha256) and say how much of it
-    there is; anything else is removed. Returns the bytes to resume from."""
+    """The bytes to resume from: a `.part` left for this sha256 is kept, anything else removed."""
     part, marker = part_paths(dest, asset)
     try:
         meant = marker.read_text(encoding="ascii").strip()
@@ -210,8 +217,7 @@ def prepare_part(dest: Path, asset: str, sha256: str) -> int:
 
 
 class Downloader:
-    """Fetch `source` into `part` from where it stands, hashing everything (the bytes already
-    there first). Run `run()` in a thread; the Feed says how far it got and how it ended."""
+    """Fetch `source` into `part` from where it stands, hashing all; `run()` in a thread."""
 
     def __init__(self, source: Source, part: Path, *, expected_size: int | None, sha1: bool,
                  feed: Feed, pace: Pace,
@@ -234,8 +240,7 @@ class Downloader:
         self.received = 0  # bytes of bodies received in this run (skipped ones too)
         self.total: int | None = expected_size
         self.have = 0
-        # The most bytes the file may have, set (by the extractor's side) once the archive
-        # was read to its end when no size is recorded: a server sending on is refused.
+        # set once the archive's end was found, where no size is recorded
         self.limit: int | None = None
 
     def run(self) -> None:
@@ -262,8 +267,7 @@ class Downloader:
             os.close(fd)
 
     def _transfer_all(self, fd: int) -> None:
-        """Requests until the body is whole: a dropped one is resumed, a bounded number of
-        times in a row without progress."""
+        """Requests until the body is whole, a drop resumed (bounded, without progress)."""
         watch = self.pace.watch(self.source.url)  # across reconnects: a drip that drops and
         failures = 0                              # comes back is a drip still
         while True:
@@ -301,8 +305,7 @@ class Downloader:
             self._sha1.update(block)
 
     def _open(self) -> tuple[io.BufferedIOBase, int, int | None]:
-        """The body from `self.have` on, or from 0 where Range answers cannot be used (the
-        bytes already here are then skipped, as from a server that ignores Range)."""
+        """The body from `self.have` on, or from 0 where a Range answer cannot be used."""
         if self.have and not self._whole:
             try:
                 return self.source.open(self.have)
@@ -311,8 +314,7 @@ class Downloader:
         return self.source.open(0)
 
     def _transfer(self, fd: int, watch: PaceWatch) -> None:
-        """One request from `self.have` on, to the end of the body. A connection that drops
-        or ends early raises _Dropped (worth resuming); anything else is final."""
+        """One request to the body's end; a drop raises _Dropped (worth resuming)."""
         stream, start, total = self._open()
         with stream:
             if total is not None:
@@ -329,6 +331,8 @@ class Downloader:
             last_shown = 0.0
             position = start  # of the stream's next byte in the whole file
             while True:
+                if self.feed.wait_for_room():  # our extractor's time, not the server's
+                    watch.restart(self.received)
                 if self.feed.aborted:
                     raise Aborted()
                 room = CHUNK
@@ -376,8 +380,7 @@ class Downloader:
                               f"download here, which is not of this file")
 
     def _write(self, fd: int, data: memoryview) -> None:
-        # A filling disk takes part of a block, then fails on the rest: write on until it does,
-        # so the failure says why (no space) rather than "short write".
+        # a filling disk takes part of a block: write on, so the failure says "no space"
         written = 0
         while written < len(data):
             try:
@@ -395,7 +398,7 @@ class Downloader:
 
 
 class _Dropped(Exception):
-    """The connection failed in the middle of a body."""
+    """The connection failed mid-body."""
 
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))

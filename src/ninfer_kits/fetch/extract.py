@@ -1,29 +1,7 @@
-"""Unpacking a kit archive into a private staging folder, with the hardened reader.
-
-`KitArchive` (inspector.archive) decides what a member may be: relative names without '..',
-links that stay inside the tree, no devices or FIFOs, no repeated names, bounded headers and
-members. This module adds what writing them to disk needs:
-
-- every member under `kit/` (what `tar xzf` of a kit gives: kit/bin, kit/BUILDINFO.txt …);
-- nothing is written through a symlink: each folder on the way to a member must be a real
-  folder made by this extraction (a link to `.` followed by `..` would otherwise lead out);
-  files are created with O_EXCL|O_NOFOLLOW; hardlinks only to files written before;
-- every symlink resolves inside the staging folder as the file system resolves it, through
-  the links placed before it (KitArchive's check reads the target's words alone, and
-  `kit/l1 -> .` makes `l1/l1/../../..` climb three folders, not one); checked when it is
-  placed and again once the tree is whole (a link placed later can change how an earlier one
-  resolves);
-- modes: folders 0755, files their own bits within 0755 (no setuid, no group/other write);
-- a bound on the total: `expansion_limit` × the archive's size, 1 GiB at least (MIN_TOTAL_LIMIT:
-  an archive of no known size, or a small one); KitArchive bounds the tree's shape (members,
-  depth, name lengths), and a member whose path under the staging folder would pass PATH_MAX
-  is refused here, by name, before anything tries to write it.
-
-`FollowingArchive` reads the archive while the downloader still writes it (a `Feed` says how far
-it is), so that unpacking runs beside the download instead of after it; the archive is
-decompressed ahead by threads of its own, as `inspect` reads one (inspector.decompress: pack's
-gzip members several at once), so that inflating, writing the members and downloading share
-the machine's cores.
+"""A kit archive unpacked into a private staging folder with the hardened reader
+(`inspector.archive` decides what a member may be; this adds what writing to disk needs). What
+it refuses and its bounds: docs/fetch.md, "One pass, and nothing unchecked". `FollowingArchive`
+reads behind the download, inflated ahead by its own threads, so the work shares the cores.
 """
 
 from __future__ import annotations
@@ -38,9 +16,9 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ninfer_kits.errors import BadInput
 from ninfer_kits.fetch.download import Feed, GrowingFile
+from ninfer_kits.files.trees import MAX_SYMLINKS, TooManyLinks, stays_inside
 from ninfer_kits.inspector.archive import PATH_MAX, KitArchive, Member, shown_name
 from ninfer_kits.inspector.inputs import RegularFile, printable
-from ninfer_kits.trees import MAX_SYMLINKS, TooManyLinks, stays_inside
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -52,15 +30,13 @@ READ_BUFFER = 1 << 20
 
 
 class FollowingArchive(KitArchive):
-    """A KitArchive over a file that is still being downloaded: reads wait for the
-    downloader (through the Feed) instead of meeting the end of the file."""
+    """A KitArchive over a file still being downloaded: reads wait through the Feed."""
 
-    # What it unpacks stays in staging until the download's sha256 is checked, which covers
-    # every byte: gzip's CRC-32 on top of it would only cost the decompressing thread time.
+    # Staged until the download's sha256, which covers every byte, is checked: gzip's CRC-32
+    # would only cost the decompressing thread time.
     check_gzip_crc = False
-    # Inflating and reading ahead wait for the downloader: on two cores, a downloader kept
-    # waiting for one loses link time that cannot be had back (fetch-link: 1.29x -> 1.20x of
-    # curl's time at 200 MB/s).
+    # Inflating waits for the downloader: on two cores a waiting downloader loses link time
+    # (fetch-link: 1.29x -> 1.20x of curl's time at 200 MB/s).
     worker_nice = 10
 
     def __init__(self, path: Path, feed: Feed, *, at_end: Callable[[], None] | None = None,
@@ -79,7 +55,6 @@ class FollowingArchive(KitArchive):
 
 
 class Extraction:
-    """What an extraction wrote: counts for the summary line."""
 
     def __init__(self) -> None:
         self.files = 0
@@ -88,8 +63,8 @@ class Extraction:
 
 def extract(archive: KitArchive, staging: Path, *, archive_size: int,
             expansion_limit: int = EXPANSION_LIMIT) -> Extraction:
-    """Write every member of the open `archive` under `staging` (an empty private folder);
-    BadInput names the member when one cannot be written safely."""
+    """Write every member of `archive` under the empty private `staging`; BadInput names one
+    that cannot be written safely."""
     limit = max(MIN_TOTAL_LIMIT, archive_size * expansion_limit)
     done = Extraction()
     folders = {""}  # made by this extraction, relative to staging: safe to write into
@@ -143,8 +118,8 @@ def extract(archive: KitArchive, staging: Path, *, archive_size: int,
 
 
 def _check_resolves_inside(staging: Path, name: str, shown: str) -> None:
-    """Refuse the symlink `name` when the file system resolves it outside `staging` (which
-    becomes DEST), following the links already in the tree."""
+    """Refuse symlink `name` when the file system resolves it outside `staging`, through the
+    links already placed (checked again once the tree is whole)."""
     link = shown_name(os.readlink(staging / name))
     try:
         inside = stays_inside(str(staging), name)
@@ -158,8 +133,7 @@ def _check_resolves_inside(staging: Path, name: str, shown: str) -> None:
 
 
 def _make_folders(staging: Path, parent: str, folders: set[str], shown: str) -> None:
-    """Make the folders on the way to a member. One that exists must have been made by this
-    extraction: a symlink (or a file) in the way is refused, never followed."""
+    """Make the folders to a member; one not made here (a symlink, a file) is refused."""
     if parent in folders:
         return
     path = ""
@@ -200,9 +174,8 @@ def _write_file(member: Member, target: Path, shown: str) -> None:
 
 
 class _WholeWrites(io.FileIO):
-    """A file that takes each block whole or raises: a disk filling up takes part of a block,
-    then fails on the rest, and that failure (no space) is what is said; a plain unbuffered
-    write would return the short count, and the rest of the block would be lost unseen."""
+    """A file that takes each block whole or raises, so a filling disk says "no space" rather
+    than losing the rest of a block to a short count."""
 
     def write(self, data: ReadableBuffer, /) -> int:
         view = memoryview(data).cast("B")

@@ -1,41 +1,6 @@
-"""`fetch`: a published kit into DEST, checked against its release's SHA256SUMS, unpacked.
-
-DEST (default ./<tag>/) ends up holding what `curl -O` of the release and `tar xzf … -C DEST`
-would leave, once every checksum matched:
-
-    DEST/kit/…            the kit, unpacked (kit/bin/ninfer, kit/bin/ninfer-serve, …)
-    DEST/<asset>          the tarball, under its final name only once its sha256 matched
-    DEST/SHA256SUMS       as the release has it (`sha256sum -c SHA256SUMS` works there)
-    DEST/SHA1SUMS, DEST/BUILDINFO.txt   when the release has them (BUILDINFO.txt checked too)
-    DEST/SHA256SUMS.sig   when the release is signed (checked before SHA256SUMS is trusted)
-
-SHA256SUMS is checked against the release's SHA256SUMS.sig first (signatures.check_sums): with
-the matrix's [publish.signing] a missing or bad signature is refused (exit 1) unless
---insecure-no-signature (a loud warning); without it, a release without one is "unsigned", as
-every release made before signing is.
-
-What arrives is held to what was asked for (fetch.identity): the tarball by the name the ledger,
-the index or the matrix gives it, its sha256 as they record it, and kit/BUILDINFO.txt's kit,
-flavour and revision once unpacked, before anything is placed: another kit's release is refused
-even where its own checksums and signature are good.
-
-With --portable the tarball is the release's `<stem>-portable.tar.gz`, and everything below is
-the same. A release with both tarballs lists both in SHA256SUMS and SHA1SUMS while DEST holds
-one: there `sha256sum -c --ignore-missing SHA256SUMS` checks what is here.
-
-The tarball is written to `.<asset>.part` and unpacked, while it arrives, into a private staging
-folder in DEST (`<staging>/new/kit`); only when its sha256 (and sha1 where one is recorded)
-matches does the .part file join it (`<staging>/new/<asset>`), with SHA256SUMS and the other
-small files. A mismatch removes them all: nothing is extracted and no half file has the final
-name. The checksums cannot be skipped: a release without SHA256SUMS, or whose SHA256SUMS does
-not list the tarball, is refused.
-
-Then DEST switches from the files of an earlier fetch to these, as one step for anyone who looks
-after it (`_switch`): DEST's release files (RELEASE_FILES and the asset) move into
-`<staging>/old`, the rename of `old` to `replaced` commits, and the new files move in; SIGINT
-and SIGTERM wait until it is done. A failure in it, or a fetch killed in it (found by the next
-fetch into DEST), is settled from the staging folder alone (`_settle`): before the commit the
-old files go back, after it the new ones go in. DEST holds one release's files, never a mix.
+"""`fetch`: a published kit into DEST, checked against its release's SHA256SUMS (and signature),
+bound to what was asked for, unpacked in a staging folder, then switched in as one step so
+that DEST holds one release's files, never a mix (docs/fetch.md, "DEST changes in one step").
 """
 
 from __future__ import annotations
@@ -53,8 +18,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits import atomic, locks, signatures
-from ninfer_kits.checksums import SHA1, SHA256, parse_sums
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
 from ninfer_kits.fetch import identity
 from ninfer_kits.fetch.download import (
@@ -79,22 +42,25 @@ from ninfer_kits.fetch.locate import (
     RemoteFile,
     plain_file_name,
 )
+from ninfer_kits.files import atomic, locks
+from ninfer_kits.files.trees import remove_tree
 from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive, terminate_as_exit
 from ninfer_kits.inspector.inputs import os_error_words
-from ninfer_kits.kitdir import REPRODUCTION, SIGNATURE
+from ninfer_kits.kit.kitdir import REPRODUCTION, SIGNATURE
 from ninfer_kits.log import Reporter
-from ninfer_kits.trees import remove_tree
+from ninfer_kits.release import signatures
+from ninfer_kits.release.checksums import SHA1, SHA256, parse_sums
 
 KIT = "kit"
 STAGING_PREFIX = ".ninfer-kits-fetch-"
-# In a staging folder: the new release's files, complete before the switch; DEST's earlier
-# files, moved aside by the switch; the same folder renamed, the switch's commit.
+# A staging folder's new files; DEST's earlier files moved aside; the folder renamed (commit).
 NEW, OLD, REPLACED = "new", "old", "replaced"
-# What a fetch puts in DEST besides the tarball: the files replaced together, as one set.
+# What a fetch puts in DEST besides the tarball, replaced as one set.
 RELEASE_FILES = (KIT, SHA256SUMS, SIGNATURE, SHA1SUMS, BUILDINFO, REPRODUCTION)
-# Bytes a download of no recorded size may still bring once the archive was read to its end
-# (what the decompressor had not reached yet: a trailer, padding); more is refused.
+# What a download of no recorded size may still bring past the archive's end (a trailer).
 TAIL_LIMIT = 16 << 20
+# How far it may run ahead of the extractor: with TAIL_LIMIT, the most past the end.
+AHEAD_LIMIT = 16 << 20
 DIR = "dir"  # Located.origin of --from DIR
 
 
@@ -120,8 +86,6 @@ class Fetcher:
         self.trust = trust  # the matrix's [publish.signing]: releases must be signed
         self.insecure = insecure  # --insecure-no-signature
 
-    # --- small files ------------------------------------------------------------------------
-
     def _small(self, located: Located, file: RemoteFile) -> bytes:
         if located.origin == DIR:  # --from DIR: the one origin whose files are on this machine
             return read_local(Path(file.url), SMALL_LIMIT)
@@ -141,8 +105,7 @@ class Fetcher:
         return parse_sums(text, SHA256, f"{located.where}: {SHA256SUMS}"), data
 
     def _signature(self, located: Located, sums: bytes) -> tuple[str, bytes | None]:
-        """SHA256SUMS checked against the release's SHA256SUMS.sig, before anything trusts
-        it: (the words for `checked`, the .sig's bytes or None)."""
+        """SHA256SUMS checked against its signature first: (words for `checked`, the .sig)."""
         file = located.files.get(SIGNATURE)
         data = None
         if file is not None:
@@ -155,11 +118,8 @@ class Fetcher:
             self.reporter.warning(f"{located.where}: {warning}")
         return words, data
 
-    # --- the job ------------------------------------------------------------------------------
-
     def fetch(self, located: Located, dest: Path) -> Fetched:
-        """DEST complete, or, when this fetch made it and fails, no DEST at all (a .part
-        kept to resume from aside)."""
+        """DEST complete or, when this fetch made it and fails, no DEST (a .part aside)."""
         started = time.monotonic()
         made = _missing_folders(dest)
         dest.mkdir(parents=True, exist_ok=True)
@@ -214,9 +174,7 @@ class Fetcher:
                        resumed_from, reconnects, time.monotonic() - started, extraction)
 
     def _sha1(self, located: Located, sums: dict[str, str]) -> tuple[str | None, bytes | None]:
-        """The tarball's recorded SHA-1 (ledger, SHA1SUMS) and SHA1SUMS's bytes, if any;
-        SHA1SUMS checked against SHA256SUMS where that lists it (a release published since
-        SHA256SUMS lists every file)."""
+        """The recorded SHA-1 and SHA1SUMS's bytes, checked against SHA256SUMS."""
         recorded = located.tarball.sha1
         file = located.files.get(SHA1SUMS)
         if file is None:
@@ -239,9 +197,7 @@ class Fetcher:
         return listed, data
 
     def _extras(self, located: Located, sums: dict[str, str]) -> dict[str, bytes]:
-        """BUILDINFO.txt, when the release has it and SHA256SUMS lists it, and REPRODUCTION.json
-        (the independent rebuild's record), which a release has whenever SHA256SUMS lists it:
-        each checked against SHA256SUMS."""
+        """BUILDINFO.txt and REPRODUCTION.json where SHA256SUMS lists them, checked."""
         extras = {}
         for name in (BUILDINFO, REPRODUCTION):
             file = located.files.get(name)
@@ -261,16 +217,14 @@ class Fetcher:
         return extras
 
     def _source(self, located: Located, file: RemoteFile) -> Source:
-        """Where the tarball's bytes come from: a URL from a server, API answer, ledger or index
-        is opened over http(s) only (the client's UrlPolicy), whatever it looks like."""
+        """The tarball's source; any URL is opened over http(s) only (UrlPolicy)."""
         if located.origin == DIR:
             return FileSource(Path(file.url))
         return HttpSource(self.client, file.url, file.accept)
 
     def _tarball(self, located: Located, dest: Path, staging: Path, sha256: str,
                  sha1: str | None) -> tuple[Digests, bool, Extraction, int, int]:
-        """The tarball, checked, and kit/ unpacked from it, in staging/NEW; DEST's own files
-        untouched (the .part aside)."""
+        """The tarball, checked, with kit/ unpacked beside it in staging/NEW."""
         new = staging / NEW
         final = dest / located.asset
         reuse = _existing(final, sha256, sha1)
@@ -289,9 +243,7 @@ class Fetcher:
         return digests, False, extraction, resumed_from, reconnects
 
     def _bind(self, located: Located, dest: Path, kit: Path) -> None:
-        """The unpacked kit/BUILDINFO.txt against what was asked for, before kit/ is placed.
-        A refused tarball's download goes: its bytes are the release's, and not the kit asked
-        for, so there is nothing to resume."""
+        """Bind the unpacked kit/BUILDINFO.txt to the request; a refused download is removed."""
         try:
             identity.check_unpacked(_request(located), located.asset, kit, located.where)
         except CheckFailed:
@@ -304,7 +256,7 @@ class Fetcher:
         have = prepare_part(dest, located.asset, sha256)
         if have:
             self.reporter.info(f"resuming {located.asset} from byte {have} ({part.name})")
-        feed = Feed()
+        feed = Feed(ahead=None if tarball.size is not None else AHEAD_LIMIT)
         bar = self.reporter.progress(f"downloading {located.asset}")
         downloader = Downloader(self._source(located, tarball), part,
                                 expected_size=tarball.size, sha1=sha1 is not None, feed=feed,
@@ -323,6 +275,7 @@ class Fetcher:
                 def bound() -> None:  # no size recorded: the archive's end bounds the body
                     if tarball.size is None:
                         downloader.limit = feed.written + TAIL_LIMIT
+                        feed.release()
 
                 with FollowingArchive(part, feed, shown=located.asset, at_end=bound) as archive:
                     extraction = extract(archive, staging, archive_size=size)
@@ -374,15 +327,14 @@ class Fetcher:
 
 @contextmanager
 def _only_fetch_into(dest: Path) -> Iterator[None]:
-    """One fetch at a time into a DEST (a lock on the folder itself: nothing is left behind)."""
+    """One fetch at a time into DEST (a lock on the folder itself)."""
     with locks.held(dest, busy=lambda _: EnvironmentFailure(
             f"another fetch into {dest} is running; wait for it, or give another --dest")):
         yield
 
 
 def _clear_stale_staging(dest: Path) -> None:
-    """Staging folders of fetches that were killed (SIGKILL, a power cut): their process is
-    gone. A switch one of them was in the middle of is settled first."""
+    """Staging folders of killed fetches (their process gone), a half switch settled first."""
     for path in dest.glob(f"{STAGING_PREFIX}*"):
         pid = path.name[len(STAGING_PREFIX):].partition("-")[0]
         if not pid.isdigit():
@@ -398,8 +350,7 @@ def _clear_stale_staging(dest: Path) -> None:
 
 @contextmanager
 def _staging(dest: Path) -> Iterator[Path]:
-    """A private folder in DEST for the new release's files (in NEW), settled and removed
-    when the fetch ends, however it ends; a fetch killed outright leaves it to the next one."""
+    """A private folder in DEST for the new release's files, settled and removed at the end."""
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=dest))
     (staging / NEW).mkdir()
     try:
@@ -410,9 +361,8 @@ def _staging(dest: Path) -> Iterator[Path]:
 
 
 def _switch(dest: Path, staging: Path, asset: str) -> None:
-    """DEST's release files replaced by staging/NEW's, as one step: DEST's move into OLD,
-    the rename of OLD to REPLACED commits, the new ones move in. SIGINT and SIGTERM wait
-    until it is done; a failure is settled before it is told."""
+    """Replace DEST's release files by staging/NEW's: DEST's into OLD, OLD renamed to REPLACED
+    (the commit), the new ones in; signals wait, a failure is settled before it is told."""
     old = staging / OLD
     with _signals_deferred():
         try:
@@ -432,9 +382,8 @@ def _switch(dest: Path, staging: Path, asset: str) -> None:
 
 
 def _settle(dest: Path, staging: Path) -> str:
-    """Finish what a switch left in `staging` (a failure, or its fetch was killed): before
-    its commit DEST's files go back, after it the new ones go in. Which release DEST holds,
-    in words; an OSError when a move fails."""
+    """Finish a switch left in `staging`: before its commit the old files go back, after it the
+    new ones go in. Which release DEST holds, in words; OSError when a move fails."""
     if (staging / REPLACED).is_dir():
         _move_all(staging / NEW, dest)
         return f"{dest} holds the new release's files"
@@ -460,17 +409,15 @@ def _move_all(folder: Path, dest: Path) -> None:
 
 
 def _discard(staging: Path) -> None:
-    """A staging folder settled: away, however deep (best effort: the next fetch tries
-    again)."""
+    """Remove a settled staging folder, best effort (the next fetch tries again)."""
     with suppress(OSError):
         remove_tree(staging)
 
 
 @contextmanager
 def _signals_deferred() -> Iterator[None]:
-    """SIGINT and SIGTERM that arrive in the block act when it ends: stopped halfway, the
-    switch (a few renames) would leave DEST holding part of each release. Only the main
-    thread can set handlers; elsewhere the block runs as it is."""
+    """SIGINT and SIGTERM in the block act when it ends (a half switch would mix releases);
+    outside the main thread the block runs as it is."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -518,7 +465,7 @@ def _check_replaceable(kit: Path) -> None:
 
 
 def _missing_folders(dest: Path) -> list[Path]:
-    """DEST and the folders above it that do not exist yet, deepest first."""
+    """DEST and its missing parents, deepest first."""
     missing = []
     folder = dest.absolute()
     while not os.path.lexists(folder) and folder != folder.parent:
@@ -528,7 +475,7 @@ def _missing_folders(dest: Path) -> list[Path]:
 
 
 def _remove_empty(folders: list[Path]) -> None:
-    """The folders a failed fetch made, where nothing is left in them (deepest first)."""
+    """The folders a failed fetch made, where empty (deepest first)."""
     for folder in folders:
         try:
             folder.rmdir()
@@ -537,8 +484,7 @@ def _remove_empty(folders: list[Path]) -> None:
 
 
 def _resumable(error: BaseException) -> bool:
-    """Whether a download that failed so leaves a .part worth resuming from: the network's or
-    the disk's failure (a drop, a drip, a full disk), not a refusal of what was sent or asked."""
+    """Whether the failure (network or disk, not a refusal) leaves a .part worth resuming."""
     return isinstance(error, EnvironmentFailure) and not isinstance(error, NotFound)
 
 
@@ -548,8 +494,7 @@ def _remove(*paths: Path) -> None:
 
 
 def _request(located: Located) -> identity.Request:
-    """What was asked for: as locate stated it, else (a Located made by hand) its own tag,
-    tarball and kit, which the matrix's templates then cannot bind: it is refused."""
+    """What was asked for: locate's, else a hand-made Located's own (refused: unbindable)."""
     return located.request or identity.Request(located.tag, located.asset, located.kit)
 
 

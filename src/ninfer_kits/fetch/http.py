@@ -1,22 +1,7 @@
-"""HTTP for fetch, on the standard library alone (urllib): what the zipapp can carry.
-
-- A token goes only to the hosts it is meant for, and never across a redirect: it is an
-  "unredirected" header, so the 302 from a release asset to its storage URL is followed
-  without it (GitHub's storage would refuse it anyway; another host must never see it).
-- Retries, bounded, with backoff: connection errors and resets, timeouts, 5xx, 429, and
-  GitHub's rate limits (`Retry-After`, `X-RateLimit-Reset` when it is near). Then an
-  EnvironmentFailure (exit status 3) that names the URL, never a header.
-- `open_at(url, offset)` asks for `Range: bytes=offset-` and says where the body starts: a
-  server that ignores Range answers 200 from byte 0, which the caller skips; one that answers
-  a Range it was not asked for (or 416) raises RangeRefused, and the caller asks for the whole.
-- Only http(s), from outside: every URL opened and every redirect followed is checked by one
-  UrlPolicy (https anywhere; plain http only on a host the user named as an http server), and
-  the opener has no handler for file:, ftp: or data: at all. API answers, the kit index and the
-  ledger are written by whoever runs the server: a path or a file:// URL there must never
-  read this machine's files.
-- Bodies are read with at most one recv per read (`read1`): a connection reset loses nothing
-  already received, so a resume starts where the bytes stopped. A Pace bounds how slowly a
-  body may arrive: a server dripping a byte a minute never trips the per-read timeout.
+"""HTTP for fetch on urllib alone (what the .pyz carries): tokens only to their hosts and never
+across a redirect, bounded retries, Range, https only unless the user named an http server, and
+a Pace (docs/fetch.md, "What fetch opens"). Bodies are read one recv per read (`read1`), so a
+reset loses nothing already received and a resume starts where the bytes stopped.
 """
 
 from __future__ import annotations
@@ -36,8 +21,8 @@ from typing import IO, Any
 from ninfer_kits import __version__
 from ninfer_kits.errors import BadInput, EnvironmentFailure
 from ninfer_kits.inspector.inputs import printable
-from ninfer_kits.remote import cleartext_token_problem
-from ninfer_kits.retry import limit_wait
+from ninfer_kits.net.remote import cleartext_token_problem
+from ninfer_kits.net.retry import limit_wait
 
 USER_AGENT = f"ninfer-kits/{__version__} (+fetch)"
 TIMEOUT = 60.0  # seconds without a byte before a connection counts as dropped
@@ -45,17 +30,15 @@ ATTEMPTS = 6  # per request, and per stretch of a download without progress
 BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
 MAX_WAIT = 60.0  # the longest Retry-After / rate-limit reset we wait for
 SMALL_LIMIT = 4 << 20  # SHA256SUMS, BUILDINFO.txt, API answers
-# The slowest a body may arrive: fewer bytes than MIN_RATE a second over any RATE_WINDOW seconds
-# stops it (4 KiB/s, 32 kbit/s: any real link is faster; a drip is far slower).
+# A body slower than MIN_RATE over any RATE_WINDOW stops (4 KiB/s: any real link is faster).
 MIN_RATE = 4096
 RATE_WINDOW = 60.0
-# Where plain http may come from, for the message refusing it.
 NAMED_SERVERS = ("--api (or the matrix's [publish.github] api), --index or $NINFER_KITS_INDEX, "
                  "$NINFER_KITS_B2_URL")
 
 
 class HttpFailure(EnvironmentFailure):
-    """A request that did not succeed after its retries: the network or the server."""
+    """A request that failed after its retries: the network or the server."""
 
     def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
         super().__init__(message)
@@ -70,8 +53,7 @@ class NotFound(HttpFailure):
 
 
 class RangeRefused(HttpFailure):
-    """A Range request answered with other bytes than those asked for (a wrong Content-Range),
-    or refused (416): resuming there cannot work, the whole file can."""
+    """A Range answered with other bytes, or 416: the whole file can still come."""
 
 
 class TooSlow(HttpFailure):
@@ -83,13 +65,12 @@ class RefusedUrl(BadInput):
 
 
 class TooLarge(BadInput):
-    """A small file (SHA256SUMS, an API answer, the kit index) larger than its bound."""
+    """A small file (SHA256SUMS, an API answer, the index) over its bound."""
 
 
 class UrlPolicy:
-    """Which URLs fetch opens, for the first request and every redirect: https:// to any host;
-    http:// only to a host the user named as an http server (`servers`: --api, --index, the B2
-    download URL; a local test server); nothing else (a path, file://, ftp://, data:)."""
+    """Which URLs fetch opens, first and after each redirect: https anywhere, http only to a
+    host the user named (`servers`), nothing else."""
 
     def __init__(self, servers: Iterable[str] = ()) -> None:
         self._plain_hosts = frozenset(_hostname(url) for url in servers
@@ -127,8 +108,7 @@ def _hostname(url: str) -> str | None:
 
 @dataclass(frozen=True)
 class Pace:
-    """At least `rate` bytes a second, averaged over every `window` seconds of one download
-    (its reconnects and backoffs included): what stops a server that drips."""
+    """At least `rate` bytes a second over every `window` seconds, reconnects included."""
 
     rate: float
     window: float
@@ -138,8 +118,7 @@ class Pace:
 
 
 class PaceWatch:
-    """One download against its Pace, from now: `check(received)` (the bytes received since)
-    after every read and before a reconnect."""
+    """One download against its Pace: `check(received)` after each read and reconnect."""
 
     def __init__(self, pace: Pace, url: str) -> None:
         self.pace, self.url = pace, url
@@ -157,10 +136,13 @@ class PaceWatch:
                           f"must keep up", url=self.url)
         self._since, self._from = now, received
 
+    def restart(self, received: int) -> None:
+        """A new window from now (the time before was spent waiting on this side)."""
+        self._since, self._from = time.monotonic(), received
+
 
 class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
-    """urllib's redirects, each checked against the policy before it is followed (urllib's
-    own would follow one to ftp://, and names a file:// one raw in its error)."""
+    """urllib's redirects, each checked by the policy first (urllib's own follows ftp://)."""
 
     def __init__(self, policy: UrlPolicy) -> None:
         self._policy = policy
@@ -181,7 +163,7 @@ class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
 
 
 def _opener(policy: UrlPolicy) -> urllib.request.OpenerDirector:
-    """urllib's opener for http and https only: no file:, ftp: or data: handler to reach."""
+    """urllib's opener with no file:, ftp: or data: handler."""
     opener = urllib.request.OpenerDirector()
     for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(),
                     urllib.request.HTTPHandler(), urllib.request.HTTPSHandler(),
@@ -193,7 +175,6 @@ def _opener(policy: UrlPolicy) -> urllib.request.OpenerDirector:
 
 @dataclass
 class Opened:
-    """A response whose body is about to be read."""
 
     response: HTTPResponse
     url: str  # after redirects
@@ -202,8 +183,7 @@ class Opened:
 
 
 def shown(url: str) -> str:
-    """A URL for messages: without user info or query (signed storage URLs carry secrets
-    there), escaped (a server names it)."""
+    """A URL for messages: no user info or query (signed URLs keep secrets there), escaped."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or ""
     if parts.port:
@@ -217,9 +197,8 @@ def _host(url: str) -> str:
 
 
 class Client:
-    """GETs with retries; `token` is sent (as `Authorization: Bearer`) only to `token_hosts`
-    (URLs or host:port), and never after a redirect. `servers`: the http servers the user
-    named (UrlPolicy); every other URL must be https."""
+    """GETs with retries; `token` only to `token_hosts`, never after a redirect; `servers` the
+    http servers the user named (UrlPolicy)."""
 
     def __init__(self, *, token: str | None = None, token_hosts: Collection[str] = (),
                  servers: Iterable[str] = (), attempts: int = ATTEMPTS,
@@ -246,8 +225,7 @@ class Client:
         return request
 
     def open_at(self, url: str, offset: int = 0, *, accept: str | None = None) -> Opened:
-        """GET url from byte `offset` on (a Range request when offset > 0); RefusedUrl for a
-        URL the policy does not allow, before any connection."""
+        """GET `url` from byte `offset` (Range when > 0); RefusedUrl before any connection."""
         self.policy.check(url)
         headers = {"Accept-Encoding": "identity"}
         if accept:
@@ -260,7 +238,7 @@ class Client:
 
     def get_bytes(self, url: str, *, accept: str | None = None,
                   limit: int = SMALL_LIMIT) -> bytes:
-        """A small file or API answer, whole (at most `limit` bytes), with retries."""
+        """A small file or API answer, whole (at most `limit` bytes)."""
         for attempt in range(1, self.attempts + 1):
             opened = self.open_at(url, accept=accept)
             try:
@@ -274,7 +252,7 @@ class Client:
 
     def _bounded_body(self, response: HTTPResponse, total: int | None, url: str,
                       limit: int) -> bytes:
-        """The body, read no further than one byte past `limit`, at the client's pace."""
+        """The body, no further than one byte past `limit`, at the client's pace."""
         if total is not None and total > limit:  # said before a byte of it is read
             raise TooLarge(f"{shown(url)}: {total} bytes, larger than the "
                            f"{limit} bytes of the small file expected there: refused")

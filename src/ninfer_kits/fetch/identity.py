@@ -1,20 +1,6 @@
-"""What a fetch was asked for, and the checks that what it got is that release and no other.
-
-A name (a kit of the matrix, or a release tag) becomes a Request: the tag, the tarball's name,
-the kit and its flavour, and, where the ledger or the kit index records the release, the
-upstream revision built and the tarball's sha256. A release's own checksums and signature say
-only that its files are the ones its publisher made; another kit's release, validly signed,
-passes them. So three checks bind the fetch to the request:
-
-- after locating (`check_located`): the release holds the tarball of that name; no other
-  tarball stands in for a missing one;
-- before downloading (`check_listed`): SHA256SUMS's sha256 of it is the one recorded;
-- after unpacking, before kit/ is placed (`check_unpacked`): kit/BUILDINFO.txt's kit, flavour
-  and revision are the request's. A tag that nothing records is bound through the matrix
-  instead: the kit BUILDINFO.txt names must render, from the revision and version it was built
-  from, the very tag and tarball name asked for.
-
-Each mismatch is CheckFailed naming both sides. Text read from the release is shown escaped.
+"""What a fetch was asked for, and the checks binding what it got to that release: a release's
+checksums and signature pass another kit's release too (docs/fetch.md, "The kit fetched is the
+kit asked for"). Each mismatch is CheckFailed naming both sides, release text escaped.
 """
 
 from __future__ import annotations
@@ -23,13 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ninfer_kits import buildinfo
 from ninfer_kits.errors import BadInput, CheckFailed
 from ninfer_kits.inspector.inputs import printable
-from ninfer_kits.kitdir import BUILDINFO, PORTABLE
+from ninfer_kits.kit import buildinfo, flavours
+from ninfer_kits.kit.flavours import PLAIN
+from ninfer_kits.kit.kitdir import BUILDINFO
 from ninfer_kits.matrix import Kit, RevisionFacts, UnresolvedPlaceholders
-
-PLAIN = "plain"
 
 
 @dataclass(frozen=True)
@@ -44,7 +29,7 @@ class Request:
     sha256: str | None = None  # the tarball's, as the record says it was published
     recorded_by: str = ""  # "the ledger" or "the kit index", when a record is known
     record: str = ""  # the record itself, for messages: "the ledger releases/<tag>.toml"
-    # The matrix's kits: their tag and asset templates bind a tag that no record knows.
+    # their tag and asset templates bind a tag that no record knows
     kits: Mapping[str, Kit] = field(default_factory=dict)
 
     @property
@@ -53,7 +38,7 @@ class Request:
 
     @property
     def bound(self) -> str:
-        """What check_unpacked holds the kit to, for fetch's `checked` line."""
+        """What check_unpacked holds the kit to, for `checked`."""
         if self.revision is not None:
             return (f"kit/{BUILDINFO} is kit {self.kit} at {self.revision[:12]}, as "
                     f"{self.recorded_by} records")
@@ -62,7 +47,7 @@ class Request:
 
 def check_located(request: Request, asset: str, names: Mapping[str, object],
                   where: str) -> None:
-    """The located tarball is the one asked for, and the release holds it."""
+    """The located tarball is the one asked for, and the release holds it (no stand-in)."""
     if request.asset is not None and asset != request.asset:
         raise CheckFailed(f"{where}: its tarball is {printable(asset)}, and the "
                           f"{request.words} is {request.asset}: not the kit asked for")
@@ -73,8 +58,7 @@ def check_located(request: Request, asset: str, names: Mapping[str, object],
 
 
 def check_listed(request: Request, asset: str, listed: str, source: str) -> str | None:
-    """SHA256SUMS's sha256 of the tarball (`listed`, read from `source`) against the record's;
-    the words for "… agrees", or None where nothing records one."""
+    """SHA256SUMS's sha256 of the tarball against the record's: words, or None unrecorded."""
     if request.sha256 is None:
         return None
     if listed != request.sha256:
@@ -118,16 +102,16 @@ def _differences(request: Request, asset: str, info: buildinfo.BuildInfo) -> lis
 
 
 def _unbound(request: Request, asset: str, info: buildinfo.BuildInfo) -> list[str]:
-    """Where the matrix's templates of the kit BUILDINFO.txt names, filled from its revision
-    and version, do not give the tag and tarball asked for."""
+    """Where the matrix's templates, filled from BUILDINFO, do not give the tag and tarball."""
     kit = request.kits.get(info.kit)
     if kit is None:
         return [f"kit {printable(info.kit)}, which the matrix does not have, and nothing "
                 f"records release {request.tag}: nothing binds the kit to that tag"]
-    try:  # ValueError: not a revision, or (portable) an asset with no portable sibling
+    kind = flavours.named(request.flavour)
+    try:  # ValueError: not a revision, or an asset with no other flavour's name
         facts = RevisionFacts(revision=info.revision, version=info.version)
         tag, plain = kit.render_tag(facts), kit.render_asset(facts)
-        made = PORTABLE.asset(plain) if request.flavour == PORTABLE.name else plain
+        made = kind.asset(plain) if kind is not None else plain
     except (ValueError, UnresolvedPlaceholders) as error:
         return [f"revision {printable(info.revision)} and version {printable(info.version)}, "
                 f"from which kit {kit.id}'s tag cannot be made ({printable(str(error))})"]

@@ -1,29 +1,21 @@
-"""The kit index (index.json) as fetch and kit-url read it: the releases published since the
-ledger here (a checkout's releases/, or the one inside ninfer-kits.pyz as of its build) was
-written, with their real asset names, sizes, hashes and URLs.
-
-Where it is: --index URL|FILE (`none`: nowhere), else $NINFER_KITS_INDEX, else the GitHub
-repository's committed releases/index.json (`<web>/OWNER/NAME/raw/HEAD/releases/index.json`:
-no API, no token). It is read once, when a name is not in the ledger; none there (404, or no
-answer) is not an error: locating goes on as it did before the index. An index that is there
-but is not one is bad input naming it.
+"""The kit index as fetch and kit-url read it (where it is: docs/index.md): read once, when a
+name is not in the ledger here; none there is no error, and one that is no index is bad input.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from ninfer_kits import kitindex
+from ninfer_kits.config import settings
 from ninfer_kits.errors import BadInput
 from ninfer_kits.fetch.http import Client, HttpFailure, NotFound, shown
 from ninfer_kits.fetch.ledger import Recorded
 from ninfer_kits.inspector.inputs import printable
-from ninfer_kits.ledger import LedgerEntry
+from ninfer_kits.release import kitindex
+from ninfer_kits.release.ledger import LedgerEntry
 
-INDEX_ENV = "NINFER_KITS_INDEX"
 COMMITTED = "releases/" + kitindex.JSON_NAME  # where the rebuild workflow commits it
 ATTEMPTS = 2  # an index that does not answer is only a fallback's loss; do not wait long
 TIMEOUT = 15.0
@@ -35,10 +27,8 @@ BY = "the kit index"  # Recorded.by of its entries
 
 def index_location(given: str | None, repository: str | None, web: str,
                    environ: Mapping[str, str] | None = None) -> str | None:
-    """Where the kit index is: --index, else $NINFER_KITS_INDEX, else the repository's
-    committed one; None for `none`, or without a repository."""
-    env = os.environ if environ is None else environ
-    chosen = given or env.get(INDEX_ENV)
+    """--index, else $NINFER_KITS_INDEX, else the repository's; None for `none` or no repo."""
+    chosen = given or settings.read(settings.INDEX, environ)
     if chosen:
         return None if chosen == NO_INDEX else chosen
     return f"{web}/{repository}/raw/HEAD/{COMMITTED}" if repository else None
@@ -49,12 +39,11 @@ class IndexSource:
 
     def __init__(self, location: str, client: Client | None = None) -> None:
         self.location = location
-        # its location is the user's (--index, $NINFER_KITS_INDEX) or the API's web host
+        # the user's (--index, $NINFER_KITS_INDEX) or the API's web host
         self._client = client or Client(attempts=ATTEMPTS, timeout=TIMEOUT, servers=(location,))
         self._entries: tuple[LedgerEntry, ...] | None = None
         self.note = ""  # why there was none, once asked
-        # why it could not be read (the network, the server), once asked: "" when it answered
-        # (a 404 answers: there is no index there)
+        # why it was not read, once asked; "" when it answered (a 404 answers: no index)
         self.failure = ""
 
     @property
@@ -63,7 +52,7 @@ class IndexSource:
 
     @property
     def loaded(self) -> bool:
-        """Whether it was read already (by fetch --auto, which chose a release from it)."""
+        """Whether it was read already (by fetch --auto)."""
         return self._entries is not None
 
     def entries(self) -> tuple[LedgerEntry, ...]:
@@ -99,16 +88,14 @@ class IndexSource:
 
 
 def _reason(error: HttpFailure, url: str) -> str:
-    """Why a request failed, without the URL its message starts with (the message that says it
-    names the index already)."""
+    """Why a request failed, without the URL (the message names the index already)."""
     text = str(error)
     return text.removeprefix(f"{url}: ") if text.startswith(f"{url}: ") else printable(text)
 
 
 def _shown_as_is(entry: LedgerEntry, where: str) -> LedgerEntry:
-    """The entry, when each of its texts can be shown as it is: the index comes from a server,
-    and its tags, names and needs reach the terminal (fetch's notes, --auto's judgements), where
-    an escape sequence in one would act on it. Refused, shown escaped, otherwise."""
+    """The entry, when each text can be shown as is (a server's tags reach the terminal, where
+    an escape sequence would act); refused, shown escaped, otherwise."""
     for text in _texts(entry):
         if not text.isprintable():
             raise BadInput(f"{where}: release {printable(entry.tag)} holds a control character "

@@ -1,23 +1,18 @@
-"""The ledger, releases/<tag>.toml, as fetch and kit-url read it.
-
-The format has one reader, `ninfer_kits.ledger` (standard library only; releases/README.md
-documents the keys), which this wraps with what fetching asks: a tag's entry, a kit's entries
-oldest first, each asset's URL by store, the GitHub repository it was published to.
-"""
+"""The ledger as fetch and kit-url read it: `release.ledger` (its one reader) wrapped with what
+fetching asks (a tag's entry, a kit's entries, asset URLs, the GitHub repository)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits import ledger
-from ninfer_kits.ledger import LedgerAsset, LedgerEntry
+from ninfer_kits.release import ledger
+from ninfer_kits.release.ledger import LedgerAsset, LedgerEntry
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """One release's ledger entry, read and checked: from a ledger file, or from the kit
-    index (fetch.index), which carries each file's text."""
+    """One release's ledger entry, from a ledger file or from the kit index."""
 
     source: str  # for messages: the ledger file, or the kit index
     entry: LedgerEntry
@@ -36,28 +31,21 @@ class Recorded:
         return self.entry.asset
 
     @property
-    def portable_asset(self) -> str | None:
-        """The portable tarball's name, when the release has one."""
-        return self.entry.portable_asset
-
-    @property
     def assets(self) -> tuple[LedgerAsset, ...]:
         return self.entry.assets
 
     @property
     def repository(self) -> str | None:
         """The GitHub repository it was published to, when a GitHub store is recorded."""
-        for store in self.entry.stores:
-            if store.name == "github":
-                return dict(store.details).get("repository")
-        return None
+        return self._github("repository")
 
     @property
     def api(self) -> str | None:
-        for store in self.entry.stores:
-            if store.name == "github":
-                return dict(store.details).get("api")
-        return None
+        return self._github("api")
+
+    def _github(self, key: str) -> str | None:
+        store = next((store for store in self.entry.stores if store.name == "github"), None)
+        return None if store is None else dict(store.details).get(key)
 
 
 def url_of(asset: LedgerAsset, store: str) -> str | None:
@@ -75,7 +63,7 @@ def read_entry(folder: Path | None, tag: str) -> Recorded | None:
 
 
 def entries_of(folder: Path | None, kit: str) -> list[Recorded]:
-    """Every release of `kit` in the ledger, oldest first (by when it was published)."""
+    """Every release of `kit` in the ledger, oldest first."""
     if folder is None:
         return []
     return [Recorded(f"the ledger {ledger.path_for(folder, entry.tag)}", entry)

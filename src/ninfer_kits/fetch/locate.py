@@ -1,18 +1,6 @@
-"""Where a kit's release is, and the URL of each of its files.
-
-A name is a kit of the matrix or a release tag. The ledger (`releases/<tag>.toml` beside the
-matrix) says what was published, with every asset's size, hashes and URLs; without it, the
-matrix's tag and asset templates and the GitHub API (the release by tag) say it. A kit whose tag
-needs facts only a build knows (`{version}`: the upstream's VERSION file) is found through the
-ledger's newest release of it.
-
-Origins: `github` (the release download URLs, or the API's asset URLs with a token), `b2` (the
-bucket's friendly URLs `<download host>/file/<bucket>/<prefix><tag>/<asset>`), or a folder on
-this machine shaped like dist/ (`DIR/<tag>/` or the tag's folder itself: what `build`, `publish
---dry-run` and the local store write).
-
-A release of a kit built `portable` has a second tarball, `<stem>-portable.tar.gz`; `portable=`
-(fetch and kit-url --portable) makes it the asset located, and refuses a release without one.
+"""Where a kit's release is, and each file's URL: the ledger, else the kit index, else the
+matrix's templates and the GitHub API; on a store (its `stores` kind says how) or a dist-shaped
+folder (docs/fetch.md, "Where the release is" and "Which tarball").
 """
 
 from __future__ import annotations
@@ -27,33 +15,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits import ledger, resources
+from ninfer_kits import stores
+from ninfer_kits.config import resources, settings
 from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
 from ninfer_kits.fetch import ledger as ledger_mod
 from ninfer_kits.fetch.http import Client, NotFound, shown
-from ninfer_kits.fetch.identity import PLAIN, Request, check_located
-from ninfer_kits.fetch.index import COMMITTED, INDEX_ENV, IndexSource, index_location
+from ninfer_kits.fetch.identity import Request, check_located
+from ninfer_kits.fetch.index import COMMITTED, IndexSource, index_location
 from ninfer_kits.fetch.ledger import Recorded, url_of
 from ninfer_kits.inspector.inputs import printable
-from ninfer_kits.kitdir import (
-    PORTABLE,
-    REPRODUCTION,
-    SIBLINGS,
-    SIGNATURE,
-    SOURCES,
-    FlavourKind,
-    listed_sources,
-)
-from ninfer_kits.ledger import LedgerEntry
+from ninfer_kits.kit import flavours
+from ninfer_kits.kit.flavours import PLAIN, PORTABLE, FlavourKind
+from ninfer_kits.kit.kitdir import REPRODUCTION, SIGNATURE, SOURCES, listed_sources
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, Matrix, UnresolvedPlaceholders
-from ninfer_kits.remote import github_web, token_for
+from ninfer_kits.net.remote import github_web, token_for
+from ninfer_kits.release import ledger
+from ninfer_kits.release.ledger import LedgerEntry
 
 SHA256SUMS = "SHA256SUMS"
 SHA1SUMS = "SHA1SUMS"
 BUILDINFO = "BUILDINFO.txt"
 TARBALL_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".tar.bz2", ".tar")
 OCTET_STREAM = "application/octet-stream"
-B2_URL_ENV = "NINFER_KITS_B2_URL"
+B2_URL_ENV = settings.B2_URL.name
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
@@ -75,7 +59,7 @@ class RemoteFile:
 class Located:
     tag: str
     asset: str  # the kit tarball's name
-    origin: str  # "github", "b2" or "dir"
+    origin: str  # the store's name ("github", "b2"), or "dir"
     where: str  # for messages: "GitHub OWNER/NAME release TAG"
     files: Mapping[str, RemoteFile]  # those the release has, by name
     kit: str | None = None
@@ -96,8 +80,6 @@ class Context:
     releases: Path | None  # the ledger folder
     repository: str | None
     api: str
-    b2_bucket: str | None
-    b2_prefix: str
     index: IndexSource | None = None  # read when a name is not in the ledger
 
     def recorded(self, tag: str) -> Recorded | None:
@@ -115,18 +97,12 @@ class Context:
         return entries
 
     def every_release(self) -> list[LedgerEntry]:
-        """Every release the ledger here or the kit index records (the ledger's entry where
-        both do), oldest first: fetch --auto's candidates."""
+        """Every release the ledger or the kit index records, oldest first (--auto's choice)."""
         recorded = ledger.read_all(self.releases) if self.releases else []
         known = {entry.tag for entry in recorded}
         indexed = [entry for entry in (self.index.entries() if self.index else ())
                    if entry.tag not in known]
         return sorted([*recorded, *indexed], key=lambda entry: (entry.published_at, entry.tag))
-
-    @property
-    def index_note(self) -> str:
-        """Why the kit index told nothing, when it was asked and had nothing to tell."""
-        return self.index.note if self.index is not None else ""
 
     @property
     def ledger_words(self) -> str:
@@ -145,10 +121,8 @@ class Context:
         return f"the ledger ({self.ledger_words}) or {self.index.words}{note}"
 
     def not_recorded(self, what: str, then: str) -> NinferKitsError:
-        """The error for `what` ("kit X has no release") found in no record: bad input when
-        every place looked in answered; the environment's (exit 3) when the kit index, which
-        may record it, did not answer (the network, the server), then said as such. `then`
-        is what to do instead."""
+        """The error for `what` found in no record: bad input, or the environment's (exit 3)
+        when the kit index did not answer; `then` says what to do instead."""
         failure = self.index.failure if self.index is not None else ""
         if not failure:
             return BadInput(f"{what} in {self.recorded_words}: {then}")
@@ -163,24 +137,20 @@ class Context:
         return github_web(self.api)
 
 
-# --------------------------------------------------------------------------- the matrix
-
-
 def bundled_matrix() -> Path:
     """The matrix a zipapp carries (with the ledger as of its build, in releases/ beside it)."""
     return resources.BUNDLED / "matrix.toml"
 
 
 def find_matrix(given: Path | None, environ: Mapping[str, str] | None = None) -> Path | None:
-    """--matrix, $NINFER_KITS_MATRIX, ./matrix.toml, else the zipapp's own copy; None when
-    there is none (a wheel installed elsewhere: name a tag and --repository)."""
+    """--matrix, $NINFER_KITS_MATRIX, ./matrix.toml, else the zipapp's copy; None without."""
     from ninfer_kits.matrix import default_matrix_path
 
     if given is not None:
         return given
     env = os.environ if environ is None else environ
     path = default_matrix_path(env)
-    if path.is_file() or env.get("NINFER_KITS_MATRIX"):
+    if path.is_file() or settings.read(settings.MATRIX, env):
         return path
     bundled = bundled_matrix()
     return bundled if bundled.is_file() else None
@@ -188,25 +158,19 @@ def find_matrix(given: Path | None, environ: Mapping[str, str] | None = None) ->
 
 def context(matrix_path: Path | None, *, repository: str | None = None,
             api: str | None = None, index: str | None = None) -> Context:
-    """What locating reads; `index` (a URL or file) where the kit index is, when not where
-    fetch.index finds it, or NO_INDEX: none."""
+    """What locating reads; `index` where the kit index is (NO_INDEX: none)."""
     from ninfer_kits.matrix import load_matrix
 
     matrix = load_matrix(matrix_path) if matrix_path is not None else None
     github = matrix.publish.github if matrix is not None else None
-    b2 = matrix.publish.b2 if matrix is not None else None
     releases = matrix.path.parent / "releases" if matrix is not None else None
     repository = repository or (github.repository if github else None)
     api = (api or (github.api if github else DEFAULT_GITHUB_API)).rstrip("/")
     location = index_location(index, repository, github_web(api))
     return Context(
         matrix=matrix, releases=releases, repository=repository, api=api,
-        b2_bucket=b2.bucket if b2 else None, b2_prefix=b2.prefix if b2 else "",
         index=IndexSource(location) if location else None,
     )
-
-
-# --------------------------------------------------------------------------- name → tag
 
 
 @dataclass(frozen=True)
@@ -255,40 +219,34 @@ def _from_ledger(kit: Kit, ctx: Context, error: UnresolvedPlaceholders) -> Wante
     return Wanted(tag=newest.tag, kit=kit, asset=newest.asset, entry=newest, notes=(note,))
 
 
-# --------------------------------------------------------------------------- per origin
-
-
 def locate(name: str, origin: str, ctx: Context, client: Client | None = None, *,
-           portable: bool = False) -> Located:
-    """The release `name` means on `origin` ("github", "b2" or a folder's path); with
-    `portable`, its portable tarball is the asset (BadInput when the release has none)."""
-    if origin not in ("github", "b2") and not (ctx.index is not None and ctx.index.loaded):
+           flavour: str = PLAIN) -> Located:
+    """The release `name` means on `origin` (a store or a folder), its `flavour` tarball the
+    asset (BadInput when it has none)."""
+    store = stores.origin(origin)
+    if store is None and not (ctx.index is not None and ctx.index.loaded):
         ctx = dataclasses.replace(ctx, index=None)  # a folder says what it holds: no index
-        # read for it (one --auto chose from is kept: the request is that index's entry)
+        # read for it (an index --auto chose from is kept: the request is its entry)
     want = wanted(name, ctx)
-    request = _request(want, ctx, portable)
-    if origin == "github":
-        found = _github(want, ctx, client)
-    elif origin == "b2":
-        found = _b2(want, ctx)
-    else:
-        found = _folder(want, Path(origin))
-    found = _portable(found, want) if portable else found
+    kind = flavours.named(flavour)
+    request = _request(want, ctx, kind)
+    found = store.locate(want, ctx, client) if store is not None else \
+        _folder(want, Path(origin))
+    found = _flavoured(found, want, kind) if kind is not None else found
     check_located(request, found.asset, found.files, found.where)
     return dataclasses.replace(found, request=request)
 
 
-def _request(want: Wanted, ctx: Context, portable: bool) -> Request:
-    """What `want` asks for: the tarball by name, the kit, and what the record (ledger or kit
-    index) says of them."""
+def _request(want: Wanted, ctx: Context, kind: FlavourKind | None) -> Request:
+    """What `want` asks for: the tarball, the kit, and what the record says of them."""
     record = want.entry
     asset = want.asset
-    if portable and asset is not None:
-        asset = record.portable_asset if record and record.portable_asset else \
-            _sibling_name(asset)
+    if kind is not None and asset is not None:
+        recorded = record.entry.tarball_of(kind.name) if record else None
+        asset = recorded.asset if recorded else _sibling_name(asset, kind)
     return Request(
         tag=want.tag, asset=asset, kit=_kit_id(want) or None,
-        flavour=PORTABLE.name if portable else PLAIN,
+        flavour=kind.name if kind is not None else PLAIN,
         revision=(record.entry.revision or None) if record else None,
         sha256=_recorded_sha256(record, asset), recorded_by=record.by if record else "",
         record=record.source if record else "", kits=ctx.matrix.kits if ctx.matrix else {})
@@ -298,39 +256,41 @@ def _recorded_sha256(record: Recorded | None, asset: str | None) -> str | None:
     if record is None or asset is None:
         return None
     listed = next((item.sha256 for item in record.assets if item.name == asset), None)
-    if listed is None and asset == record.portable_asset:
-        listed = record.entry.portable_sha256
+    if listed is None:
+        listed = next((item.sha256 for item in record.entry.tarballs if item.asset == asset), None)
     return listed
 
 
-def _portable(found: Located, want: Wanted) -> Located:
-    """The same release with its portable tarball as the asset."""
-    name = _sibling_name(found.asset)
+def _flavoured(found: Located, want: Wanted, kind: FlavourKind) -> Located:
+    """The same release with its tarball of flavour `kind` as the asset."""
+    name = _sibling_name(found.asset, kind)
     if name is None or name not in found.files:
         listed = ", ".join(printable(file) for file in sorted(found.files)) or "no files"
-        why = (f"kit {want.kit.id} is not built portable (no `portable = true` in the matrix)"
-               if want.kit is not None and not want.kit.portable else
-               f"no {name or 'portable tarball'} among its files: {listed}")
-        if found.ledger is not None and found.ledger.portable_asset is None:
+        why = (f"kit {want.kit.id} is not built {kind.name} (no `{kind.switch} = true` in the "
+               f"matrix)" if want.kit is not None and not kind.built_for(want.kit) else
+               f"no {name or f'{kind.name} tarball'} among its files: {listed}")
+        if found.ledger is not None and found.ledger.entry.tarball_of(kind.name) is None:
             why += f"; {found.ledger.source} records none"
-        raise BadInput(f"release {found.tag} has no portable kit ({found.where}: {why}); "
-                       f"leave out --portable for the plain kit")
+        raise BadInput(f"release {found.tag} has no {kind.name} kit ({found.where}: {why}); "
+                       f"leave out {' '.join(kind.fetch_option)} for the plain kit")
     return dataclasses.replace(found, asset=name,
-                               notes=(*found.notes, f"the portable kit {name}"))
+                               notes=(*found.notes, f"the {kind.name} kit {name}"))
 
 
-def _sibling_name(asset: str | None, kind: FlavourKind = PORTABLE) -> str | None:
+def _sibling_name(asset: str | None, kind: FlavourKind) -> str | None:
     try:
         return kind.asset(asset) if asset is not None else None
-    except ValueError:  # not a .tar.gz: a release with no sibling's name
+    except ValueError:  # not a .tar.gz: no other flavour's tarball is named after it
         return None
 
 
 def _guessed(want: Wanted, asset: str) -> tuple[str, ...]:
-    """The tarballs a release of `want` has by the matrix alone: the kit's, and its portable
-    sibling when the matrix builds one."""
-    sibling = _sibling_name(asset) if want.kit is not None and want.kit.portable else None
-    return (asset, sibling) if sibling else (asset,)
+    """The tarballs a release of `want` has by the matrix alone."""
+    if want.kit is None:
+        return (asset,)
+    others = (_sibling_name(asset, kind) for kind in flavours.beside()
+              if kind.built_for(want.kit))
+    return (asset, *(name for name in others if name))
 
 
 def _from_entry(want: Wanted, store: str, where: str) -> Located | None:
@@ -353,7 +313,8 @@ def _from_entry(want: Wanted, store: str, where: str) -> Located | None:
                    notes=(*want.notes, f"the release as {entry.source} records it"))
 
 
-def _github(want: Wanted, ctx: Context, client: Client | None) -> Located:
+def github_release(want: Wanted, ctx: Context, client: Client | None) -> Located:
+    """A release on GitHub: recorded URLs, else the URL pattern (kit-url), else the API's."""
     repository = ctx.repository or (want.entry.repository if want.entry else None)
     where = f"GitHub {repository or '?'} release {want.tag}"
     located = _from_entry(want, "github", where)
@@ -379,8 +340,7 @@ def _github(want: Wanted, ctx: Context, client: Client | None) -> Located:
 
 
 def _unrecorded_note(want: Wanted, ctx: Context, store: str) -> str:
-    """Why a URL is made from the matrix's patterns: the release is recorded nowhere, or
-    recorded as published elsewhere only (a local folder), not to `store`."""
+    """Why a URL is made from the matrix's patterns: recorded nowhere, or not on `store`."""
     pattern = "the URL follows from the matrix's tag and asset"
     entry = want.entry
     if entry is None:
@@ -443,19 +403,18 @@ def _digest(digest: object, name: str, url: str) -> str | None:
 
 
 def plain_file_name(name: str) -> bool:
-    """Whether `name` names a file in the folder it is joined to, and nothing else: no '/',
-    not '.' or '..', not empty; and shows as itself: no control character (no NUL, no escape
-    sequence for the terminal that every message naming the asset would print)."""
+    """Whether `name` is a plain file name (no '/', '.', '..' or empty) that shows as itself
+    (no control character: messages print it)."""
     return bool(name) and name not in (".", "..") and "/" not in name and name.isprintable()
 
 
-def _b2(want: Wanted, ctx: Context) -> Located:
-    bucket = ctx.b2_bucket
-    where = f"B2 bucket {bucket or '?'}, {ctx.b2_prefix}{want.tag}/"
+def b2_release(want: Wanted, ctx: Context, bucket: str | None, prefix: str) -> Located:
+    """A release in B2: recorded URLs, else the friendly URLs on $NINFER_KITS_B2_URL's host."""
+    where = f"B2 bucket {bucket or '?'}, {prefix}{want.tag}/"
     located = _from_entry(want, "b2", where)
     if located is not None:
         return located
-    base = os.environ.get(B2_URL_ENV, "").rstrip("/")
+    base = (settings.read(settings.B2_URL) or "").rstrip("/")
     if bucket is None:
         raise BadInput("no B2 bucket to fetch from: the matrix has no [publish.b2] bucket")
     if want.asset is None:  # before the host: with $NINFER_KITS_B2_URL it is still unknown
@@ -470,7 +429,7 @@ def _b2(want: Wanted, ctx: Context) -> Located:
             f"download URL (https://f00N.backblazeb2.com), or use --from github"),
             f"there is no record of release {want.tag}'s B2 download host",
             f"set {B2_URL_ENV} to the account's download URL (https://f00N.backblazeb2.com)")
-    folder = f"{base}/file/{bucket}/{_quote(ctx.b2_prefix + want.tag)}"
+    folder = f"{base}/file/{bucket}/{_quote(prefix + want.tag)}"
     files = {name: RemoteFile(name, f"{folder}/{_quote(name)}")
              for name in (*_guessed(want, want.asset), SHA256SUMS, *_signature(ctx), SHA1SUMS,
                           BUILDINFO, REPRODUCTION)}
@@ -478,23 +437,21 @@ def _b2(want: Wanted, ctx: Context) -> Located:
 
 
 def _unrecorded(ctx: Context, otherwise: BadInput, what: str, then: str) -> NinferKitsError:
-    """`otherwise`, unless the kit index, which would have said what is missing, did not
-    answer: then that (exit 3), as Context.not_recorded says it."""
+    """`otherwise`, unless the kit index did not answer: then that (exit 3)."""
     if ctx.index is None or not ctx.index.failure:
         return otherwise
     return ctx.not_recorded(what, then)
 
 
 def _signature(ctx: Context) -> tuple[str, ...]:
-    """SHA256SUMS.sig among the files guessed without a listing, where the matrix says
-    releases are signed (an unsigned release has none to list)."""
+    """SHA256SUMS.sig among the guessed files, where the matrix says releases are signed."""
     return (SIGNATURE,) if ctx.matrix is not None and ctx.matrix.publish.signing else ()
 
 
 def _folder(want: Wanted, root: Path) -> Located:
     if not root.is_dir():
-        raise BadInput(f"--from {root}: not a folder (give github, b2 or a folder shaped like "
-                       f"dist/)")
+        raise BadInput(f"--from {root}: not a folder (give "
+                       f"{stores.origin_words('a folder shaped like dist/')})")
     candidates = [root / want.tag, root]
     folder = next((c for c in candidates if (c / SHA256SUMS).is_file()), None)
     if folder is None:
@@ -511,13 +468,11 @@ def _folder(want: Wanted, root: Path) -> Located:
 
 def _only_tarball(files: Mapping[str, Any], where: str,
                   sums: Callable[[], str] | None = None) -> str:
-    """The one kit tarball among `files`, for a tag that neither the matrix nor a record names
-    the tarball of (never in place of a named one: fetch.identity binds what it unpacks to the
-    tag through the matrix): its siblings (the portable one) aside, and the copyleft sources
-    published beside it (`sums` reads the release's SHA256SUMS, which lists them as
-    sources/<file>; read only when the names leave more than one)."""
+    """The one kit tarball among `files` for a tag nothing names the tarball of (identity then
+    binds it through the matrix): other flavours' and the copyleft sources aside (`sums` read
+    only when the names leave more than one)."""
     found = [name for name in files if name.endswith(TARBALL_SUFFIXES)]
-    siblings = {_sibling_name(name, kind) for name in found for kind in SIBLINGS}
+    siblings = {_sibling_name(name, kind) for name in found for kind in flavours.beside()}
     tarballs = [name for name in found if name not in siblings]
     if len(tarballs) > 1 and sums is not None:
         sources = {name.removeprefix(f"{SOURCES}/") for name in listed_sources(sums())}
@@ -538,10 +493,12 @@ def _quote(text: str) -> str:
     return urllib.parse.quote(text, safe="/-_.~+")
 
 
-# --------------------------------------------------------------------------- the commands' side
-
-ORIGINS_HELP = ("where to fetch from: the GitHub release (default), B2's friendly URLs, or a "
-                "folder shaped like dist/ (DIR/<tag>/ or the tag's folder itself)")
+def origins_help() -> str:
+    """--from's help: each store users fetch from (the first the default), or a folder."""
+    words = [kind.origin.words for kind in stores.origins() if kind.origin is not None]
+    words[0] += " (default)"
+    return (f"where to fetch from: {', '.join(words)}, or a folder shaped like dist/ "
+            f"(DIR/<tag>/ or the tag's folder itself)")
 
 
 def add_location_arguments(parser: argparse.ArgumentParser) -> None:
@@ -557,7 +514,7 @@ def add_location_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{DEFAULT_GITHUB_API})")
     parser.add_argument("--index", metavar="URL|FILE|none", default=None,
                         help=f"the kit index, read for a release the ledger does not record "
-                             f"(default: ${INDEX_ENV}, else the GitHub repository's "
+                             f"(default: ${settings.INDEX.name}, else the GitHub repository's "
                              f"{COMMITTED}); `none`: read none (the matrix's names then)")
 
 
@@ -569,13 +526,19 @@ def offline_context(args: argparse.Namespace) -> Context:
 def client_for(args: argparse.Namespace) -> tuple[Client, Context]:
     ctx = offline_context(args)
     token = token_for(ctx.api, "--api" if args.api else "")
-    named = (ctx.api, ctx.index.location if ctx.index else "", os.environ.get(B2_URL_ENV, ""))
+    named = (ctx.api, ctx.index.location if ctx.index else "", settings.read(settings.B2_URL) or "")
     return Client(token=token.value if token else None, token_hosts=(ctx.api,),
                   servers=named), ctx
 
 
 def located(args: argparse.Namespace, ctx: Context, client: Client | None,
             origin: str) -> Located:
-    if origin not in ("github", "b2") and not Path(origin).is_dir():
-        raise BadInput(f"--from {origin}: not github, b2 or a folder")
-    return locate(args.name, origin, ctx, client, portable=args.portable)
+    if stores.origin(origin) is None and not Path(origin).is_dir():
+        raise BadInput(f"--from {origin}: not {stores.origin_words('a folder')}")
+    return locate(args.name, origin, ctx, client, flavour=flavour_asked(args))
+
+
+def flavour_asked(args: argparse.Namespace) -> str:
+    """--flavour NAME (fetch's) or --portable."""
+    named: str | None = getattr(args, "flavour", None)
+    return named or (PORTABLE.name if args.portable else PLAIN)

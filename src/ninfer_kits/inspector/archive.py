@@ -1,38 +1,8 @@
 """Read a kit archive safely, in one streaming pass: what `inspect`, `verify` and `fetch` share.
 
-    with KitArchive(path) as archive:
-        for member in archive:                  # MemberInfo fields: name, kind, size, mode, link
-            if member.kind == "file" and member.head(4) == b"\\x7fELF":
-                with member.contents() as data:  # bytes, or a temporary file mapped into memory
-                    ...
-
-- The archive is opened only if it is a regular file (never a FIFO or a device), and its format
-  is decided by its first bytes, not by its name: gzip, xz, bzip2 or plain tar; anything else is
-  "not a supported archive", with what it looks like (zstd, zip...).
-- One pass: the decompressor works in bounded steps (gzip: inspector.decompress, zlib, and
-  libdeflate for pack's members of a MiB, several at once; xz and bzip2: the standard library's
-  file objects), and tarfile reads the tar stream above it in stream mode (`r|`), so nothing is
-  decompressed twice and nothing seeks backwards. Members are read in archive order, each at
-  most once; a member's data is available only while the archive stands at it.
-- Safe names: absolute paths, `..` components, links leaving the archive's tree, device files,
-  FIFOs, unknown member types and repeated names are refused (BadInput naming the member).
-- Bounded shape, so that nothing that walks, removes or resolves the unpacked tree meets
-  more than it can handle: at most MAX_MEMBERS members, each at most MAX_DEPTH names deep;
-  no name (or link target) longer than Linux's PATH_MAX, no name component longer than its
-  NAME_MAX. The first member past a bound is refused, named (shortened).
-- Bounded memory and disk: a member is held only when asked (`contents()`, `read()`): in memory
-  up to `memory_limit` (64 MiB), else in an unnamed temporary file (O_TMPFILE, or unlinked at
-  once), which the kernel frees when it is closed or the process ends, however it ends; a member
-  larger than `member_limit` (4 GiB unless told) is refused with the limit in the message. Long
-  name and pax headers larger than 1 MiB are refused before tarfile reads them into memory.
-- SIGTERM while the archive is open raises SystemExit in the main thread, so every `finally`
-  (the caller's too: a half-written extraction) runs, as it does for Ctrl-C.
-
-The formats are read by the standard library (tarfile, zlib, lzma, bz2; gzip's member framing in
-decompress.py, for larger steps) and libdeflate where installed; what is written here
-is the policy they leave to their caller (which names, types and sizes to accept), which no
-library decides for us.
-"""
+The standard library (tarfile, zlib, lzma, bz2) reads the formats; this module is the policy it
+leaves to its caller: which names, types, shapes and sizes to accept, and nothing decompressed
+twice or read backwards. The bounds and what is refused: docs/fetch.md and docs/inspect.md."""
 
 from __future__ import annotations
 
@@ -71,18 +41,15 @@ if TYPE_CHECKING:  # tarfile, tempfile and the signal machinery load only when a
 MEMORY_LIMIT = 64 << 20
 HEADER_LIMIT = 1 << 20
 STREAM_BUFFER = 1 << 20
-# The shape of a kit's tree (docs/fetch.md says the same): a real kit is a few folders deep and
-# holds hundreds of files; these leave room for thousands while keeping a hostile archive from
-# making a tree that recursion, path lengths or inode counts cannot cope with.
+# A real kit is a few folders deep with hundreds of files; these leave room for thousands while
+# keeping a hostile archive's tree within what recursion, path lengths and inodes cope with.
 MAX_MEMBERS = 65_536
 MAX_DEPTH = 64  # names in a member's path: kit/bin/app is 3
 NAME_MAX = 255  # bytes in one name of a path (Linux, every common file system)
 PATH_MAX = 4096  # bytes in a path the kernel takes, its NUL included (Linux)
 SHOWN_NAME = 80  # characters of a member's name shown in a message, at most
 
-# Member types (tarfile's REGTYPE, AREGTYPE, CONTTYPE, GNUTYPE_SPARSE, DIRTYPE, SYMTYPE, LNKTYPE;
-# CHRTYPE, BLKTYPE, FIFOTYPE; GNUTYPE_LONGNAME, GNUTYPE_LONGLINK, XHDTYPE, XGLTYPE,
-# SOLARIS_XHDTYPE), spelled out so that this module loads without tarfile.
+# tarfile's member types, spelled out so that this module loads without tarfile.
 KINDS = {b"0": "file", b"\0": "file", b"7": "file", b"S": "file", b"5": "folder",
          b"2": "symlink", b"1": "hardlink"}
 REFUSED_KINDS = {b"3": "a character device", b"4": "a block device",
@@ -101,8 +68,6 @@ class MemberInfo(NamedTuple):
 
 
 class TarHeader(NamedTuple):
-    """The fields of a member's tar header that are not its name, kind, mode or link."""
-
     mtime: int
     uid: int
     gid: int
@@ -111,9 +76,8 @@ class TarHeader(NamedTuple):
 
 
 class Member:
-    """A member while the archive stands at it (`info` and its fields: name, kind, size, mode,
-    link). Its data can be read once, in order; after the iteration moves on, reading it is an
-    error (the stream has passed it)."""
+    """A member while the archive stands at it: its data can be read once, and not after the
+    iteration moves on."""
 
     def __init__(self, info: MemberInfo, archive: KitArchive, tarinfo: tarfile.TarInfo) -> None:
         self.info = info
@@ -144,15 +108,13 @@ class Member:
 
     @property
     def header(self) -> TarHeader:
-        """What the tar header says beside the name, kind, mode and link: a deterministic
-        tarball sets these to fixed values, so a comparison of two kits shows them."""
+        """The header's other fields: a deterministic tarball fixes them, so a diff shows them."""
         tarinfo = self._tarinfo
         return TarHeader(mtime=int(tarinfo.mtime), uid=tarinfo.uid, gid=tarinfo.gid,
                          uname=tarinfo.uname, gname=tarinfo.gname)
 
     def head(self, count: int = 4) -> bytes:
-        """The first `count` bytes of a file member (fewer if it is shorter), without consuming
-        them: `contents()` and `copy_to()` still see the whole member."""
+        """The first `count` bytes of a file member, without consuming them."""
         if count > io.DEFAULT_BUFFER_SIZE:
             raise ValueError("head() peeks at most one buffer")
         self._check_open()
@@ -179,8 +141,7 @@ class Member:
 
     @contextmanager
     def contents(self) -> Iterator[ByteSource]:
-        """The whole member: bytes when small, else an unnamed temporary file mapped into memory
-        (removed when the block ends, or when the process ends however it ends)."""
+        """The whole member: bytes when small, else an unnamed temporary file mapped into memory."""
         self._check_size()
         if self.size <= self._archive.memory_limit:
             yield self.read()
@@ -214,8 +175,8 @@ class Member:
         return copied
 
     def _blocks(self, chunk: int) -> Iterator[bytes | memoryview]:
-        """The member's data, a block at a time: straight from the decompressor when nothing
-        of it was read yet and it is large enough to be worth it, else through tarfile."""
+        """The member's data: straight from the decompressor when untouched and large, else
+        through tarfile."""
         direct = None
         if self._stream is None and self.size >= chunk:
             direct = self._archive.data_blocks(self.size, chunk)
@@ -261,8 +222,6 @@ def _bounded_tarinfo() -> type[tarfile.TarInfo]:
     import tarfile
 
     class BoundedTarInfo(tarfile.TarInfo):
-        """Refuse a long-name or pax header whose data would be read into memory whole."""
-
         def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
             if self.type in LONG_HEADERS and self.size > HEADER_LIMIT:
                 raise _HeaderTooLarge(self.size)
@@ -270,9 +229,7 @@ def _bounded_tarinfo() -> type[tarfile.TarInfo]:
 
         @classmethod
         def fromtarfile(cls, archive: tarfile.TarFile) -> Self:
-            """A header that is not one, after the first, is an error: tarfile takes it for
-            the end of the archive (as if the members after it were not there). A block of
-            zeros (the end) and the stream's end (no end blocks) stay the end."""
+            """A damaged header after the first is an error: tarfile takes it for the end."""
             offset = archive.offset
             try:
                 return super().fromtarfile(archive)
@@ -289,13 +246,11 @@ class _HeaderTooLarge(Exception):
     pass
 
 
-class _CorruptHeader(Exception):
-    """A damaged header in mid-archive: (offset in the tar stream, tarfile's words)."""
+class _CorruptHeader(Exception):  # (offset in the tar stream, tarfile's words)
+    pass
 
 
 class KitArchive:
-    """A kit archive opened for one streaming pass. Use as a context manager, then iterate."""
-
     def __init__(self, path: StrPath, *, shown: str | None = None,
                  member_limit: int = DEFAULT_MEMBER_LIMIT, memory_limit: int = MEMORY_LIMIT,
                  temp_dir: StrPath | None = None, limit_hint: str = "") -> None:
@@ -357,25 +312,17 @@ class KitArchive:
             self._skip_rest(tarinfo)
 
     def _read_to_the_end(self) -> None:
-        """After the tar's end, read on (a buffer's worth at most: only padding should follow)
-        so that a compressed stream whose end is truncated or fails its check is said to be,
-        as when the decompressor was read directly, a buffer at a time (decompressed ahead,
-        the bytes before such an error come first, then the error)."""
+        """Read a buffer past the tar's end, so that a truncated or failing compressed end is
+        reported."""
         if isinstance(self._stream, Prefetched):
             with self.reading(None):
                 self.tar.fileobj.read(STREAM_BUFFER)
 
     def data_blocks(self, size: int, chunk: int) -> Iterator[bytes | memoryview] | None:
-        """The next `size` bytes of the tar stream (a member's data), straight from the
-        decompressor, or None where tarfile's stream is not the shape this relies on (then
-        tarfile reads them).
-
-        tarfile's stream reader (`r|`) hands data out by joining the bytes it read ahead with
-        each block it reads, then slicing: two copies of every byte, and most of the time of
-        the thread that unpacks a kit. Its state is two attributes, the same from Python 3.8 to
-        3.14: `buf`, the bytes read ahead, and `pos`, where in the tar stream it stands. Those
-        bytes are taken first, then the decompressor's blocks as they are (no copy), and `pos`
-        moves past them, so that tarfile reads on from the member's end."""
+        """The next `size` bytes of the tar stream straight from the decompressor, or None
+        where tarfile's stream reader is not the shape relied on. That reader copies every byte
+        twice; its state is `buf` (read ahead) and `pos` (Python 3.8 to 3.14), which this
+        drains and then moves past the member."""
         reader = self._stream_reader()
         source = self._stream
         if reader is None or not isinstance(source, Prefetched):
@@ -383,9 +330,7 @@ class KitArchive:
         return self._direct(reader, source, size, chunk)
 
     def read_ahead(self) -> bytes | None:
-        """The bytes tarfile's stream reader holds beyond where it stands (the start of the
-        current member's data, before anything of it was read), or None where its stream is
-        not the shape `data_blocks` relies on."""
+        """The bytes tarfile's stream reader holds ahead, or None (as `data_blocks`)."""
         reader = self._stream_reader()
         return None if reader is None else reader.buf
 
@@ -418,9 +363,8 @@ class KitArchive:
             yield block
 
     def _skip_rest(self, tarinfo: tarfile.TarInfo) -> None:
-        """Read on to the next header, and no further than the archive goes. (tarfile would
-        seek there, which in a stream reads block after empty block up to a size the header
-        may have made up: 2**62 bytes behind a few real ones never ends.)"""
+        """Read on to the next header, no further than the archive goes (tarfile's seek would
+        read up to a made-up size: 2**62 bytes never ends)."""
         stream: Any = self.tar.fileobj
         with self.reading(tarinfo.name):
             remaining = self.tar.offset - stream.tell()
@@ -444,24 +388,18 @@ class KitArchive:
         raise BadInput(f"{printable(self.shown)}: not a supported archive (not "
                        f"{SUPPORTED_WORDS})")
 
-    # gzip's CRC-32 of every member is checked, unless a subclass's caller checks a hash of
-    # the whole archive before it trusts what was read (fetch: the download's sha256).
+    # Off only where the caller checks the whole archive's hash before trusting it (fetch).
     check_gzip_crc = True
-    # How many nice levels below the main thread the decompressing threads run
-    # (decompress.lower_priority).
-    worker_nice = 0
+    worker_nice = 0  # decompress.lower_priority
 
     def _raw(self, file: RegularFile) -> BinaryIO:
-        """The archive's compressed bytes, closed by the caller (a subclass may read a file
-        that is still being written)."""
+        """The compressed bytes (a subclass may read a file still being written)."""
         return open(file.fd, "rb", closefd=False)
 
     @contextmanager
     def _decompressed(self, file: RegularFile) -> Iterator[BinaryIO]:
-        """The tar stream, decompressed by a thread ahead of its reader (decompress.py): the
-        one pass over the archive runs on two cores or more, decompressing (pack's gzip
-        members on a small pool of threads) while tarfile, the copies of members and the ELF
-        reader work."""
+        """The tar stream, decompressed by threads ahead of its reader, so that the one pass
+        runs on two cores or more."""
         raw = self._raw(file)
         try:
             if self.format == "gzip":
@@ -534,8 +472,7 @@ class KitArchive:
 
     @contextmanager
     def reading(self, member: str | None) -> Iterator[None]:
-        """Turn what the decompressor and tarfile raise into one message naming the archive
-        (and the member, if any) and what is wrong."""
+        """What the decompressor and tarfile raise, as BadInput naming archive and member."""
         import tarfile
         import zlib
 
@@ -594,14 +531,12 @@ class KitArchive:
                                         f"{os_error_words(error)}")
 
 
-# A member's stream once `copy_to` has taken its data (straight from the decompressor or
-# through tarfile): it cannot be read again.
-_CONSUMED = object()
+_CONSUMED = object()  # a member's stream once `copy_to` took its data
 
 
 class SpoolFailed(OSError):
-    """The machine could not hold a copy of a member (no space, no temporary folder): not the
-    archive's fault, so an OSError (the CLI's environment failure), with the whole story."""
+    """No room for a member's copy: not the archive's fault, so an OSError (the CLI's
+    environment failure)."""
 
     def __init__(self, number: int | None, message: str) -> None:
         super().__init__(number or errno.EIO, message)
@@ -612,8 +547,7 @@ class SpoolFailed(OSError):
 
 
 def shown_name(name: str) -> str:
-    """A member's name (or a link's target) for a message: escaped, and its middle left out
-    when it is long (a name of 4,000 bytes would bury the message)."""
+    """A name for a message: escaped, its middle left out when long."""
     text = printable(name)
     if len(text) <= SHOWN_NAME:
         return text
@@ -622,8 +556,7 @@ def shown_name(name: str) -> str:
 
 
 def _shape_problem(name: str, link: str | None) -> str | None:
-    """What makes a member deeper or longer than a kit's tree may be (MAX_DEPTH, PATH_MAX,
-    NAME_MAX), in words; None when nothing does."""
+    """Why a member is deeper or longer than a kit's tree may be, in words; None if not."""
     parts = name.split("/")
     if len(parts) > MAX_DEPTH:
         return f"{len(parts):,} names deep, more than the {MAX_DEPTH} a kit's path may have"
@@ -641,8 +574,7 @@ def _shape_problem(name: str, link: str | None) -> str | None:
 
 
 def _safe_name(raw: str) -> str | None:
-    """The member name made relative and clean, or None if it is absolute, has a '..'
-    component or a NUL; "" for the archive's top folder itself."""
+    """The name made relative and clean; None if absolute or with '..' or NUL; "" for "./"."""
     if raw.startswith("/") or "\0" in raw:
         return None
     parts = [part for part in raw.split("/") if part not in ("", ".")]
@@ -652,7 +584,6 @@ def _safe_name(raw: str) -> str | None:
 
 
 def _link_stays_inside(name: str, target: str) -> bool:
-    """Whether a symlink at `name` pointing at `target` resolves inside the archive's tree."""
     if not target or target.startswith("/") or "\0" in target:
         return False
     depth = len(posixpath.dirname(name).split("/")) if posixpath.dirname(name) else 0
@@ -668,9 +599,8 @@ def _link_stays_inside(name: str, target: str) -> bool:
 
 @contextmanager
 def terminate_as_exit() -> Iterator[None]:
-    """While an archive is open, SIGTERM raises SystemExit (status 143) in the main thread,
-    so that `finally` blocks and context managers run, as they do for Ctrl-C. A handler the
-    program installed itself is left alone."""
+    """SIGTERM raises SystemExit (143) in the main thread, so `finally` blocks run as for
+    Ctrl-C; a handler the program installed stays."""
     import signal
     import threading
 

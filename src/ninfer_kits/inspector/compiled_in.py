@@ -1,21 +1,9 @@
 """Which source files reached a kit's binaries, as the build's own records say.
 
-Two records, because neither covers both sides:
-
-- Device code: every cubin (a SASS entry of a fatbin, `.nv_fatbin` or `__nv_relfatbin`) of
-  nvcc -lineinfo carries a DWARF `.debug_line` whose file table names each source file that
-  produced its code (every entry had rows in the cubins checked: a table entry is a file whose
-  code is in the cubin). PTX entries name theirs in `.file` directives. Read without cuobjdump
-  (inspector.payload inflates the entries).
-- Host code: -lineinfo writes no host line table, and a Release build has no -g. The compiler's
-  dependency output is used instead: CMake's Ninja generator has every compiler (nvcc too) write
-  a depfile, and Ninja keeps them; the recipe saves `ninja -t deps` in OUT/ninja-deps.txt, run
-  where the compile ran, so its paths are the build environment's. That lists every header each
-  object included, used or not: a superset of what produced code.
-
-The paths are the build environment's (this host's, or the toolchain container's); which are the
-upstream's own and which came from elsewhere is the caller's question (`outside`).
-"""
+Two records, because neither covers both sides: device code from the cubins' `.debug_line` and
+PTX `.file` lines, host code from `ninja -t deps` (a superset: every header included); both in
+the build environment's paths (docs/build.md, the compiled-in stage). Which are the upstream's
+own is `outside`'s question."""
 
 from __future__ import annotations
 
@@ -43,22 +31,19 @@ NVCC_TEMPORARY = re.compile(r"^/tmp/tmpxft_")
 
 
 class NoLineTable(CheckFailed):
-    """A kit file's device code whose sources cannot be read."""
+    """Device code whose sources cannot be read."""
 
 
 @dataclass(frozen=True)
 class Deps:
-    """The dependency output of one build (OUT/ninja-deps.txt)."""
-
     build: str  # the build folder, in the build environment
     source: str  # the upstream's tree, in the build environment
     files: tuple[str, ...]  # every dependency, made absolute, sorted, unique
 
 
 def device_sources(folder: Path) -> tuple[str, ...]:
-    """Every source file the device code of the ELF files under `folder` names (sorted,
-    unique): its cubins' line tables, its PTX's `.file` lines. A relative name is joined to
-    its table's directory (it may stay relative: the compile's own folder)."""
+    """Every source file the device code under `folder` names, sorted (a relative one may
+    stay relative: the compile's own folder)."""
     found: set[str] = set()
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
         if is_elf(path):
@@ -102,7 +87,7 @@ def _cubin_sources(cubin: bytes, where: str) -> set[str]:
 
 
 def read_deps(path: Path) -> Deps:
-    """OUT/ninja-deps.txt as the recipe wrote it; BadInput naming the file and line when not."""
+    """OUT/ninja-deps.txt; BadInput naming the file and line when it does not read."""
     try:
         lines = path.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
     except OSError as error:
@@ -118,9 +103,8 @@ def read_deps(path: Path) -> Deps:
 
 def parse_ninja_deps(text: str, build: str, shown: Path | str, first_line: int = 1
                      ) -> tuple[str, ...]:
-    """The dependencies `ninja -t deps` lists (sorted, unique) for every target whose record is
-    VALID, relative ones joined to the build folder. Its form: `target: #deps N, deps mtime T
-    (VALID)`, then one indented path a line, then a blank line."""
+    """The dependencies of every VALID target `ninja -t deps` lists, sorted, joined to the
+    build folder."""
     found: set[str] = set()
     target: re.Match[str] | None = None
     for number, line in enumerate(text.splitlines(), first_line):
@@ -130,8 +114,7 @@ def parse_ninja_deps(text: str, build: str, shown: Path | str, first_line: int =
             if target is None:
                 raise BadInput(f"{shown}:{number}: a dependency before any target line")
             if target["state"] == "VALID":  # STALE: its output is gone, or made otherwise since
-                # Joined, not normalised: `..` after a symlink (/usr/local/cuda/bin/../targets/…)
-                # is for the root's own lookup to follow (provenance canonicalises inside it).
+                # Not normalised: `..` after a symlink is for the root's own lookup.
                 found.add(posixpath.join(build, line.strip()))
         else:
             target = NINJA_TARGET.fullmatch(line)
@@ -142,10 +125,8 @@ def parse_ninja_deps(text: str, build: str, shown: Path | str, first_line: int =
 
 
 def is_upstream(path: str, deps: Deps) -> bool:
-    """A file of the upstream's own (its tree, its build folder, nvcc's temporaries made from
-    it), whose licence the kit's copy of the upstream's licence files covers. Device line
-    tables name them relative to the compile's folder, or through the recipe's prefix map as
-    /proc/self/cwd/…; both lie in the build."""
+    """A file of the upstream's own, which its licence files cover (relative and
+    /proc/self/cwd/… names lie in the build)."""
     if not path.startswith("/") or path.startswith("/proc/self/cwd/"):
         return True
     path = posixpath.normpath(path)  # the build's own folders hold no symlinks of ours
@@ -154,16 +135,13 @@ def is_upstream(path: str, deps: Deps) -> bool:
         for folder in (deps.build, deps.source))
 
 
-# The link's dependency output names the shared libraries it linked against too (FFmpeg's, and
-# through them every library they need): their code is loaded at run time, not compiled in
-# (the floor names them), so they are left out. Archives and objects (libgcc.a, crtbeginS.o) are
-# copied into the binary and stay.
+# Shared libraries the link names are loaded at run time, not compiled in: left out (archives
+# and objects stay).
 SHARED_OBJECT = re.compile(r"\.so(\.[0-9]+)*$")
 
 
 def outside(device: tuple[str, ...], deps: Deps) -> dict[str, tuple[str, ...]]:
-    """path → where it reached the binaries ("device", "host" or both), for every file not the
-    upstream's own, sorted by path."""
+    """path → "device", "host" or both, for every file not the upstream's own, by path."""
     where: dict[str, set[str]] = {}
     for side, paths in ((DEVICE, device), (HOST, deps.files)):
         for path in paths:

@@ -1,41 +1,11 @@
 """A kit archive's bytes, decompressed ahead of the reader by threads of their own.
 
-`Prefetched(chunks)` is a read-only stream over an iterator of byte chunks that another thread
-runs: decompression (zlib, libdeflate, lzma and bz2 all let other threads run while they work)
-goes on while tarfile, the copy of a member and the ELF reader use the chunks before. At most
-`depth` chunks wait (a few MiB): memory stays bounded however large the archive. An error the
-chunks raise (a corrupt or truncated stream) is raised by `read`, after all the bytes before
-it, as reading the decompressor directly would.
-
-`gunzip_chunks(file)` is gzip's stream as Python's gzip module reads it (RFC 1952 members one
-after the other, as many as there are: a packer may write independent members; zero bytes
-between or after them skipped; each member's CRC-32 and length checked), with the same errors
-and messages, but in chunks of up to a MiB rather than eight kB (gzip.GzipFile's), which spares
-a few thousand Python-level calls per 100 MB. `check_crc=False` skips the CRC-32 (80 ms per
-500 MB inflated) for a caller that checks a hash of the whole file before it trusts anything it
-unpacked; the lengths are still checked. Only the member framing is read here, because no
-library hands out gzip in larger chunks.
-
-Members come two ways:
-
-- streamed: zlib inflates a member a MiB of output at a time, whatever its size, on the
-  thread that reads the file. Any gzip member: those of other packers, and the kits packed
-  before their members said their length.
-- framed: a member whose header is the one `pipeline.pack` writes, whose extra field holds the
-  subfield FRAMED_ID with the member's whole length, is read whole and inflated in one call
-  (libdeflate, the `deflate` package, about twice zlib's speed; zlib where it is missing, as in
-  the stdlib-only ninfer-kits.pyz), several at a time on a small thread pool, the results
-  handed over in order. One inflating thread could not keep up with a fast link on its own.
-  The length and the size in the trailer come from the network before any hash is checked,
-  so both are bounded first (FRAMED_LENGTH_LIMIT, FRAMED_SIZE_LIMIT; a member past them, or
-  one that the file ends inside, is streamed), and a member that does not inflate to exactly
-  its trailer's size is inflated again, streamed from its own bytes, so that its error is the
-  one gzip gives (the bytes before a corrupt spot, then zlib's words; a wrong length; a wrong
-  CRC-32). A length that does not frame its member (which pack never writes) is an error of
-  its own. (libdeflate does not say where the deflate data ended: a made-up length that
-  reaches past a member's end, with a copy of its trailer at the recorded end, is read to that
-  end; gzip would take the bytes between for more members and stop at them.)
-"""
+`Prefetched` runs a chunk iterator on another thread, a few chunks ahead; `gunzip_chunks` is
+gzip's stream with gzip's own errors and messages, in chunks of a MiB rather than eight kB, and
+pack's framed members (their length in an `NK` extra subfield) inflated whole, several at once.
+The framing, its bounds and why: docs/reproducibility.md and DEVELOPING.md, "Benchmarks".
+A framed member that does not inflate to its trailer's size is streamed again, so that its error
+is gzip's (libdeflate does not say where the deflate data ended)."""
 
 from __future__ import annotations
 
@@ -56,9 +26,6 @@ TRUNCATED = "Compressed file ended before the end-of-stream marker was reached" 
 GZIP_MAGIC = b"\037\213"
 FHCRC, FEXTRA, FNAME, FCOMMENT = 2, 4, 8, 16
 TRAILER = 8  # CRC-32 and ISIZE, little-endian
-# pack's subfield of the extra field (RFC 1952 2.3.1.1): "NK", 4 bytes, the member's whole
-# length (header to trailer), little-endian. Not bgzip's "BC", whose 16-bit size cannot hold a
-# member of a MiB.
 FRAMED_ID = b"NK"
 FRAMED_EXTRA = struct.Struct("<2sHI")  # the subfield: ID, its size (4), the member's length
 FRAMED_HEADER = 10 + 2 + FRAMED_EXTRA.size  # a framed member's header: fixed part, XLEN, extra
@@ -74,9 +41,7 @@ def _bad_gzip(message: str) -> OSError:
 
 
 class _Input:
-    """The compressed file, read in CHUNK blocks. `block[start:]` is what was read and not used
-    yet: one bytes object and an offset, so that a memoryview hands out any part of it without
-    a copy."""
+    """The compressed file in CHUNK blocks; `block[start:]` is unused, handed out as views."""
 
     def __init__(self, file: BinaryIO) -> None:
         self.file = file
@@ -84,20 +49,17 @@ class _Input:
         self.start = 0
 
     def peek(self) -> memoryview:
-        """What is left of the last block, or the next block (not used yet); empty at the
-        end."""
+        """What is left of the last block, or the next one (not used yet); empty at the end."""
         if self.start >= len(self.block):
             self.block, self.start = self.file.read(CHUNK), 0
         return memoryview(self.block)[self.start:]
 
     def take(self) -> memoryview:
-        """What `peek` gives, used."""
         view = self.peek()
         self.start += len(view)
         return view
 
     def read(self, count: int) -> bytes:
-        """Up to `count` bytes (fewer only at the end)."""
         parts = []
         while count > 0 and (view := self.peek()):
             part = view[:count]
@@ -113,7 +75,6 @@ class _Input:
         return data
 
     def until_nul(self) -> None:
-        """Skip a zero-terminated field (or to the end)."""
         while self.peek():
             end = self.block.find(b"\0", self.start)
             if end >= 0:
@@ -122,30 +83,25 @@ class _Input:
             self.start = len(self.block)
 
     def unread(self, data: bytes) -> None:
-        """Put `data` back before what is left."""
         self.block, self.start = data + self.block[self.start:], 0
 
     def zeros_next(self) -> bool:
-        """Whether a zero byte comes next (padding after a member, gzip's FAQ 8)."""
+        """Whether zero padding comes next (gzip's FAQ 8)."""
         view = self.peek()
         return bool(view) and not view[0]
 
     def skip_zeros(self) -> None:
-        """Skip zero bytes, as gzip skips them between and after members."""
         while self.zeros_next():
             view = self.peek()
             self.start += len(view) - len(bytes(view).lstrip(b"\0"))
 
 
 class _Header(NamedTuple):
-    """A member's header, read: the member's recorded length when the header is pack's
-    (FRAMED_ID alone in the extra field, no other flag), else None."""
-
-    length: int | None
+    length: int | None  # the recorded length when the header is pack's, else None
 
 
 def _read_header(source: _Input) -> _Header | None:
-    """The next member's header, read as gzip reads it; None at the end of the file."""
+    """The next member's header, read as gzip reads it; None at the end."""
     magic = source.read(2)
     if not magic:
         return None
@@ -170,7 +126,6 @@ def _read_header(source: _Input) -> _Header | None:
 
 
 def _stream_member(source: _Input, check_crc: bool) -> Iterator[bytes]:
-    """A member's deflate data and trailer (after its header), inflated CHUNK by CHUNK."""
     inflate = zlib.decompressobj(-zlib.MAX_WBITS)
     crc = size = 0
     while not inflate.eof:
@@ -181,8 +136,7 @@ def _stream_member(source: _Input, check_crc: bool) -> Iterator[bytes]:
         try:
             data = inflate.decompress(block, CHUNK)
         except zlib.error:
-            # Corrupt data: hand over what comes before it, as gzip (which decompresses
-            # eight kB at a time) would have, then fail the same way.
+            # What gzip (eight kB at a time) would hand over first, then the same error.
             yield from _up_to_the_error(before, block)
             raise
         if data:
@@ -195,7 +149,7 @@ def _stream_member(source: _Input, check_crc: bool) -> Iterator[bytes]:
 
 
 def _check_trailer(trailer: bytes | memoryview, crc: int | None, size: int) -> None:
-    """gzip's checks of a member's trailer (the CRC-32 unless `crc` is None), in its words."""
+    """gzip's checks of a trailer (the CRC-32 unless `crc` is None), in its words."""
     stored_crc, stored_size = struct.unpack("<II", trailer)
     if crc is not None and stored_crc != crc:
         raise _bad_gzip(f"CRC check failed {hex(stored_crc)} != {hex(crc)}")
@@ -204,7 +158,6 @@ def _check_trailer(trailer: bytes | memoryview, crc: int | None, size: int) -> N
 
 
 def _up_to_the_error(inflate: zlib._Decompress, block: bytes | memoryview) -> Iterator[bytes]:
-    """What `inflate` makes of `block`, fed eight kB at a time, before it fails."""
     step = 8192
     for start in range(0, len(block), step):
         try:
@@ -219,9 +172,7 @@ def _up_to_the_error(inflate: zlib._Decompress, block: bytes | memoryview) -> It
 
 
 class _Framed(NamedTuple):
-    """A framed member's bytes after its header: deflate data, then the trailer."""
-
-    rest: bytes
+    rest: bytes  # after the header: deflate data, then the trailer
     length: int  # as recorded: the header's bytes and these
 
     @property
@@ -234,10 +185,8 @@ class _Framed(NamedTuple):
 
 
 def _read_framed(source: _Input, header: _Header) -> _Framed | None:
-    """The rest of a member whose header records its length, read whole; None (nothing more
-    read) when it is to be streamed: no length, one out of bounds, a trailer's size past a
-    block, or a file that ends inside it (streaming says it is truncated, after what it
-    holds)."""
+    """The rest of a framed member, read whole; None (nothing read) when it is to be streamed:
+    no length, out of bounds, or a file that ends inside it."""
     length = header.length
     if length is None or not FRAMED_HEADER + TRAILER < length <= FRAMED_LENGTH_LIMIT:
         return None
@@ -250,8 +199,7 @@ def _read_framed(source: _Input, header: _Header) -> _Framed | None:
 
 @cache
 def _one_call_inflate() -> Callable[[memoryview, int], bytes | None]:
-    """Raw deflate data to exactly `size` bytes in one call, or None: libdeflate where the
-    `deflate` package is installed, else zlib (both let other threads run meanwhile)."""
+    """Raw deflate to exactly `size` bytes in one call, or None: libdeflate, else zlib."""
     try:
         from deflate import DeflateError, deflate_decompress
     except ImportError:
@@ -278,8 +226,7 @@ def _zlib_inflate(body: memoryview, size: int) -> bytes | None:
 
 
 def _inflate_framed(framed: _Framed, check_crc: bool) -> tuple[bytes, int] | None:
-    """A framed member inflated, with its CRC-32 when checked (0 when not); None when it does
-    not inflate to its trailer's size (to be streamed, for gzip's words)."""
+    """A framed member and its CRC-32 (0 unchecked); None if not its trailer's size."""
     data = _one_call_inflate()(memoryview(framed.rest)[:-TRAILER], framed.size)
     if data is None:
         return None
@@ -287,9 +234,8 @@ def _inflate_framed(framed: _Framed, check_crc: bool) -> tuple[bytes, int] | Non
 
 
 def _stream_framed(framed: _Framed, check_crc: bool) -> Iterator[bytes]:
-    """A framed member that did not inflate in one call, streamed from its own bytes: what
-    gzip makes of it, then its error; an error of ours when its recorded length does not
-    frame it."""
+    """A framed member that failed in one call, streamed for gzip's error (or ours, when its
+    length does not frame it)."""
     import io
 
     source = _Input(io.BytesIO(framed.rest))
@@ -318,8 +264,7 @@ class _InOrder:
         self.queue: deque[tuple[Future[tuple[bytes, int] | None], _Framed]] = deque()
 
     def add(self, framed: _Framed) -> Iterator[bytes]:
-        """Start inflating `framed`; hand over the oldest while too many wait, and those
-        done (the reader gets them before the next read of the file, which may wait)."""
+        """Start inflating `framed`; hand over those done, and the oldest while too many wait."""
         self.queue.append((self._submit(framed), framed))
         while self.queue and (len(self.queue) > self.ahead or self.queue[0][0].done()):
             yield from self._next()
@@ -329,8 +274,7 @@ class _InOrder:
             yield from self._next()
 
     def _next(self) -> Iterator[bytes]:
-        """The oldest member's bytes; if it fails, those after it are dropped (the error is
-        the stream's end)."""
+        """The oldest member's bytes; if it fails, those after it are dropped."""
         future, framed = self.queue.popleft()
         try:
             done = future.result()
@@ -359,7 +303,7 @@ class _InOrder:
             return done
 
     def close(self) -> None:
-        """Stop: what waits is dropped, what runs is waited for (a MiB at most each)."""
+        """Drop what waits, wait for what runs."""
         self.queue.clear()
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
@@ -375,9 +319,8 @@ def _inflate_threads() -> int:
 
 def gunzip_chunks(file: BinaryIO, *, check_crc: bool = True,
                   nice: int = 0) -> Iterator[bytes]:
-    """The decompressed bytes of a gzip file (every member), in chunks of at most a MiB
-    (CHUNK, or a framed member's size); the threads that inflate framed members run `nice`
-    levels below the main thread (lower_priority)."""
+    """A gzip file's bytes (every member), in chunks of at most a MiB; the inflating threads
+    run `nice` levels lower."""
     source = _Input(file)
     framed_members = _InOrder(check_crc, nice)
     try:
@@ -385,8 +328,7 @@ def gunzip_chunks(file: BinaryIO, *, check_crc: bool = True,
         while True:
             try:
                 if not first and source.zeros_next():
-                    # Zero padding (gzip's FAQ 8), skipped as gzip skips it; or a body that
-                    # never ends: the members before it first, so that the tar's end is seen.
+                    # The members before the padding first, so that the tar's end is seen.
                     yield from framed_members.drain()
                     source.skip_zeros()
                 member = _next_member(source)
@@ -406,8 +348,7 @@ def gunzip_chunks(file: BinaryIO, *, check_crc: bool = True,
 
 
 def _next_member(source: _Input) -> _Framed | Literal["streamed", "end"]:
-    """What comes next: a framed member, read whole; "streamed" for a member to stream (its
-    deflate data is next in `source`); "end" at the end of the file."""
+    """A framed member, read whole; "streamed" (its deflate data is next); or "end"."""
     header = _read_header(source)
     if header is None:
         return "end"
@@ -416,18 +357,13 @@ def _next_member(source: _Input) -> _Framed | Literal["streamed", "end"]:
 
 
 def read_chunks(stream: BinaryIO) -> Iterator[bytes]:
-    """A decompressing file object's bytes (lzma.LZMAFile, bz2.BZ2File, a plain file), in
-    chunks of CHUNK."""
     while block := stream.read(CHUNK):
         yield block
 
 
 def lower_priority(levels: int) -> None:
-    """Run the calling thread `levels` nice levels below the process's main thread (Linux
-    keeps a priority per thread; elsewhere nothing changes). On a machine with few cores, work
-    that can wait, inflating and reading ahead, then takes the cycles left over by the thread
-    that must keep pace (fetch's downloader, which loses link time whenever it waits for a
-    core)."""
+    """Run this thread `levels` nice levels below the main one (Linux only), so that on few
+    cores the thread that must keep pace (fetch's downloader) goes first."""
     import os
     import sys
     import threading
@@ -444,9 +380,8 @@ def lower_priority(levels: int) -> None:
 
 
 class Prefetched:
-    """A stream whose chunks another thread makes, at most `depth` ahead. Close it (or use it
-    as a context) to stop that thread; it is waited for, so that nothing it reads (the
-    archive's file) is closed under it."""
+    """A stream whose chunks another thread makes, at most `depth` ahead. Closing it waits for
+    that thread, so that the file it reads is not closed under it."""
 
     def __init__(self, chunks: Iterator[bytes], depth: int = DEPTH, nice: int = 0) -> None:
         import queue
@@ -493,8 +428,7 @@ class Prefetched:
                 continue
 
     def read(self, size: int = -1) -> bytes:
-        """Up to `size` bytes (fewer where a chunk ends: callers read on, as from a raw file);
-        b"" at the end."""
+        """Up to `size` bytes (fewer where a chunk ends, as a raw file); b"" at the end."""
         if size is None or size < 0:
             parts = [self._buffer[self._offset:]]
             self._buffer, self._offset = b"", 0
@@ -544,8 +478,7 @@ class Prefetched:
                 with suppress(queue.Empty):  # a chunk it waits to hand over: taken, it stops
                     self._queue.get(timeout=0.05)
             self._thread.join()
-        # A generator left part-way (gunzip_chunks) stops now, its own threads with it, rather
-        # than when the collector finds it.
+        # Stop a generator left part-way (and its threads) now, not when collected.
         stop = getattr(self._chunks, "close", None)
         if stop is not None:
             stop()

@@ -1,29 +1,14 @@
 """Read what an ELF file needs from its dynamic loader and what device code it carries.
 
-Read-only and header-level: nothing here executes the file or reads large sections whole. What the
-loader needs is read the way the loader reads it — from the program headers: `PT_INTERP`,
-`PT_DYNAMIC`, and through its tags (`DT_STRTAB`, `DT_NEEDED`, `DT_SONAME`, `DT_RPATH`,
-`DT_RUNPATH`, `DT_VERNEED`, `DT_VERDEF`) mapped to file offsets by the `PT_LOAD` segments — so a
-file without section headers (`strip --strip-section-headers`, or `e_shoff = 0` by hand; it still
-runs) gives the same answer as one with them, and section headers that disagree with the program
-headers cannot mislead it (that is said in the file's remarks). Section headers are used for what
-only they name: the CUDA fatbin sections and the data sections searched for more device code.
-
-Every offset is checked against the file's size before it is read, so a corrupt or hostile file
-ends in one `NotAnElf` naming the file and what is wrong, never in a crash or a huge allocation.
-
-Why not pyelftools (the tests use it as an independent oracle): it finds the dynamic section,
-the version needs and the strings through the section headers, which a runnable file may lack
-or contradict (tests/test_inspect_nosections.py: it loses the libraries and the version needs),
-and its parser believes the counts a file states (a 76-byte DWARF table kept it busy for minutes,
-taking gigabytes). The fatbin sections it does not read at all.
-"""
+Read as the loader reads it, from the program headers, so a file without section headers (which
+still runs) gives the same answer and section headers that disagree cannot mislead it
+(docs/inspect.md). Every offset is checked before it is read: a hostile file ends in one
+NotAnElf. Not pyelftools (the tests' oracle): it trusts section headers and stated counts."""
 
 from __future__ import annotations
 
-import mmap
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple, TypeVar
 
 from ninfer_kits.errors import NotAnElf
@@ -49,10 +34,8 @@ TYPES = {0: "NONE", 1: "REL", 2: "EXEC", 3: "DYN", 4: "CORE"}
 PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE = 1, 2, 3, 4
 SHT_PROGBITS, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS = 1, 6, 7, 8
 SHT_GNU_VERDEF, SHT_GNU_VERNEED = 0x6FFFFFFD, 0x6FFFFFFE
-# A relocatable cubin's `.nv.shared.<kernel>` sections (the kernel's static shared memory, in
-# the device-link inputs of __nv_relfatbin) are of this NVIDIA processor-specific type and, like
-# NOBITS, take no bytes of the file: the size is the shared memory's, the offset a placeholder
-# (seen on nvcc 13.0 with a 4 KiB array, its "end" 2 KiB past the file's).
+# A relocatable cubin's `.nv.shared.<kernel>`: like NOBITS, no bytes in the file (its size is
+# the kernel's shared memory, its offset a placeholder; nvcc 13.0).
 SHT_CUDA_SHARED = 0x7000000A
 FILELESS = frozenset({SHT_NOBITS, SHT_CUDA_SHARED})  # section types with no bytes in the file
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
@@ -66,12 +49,11 @@ T = TypeVar("T")
 
 
 class VersionNeed(NamedTuple):
-    """The symbol versions one file needs from one library (DT_VERNEED, `.gnu.version_r`)."""
+    """The symbol versions one file needs from one library (DT_VERNEED)."""
 
     library: str
     versions: tuple[str, ...]
-    # Those of `versions` marked VER_FLG_WEAK: glibc's loader does not require them (a missing
-    # one is only reported in verbose mode, "weak version `X' not found").
+    # VER_FLG_WEAK: glibc's loader does not require them (it says so in verbose mode only).
     weak: tuple[str, ...] = ()
 
 
@@ -91,12 +73,10 @@ class ElfInfo(NamedTuple):
     version_needs: tuple[VersionNeed, ...]
     version_defs: tuple[str, ...]
     device_code: tuple[FatbinEntry, ...]
-    # What was read differently from the usual, or could not be read: no section headers,
-    # section headers that disagree with the program headers, data that was not searched.
+    # what was read differently, or not at all (no section headers, disagreeing ones, ...)
     remarks: tuple[str, ...] = ()
-    # DT_VERSYM: the file has a symbol version table (every file that uses or defines versioned
-    # symbols has one). A library without version definitions satisfies a versioned need with a
-    # warning only when it has this table; glibc's loader asserts when it binds to one without.
+    # DT_VERSYM: a library without version definitions satisfies a versioned need (with a
+    # warning) only when it has this table; glibc's loader asserts when it binds to one without.
     versym: bool = False
 
 
@@ -109,27 +89,19 @@ def is_elf(path: StrPath) -> bool:
 
 
 def read_elf(path: StrPath, name: str | None = None, shown: str | None = None) -> ElfInfo:
-    """Inspect one regular file. `name` is its path in the report (e.g. relative to the folder
-    inspected), `shown` how errors name it (default: the path as given)."""
+    """Inspect one regular file; `name` is its path in the report, `shown` its name in errors."""
     label = shown or str(path)
     with open_regular(path, label) as file:
-        data = file.contents()
-        try:
-            return read_elf_buffer(data, name or str(path), label)
-        finally:
-            if isinstance(data, mmap.mmap):
-                data.close()
+        return file.read_with(lambda data: read_elf_buffer(data, name or str(path), label))
 
 
 def read_elf_buffer(data: ByteSource, name: str, shown: str | None = None) -> ElfInfo:
-    """Inspect the bytes of an ELF file; `name` is its path in the report, `shown` (default:
-    `name`) how errors name it."""
     return read_guarded(data, shown or name, lambda elf: elf.info(name))
 
 
 def read_guarded(data: ByteSource, shown: str, read: Callable[[_Elf], T]) -> T:
-    """`read` of the ELF file in `data`, every failure one NotAnElf naming it as `shown`: what
-    a damaged or hostile file does to a reader is a refusal of that file, never a traceback."""
+    """`read` of the ELF file in `data`, every failure one NotAnElf naming it, never a
+    traceback."""
     label = printable(shown)
     if data[:4] != ELF_MAGIC:
         raise NotAnElf(f"{label}: not an ELF file")
@@ -151,7 +123,7 @@ def _describe(error: BaseException) -> str:
 
 
 class _Corrupt(Exception):
-    """What is wrong with the file's structure, in words; the caller adds the file's name."""
+    """What is wrong, in words; the caller adds the file's name."""
 
 
 class _Segment(NamedTuple):
@@ -176,8 +148,6 @@ class _Section(NamedTuple):
 
 
 class _Dynamic:
-    """The tags of PT_DYNAMIC that say what the loader must find."""
-
     def __init__(self) -> None:
         self.needed: list[int] = []
         self.soname: int | None = None
@@ -191,14 +161,11 @@ class _Dynamic:
 
 
 class _Elf:
-    """One parse of one file's headers."""
-
     def __init__(self, data: ByteSource) -> None:
         self.data = data
         self.size = len(data)
         self.remarks: list[str] = []
-        # Bytes of strings a file may have read out of it: many references to one long string
-        # would otherwise make a small file allocate without bound (each string is a copy).
+        # Many references to one long string must not make a small file allocate without bound.
         self.string_budget = 4 * self.size + (1 << 20)
         ident = bytes(data[:16])
         if len(ident) < 16:
@@ -316,7 +283,6 @@ class _Elf:
         return segments
 
     def _check_loadable(self) -> None:
-        """A segment the loader maps must lie inside the file: otherwise it is truncated."""
         if self.e_type not in (2, 3):  # EXEC, DYN
             return
         for segment in self.segments:
@@ -327,8 +293,7 @@ class _Elf:
                                f"({self.size} bytes)")
 
     def _file_offset(self, address: int, what: str) -> tuple[int, int]:
-        """The file offset of a virtual address, and how many bytes from there belong to the
-        same segment: the way the loader finds what a DT_ tag points at."""
+        """The file offset of a virtual address, and the bytes left in its segment."""
         for segment in self.segments:
             if segment.type == PT_LOAD and segment.vaddr <= address < (
                     segment.vaddr + segment.filesz):
@@ -442,30 +407,29 @@ class _Elf:
                 return needs
             at += next_need
 
-    def _version_defs(self, dynamic: _Dynamic, strings: tuple[int, int]) -> list[str]:
-        """DT_VERDEF: the versions this file defines, without its base entry (its own name)."""
-        if dynamic.verdef is None:
-            return []
+    def _verdef_entries(self, address: int | None,
+                        strings: tuple[int, int]) -> Iterator[tuple[int, str]]:
+        """DT_VERDEF's (index, version) pairs, without the base entry (the file's own name)."""
+        if address is None:
+            return
         table, size = strings
-        at, _ = self._file_offset(dynamic.verdef, "DT_VERDEF")
-        names: list[str] = []
+        at, _ = self._file_offset(address, "DT_VERDEF")
         seen: set[int] = set()
         while True:
             if at in seen or len(seen) > self.size // 20:
                 raise _Corrupt("the version definitions (DT_VERDEF) form a loop")
             seen.add(at)
-            _version, flags, _index, count, _hash, aux, next_def = self._unpack(
+            _version, flags, index, count, _hash, aux, next_def = self._unpack(
                 self.s_verdef, at, "a version definition")
             if not flags & VER_FLG_BASE and count:
                 name, _next = self._unpack(self.s_verdaux, at + aux, "a version name")
-                names.append(self._string(table, size, name, "DT_VERDEF"))
+                yield index & 0x7FFF, self._string(table, size, name, "DT_VERDEF")
             if next_def == 0:
-                return names
+                return
             at += next_def
 
     def _disagreements(self, dynamic: _Dynamic) -> None:
-        """Section headers that say something else than the program headers: the loader only
-        reads the latter, and so does this reader; the difference is worth a remark."""
+        """A remark where section headers disagree with the program headers (read alone)."""
         if not self.sections:
             return
         differ = []
@@ -487,8 +451,7 @@ class _Elf:
     # --- notes and device code ----------------------------------------------------------------
 
     def _build_id(self) -> str | None:
-        """The GNU build-id note (owner "GNU", type NT_GNU_BUILD_ID): other owners use type 3
-        for other things (SystemTap's `.note.stapsdt` probes)."""
+        """The GNU build-id note: owner "GNU" too (SystemTap's notes also use type 3)."""
         regions = [(s.offset, s.filesz, s.align) for s in self.segments if s.type == PT_NOTE]
         if not regions:
             regions = [(s.offset, s.size, s.addralign) for s in self.sections
@@ -536,9 +499,8 @@ class _Elf:
         return entries
 
     def _sections_to_read(self) -> list[tuple[int, _Section]]:
-        """The fatbin sections (ranked by FATBIN_SECTIONS) and the data sections to search
-        (ranked after them), in that order. Each byte of the file is read once, however many
-        sections claim it: one that overlaps bytes already claimed is left out, and said to be."""
+        """The fatbin sections, then the data sections to search; a section overlapping bytes
+        already claimed is left out (with a remark), so each byte is read once."""
         wanted = []
         for section in self.sections:
             if not section.size or section.type in FILELESS:
@@ -613,7 +575,8 @@ class _Elf:
             runpath=_split_paths([text(i, "DT_RUNPATH") for i in dynamic.runpath or []]),
             build_id=self._build_id(),
             version_needs=tuple(self._version_needs(dynamic, strings)),
-            version_defs=tuple(self._version_defs(dynamic, strings)),
+            version_defs=tuple(name for _index, name in self._verdef_entries(
+                dynamic.verdef, strings)),
             device_code=tuple(self._device_code()),
             remarks=tuple(self.remarks),
             versym=dynamic.versym is not None,
@@ -621,7 +584,7 @@ class _Elf:
 
 
 class _NameReader:
-    """Section names, read on demand from `.shstrtab`; an unreadable one is the empty name."""
+    """Section names from `.shstrtab`, on demand; an unreadable one is ""."""
 
     def __init__(self, elf: _Elf, offset: int, size: int) -> None:
         self.elf, self.offset, self.size = elf, offset, size
@@ -636,8 +599,7 @@ class _NameReader:
 
 
 def _holds_data(section: _Section) -> bool:
-    """Sections searched for fatbin containers outside the fatbin sections: allocated data
-    (`.data`, `.ldata`, `.data.rel.ro`; read-only `.rodata`/`.lrodata`), never code."""
+    """Whether to search it for fatbin containers: allocated data and `.rodata`, never code."""
     if section.type != SHT_PROGBITS or not section.flags & SHF_ALLOC:
         return False
     if section.flags & SHF_EXECINSTR or section.name in (*FATBIN_SECTIONS, WRAPPER_SECTION):
@@ -646,6 +608,5 @@ def _holds_data(section: _Section) -> bool:
 
 
 def _split_paths(values: list[str]) -> tuple[str, ...]:
-    # Empty entries are kept: the loader reads one as the current directory, which a kit must
-    # not search, so it has to stay visible.
+    # Empty entries stay visible: the loader reads one as the current directory.
     return tuple(part for value in values for part in value.split(":"))

@@ -1,16 +1,8 @@
-"""Section-level reading of an ELF file, for comparing two of them: sections, symbols, notes.
+"""Section-level reading of an ELF file (cubins too), for comparing two: sections, symbols, notes.
 
-inspector/elf.py reads what the loader reads (program headers) and avoids sections on purpose;
-explaining a difference needs exactly what it avoids: every section by name, the symbol table,
-the build-id note. Device code (a cubin inside a fatbin) is an ELF too and goes through the same
-reader. Every table is checked against the file's size before it is read, and a file that does
-not parse ends in one NotAnElf naming it; nothing is read whole but the tables themselves.
-
-Why not pyelftools, which reads sections and symbols too: its parser believes the counts a file
-states (a 76-byte DWARF table kept it busy for minutes, taking gigabytes) and raises errors of
-many kinds; `diff` reads built files of any origin, and this reader, like inspector/elf.py,
-checks each table against the file before reading it and fails one way.
-"""
+inspector/elf.py reads what the loader reads and avoids sections on purpose; explaining a
+difference needs exactly those. Bounded as elf.py (one NotAnElf), and not pyelftools for the
+same reason: it believes the counts a file states."""
 
 from __future__ import annotations
 
@@ -25,9 +17,8 @@ from ninfer_kits.inspector.inputs import ByteSource
 SHT_SYMTAB, SHT_STRTAB, SHT_NOTE, SHT_DYNSYM = 2, 3, 7, 11
 SHF_ALLOC, SHF_EXECINSTR, SHF_STRINGS, SHF_COMPRESSED = 0x2, 0x4, 0x20, 0x800
 STT_FUNC, STT_FILE = 2, 4
-SHN_UNDEF, SHN_LORESERVE, SHN_XINDEX = 0, 0xFF00, 0xFFFF
+SHN_UNDEF, SHN_XINDEX = 0, 0xFFFF
 NT_GNU_BUILD_ID = 3
-ET_REL = 1
 ELFCOMPRESS_ZLIB = 1
 MAX_SECTIONS = 1 << 16
 MAX_SYMBOLS = 1 << 19  # 512 Ki symbols: more than a kit binary holds; a larger table is not read
@@ -66,8 +57,6 @@ class Symbol:
 
 @dataclass(frozen=True)
 class ElfLayout:
-    """One file's sections, and how to read the rest of it."""
-
     is64: bool
     order: str  # "<" or ">"
     type: int  # e_type
@@ -85,7 +74,7 @@ class _Corrupt(Exception):
 
 
 def read_layout(data: ByteSource, shown: str) -> ElfLayout:
-    """The sections of the ELF file in `data`; NotAnElf (naming `shown`) when it is not one."""
+    """NotAnElf (naming `shown`) when `data` is not an ELF file."""
     if data[:4] != ELF_MAGIC:
         raise NotAnElf(f"{shown}: not an ELF file")
     try:
@@ -142,7 +131,7 @@ def _names(data: ByteSource, rows: list[tuple[int, ...]], index: int) -> _NameTa
 
 
 class _NameTable:
-    """Names from a string table held in memory; an index outside it is the empty name."""
+    """Names from a string table in memory; an index outside it is ""."""
 
     def __init__(self, table: bytes) -> None:
         self.table = table
@@ -156,15 +145,13 @@ class _NameTable:
 
 
 def section_bytes(data: ByteSource, section: Section) -> bytes:
-    """A section's bytes (empty for NOBITS)."""
     if not section.has_bytes:
         return b""
     return bytes(data[section.offset:section.offset + section.size])
 
 
 def section_text(data: ByteSource, layout: ElfLayout, section: Section) -> bytes:
-    """A section's bytes as a reader of its contents sees them: an SHF_COMPRESSED section
-    (`-gz` debug info) inflated when it is zlib and not larger than MAX_INFLATED, else as is."""
+    """A section's bytes, SHF_COMPRESSED zlib inflated up to MAX_INFLATED."""
     raw = section_bytes(data, section)
     if not section.flags & SHF_COMPRESSED:
         return raw
@@ -182,7 +169,6 @@ def section_text(data: ByteSource, layout: ElfLayout, section: Section) -> bytes
 
 
 def symbols(data: ByteSource, layout: ElfLayout, table: Section) -> list[Symbol]:
-    """The symbols of a SHT_SYMTAB or SHT_DYNSYM section, with names from its linked strtab."""
     row = struct.Struct(layout.order + ("IBBHQQ" if layout.is64 else "IIIBBH"))
     if not table.has_bytes or table.size // row.size > MAX_SYMBOLS:
         return []
@@ -202,7 +188,6 @@ def symbols(data: ByteSource, layout: ElfLayout, table: Section) -> list[Symbol]
 
 
 def build_id(data: ByteSource, layout: ElfLayout, section: Section) -> str | None:
-    """The GNU build-id in a note section, as hex; None when it holds none."""
     raw = section_bytes(data, section)
     note = struct.Struct(layout.order + "III")
     position = 0
@@ -219,6 +204,6 @@ def build_id(data: ByteSource, layout: ElfLayout, section: Section) -> str | Non
 
 
 def is_string_table(section: Section) -> bool:
-    """Sections that hold NUL-terminated strings and nothing else: compared string by string."""
+    """Sections of NUL-terminated strings only: compared string by string."""
     return section.type == SHT_STRTAB or bool(section.flags & SHF_STRINGS) or section.name in (
         ".comment", ".debug_str", ".debug_line_str")

@@ -1,22 +1,12 @@
-"""The dynamic symbols of an ELF file, read as the dynamic loader reads them: what it defines for
-others to bind to, and what it needs bound (verify's symbol-name check, loader.symbols).
-
-Everything comes from the program headers, as in inspector.elf: PT_DYNAMIC's DT_SYMTAB,
-DT_STRTAB, DT_VERSYM, DT_VERNEED and DT_VERDEF. The symbol table states no length of its own:
-the loader never needs one, and this reader takes it from DT_HASH (its chain count) or, without
-one, from the last chain of DT_GNU_HASH, the way `readelf --use-dynamic` does. Every table is
-checked against the bytes its segment holds before it is read, and the strings read are
-budgeted as in inspector.elf, so a hostile file ends in one NotAnElf (also when the damage is
-met later, in a lookup). A name is looked up through the file's own hash table (DT_GNU_HASH,
-else DT_HASH), as the loader looks it up, so that a library's thousands of names are not all
-decoded to find the few a program uses. Read only where verify needs it (the libraries a
-program's loader would bind): `inspect` does not pay for it.
-"""
+"""The dynamic symbols of an ELF file, read as the dynamic loader reads them (verify's symbol
+check, loader.symbols). From the program headers, as inspector.elf, bounded the same way; the
+table's length from DT_HASH or DT_GNU_HASH's last chain (as `readelf --use-dynamic`), and names
+looked up through the file's own hash table, so that a library's thousands of names are not all
+decoded for the few a program uses. Only verify reads it: `inspect` does not pay for it."""
 
 from __future__ import annotations
 
 import functools
-import mmap
 import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -31,23 +21,19 @@ DT_GNU_HASH, DT_VERSYM, DT_VERDEF, DT_VERNEED = 0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFF
 SHN_UNDEF, SHN_ABS = 0, 0xFFF1
 STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 1, 2, 10
 STT_TLS = 6
-# The symbol types glibc's loader binds to (dl-lookup.c, ALLOWED_STT): NOTYPE, OBJECT, FUNC,
-# COMMON, TLS and GNU_IFUNC; sections, files and the like are no definitions.
+# What glibc's loader binds to (dl-lookup.c, ALLOWED_STT): NOTYPE OBJECT FUNC COMMON TLS IFUNC
 BINDABLE_TYPES = frozenset({0, 1, 2, 5, 6, 10})
 BINDABLE_BINDINGS = frozenset({STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE})
-VER_FLG_BASE = 0x1
 VERSYM_HIDDEN = 0x8000
 
 
 @dataclass(frozen=True)
 class Definition:
-    """One definition of a name: its version (None: the base or no version, which the loader
-    lets any reference bind to unless the reference's version is hidden), whether that version
-    is hidden (`name@VER`, not the default `name@@VER`), and its version index (the loader
-    binds an unversioned reference to index 2, the oldest version, or to a lone other one)."""
+    """One definition of a name. An unversioned reference binds to index 2 (the oldest
+    version) or a lone other one."""
 
-    version: str | None
-    hidden: bool
+    version: str | None  # None: the base or none, which any reference not hidden binds to
+    hidden: bool  # `name@VER`, not the default `name@@VER`
     index: int
 
 
@@ -62,10 +48,8 @@ class Reference:
 
 
 class DynamicSymbols:
-    """One file's dynamic symbols, looked up by name through its own hash table, as the loader
-    looks them up: a program's few hundred references cost a few hash steps each, where decoding
-    every name of libstdc++ (six thousand) would cost more than the rest of verify. Read-only
-    once made; what it works out (the references, the names without a hash table) it keeps."""
+    """One file's dynamic symbols, looked up through its own hash table (decoding libstdc++'s
+    six thousand names would cost more than the rest of verify); what it works out it keeps."""
 
     def __init__(self, rows: Sequence[tuple[int, int, int, int]] = (),
                  versym: Sequence[int] | None = None,
@@ -83,7 +67,6 @@ class DynamicSymbols:
 
     @property
     def versioned(self) -> bool:
-        """DT_VERSYM: the file has a symbol version table."""
         return self._versym is not None
 
     @property
@@ -96,7 +79,7 @@ class DynamicSymbols:
 
     @property
     def defined(self) -> dict[str, tuple[Definition, ...]]:
-        """Every definition, by name (all names decoded: for a file without a hash table)."""
+        """Every definition, by name (all decoded: for a file without a hash table)."""
         if self._defined is None:
             found: dict[str, list[Definition]] = {}
             with self._fence():
@@ -109,7 +92,6 @@ class DynamicSymbols:
         return self._defined
 
     def lookup(self, name: str) -> tuple[Definition, ...]:
-        """The definitions of `name` in this file."""
         if self._table is None or self._names is None:
             return self.defined.get(name, ())
         raw = name.encode("utf-8", "surrogateescape")
@@ -126,7 +108,7 @@ class DynamicSymbols:
 
     @contextmanager
     def _fence(self) -> Iterator[None]:
-        """What is read on demand fails as the first read does: one NotAnElf naming the file."""
+        """A later read fails as the first does: one NotAnElf naming the file."""
         try:
             yield
         except _Corrupt as error:
@@ -162,12 +144,7 @@ class DynamicSymbols:
 def read_dynamic_symbols(path: StrPath, shown: str | None = None) -> DynamicSymbols:
     label = shown or str(path)
     with open_regular(path, label) as file:
-        data = file.contents()
-        try:
-            return dynamic_symbols_buffer(data, label)
-        finally:
-            if isinstance(data, mmap.mmap):
-                data.close()
+        return file.read_with(lambda data: dynamic_symbols_buffer(data, label))
 
 
 def dynamic_symbols_buffer(data: ByteSource, shown: str) -> DynamicSymbols:
@@ -232,8 +209,7 @@ class _SymbolReader:
         return 0
 
     def _gnu_hash_count(self) -> int:
-        """One past the last symbol a DT_GNU_HASH chain reaches (the symbols before its
-        `symoffset` are in no chain: undefined ones, mostly)."""
+        """One past the last symbol a DT_GNU_HASH chain reaches."""
         at, available = self._region(DT_GNU_HASH, "DT_GNU_HASH")
         header = struct.Struct(self.order + "IIII")
         if available < header.size:
@@ -258,7 +234,7 @@ class _SymbolReader:
             index += 1
 
     def _hash_table(self, count: int) -> _HashTable | None:
-        """The file's own hash table, for lookups by name: DT_GNU_HASH, else DT_HASH."""
+        """DT_GNU_HASH, else DT_HASH."""
         if DT_GNU_HASH in self.tags:
             at, available = self._region(DT_GNU_HASH, "DT_GNU_HASH")
             buckets, symoffset, bloom_size, _shift = self.elf._unpack(
@@ -308,15 +284,14 @@ class _SymbolReader:
         return self.elf._unpack(struct.Struct(f"{self.order}{count}H"), at, "DT_VERSYM")
 
     def _version_names(self, strings: tuple[int, int]) -> dict[int, tuple[str, str, bool]]:
-        """Version index → (version, the library it is needed from or "" for one this file
-        defines, hidden), as glibc's loader fills its l_versions (dl-version.c): the needs'
-        vna_other and the definitions' vd_ndx; the base definition (the file's own name) is
-        left out, so that its index binds as unversioned."""
+        """Version index → (version, library needed from or "" if defined here, hidden), as
+        glibc fills l_versions (dl-version.c); the base definition is left out, so that its
+        index binds as unversioned."""
         names: dict[int, tuple[str, str, bool]] = {}
         table, size = strings
         for index, version, library, hidden in self._needs(table, size):
             names[index] = (version, library, hidden)
-        for index, version in self._definitions(table, size):
+        for index, version in self.elf._verdef_entries(self.tags.get(DT_VERDEF), strings):
             names.setdefault(index, (version, "", False))
         return names
 
@@ -350,28 +325,10 @@ class _SymbolReader:
                 return
             at += next_need
 
-    def _definitions(self, table: int, size: int) -> Iterator[tuple[int, str]]:
-        if DT_VERDEF not in self.tags:
-            return
-        at, _ = self._region(DT_VERDEF, "DT_VERDEF")
-        seen: set[int] = set()
-        while True:
-            if at in seen or len(seen) > self.elf.size // 20:
-                raise _Corrupt("the version definitions (DT_VERDEF) form a loop")
-            seen.add(at)
-            _v, flags, index, count, _hash, aux, next_def = self.elf._unpack(
-                self.elf.s_verdef, at, "a version definition")
-            if not flags & VER_FLG_BASE and count:
-                name, _next = self.elf._unpack(self.elf.s_verdaux, at + aux, "a version name")
-                yield index & 0x7FFF, self.elf._string(table, size, name, "DT_VERDEF")
-            if next_def == 0:
-                return
-            at += next_def
 
 
 class _Names:
-    """Symbol names out of DT_STRTAB, copied once: many of them per file (inspector.elf reads a
-    few strings a file, each on its own). The same budget bounds the bytes decoded."""
+    """Symbol names out of DT_STRTAB, copied once (many per file), within the string budget."""
 
     def __init__(self, elf: _Elf, strings: tuple[int, int]) -> None:
         table, size = strings
@@ -399,8 +356,6 @@ class _HashTable:
 
 
 class _GnuHash(_HashTable):
-    """DT_GNU_HASH: a bucket per hash, and a chain of the symbols of equal hash, sorted."""
-
     def __init__(self, buckets: Sequence[int], chains: Sequence[int], symoffset: int) -> None:
         self.buckets, self.chains, self.symoffset = buckets, chains, symoffset
 
@@ -423,8 +378,6 @@ class _GnuHash(_HashTable):
 
 
 class _SysvHash(_HashTable):
-    """DT_HASH: a bucket per hash, each symbol's successor of equal bucket in `chains`."""
-
     def __init__(self, buckets: Sequence[int], chains: Sequence[int]) -> None:
         self.buckets, self.chains = buckets, chains
 
@@ -442,11 +395,9 @@ class _SysvHash(_HashTable):
         raise _Corrupt("a DT_HASH chain forms a loop")
 
 
-# A name is looked up in every library of a scope until one defines it, and many files need
-# the same names: each hash is worked out once (bounded: a hostile file cannot grow it).
+# Every library of a scope is asked for the same names: each hash once, in a bounded cache.
 @functools.lru_cache(maxsize=1 << 16)
 def gnu_hash(name: bytes) -> int:
-    """DT_GNU_HASH's hash (Bernstein's, h * 33 + c, from 5381)."""
     value = 5381
     for byte in name:
         value = (value * 33 + byte) & 0xFFFFFFFF
@@ -455,7 +406,6 @@ def gnu_hash(name: bytes) -> int:
 
 @functools.lru_cache(maxsize=1 << 16)
 def sysv_hash(name: bytes) -> int:
-    """DT_HASH's hash (the System V ABI's)."""
     value = 0
     for byte in name:
         value = ((value << 4) + byte) & 0xFFFFFFFF

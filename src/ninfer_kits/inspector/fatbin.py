@@ -1,32 +1,9 @@
-"""CUDA device code inside an ELF: list the SASS and PTX entries of its fatbin containers.
+"""CUDA device code inside an ELF: the SASS and PTX entries of its fatbin containers.
 
-Two sections hold fatbins by name, and only one of them is device code the CUDA runtime loads
-when the program starts: `.nv_fatbin`. `__nv_relfatbin` holds the inputs of the device link
-(separable compilation, `nvcc -rdc=true`), which nvlink consumed when the program was linked and
-which the runtime never loads; they are read and reported, but as what they are
-(`FatbinEntry.loadable` is False).
-
-Some libraries keep fatbin containers elsewhere: cuFFT keeps thousands in `.data`/`.ldata` and
-loads them itself through the driver API; cuobjdump does not see them ("does not contain device
-code"). `search_containers` looks for them by their magic number in other data, over the whole
-region at C speed (the C library's memmem on the data in memory, else `find`), and keeps only
-what parses as a whole container with sane entries; a large region is cut into pieces that a few
-threads search at once (memmem runs without the GIL), joined so that the result is that of one
-search from the region's start. A file without section headers is searched the same way,
-segment by segment.
-
-Only headers are read, so the time taken grows with the number of entries and not with the size
-of the payloads (a large CUDA library carries hundreds of MB): no payload is copied or
-decompressed, and an entry costs one `struct` read and one tuple. Layout (checked against
-cuobjdump on binaries compiled by nvcc 13): containers lie back to back, 8-byte aligned; each
-container is a 16-byte header followed by entries, each entry a header of its own size followed
-by its payload. A payload is compressed when its flags say zstd (0x8000, nvcc's default
-`--compress-mode`) or LZ4 (0x2000, `--compress-mode=speed`).
-
-Why by hand: NVIDIA documents no fatbin layout and ships no library for it, only cuobjdump (a
-program from the CUDA toolkit, which misses cuFFT's containers); the tests check this reader
-against cuobjdump on nvcc's output and NVIDIA's own libraries.
-"""
+By hand because NVIDIA documents no fatbin layout and ships only cuobjdump, which misses the
+containers libraries such as cuFFT keep in their data; the tests hold this reader to cuobjdump.
+Only headers are read: containers back to back, 8-byte aligned, a 16-byte header, then entries
+each a header of its own size and a payload. Sections, placements, the search: docs/inspect.md."""
 
 from __future__ import annotations
 
@@ -51,11 +28,8 @@ FATBIN_SECTIONS = (LOADED_SECTION, RELOCATABLE_SECTION)
 
 CONTAINER_MAGIC = 0xBA55ED50
 CONTAINER_HEADER = struct.Struct("<IHHQ")  # magic, version, header size, body size
-# What a container found by searching (not in a fatbin section) must start with: the magic,
-# version 1 and a 16-byte header, as every container nvcc 12 and 13 write (and NVIDIA's
-# libraries carry) does. Eight known bytes also let the search skip ahead twice as far.
+# A found container's start, as nvcc 12 and 13 write them: eight known bytes skip twice as far.
 FOUND_PREFIX = struct.pack("<IHH", CONTAINER_MAGIC, 1, CONTAINER_HEADER.size)
-ENTRY_ARCH_OFFSET = 28
 ENTRY_FLAGS_OFFSET = 40
 # kind, version, header size, payload size (0-15), arch (28), flags (40): one read per entry
 ENTRY_HEADER = struct.Struct("<HHIQ12xI8xQ")
@@ -69,28 +43,16 @@ KIND_LTOIR = 8  # LTO-IR (NVVM IR): nvcc 13 writes it for `code=lto_86` with -rd
 KIND_NAMES = {KIND_PTX: "ptx", KIND_SASS: "sass", KIND_LTOIR: "ltoir"}
 ARCH_PREFIXES = {KIND_PTX: "compute", KIND_SASS: "sm", KIND_LTOIR: "lto"}
 FLAG_ZSTD = 0x8000  # zstd: nvcc's default --compress-mode (PTX always; SASS with -compress-all)
-FLAG_COMPRESSED = FLAG_ZSTD  # the name inspector/payload.py reads zstd's flag by
+FLAG_COMPRESSED = FLAG_ZSTD  # inspector/payload.py's name for it
 FLAG_LZ4 = 0x2000  # LZ4 block format: --compress-mode=speed
 COMPRESSION_FLAGS = FLAG_ZSTD | FLAG_LZ4
-# The arch-specific ("a") and family-specific ("f") variants are flag bits, not arch numbers.
-FLAG_ARCH_SPECIFIC = 0x100000
-FLAG_FAMILY_SPECIFIC = 0x200000
-# The flag bits an entry's report depends on: its arch's suffix and whether it is compressed.
+FLAG_ARCH_SPECIFIC = 0x100000  # "a": a flag bit, not part of the arch number
+FLAG_FAMILY_SPECIFIC = 0x200000  # "f"
 NAMED_FLAGS = FLAG_ARCH_SPECIFIC | FLAG_FAMILY_SPECIFIC | COMPRESSION_FLAGS
-
-# Where an entry was found, and so whether anything loads it:
-#   fatbin       `.nv_fatbin`: registered and loaded by the CUDA runtime
-#   relocatable  `__nv_relfatbin`: device-link inputs; the CUDA runtime JIT-links their PTX for
-#                a GPU the device-linked SASS does not fit (seen on an H200), so PTX there counts
-#   data         a container in another section (`.data`, `.ldata`): the library loads it itself
-#   segment      a container found in a loadable segment of a file without section headers
-PLACEMENTS = ("fatbin", "relocatable", "data", "segment")
 
 
 class FatbinEntry(NamedTuple):
-    """One piece of device code: SASS for a real GPU arch, PTX for a virtual one, LTO-IR, or an
-    entry of a kind this parser does not know (reported by its number, never read further).
-    A named tuple: a big CUDA library has tens of thousands of them."""
+    """One piece of device code (a named tuple: a big CUDA library has tens of thousands)."""
 
     section: str  # ".nv_fatbin", "__nv_relfatbin", another section, or "" (no section headers)
     kind: str  # "sass", "ptx", "ltoir", or "kind-N" for any other kind number N
@@ -101,6 +63,7 @@ class FatbinEntry(NamedTuple):
 
     @property
     def placement(self) -> str:
+        """`fatbin`, `relocatable` (`__nv_relfatbin`), `data` or `segment`: docs/inspect.md."""
         if self.segment is not None:
             return "segment"
         if self.section == LOADED_SECTION:
@@ -111,8 +74,7 @@ class FatbinEntry(NamedTuple):
 
     @property
     def loadable(self) -> bool:
-        """Whether this is device code a GPU gets to run: everything but the device-link inputs
-        of `__nv_relfatbin`, which the CUDA runtime never loads."""
+        """False for the device-link inputs of `__nv_relfatbin`, which the runtime never loads."""
         return self.placement != "relocatable"
 
     @property
@@ -125,7 +87,6 @@ def kind_name(kind: int) -> str:
 
 
 def is_compressed(flags: int) -> bool:
-    """Whether an entry with these flags has a compressed payload (zstd or LZ4)."""
     return bool(flags & COMPRESSION_FLAGS)
 
 
@@ -144,8 +105,7 @@ def arch_name(kind: int, number: int, flags: int) -> str:
 
 
 _ARCH_NAMES: dict[tuple[int, int, int], str] = {}
-# (kind, arch, flags & NAMED_FLAGS) -> (kind name, arch name, compressed): what an entry says,
-# worked out once per distinct header rather than once per entry.
+# (kind, arch, flags & NAMED_FLAGS) -> (kind, arch name, compressed), once per distinct header.
 _NAMED: dict[tuple[int, int, int], tuple[str, str, bool]] = {}
 _new_tuple = tuple.__new__  # builds a FatbinEntry without the Python-level __new__ of namedtuple
 
@@ -157,8 +117,7 @@ def _named(kind: int, arch: int, flags: int) -> tuple[str, str, bool]:
 
 
 def read_fatbin(data: ByteSource, section: str, offset: int, size: int) -> list[FatbinEntry]:
-    """Every entry of the fatbin section that lies at `offset` (file offset) with `size` bytes.
-    Anything that does not parse is corrupt: this section holds nothing but fatbins."""
+    """Every entry of a fatbin section; anything that does not parse is corrupt (NotAnElf)."""
     if offset < 0 or size < 0 or offset + size > len(data):
         raise _corrupt(section, 0, f"the section ({size} bytes at file offset {offset:#x}) runs "
                                    f"past the end of the file ({len(data)} bytes)")
@@ -185,41 +144,29 @@ def read_fatbin(data: ByteSource, section: str, offset: int, size: int) -> list[
     return entries
 
 
-# A region to search: start and end (file offsets), its section's name, its segment's number.
+# start and end (file offsets), section, segment
 Region = tuple[int, int, str, int | None]
-# What a search made of one hit: where it was, where the search went on from (the container's
-# end, or the next byte), and the container's entries (none: the hit was not a container).
+# where, where the search goes on (the container's end, or the next byte), the entries
 Hit = tuple[int, int, list[FatbinEntry]]
-# A piece of a region: from, to, the region's end, section, segment, and whether it is first.
+# from, to, the region's end, section, segment, whether it is the region's first piece
 Piece = tuple[int, int, int, str, int | None, bool]
 
-# Below this many bytes, `find` on the data is as quick as loading ctypes for memmem; and it is
-# tried first over the next NEAR bytes, where the next of a run of containers usually lies (a
-# ctypes call costs more than a short search).
+# Below MEMMEM_FROM bytes `find` beats loading ctypes; and within NEAR bytes, where the next
+# container of a run usually lies, it beats a ctypes call.
 MEMMEM_FROM = 1 << 20
 NEAR = 4096
 SMALLEST_CONTAINER = CONTAINER_HEADER.size + ENTRY_MIN_HEADER
-# A large region is searched in pieces of at least this many bytes, side by side on up to
-# WORKERS cores (memmem runs without the GIL); smaller ones are not worth a thread.
+# Pieces searched side by side (memmem runs without the GIL); smaller is not worth a thread.
 CHUNK_MIN = 4 << 20
 WORKERS = 4
 
 
 def search_containers(data: ByteSource, regions: Sequence[Region],
                       chunk_min: int = CHUNK_MIN) -> list[list[FatbinEntry]]:
-    """Fatbin containers anywhere in each region's data[start:end] (file offsets), in the order
-    given, found by their first eight bytes (FOUND_PREFIX). A hit counts only if the whole
-    container parses: a body that fits, and entries that fill it exactly with sane header sizes
-    and plausible archs. Containers lie back to back, so the search resumes after each one and
-    never reads the bytes it covers: the same entries as searching each region from its start
-    to its end, one hit after the other.
-
-    A large region is cut into pieces searched at once by a few threads, each as if the search
-    had begun at its piece's start; then the pieces are joined in order. Where the search from
-    the region's start stands at a hit that the piece's own search stood at too, it goes the
-    same way from there (the same hit, the same end), so the rest of that piece's result is
-    taken as it is; before that (a container of the piece before reaches into this one, into
-    the middle of a container this piece's search took) the search goes on here, hit by hit."""
+    """The containers in each region, found by FOUND_PREFIX; a hit counts only if the whole
+    container parses, and the search resumes after it. Pieces of a large region are searched
+    at once, then joined so that the result is that of one search from the region's start:
+    once that search meets a hit the piece's own search stood at, the rest is the same."""
     largest = max((min(end, len(data)) - max(start, 0) for start, end, _s, _n in regions),
                   default=0)
     searcher = _Searcher(data, fast=largest >= MEMMEM_FROM)
@@ -241,8 +188,7 @@ def search_containers(data: ByteSource, regions: Sequence[Region],
 
 
 class _Searcher:
-    """The search of one file's data: how hits are found (memmem, or the data's own find) and
-    how pieces of it are searched side by side."""
+    """One file's search: memmem or the data's own find, pieces side by side."""
 
     def __init__(self, data: ByteSource, fast: bool) -> None:
         self.data = data
@@ -257,9 +203,8 @@ class _Searcher:
                 self.workers = _cores()
 
     def run(self, pieces: list[Piece]) -> list[list[Hit]]:
-        """The hits of each piece, searched on this thread and on up to `workers - 1` others,
-        which are waited for however this one ends (they read the data, which must stay mapped
-        while they do)."""
+        """The hits of each piece, on up to `workers` threads, all waited for however this one
+        ends (the data must stay mapped while they read it)."""
         results: list[list[Hit]] = [[] for _ in pieces]
         if self.workers < 2 or len(pieces) < 2:
             return [self.search(piece) for piece in pieces]
@@ -316,8 +261,7 @@ class _Searcher:
         return results
 
     def search(self, piece: Piece) -> list[Hit]:
-        """Every hit the search from the piece's start stands at before its end (a container
-        may reach past that end, up to the region's)."""
+        """Every hit from the piece's start to its end (a container may reach the region's)."""
         start, stop, end, section, segment, _first = piece
         hits: list[Hit] = []
         find, data = self.find, self.data
@@ -334,23 +278,19 @@ class _Searcher:
 
     def step(self, position: int, stop: int, end: int, section: str,
              segment: int | None) -> Hit | None:
-        """The first hit at or after `position` and before `stop`, and what it is; None if
-        there is none."""
         at = self.find(FOUND_PREFIX, position, min(end, stop + len(FOUND_PREFIX) - 1))
         return None if at < 0 else _hit(self.data, at, end, section, segment)
 
     def join(self, entries: list[FatbinEntry], hits: list[Hit], position: int,
              piece: Piece) -> int:
-        """Go on from `position` (where the search from the region's start stands) over the
-        piece whose own search found `hits`, adding what the search finds to `entries`; where
-        it stands after."""
+        """Carry the search from the region's start (at `position`) over a piece, adding to
+        `entries`; where it stands after."""
         _start, stop, end, section, segment, _first = piece
         starts = [at for at, _following, _found in hits]
         while position < stop:
             index = bisect_left(starts, position)
             if index and hits[index - 1][2] and hits[index - 1][1] > position:
-                # Inside a container that the piece's search took and the search from the
-                # region's start never stood at: one hit on, as that search goes.
+                # Inside a container the piece's own search took: one hit on, by hand.
                 hit = self.step(position, stop, end, section, segment)
                 if hit is None:
                     return stop
@@ -366,8 +306,6 @@ class _Searcher:
 
 
 def _hit(data: ByteSource, at: int, end: int, section: str, segment: int | None) -> Hit:
-    """What the hit at `at` is: a container that parses whole within data[:end] (the search
-    goes on after it), or not (it goes on from the next byte)."""
     if at + SMALLEST_CONTAINER <= end:
         _magic, _version, header_size, body_size = CONTAINER_HEADER.unpack_from(data, at)
         if ENTRY_MIN_HEADER <= body_size <= end - at - header_size:
@@ -380,9 +318,8 @@ def _hit(data: ByteSource, at: int, end: int, section: str, segment: int | None)
 
 def _memmem_find(near_find: Callable[[bytes, int, int], int], memmem: Any,
                  base: int) -> Callable[[bytes, int, int], int]:
-    """`find(needle, start, end)` by the C library's memmem (several times faster than
-    mmap.find: it skips on two-byte hashes, and it lets other threads run), after a look at the
-    next NEAR bytes in Python's find (cheaper than a ctypes call when the hit is that near)."""
+    """`find` by the C library's memmem (several times mmap.find's speed, without the GIL),
+    after Python's find over the next NEAR bytes."""
 
     def find(needle: bytes, start: int, end: int) -> int:
         near = start + NEAR
@@ -419,10 +356,8 @@ def _memmem() -> Any:
 
 
 def _address(data: ByteSource) -> int | None:
-    """Where the data lies in memory, for memmem: a memory map's (ctypes takes the address of
-    writable buffers only: ACCESS_COPY maps are, read-only ones not), a bytearray's, a bytes
-    object's (its own buffer, not a copy); None where there is none. The data stays alive and
-    mapped while it is searched, so the address stays valid."""
+    """Where the data lies in memory, for memmem; None for a read-only map (ctypes takes
+    writable buffers only: ACCESS_COPY maps are)."""
     import ctypes
 
     if isinstance(data, bytes):
@@ -438,7 +373,7 @@ def _address(data: ByteSource) -> int | None:
 
 def _entries(data: ByteSource, start: int, end: int, section: str, segment: int | None,
              searching: bool = False) -> list[FatbinEntry] | tuple[str, int]:
-    """The entries between two file offsets, or why they are not entries and where."""
+    """The entries between two file offsets, or (why not, where)."""
     entries: list[FatbinEntry] = []
     append = entries.append
     position = start

@@ -10,11 +10,11 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from ninfer_kits import versions
+from ninfer_kits.host import versions
+from ninfer_kits.host.runtime_facts import RuntimeFacts, runtime_facts
 from ninfer_kits.inspector.elf import ElfInfo
 from ninfer_kits.inspector.fatbin import FatbinEntry
 from ninfer_kits.inspector.inputs import printable
-from ninfer_kits.runtime_facts import RuntimeFacts, runtime_facts
 
 BASE_VERSION = "Base"  # a version node some libraries name so; never a requirement of its own
 SYMBOL_VERSION = re.compile(r"^(?P<prefix>.+?)_(?P<version>\d+(?:\.\d+)*)$")
@@ -22,8 +22,7 @@ CUDART = re.compile(r"^libcudart\.so\.(?P<major>\d+)$")
 GPU_ARCH = re.compile(r"^(?P<prefix>sm|compute)_(?P<number>\d+)(?P<suffix>[af]?)$")
 
 
-# The records below are named tuples, not dataclasses: `inspect` starts for every file it reads,
-# and a dataclass costs a compile at import (about a millisecond each).
+# Named tuples, not dataclasses: each dataclass costs `inspect`'s start about a millisecond.
 
 
 class SymbolVersion(NamedTuple):
@@ -61,7 +60,7 @@ class Requirement(NamedTuple):
 
 
 class DeviceCode(NamedTuple):
-    """How many fatbin entries of one kind and arch the kit's files carry, all together."""
+    """How many fatbin entries of one kind and arch the kit's files carry."""
 
     kind: str  # as FatbinEntry.kind: "sass", "ptx", "ltoir", "kind-N"
     arch: str
@@ -69,10 +68,7 @@ class DeviceCode(NamedTuple):
 
 
 class SearchPath(NamedTuple):
-    """One directory the loader searches for a library, and the tag it came from: RUNPATH, or
-    RPATH (read only when a file has no RUNPATH)."""
-
-    tag: str  # "RUNPATH" or "RPATH"
+    tag: str  # "RUNPATH" or "RPATH" (read only when a file has no RUNPATH)
     path: str
 
 
@@ -87,18 +83,14 @@ class KitFloor(NamedTuple):
     runpath: tuple[str, ...]
     # soname → the RUNPATH (or, without one, RPATH) entries of the files that need it
     search_paths: tuple[tuple[str, tuple[SearchPath, ...]], ...]
-    # Device code a GPU gets to run: `.nv_fatbin` (loaded by the CUDA runtime) and fatbin
-    # containers found in other data (loaded by the library itself): it decides which GPU can
-    # run the kit.
+    # what a GPU runs (`.nv_fatbin` and containers found in other data): which GPU can run it
     sass: tuple[str, ...]
     ptx: tuple[str, ...]
-    # Device-link inputs (`__nv_relfatbin`, from -rdc): their PTX is JIT-linked by the CUDA
-    # runtime for a GPU the device-linked SASS does not cover (seen on an H200); counted so.
+    # `__nv_relfatbin`: its PTX is JIT-linked where the SASS does not fit (seen on an H200)
     relocatable: tuple[DeviceCode, ...]
-    # Loaded entries that are neither SASS nor PTX (LTO-IR, kinds this tool does not know).
+    # loaded entries neither SASS nor PTX
     other_device_code: tuple[DeviceCode, ...]
-    # Loadable entries found outside `.nv_fatbin` (in `.data`, `.ldata`, or a segment of a file
-    # without section headers), all kinds, and where they were found: cuobjdump lists none.
+    # loadable entries found outside `.nv_fatbin`, and where (cuobjdump lists none)
     embedded: tuple[DeviceCode, ...]
     embedded_in: tuple[str, ...]
     table: tuple[Requirement, ...]
@@ -152,9 +144,8 @@ def _search_paths(
 
 
 class _DeviceCodeSort:
-    """Every fatbin entry of every file, sorted once into what the floor counts: the archs of
-    loadable SASS and PTX, loadable entries of other kinds, device-link inputs, and loadable
-    entries found outside `.nv_fatbin` (and where). One pass: a CUDA library has thousands."""
+    """Every fatbin entry, sorted in one pass into what the floor counts (a CUDA library has
+    thousands)."""
 
     def __init__(self, files: Sequence[ElfInfo]) -> None:
         self.sass: set[str] = set()
@@ -229,9 +220,8 @@ def _versions_by_library(files: Sequence[ElfInfo]) -> tuple[tuple[str, tuple[str
 
 def _prefix_floors(files: Sequence[ElfInfo], provided: set[str],
                    facts: RuntimeFacts) -> tuple[PrefixFloor, ...]:
-    """The highest version of each prefix needed from libraries the kit does not carry itself
-    (what it carries, it brings along). glibc's ABI markers (GLIBC_ABI_DT_RELR) count as the
-    glibc release that introduced them."""
+    """The highest version of each prefix needed from libraries the kit does not carry; glibc's
+    ABI markers count as the release that brought them."""
     best: dict[str, SymbolVersion] = {}
     sources: dict[str, set[tuple[str, str]]] = {}
     for info in files:
@@ -334,9 +324,8 @@ def _soname_rows(floor: KitFloor, facts: RuntimeFacts) -> list[Requirement]:
 
 
 def highest_needed(floor: KitFloor, soname: str) -> list[SymbolVersion]:
-    """The highest version of each prefix needed from one library (CURL_OPENSSL_4), parsed
-    once here for the floor's table and verify's rows alike; unnumbered ones (GLIBC_PRIVATE)
-    come as they are, Base not at all."""
+    """The highest version of each prefix needed from one library (for the table and verify);
+    unnumbered ones as they are, Base not at all."""
     highest: dict[str, SymbolVersion] = {}
     for name in dict(floor.versions_by_library).get(soname, ()):
         if name == BASE_VERSION:
@@ -376,15 +365,8 @@ def describe_search_paths(paths: Sequence[SearchPath]) -> str:
 
 
 def _arch_row(floor: KitFloor) -> Requirement:
-    """Which GPUs can run the kit, by CUDA's compatibility rules for each suffix:
-    SASS `sm_XY` runs on compute capability X.Y and later minors of major X; `sm_XYf` (family-
-    specific) on the same; `sm_XYa` (arch-specific) on X.Y only. The driver can JIT-compile PTX
-    `compute_XY` for any GPU of X.Y or higher, `compute_XYf` only for X.Y and later minors of X,
-    `compute_XYa` only for X.Y. Besides the loaded device code (`.nv_fatbin`), the PTX of the
-    device-link inputs (`__nv_relfatbin`) counts: when the device-linked SASS does not fit the
-    GPU, the CUDA runtime JIT-compiles and links those objects (seen on an H200 with a
-    separable-compilation sm_86 kit: scripts/gpu-check.sh, docs/verify.md "Verified on"), though
-    `cuobjdump --list-ptx` does not list them."""
+    """Which GPUs can run the kit, by CUDA's rules (docs/inspect.md). The PTX of `__nv_relfatbin`
+    counts: the runtime JIT-links it where the SASS does not fit (docs/verify.md, "Verified on")."""
     linked_ptx = tuple(sorted({code.arch for code in floor.relocatable if code.kind == "ptx"}
                               - set(floor.ptx), key=_arch_order))
     archs = (*floor.sass, *floor.ptx, *linked_ptx)
@@ -416,8 +398,8 @@ ANY = 1 << 30  # no upper bound, as a major or a minor
 
 
 class Reach(NamedTuple):
-    """The compute capabilities (major, minor) that code for one arch runs on, both ends
-    included: (8, 6)–(8, ANY) is 8.6 and every later 8.x; (8, 6)–(ANY, ANY) is 8.6 or higher."""
+    """The compute capabilities code for one arch runs on, both ends included: (8, 6)–(8, ANY)
+    is 8.6 and every later 8.x."""
 
     low: tuple[int, int]
     high: tuple[int, int]

@@ -1,5 +1,5 @@
-"""What a kit archive is, by its first bytes, and sizes in words: the little of archive.py
-that `inspect` needs before it knows it has an archive at all (archive.py re-exports it)."""
+"""What a kit archive is, by its first bytes, and sizes in words: the little of archive.py that
+`inspect` needs before it knows it has an archive at all."""
 
 from __future__ import annotations
 
@@ -27,8 +27,7 @@ SUPPORTED_WORDS = "a tar archive, plain or compressed with gzip, xz or bzip2"
 
 
 def archive_format(head: bytes) -> str | None:
-    """"gzip", "xz", "bzip2" or "tar" for what this reader can read, by the first bytes (at
-    least 262 of them for a plain tar, whose magic is at 257); None for anything else."""
+    """"gzip", "xz", "bzip2" or "tar" (its magic at 257), or None."""
     for magic, name in SUPPORTED:
         if head.startswith(magic):
             return name
@@ -38,7 +37,6 @@ def archive_format(head: bytes) -> str | None:
 
 
 def unsupported_format(head: bytes) -> str | None:
-    """What an archive this reader cannot read is ("zstd-compressed"), or None."""
     return next((name for magic, name in UNSUPPORTED if head.startswith(magic)), None)
 
 

@@ -1,11 +1,6 @@
-"""Opening what the user names, safely: only regular files are ever opened for reading, and every
-failure becomes one message that names the path and says what is wrong with it.
-
-A FIFO opened for reading blocks until a writer comes; a character device may never end. So a
-path is looked at (`stat`) before it is opened, opened with O_NONBLOCK, and looked at again
-(`fstat`) through the open descriptor, which is what is then read: a path swapped for something
-else between the two looks is caught by the second.
-"""
+"""Opening what the user names, safely: only regular files are opened, every failure one message
+naming the path. A FIFO or device may block forever, so a path is looked at, opened with
+O_NONBLOCK, and looked at again through the descriptor (a swap between the two is caught)."""
 
 from __future__ import annotations
 
@@ -13,17 +8,18 @@ import errno
 import mmap
 import os
 import stat
+from collections.abc import Callable
+from typing import TypeVar
 
 from ninfer_kits.errors import BadInput
 
-# What the ELF reader reads from: the bytes of a file, or the file mapped into memory.
+T = TypeVar("T")
+
 ByteSource = bytes | bytearray | mmap.mmap
-# A path as callers name one: text or a pathlib.Path (never loaded here: it costs start-up).
 StrPath = str | os.PathLike[str]
 
 OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 
-# Said after the path: "kit.tar.gz: symlink loop (too many levels of symbolic links)".
 ERRNO_WORDS = {
     errno.ENOENT: "no such file or folder",
     errno.ELOOP: "symlink loop (too many levels of symbolic links)",
@@ -46,8 +42,7 @@ ERRNO_WORDS = {
 
 
 def printable(text: str) -> str:
-    """A name as it can be shown on one line: control characters, and bytes that were not UTF-8
-    (kept by Python as lone surrogates), written as escapes."""
+    """A name for one line: control characters and undecodable bytes escaped."""
     if text.isprintable():
         return text
     out = []
@@ -63,7 +58,7 @@ def printable(text: str) -> str:
 
 
 def os_error_words(error: OSError) -> str:
-    """What went wrong, in words, without the path (the caller puts the path first)."""
+    """What went wrong, in words, without the path."""
     if error.errno in ERRNO_WORDS:
         return ERRNO_WORDS[error.errno]
     text = error.strerror or type(error).__name__
@@ -71,7 +66,6 @@ def os_error_words(error: OSError) -> str:
 
 
 def kind_of(mode: int) -> str:
-    """What a file that is not a regular file is, in words."""
     if stat.S_ISDIR(mode):
         return "a folder"
     if stat.S_ISFIFO(mode):
@@ -94,7 +88,7 @@ def unreadable(shown: str, error: OSError) -> BadInput:
 
 
 def look(path: StrPath, shown: str | None = None) -> os.stat_result:
-    """`stat` the path (following symlinks, as opening it would), with errors in words."""
+    """`stat` (following symlinks, as opening would), with errors in words."""
     try:
         return os.stat(path)
     except OSError as error:
@@ -109,22 +103,18 @@ def look(path: StrPath, shown: str | None = None) -> os.stat_result:
 
 
 class RegularFile:
-    """An open regular file: its descriptor, its size, and how it is shown in messages."""
-
     def __init__(self, fd: int, size: int, shown: str) -> None:
         self.fd, self.size, self.shown = fd, size, shown
 
     def head(self, count: int) -> bytes:
-        """The first `count` bytes (fewer if the file is shorter)."""
         try:
             return os.pread(self.fd, count, 0)
         except OSError as error:
             raise unreadable(self.shown, error) from error
 
     def contents(self) -> ByteSource:
-        """The whole file: mapped into memory (read lazily, page by page; a private copy-on-write
-        map, never written, so that C code can search it), or read into bytes where it cannot
-        be mapped (empty files, files in /proc that report no size)."""
+        """The whole file, mapped copy-on-write (so that C code can search it), or read where
+        it cannot be mapped (empty, /proc)."""
         if self.size > 0:
             for access in (mmap.ACCESS_COPY, mmap.ACCESS_READ):  # COPY can fail under strict
                 try:                                              # overcommit accounting
@@ -132,6 +122,15 @@ class RegularFile:
                 except (OSError, ValueError, OverflowError):
                     pass
         return self._read_all()
+
+    def read_with(self, read: Callable[[ByteSource], T]) -> T:
+        """`read` of `contents()`, the map closed after."""
+        data = self.contents()
+        try:
+            return read(data)
+        finally:
+            if isinstance(data, mmap.mmap):
+                data.close()
 
     def _read_all(self) -> bytes:
         chunks, total = [], 0
@@ -148,15 +147,12 @@ class RegularFile:
 
 
 def open_regular(path: StrPath, shown: str | None = None) -> OpenRegular:
-    """Open a regular file for reading, as a context (`with open_regular(path) as file:`, a
-    RegularFile); anything else (FIFO, device, socket, folder) is refused by name, without
-    blocking on it."""
+    """A context giving a RegularFile; anything else is refused by name, without blocking."""
     return OpenRegular(path, shown or str(path))
 
 
 class OpenRegular:
-    """open_regular's context: the path is looked at and opened on entering, closed on leaving.
-    (A class, not a contextlib generator: `inspect` has no other use for contextlib.)"""
+    """A class, not a contextlib generator: `inspect` has no other use for contextlib."""
 
     def __init__(self, path: StrPath, shown: str) -> None:
         self.path, self.shown, self.fd = path, shown, -1

@@ -1,15 +1,10 @@
 """The inspector stage: turn a file, a folder or a kit archive into ELF facts and a floor.
 
-What a path is, is decided by looking at it, never by its name: a folder is walked, a regular
-file is an ELF file or a kit archive by its first bytes (an ELF named `kit.tar.gz` is read as an
-ELF file), and anything else (a FIFO, a device, a socket) is named and refused without being
-opened for reading. Inside a folder, such files are listed as skipped; files and folders that
-cannot be read are listed as unreadable, and make the inspection fail.
-"""
+What a path is comes from looking at it, never from its name; special files are named and refused
+without being opened (docs/inspect.md)."""
 
 from __future__ import annotations
 
-import mmap
 import os
 import stat
 from typing import TYPE_CHECKING, NamedTuple
@@ -38,17 +33,12 @@ if TYPE_CHECKING:
     from ninfer_kits.inspector.fatbin import FatbinEntry
     from ninfer_kits.inspector.inputs import StrPath
 
-# 3: file remarks; device code found outside the fatbin sections ("placement": "data" in a data
-# section, "segment" in a file without section headers) and the floor's "embedded" count;
-# search paths name their tag (RUNPATH or RPATH); "skipped" and "unreadable" paths.
 JSON_SCHEMA_VERSION = 3
 TARBALL_NAMES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tar.zst")
 LISTED = 10  # unreadable paths named in the error; the rest are counted
 
 
 class PathNote(NamedTuple):
-    """A path inside the inspected folder and what became of it."""
-
     path: str
     why: str
 
@@ -57,9 +47,7 @@ class Inspection(NamedTuple):
     source: str
     files: tuple[ElfInfo, ...]
     floor: KitFloor
-    # In a folder: what is not a regular file (FIFOs, devices, sockets), never opened.
-    skipped: tuple[PathNote, ...] = ()
-    # In a folder: files and folders that could not be read (permissions, I/O errors).
+    skipped: tuple[PathNote, ...] = ()  # in a folder: not regular files, never opened
     unreadable: tuple[PathNote, ...] = ()
 
     def unreadable_error(self) -> BadInput:
@@ -68,13 +56,8 @@ class Inspection(NamedTuple):
 
 def inspect_path(path: StrPath, *, member_limit: int = DEFAULT_MEMBER_LIMIT,
                  partial: bool = False, limit_hint: str = "") -> Inspection:
-    """Inspect one ELF file, every ELF under a folder, or every ELF inside a kit archive.
-    The path is named as `pathlib.Path` writes it (`./kit/` is `kit`), in messages and
-    `Inspection.source`.
-
-    A folder with parts that cannot be read raises BadInput naming them, unless `partial`: then
-    the inspection of the rest comes back with them in `unreadable`, for the caller to report
-    (and fail on) after showing what could be read."""
+    """A folder's unreadable parts raise BadInput, unless `partial`: then they come back in
+    `unreadable`, for the caller to report after the rest."""
     path = path_text(path)
     mode = look(path).st_mode
     skipped: list[PathNote] = []
@@ -95,9 +78,8 @@ def inspect_path(path: StrPath, *, member_limit: int = DEFAULT_MEMBER_LIMIT,
 
 
 def path_text(path: StrPath) -> str:
-    """The path as `str(pathlib.Path(path))` writes it, without loading pathlib (a quick
-    `inspect` has no other use for it): no empty or `.` components and no trailing `/`; two
-    leading slashes are kept (POSIX leaves their meaning to the system); nothing is `.`."""
+    """`str(pathlib.Path(path))` without loading pathlib (a quick `inspect` has no other use
+    for it)."""
     text = os.fspath(path)
     if not isinstance(text, str):
         raise TypeError(f"a path as text, not {type(text).__name__}")
@@ -121,12 +103,7 @@ def _inspect_file(path: str, member_limit: int, limit_hint: str) -> tuple[ElfInf
     with open_regular(path, shown) as file:
         head = file.head(HEAD_BYTES)
         if head[:4] == ELF_MAGIC:
-            data = file.contents()
-            try:
-                return (read_elf_buffer(data, shown),)
-            finally:
-                if isinstance(data, mmap.mmap):
-                    data.close()
+            return (file.read_with(lambda data: read_elf_buffer(data, shown)),)
     if archive_format(head) is not None or unsupported_format(head) is not None:
         return _inspect_archive(path, member_limit, limit_hint)
     if not head:
@@ -139,7 +116,6 @@ def _inspect_file(path: str, member_limit: int, limit_hint: str) -> tuple[ElfInf
 
 
 def _inspect_archive(path: str, member_limit: int, limit_hint: str) -> tuple[ElfInfo, ...]:
-    """Every ELF member, read once as the archive streams past (see archive.py)."""
     from ninfer_kits.inspector.archive import KitArchive
 
     files = []
@@ -156,9 +132,7 @@ def _inspect_archive(path: str, member_limit: int, limit_hint: str) -> tuple[Elf
 def _inspect_folder(folder: str, skipped: list[PathNote],
                     unreadable: list[PathNote]) -> tuple[ElfInfo, ...]:
     """Every regular ELF file under the folder; symlinks are not followed (a kit's
-    `libx.so -> libx.so.1` would count twice), other special files are skipped by name. Paths
-    are relative to the folder ("." for itself) in the report, and as found under it in
-    messages."""
+    `libx.so -> libx.so.1` would count twice)."""
     found: list[tuple[list[str], ElfInfo]] = []
     pending = [(folder, ".")]
     while pending:
@@ -194,7 +168,7 @@ def _inspect_folder(folder: str, skipped: list[PathNote],
 
 
 def _child(folder: str, name: str) -> str:
-    """A folder's entry, as pathlib joins them: `kit/x`, `/x`, and `x` in `.`."""
+    """As pathlib joins them: `kit/x`, `/x`, and `x` in `.`."""
     if folder == ".":
         return name
     return folder + name if folder.endswith("/") else f"{folder}/{name}"
@@ -205,12 +179,7 @@ def _folder_file(item: str, relative: str, unreadable: list[PathNote]) -> ElfInf
         with open_regular(item) as file:
             if file.head(4) != ELF_MAGIC:
                 return None
-            data = file.contents()
-            try:
-                return read_elf_buffer(data, relative, item)
-            finally:
-                if isinstance(data, mmap.mmap):
-                    data.close()
+            return file.read_with(lambda data: read_elf_buffer(data, relative, item))
     except NotAnElf:
         raise
     except BadInput as error:  # opening or reading it failed: the message names the path
@@ -219,15 +188,12 @@ def _folder_file(item: str, relative: str, unreadable: list[PathNote]) -> ElfInf
 
 
 def to_json(inspection: Inspection) -> dict[str, object]:
-    """The versioned JSON form (`inspect --json`); schema in data/inspect.schema.json."""
     return _document(inspection, _cuda_json)
 
 
 def dumps_json(inspection: Inspection, indent: int | None = None) -> str:
-    """`json.dumps(to_json(inspection), indent=indent, sort_keys=True)`, made faster for
-    libraries with thousands of fatbin entries when not indented: the entries' lists are
-    written from one template per distinct entry (all but the payload size), not dumped dict
-    by dict, and put in place of a marker in the dump of the rest."""
+    """`json.dumps(to_json(...), sort_keys=True)`, faster for thousands of fatbin entries: one
+    template per distinct entry, put in place of a marker in the dump of the rest."""
     import json
 
     if indent is not None:
@@ -252,7 +218,6 @@ def dumps_json(inspection: Inspection, indent: int | None = None) -> str:
     return "".join(out)
 
 
-# What stands for a file's "cuda" list in dumps_json, until the list is written in its place.
 _CUDA_MARKER = "\0cuda\0"
 
 

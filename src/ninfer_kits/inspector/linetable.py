@@ -1,19 +1,8 @@
-"""The file table of a DWARF line program (`.debug_line`, versions 2 to 4), as `diff` needs it.
-
-nvcc -lineinfo writes such a table into every cubin, and each file entry carries the source
-file's modification time and length as the compiler saw them: two builds of the same source
-whose files carry other times (a checkout rather than an export at one fixed time) differ
-there and nowhere else. This reads the headers only (no line program) and gives up, returning
-None, on anything it does not know: DWARF 5 (whose file entries are described by formats), the
-64-bit format, a table that runs past the section.
-
-Why not pyelftools: it reads these headers the same (identical entries on the tests' tables and
-on a linked cubin of the example engine's kernels), but 13× slower (5.5 ms against 0.42 ms on
-that cubin's 82 kB table), only through its internals (a cubin of nvcc -lineinfo has no
-.debug_info, which its public line-program path starts from), and unbounded: a 76-byte table
-with a mangled version kept it parsing for minutes and gigabytes, where this returns None in
-microseconds. Without it, the package imports no ELF or DWARF library at all.
-"""
+"""The file table of a DWARF line program (`.debug_line`, versions 2 to 4), as `diff` needs it:
+each entry carries the source's mtime and length, where two builds of one source from other
+checkouts differ. Headers only; None for anything else (DWARF 5, 64-bit, truncated). Not
+pyelftools: same entries but 13× slower, only through its internals (a cubin has no
+.debug_info), and unbounded (a 76-byte table cost it minutes and gigabytes)."""
 
 from __future__ import annotations
 
@@ -31,7 +20,6 @@ class FileEntry:
 
 
 def file_entries(data: bytes) -> list[FileEntry] | None:
-    """Every file entry of every line program in `data`, or None when it does not parse."""
     entries: list[FileEntry] = []
     offset, unit = 0, 0
     try:

@@ -1,19 +1,8 @@
-"""The entries of a CUDA fatbin with where their payloads lie, and the payloads inflated.
-
-inspector/fatbin.py lists entries (kind, arch) from their headers; reading a payload (to compare
-two builds' cubins in repro, or to read a cubin's line table for the sources compiled in) needs
-where each lies and how it is compressed, so the same layout is walked here (after `read_fatbin`
-has checked it, with its constants), keeping offsets.
-
-Payloads may be compressed, as flags say (checked on nvcc 13.0 output):
-    0x8000  zstd (nvcc's default `--compress-mode`; PTX always, SASS with -compress-all)
-    0x2000  LZ4 block format (`--compress-mode=speed`)
-with the compressed length at +16 (u32) and the inflated size at +56 (u64) of the entry header.
-LZ4 is decoded here (a short loop, bounded by the inflated size: the `lz4` package is a
-compiled extension, not worth a dependency for one block format); zstd by Python's own module
-where it has one (3.14's compression.zstd), the `zstandard` package, or the `zstd` tool, in that
-order; without any, CannotInflate says so.
-"""
+"""The entries of a CUDA fatbin with where their payloads lie, and the payloads inflated
+(repro's cubin diff, compiled_in's line tables): the layout fatbin.py checked, walked again with
+offsets. Compressed as flags say (zstd 0x8000, LZ4 0x2000), with the compressed length at +16
+and the inflated size at +56. LZ4 is decoded here (a compiled `lz4` is not worth one block
+format); zstd by Python's own module, `zstandard`, or the `zstd` tool."""
 
 from __future__ import annotations
 
@@ -46,7 +35,6 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 @dataclass(frozen=True)
 class Entry:
-    """One fatbin entry and where its payload lies (a file offset)."""
 
     container: int
     kind: str
@@ -71,8 +59,7 @@ class Entry:
 
 
 def entries(data: ByteSource, section: str, offset: int, size: int) -> list[Entry]:
-    """The entries of a fatbin section, with their payloads' offsets; NotAnElf when it is not
-    a fatbin (as read_fatbin decides, which this checks first)."""
+    """NotAnElf when it is not a fatbin (as read_fatbin decides)."""
     read_fatbin(data, section, offset, size)  # refuses a corrupt section with its own message
     found: list[Entry] = []
     position, container = 0, 0
@@ -100,7 +87,7 @@ class CannotInflate(Exception):
 
 
 def payload(data: ByteSource, entry: Entry, limit: int) -> bytes:
-    """The entry's payload, inflated (to at most `limit` bytes); CannotInflate when not."""
+    """Inflated, to at most `limit` bytes; CannotInflate when not."""
     raw = bytes(data[entry.offset:entry.offset + entry.size])
     codec = entry.codec
     if codec is None:
@@ -120,7 +107,7 @@ def payload(data: ByteSource, entry: Entry, limit: int) -> bytes:
 
 
 def lz4_block(source: bytes, size: int) -> bytes:
-    """Decode one LZ4 block (no frame) of `size` bytes; CannotInflate when it is not one."""
+    """One LZ4 block (no frame) of `size` bytes; CannotInflate when it is not one."""
     out = bytearray()
     at, end = 0, len(source)
     try:
@@ -179,8 +166,7 @@ def _zstd(raw: bytes, size: int) -> bytes:
 
 
 def _with_tool(tool: str, raw: bytes, size: int) -> bytes:
-    """The zstd tool's output, read no further than one byte past `size` (a frame that
-    inflates further is not what its header says, and is not read on)."""
+    """The zstd tool's output, read at most one byte past `size`."""
     with tempfile.NamedTemporaryFile(prefix="ninfer-diff-", suffix=".zst") as frame:
         frame.write(raw)
         frame.flush()

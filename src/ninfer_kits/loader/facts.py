@@ -1,6 +1,5 @@
-"""A target's loader as it stands in a root folder ("/" for this host): what it reads
-(ld.so.cache, the built-in folders of its distribution's family, loader_facts.toml), what the
-target is (os-release), and the CPU's glibc-hwcaps subfolders and $PLATFORM."""
+"""A target's loader as it stands in a root folder ("/" for this host): ld.so.cache, its family's
+built-in folders (loader_facts.toml), os-release, and the CPU's hwcaps subfolders and $PLATFORM."""
 
 from __future__ import annotations
 
@@ -10,11 +9,11 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from ninfer_kits.config.resources import data_file
+from ninfer_kits.config.tables import Table, read_data_file
 from ninfer_kits.loader.ldcache import CacheEntry, CacheError, parse
 from ninfer_kits.loader.resolve import LoaderSetup, glibc_release
 from ninfer_kits.loader.rootfs import RootFS
-from ninfer_kits.resources import data_file
-from ninfer_kits.tables import Table, read_data_file
 
 FOLDER = re.compile(r"^/[^\0]*$")
 
@@ -63,7 +62,7 @@ def _validate(root: Table) -> tuple[LoaderFamily, ...]:
 
 
 def os_release(rootfs: RootFS) -> OsRelease:
-    """/etc/os-release (or /usr/lib/os-release) of the target; empty fields when it has none."""
+    """The target's os-release; empty fields when it has none."""
     data = rootfs.read_bytes("/etc/os-release") or rootfs.read_bytes("/usr/lib/os-release") or b""
     fields: dict[str, str] = {}
     for line in data.decode("utf-8", "replace").splitlines():
@@ -89,8 +88,7 @@ def family_of(release: OsRelease) -> LoaderFamily:
 
 def loader_setup(rootfs: RootFS, ld_library_path: tuple[str, ...] = (),
                  driver_supplied: frozenset[str] = frozenset()) -> LoaderSetup:
-    """What the target's loader searches besides RPATH/RUNPATH. A missing or unreadable
-    ld.so.cache is what the loader then has too: no cache."""
+    """What the loader searches besides RPATH/RUNPATH (an unreadable cache: none, as for it)."""
     family = family_of(os_release(rootfs))
     data = rootfs.read_bytes("/etc/ld.so.cache")
     try:
@@ -106,8 +104,7 @@ def loader_setup(rootfs: RootFS, ld_library_path: tuple[str, ...] = (),
 
 def _target_glibc(rootfs: RootFS, cache: tuple[CacheEntry, ...],
                   system_dirs: tuple[str, ...]) -> tuple[int, ...]:
-    """The target's glibc release, (2, 36), from the libc.so.6 its loader would map; () when
-    none is found."""
+    """(2, 36), from the libc.so.6 the loader would map; () when none is found."""
     paths = [entry.path for entry in cache if entry.soname == "libc.so.6"
              and entry.fits(64, "x86-64")] + [f"{folder}/libc.so.6" for folder in system_dirs]
     for path in paths:
@@ -117,9 +114,8 @@ def _target_glibc(rootfs: RootFS, cache: tuple[CacheEntry, ...],
     return ()
 
 
-# The x86-64 ISA levels glibc 2.33 and later search as glibc-hwcaps/x86-64-vN subfolders,
-# highest first (sysdeps/x86/get-isa-level.h), by the /proc/cpuinfo flags each level needs in
-# addition to the one below it (LZCNT is "abm" there, SSE3 "pni", OSXSAVE "xsave").
+# glibc-hwcaps/x86-64-vN (glibc 2.33 on, sysdeps/x86/get-isa-level.h): the cpuinfo flags each
+# level adds to the one below (LZCNT is "abm" there, SSE3 "pni", OSXSAVE "xsave").
 ISA_LEVELS = (
     ("x86-64-v2", frozenset({"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"})),
     ("x86-64-v3", frozenset({"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe",
@@ -130,10 +126,8 @@ AVX512_1_FLAGS = frozenset({"avx512cd", "avx512bw", "avx512dq", "avx512vl"})
 
 
 def hwcaps_subdirs(cpuinfo: str, glibc: tuple[int, ...]) -> tuple[str, ...]:
-    """The subfolders glibc's loader tries in each search folder, before the folder itself:
-    glibc-hwcaps/<level> for each supported ISA level, highest first (glibc 2.33 on); then,
-    up to glibc 2.36, the legacy combinations of tls, the platform (haswell, xeon_phi), the
-    avx512_1 hwcap and x86_64, most specific first (as `LD_DEBUG=libs` lists them)."""
+    """The subfolders tried before each search folder: hwcaps levels, highest first, then (up
+    to glibc 2.36) the legacy combinations, as `LD_DEBUG=libs` lists them."""
     fields = _first_processor(cpuinfo)
     flags = set(fields.get("flags", "").split())
     if "lm" not in flags:
@@ -148,8 +142,7 @@ def hwcaps_subdirs(cpuinfo: str, glibc: tuple[int, ...]) -> tuple[str, ...]:
     if glibc and glibc <= (2, 36):
         intel = fields.get("vendor_id") == "GenuineIntel"
         platform = platform_of(cpuinfo)
-        # The platform counts even when it is the kernel's plain "x86_64" (any non-Intel CPU):
-        # the loader then tries tls/x86_64/x86_64, and tls/x86_64 twice.
+        # A plain "x86_64" platform counts too: tls/x86_64/x86_64, and tls/x86_64 twice.
         parts = ["tls", platform,
                  *(["avx512_1"] if intel and flags >= AVX512_1_FLAGS and "avx512er" not in flags
                    else []), "x86_64"]
@@ -167,19 +160,14 @@ def _cpuinfo(path: str = "/proc/cpuinfo") -> str:
         return ""
 
 
-# glibc's x86-64 platform names (sysdeps/x86/cpu-features.c, init_cpu_features): on an Intel
-# CPU, "xeon_phi" with AVX512CD, AVX512ER and AVX512PF usable; otherwise "haswell" with AVX2,
-# FMA, BMI1, BMI2, LZCNT, MOVBE and POPCNT usable; else the kernel's AT_PLATFORM, "x86_64".
-# Those are what `$PLATFORM` expands to in RPATH/RUNPATH (`ld.so --help` lists it as
-# "haswell (AT_PLATFORM; ...)"). /proc/cpuinfo shows the features the kernel lets programs use;
-# LZCNT is named "abm" there.
+# `$PLATFORM` on an Intel CPU (sysdeps/x86/cpu-features.c): "xeon_phi", else "haswell" with
+# these flags usable, else the kernel's "x86_64".
 HASWELL_FLAGS = frozenset({"avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"})
 XEON_PHI_FLAGS = frozenset({"avx512cd", "avx512er", "avx512pf"})
 
 
 def glibc_platform() -> str:
-    """What glibc's loader takes `$PLATFORM` to be on this machine's CPU (x86-64): a target
-    folder or image runs on some CPU too, and this is the one at hand."""
+    """`$PLATFORM` on this machine's CPU: a root or image runs on some CPU, this is at hand."""
     return platform_of(_cpuinfo())
 
 

@@ -1,14 +1,7 @@
-"""/etc/ld.so.cache, the binary index ldconfig writes and the dynamic loader reads.
-
-Two layouts exist (glibc's sysdeps/generic/dl-cache.h): the old one ("ld.so-1.7.0", 12-byte
-entries, string offsets counted from the end of the entry table) and the new one
-("glibc-ld.so.cache1.1", 24-byte entries, offsets counted from the new header). ldconfig before
-glibc 2.32 wrote both back to back by default ("compat"); newer ones write the new one alone.
-When both are present the loader uses the new one, and so do we.
-
-Why by hand: no Python library reads the format, and `ldconfig -p` would mean running a program
-of the root being checked (or the host's, whose glibc may read another layout).
-"""
+"""/etc/ld.so.cache, the binary index ldconfig writes and the dynamic loader reads: the old layout
+("ld.so-1.7.0") and the new ("glibc-ld.so.cache1.1"), preferring the new where both are, as the
+loader does (glibc's sysdeps/generic/dl-cache.h). By hand: no Python library reads it, and
+`ldconfig -p` would run a program of the root checked (or the host's, which may read another)."""
 
 from __future__ import annotations
 
@@ -31,7 +24,7 @@ FLAG_AARCH64_LIB64 = 0x0A00
 
 
 class CacheError(ValueError):
-    """The file is not an ld.so.cache the loader could read."""
+    """Not an ld.so.cache the loader could read."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +34,6 @@ class CacheEntry:
     flags: int
 
     def fits(self, elf_class: int, machine: str) -> bool:
-        """Whether the loader would take this entry for an object of that class and machine."""
         if self.flags & FLAG_TYPE_MASK != FLAG_ELF_LIBC6:
             return False
         required = self.flags & FLAG_REQUIRED_MASK
@@ -53,7 +45,7 @@ class CacheEntry:
 
 
 def parse(data: bytes) -> tuple[CacheEntry, ...]:
-    """Every entry, in the file's order (which is the loader's preference order)."""
+    """Every entry, in the file's order (the loader's preference)."""
     strings = _Strings(data)
     if data.startswith(NEW_MAGIC):
         return _parse_new(data, 0, strings)
@@ -89,8 +81,7 @@ def _unpack(layout: struct.Struct, data: bytes, at: int) -> tuple[Any, ...]:
 
 
 class _Strings:
-    """The strings entries point at, read with a budget: many entries pointing into one long
-    string would otherwise make a small file allocate (and scan) without bound."""
+    """Strings read with a budget, so that a small file cannot allocate without bound."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data

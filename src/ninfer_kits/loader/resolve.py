@@ -1,23 +1,9 @@
 """Resolve a program's libraries and symbol versions as glibc's dynamic loader does (x86-64).
 
-The order (glibc elf/dl-load.c, _dl_map_object): a name with a slash is a path; else the
-DT_RPATH of the requesting object and of each object that loaded it up to the program, then the
-program's own DT_RPATH — all of it only when the requesting object has no DT_RUNPATH (an object
-with both ignores its DT_RPATH); then LD_LIBRARY_PATH; then the requesting object's DT_RUNPATH
-(it does not propagate); then /etc/ld.so.cache; then the system folders. (The portable repair
-adds a build environment's own folders between RUNPATH and the cache: LoaderSetup.build_dirs.) A
-candidate of another ELF class or machine is skipped and the search goes on. Libraries are
-loaded breadth first and a name already loaded (by its DT_NEEDED name or its SONAME, the
-program's own SONAME included) is not searched again. Afterwards every needed symbol version
-must be defined (`.gnu.version_d`) by the library that satisfied it (glibc elf/dl-version.c,
-match_symbol), except that a need marked VER_FLG_WEAK is not required, and a library that
-defines no versions at all satisfies any need with a warning ("no version information
-available") — when it has a symbol version table (DT_VERSYM); without one, binding a versioned
-reference to it stops at an assertion in dl-lookup.c (check_match), which this counts as the
-version missing. Last, for the files a Resolver is asked to check (verify: the kit's own), every
-strong undefined symbol is looked up by name in the global scope, as LD_BIND_NOW=1 binds it
-(loader.symbols).
-"""
+The search order, the version rules and the test that holds this to the real loader:
+docs/verify.md. Sources: glibc's elf/dl-load.c (_dl_map_object), dl-version.c (match_symbol)
+and dl-lookup.c (check_match: a versioned reference to a file without DT_VERSYM asserts, so
+it counts as the version missing); the portable repair's LoaderSetup.build_dirs is no loader's."""
 
 from __future__ import annotations
 
@@ -51,8 +37,7 @@ class NotFound:
     name: str
     needed_by: str
     searched: tuple[str, ...]  # the folders looked in, in order
-    # Files of that name the loader skipped: another ELF class or machine ("kit/lib/libx.so.1
-    # (ELFCLASS32)"); the loader then says "wrong ELF class: ELFCLASS32".
+    # files of that name skipped, of another ELF class or machine ("kit/lib/libx.so.1 (ELFCLASS32)")
     skipped: tuple[str, ...] = ()
 
 
@@ -67,8 +52,7 @@ class VersionGap:
 
 @dataclass(frozen=True)
 class Unversioned:
-    """A library without version definitions that satisfied versioned needs: the loader warns
-    "no version information available (required by ...)" and goes on."""
+    """A library without version definitions that satisfied versioned needs (the loader warns)."""
 
     library: str
     path: str
@@ -78,7 +62,7 @@ class Unversioned:
 
 @dataclass(frozen=True)
 class StaleSearchPath:
-    """A RUNPATH/RPATH folder that does not exist on the target, for a library found elsewhere."""
+    """A RUNPATH/RPATH folder absent on the target, for a library found elsewhere."""
 
     kind: str  # RUNPATH or RPATH
     folder: str
@@ -99,10 +83,8 @@ class Resolution:
     libc_path: str = ""  # the libc.so.6 it maps
     libc_release: str = ""  # its glibc release, from its banner ("2.31"); "" not found
     unversioned: tuple[Unversioned, ...] = ()
-    # Driver libraries (libcuda.so.1) not in a root or an image: the NVIDIA container runtime
-    # supplies them from the host's driver when the container starts.
+    # libcuda.so.1 and such, absent from a root or image: the NVIDIA runtime brings them.
     from_driver: tuple[NotFound, ...] = ()
-    # Strong undefined symbols of the checked files that nothing in the scope defines.
     unbound: tuple[UnboundSymbol, ...] = ()
 
     @property
@@ -113,22 +95,18 @@ class Resolution:
 
 @dataclass(frozen=True)
 class LoaderSetup:
-    """What the target's loader knows besides the program: its cache, folders, environment."""
+    """What the target's loader knows besides the program."""
 
     rootfs: RootFS
     cache: tuple[CacheEntry, ...]
     system_dirs: tuple[str, ...]
     ld_library_path: tuple[str, ...] = ()
-    # Searched after RUNPATH, before the cache: no real loader's, only the portable repair's
-    # for a build environment whose libraries a kit linked are not its own (a sysroot's).
+    # After RUNPATH, before the cache: the portable repair's, for a sysroot's libraries.
     build_dirs: tuple[str, ...] = ()
     lib: str = "lib64"  # what $LIB expands to (Debian: lib/x86_64-linux-gnu)
     platform: str = "x86_64"  # what $PLATFORM expands to (glibc's, on this CPU: target.py)
-    # Libraries the driver brings at run time where the target itself has none (root, image).
     driver_supplied: frozenset[str] = frozenset()
-    # Subfolders tried in each search folder before the folder itself, in the loader's order:
-    # glibc-hwcaps/x86-64-v4 … v2 (glibc 2.33 on), then the legacy tls/haswell/x86_64
-    # combinations (up to glibc 2.36). target.py says which, for the target's glibc and CPU.
+    # hwcaps and legacy subfolders tried before each folder, in order (target.py says which).
     subdirs: tuple[str, ...] = ()
 
 
@@ -142,9 +120,8 @@ class _Object:
 
 
 class Resolver:
-    """`check_symbols`: which mapped files (by path in the target) have their undefined
-    symbols looked up in the scope (verify: the kit's own); None: none, only names and
-    versions."""
+    """`check_symbols`: which mapped files have their undefined symbols looked up (verify:
+    the kit's); None: only names and versions."""
 
     def __init__(self, setup: LoaderSetup,
                  check_symbols: Callable[[str], bool] | None = None) -> None:
@@ -152,13 +129,11 @@ class Resolver:
         self.check_symbols = check_symbols
         self._infos: dict[str, ElfInfo | None] = {}
         self._symbols: dict[str, DynamicSymbols | None] = {}
-        # Where a reference was found defined: many files and programs need the same names,
-        # and a definition binds wherever its file is in the scope.
+        # Where a reference was found defined: many files need the same names.
         self._definers: dict[Reference, str] = {}
         self._skipped: list[str] = []  # of the search under way
 
     def resolve(self, program: str, shown: str | None = None) -> Resolution:
-        """Everything the loader would do for `program` (a path in the target)."""
         info = self.info(program)
         if info is None:
             raise NotAnElf(f"{program}: not a readable ELF file in the target")
@@ -167,9 +142,8 @@ class Resolver:
 
     def resolve_info(self, program: str, info: ElfInfo, origin: str,
                      shown: str | None = None) -> Resolution:
-        """What the loader would do for a program whose dynamic section is `info`, at
-        `program` in the target (which need not exist: fetch --auto judges a kit before it
-        is downloaded), $ORIGIN being `origin`."""
+        """As `resolve`, for a program that need not exist in the target (fetch --auto judges
+        a kit before it is downloaded)."""
         main = _Object(program, info, None, origin,
                        {program, *([info.soname] if info.soname else [])})
         label = shown or program
@@ -304,8 +278,7 @@ class Resolver:
                 yield posixpath.normpath(expanded)
 
     def _candidate(self, path: str, program: ElfInfo) -> ElfInfo | None:
-        """The library at `path` if the loader would take it: a regular ELF file of the
-        program's class and machine (another class is skipped, and the search goes on)."""
+        """The library at `path` if the loader would take it (the program's class and machine)."""
         if not self.setup.rootfs.is_file(path):
             return None
         info = self.info(path)
@@ -344,7 +317,7 @@ class Resolver:
             return ()
 
     def symbols(self, path: str) -> DynamicSymbols | None:
-        """The dynamic symbols of the file at `path` in the target (None: unreadable)."""
+        """None when unreadable."""
         if path not in self._symbols:
             real = self.setup.rootfs.real(path)
             try:
@@ -355,8 +328,7 @@ class Resolver:
         return self._symbols[path]
 
     def _binds(self, reference: Reference, path: str) -> bool:
-        """Whether the file at `path` defines what `reference` binds to; a symbol table found
-        corrupt on the way defines nothing (as an unreadable file is no candidate)."""
+        """Whether the file defines what `reference` binds to (a corrupt table: nothing)."""
         try:
             return binds(reference, self.symbols(path))
         except NotAnElf:
@@ -366,9 +338,8 @@ class Resolver:
     def _check_symbols(self, objects: list[_Object], main: _Object, label: str,
                        gaps: list[VersionGap],
                        absent: tuple[NotFound, ...]) -> list[UnboundSymbol]:
-        """Every strong undefined symbol of the checked files, looked up in the scope. What a
-        missing library or a missing version is already reported for is not looked up: an
-        unversioned name might be the missing library's, a versioned one is its version's."""
+        """Every strong undefined symbol of the checked files, looked up in the scope, except
+        those a missing library or version already accounts for."""
         if self.check_symbols is None:
             return []
         missing = {item.name for item in absent}
@@ -407,8 +378,7 @@ class Resolver:
 
 
 def glibc_release(rootfs: RootFS, libc: str) -> str:
-    """The release glibc's libc.so.6 names in its banner (what `gnu_get_libc_version()`
-    returns): "GNU C Library (Debian GLIBC 2.31-13) stable release version 2.31."."""
+    """The release libc.so.6 names in its banner (`gnu_get_libc_version()`); "" if none."""
     real = rootfs.real(libc)
     try:
         data = real.read_bytes() if real is not None else b""
@@ -419,17 +389,14 @@ def glibc_release(rootfs: RootFS, libc: str) -> str:
 
 
 def _kind(info: ElfInfo, program: ElfInfo) -> str:
-    """What a skipped file is, as the loader says it: `ELFCLASS32` ("wrong ELF class"), or
-    its machine when only that differs."""
+    """`ELFCLASS32` ("wrong ELF class"), or the machine when only that differs."""
     if info.elf_class != program.elf_class:
         return f"ELFCLASS{info.elf_class}"
     return f"machine {info.machine}"
 
 
 def _likely_first(first: list[_Object], objects: list[_Object]) -> Iterator[_Object]:
-    """The scope, the likely definers first (the library a version is needed from, else the
-    file's own dependencies, where the linker found the name), then the rest: whether any
-    defines it is the question, not which one the loader picks."""
+    """The scope, likely definers first: whether any defines it matters, not which."""
     yield from first
     yield from (other for other in objects if other not in first)
 

@@ -20,7 +20,7 @@ class RootFS:
     mounts: tuple[tuple[str, Path], ...] = field(default=())  # (path in the target, real folder)
 
     def real(self, path: str) -> Path | None:
-        """The file `path` names in the target, on this machine; None when it does not exist."""
+        """Where `path` of the target is on this machine; None when it does not exist."""
         try:
             return self._follow(posixpath.normpath("/" + path.lstrip("/")))
         except (OSError, _LoopError):
@@ -45,7 +45,6 @@ class RootFS:
             return None
 
     def canonical(self, path: str) -> str | None:
-        """`path` with every symlink resolved, as a path in the target."""
         real = self.real(path)
         if real is None:
             return None
@@ -62,8 +61,7 @@ class RootFS:
         return self.root, path.lstrip("/")
 
     def _leads_to_mount(self, path: str) -> bool:
-        """A folder above a mount (/opt for the kit at /opt/ninfer-kit) is there in the target
-        even where the root has none: the mount makes it."""
+        """A folder above a mount is there even where the root has none: the mount makes it."""
         return any(prefix.startswith(path.rstrip("/") + "/") for prefix, _ in self.mounts)
 
     def _follow(self, path: str) -> Path:

@@ -1,21 +1,9 @@
-"""No two kits may get the same release tag, and so the same release and dist/<tag>/ folder.
-
-A kit's tag is rendered from its template at build time, from facts the matrix does not fix:
-the revision being built ({rev}, {rev8}, {rev12}) and the VERSION read from it ({version},
-{version_core}). The pins in matrix.toml move, and `--revision` builds another revision, so two
-kits collide when there is ANY revision and version for which their tags come out the same, not
-only for the pinned ones. Each template becomes a pattern: known values ({kit}, {upstream},
-{arch}, {arch_id}, {cmake_arch}, {branch}) as literal text, the facts as holes that match what
-such a fact can be (8, 4 and 28 lowercase hex digits for the parts of a SHA, a version, a dotted
-number); two patterns collide when some string matches both (their intersection, searched
-breadth-first over the product of the two automata).
-
-Kits of one upstream are built from one revision, so a fact is the same value in both of their
-tags: equal holes at the start or the end of both patterns cancel (`v{version}` against
-`v{version}-sm89` can never be equal). What remains is compared as if the holes were
-independent, which can only over-report: a pair refused here may be one that no revision
-actually collides, never the other way round.
-"""
+"""No two kits may get the same release tag (so one release and one dist/<tag>/ folder), for ANY
+revision and version, not only the pinned ones: the pins move and `--revision` builds another.
+Each tag template becomes a pattern whose facts ({rev8}, {version}, …) are holes matching what
+the fact can be, and two collide when some string matches both (their automata's product,
+searched breadth first). Holes of one fact of one upstream cancel at both ends (`v{version}`
+never equals `v{version}-sm89`); the rest are taken as independent, which can only over-report."""
 
 from __future__ import annotations
 
@@ -24,8 +12,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ninfer_kits.config.tables import Table, quote
 from ninfer_kits.matrix.model import Kit, template_placeholders
-from ninfer_kits.tables import Table, quote
 
 _HEX = frozenset("0123456789abcdef")
 _DIGITS = frozenset(string.digits)
@@ -37,9 +25,8 @@ _UPSTREAM_PLACEHOLDERS = frozenset({"upstream", "kit"})
 
 @dataclass(frozen=True)
 class Hole:
-    """A part of a rendered name that depends on the revision: `name` is the fact (one value
-    for all kits of `upstream`), `edges[state]` the (characters, next state) moves of the small
-    automaton that matches what the fact can be, from state 0 to any state in `accept`."""
+    """A part of a name that depends on the revision: the fact `name` (one value for all kits
+    of `upstream`), and the automaton of what it can be (`edges[state]`: (characters, next))."""
 
     name: str
     upstream: str
@@ -94,8 +81,7 @@ def pattern(kit: Kit, template: str) -> tuple[Token, ...]:
 
 
 def _cancel(a: Sequence[Token], b: Sequence[Token]) -> tuple[int, int]:
-    """How many tokens both start and end with: equal characters, and holes of one fact of one
-    upstream (x + A = x + B exactly when A = B, for any string x)."""
+    """How many tokens both start and end with (equal characters, or holes of one fact)."""
     start = 0
     while start < min(len(a), len(b)) and a[start] == b[start]:
         start += 1
@@ -106,7 +92,7 @@ def _cancel(a: Sequence[Token], b: Sequence[Token]) -> tuple[int, int]:
 
 
 def _sample(tokens: Sequence[Token]) -> str:
-    """One string the tokens match: the lowest character at each step of the shortest path."""
+    """One string the tokens match (the lowest character on the shortest path)."""
     text = []
     for token in tokens:
         if isinstance(token, str):
@@ -133,7 +119,7 @@ def _moves(tokens: Sequence[Token], state: _State) -> list[tuple[frozenset[str],
 
 
 def _closure(tokens: Sequence[Token], state: _State) -> list[_State]:
-    """The state and those reached without reading: past a hole that may end here."""
+    """The state and those reached without reading (past a hole that may end here)."""
     states = [state]
     while state[0] < len(tokens):
         token = tokens[state[0]]

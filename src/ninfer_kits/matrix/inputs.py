@@ -1,29 +1,6 @@
-"""Everything that makes a kit, as one hash: what BUILDINFO's `inputs` and the ledger record.
-
-`kit_inputs(kit, revision)` hashes, part by part, what the build reads from matrix.toml and from
-ninfer-kits itself to make the kit's bytes:
-
-- `revision`: the upstream commit built;
-- `upstream`: where it comes from and what is built of it (repository, URL as written, branch,
-  which lands in BUILDINFO's `tracked_ref`, VERSION file, targets);
-- `cmake_options`: the options CMake gets (the upstream's with the kit's over them);
-- `licenses`: the globs of the licence files shipped;
-- `arch`: the CUDA arch;
-- `kit`: the kit's own fields (card, tag and asset templates, portable);
-- `toolchain`: the image the docker builder compiles in: its Dockerfile's bytes, every file the
-  Dockerfile COPYs or ADDs from beside it, base image, build arguments, CUDA version;
-- `runtime`: the image the smoke test runs the kit in, likewise (and its extra packages);
-- `recipe`: the sha256 of build/recipe.py (BUILDINFO's `recipe`).
-
-Each part is the sha256 of canonical JSON (sorted keys, no spaces); the digest is the sha256 of
-the canonical JSON of {part: sha256}. Nothing of this machine enters it: no absolute path, no
-time; a Dockerfile is hashed by its bytes, not by where it lies. `host-ca.crt`, which the
-docker builder puts in every build context, is this machine's CA bundle (it only lets apt and
-pip in the build trust what the host trusts) and is not an input.
-
-Ledger entries and BUILDINFO.txt keep the digest and the first PART_HEX hex digits of each
-part, so that `watch` can say which parts changed since a release was built.
-"""
+"""Everything that makes a kit, as one hash (BUILDINFO's `inputs`, the ledger's): nothing of this
+machine enters it, so two builders of one kit anywhere get the same. The parts and the format:
+docs/buildinfo.md, "`inputs`"."""
 
 from __future__ import annotations
 
@@ -36,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ninfer_kits import resources
+from ninfer_kits.config import resources
 from ninfer_kits.matrix.model import Kit
 
 DIGEST_PREFIX: Final = "sha256:"
@@ -62,8 +39,7 @@ class KitInputs:
 
 
 def kit_inputs(kit: Kit, revision: str, *, recipe: str | None = None) -> KitInputs:
-    """The inputs of `kit` built from `revision` (a full SHA as built, or as the ledger records
-    it). `recipe`: build/recipe.py's sha256 when the caller has it (the build), else read."""
+    """The inputs of `kit` built from `revision`; `recipe`: build/recipe.py's sha256 if known."""
     upstream = kit.upstream
     data: dict[str, Any] = {
         "revision": revision.lower(),
@@ -77,10 +53,10 @@ def kit_inputs(kit: Kit, revision: str, *, recipe: str | None = None) -> KitInpu
                 "portable": kit.portable},
         "toolchain": _image(kit.toolchain.id, kit.toolchain.dockerfile_path,
                             kit.toolchain.base_image, kit.toolchain.build_args,
-                            cuda=kit.toolchain.cuda.text),
+                            cuda=kit.toolchain.cuda.text, pin=kit.toolchain.image),
         "runtime": _image(kit.toolchain.id, kit.toolchain.runtime_dockerfile_path,
                           kit.toolchain.runtime_base_image,
-                          kit.toolchain.runtime_image_build_args),
+                          kit.toolchain.runtime_image_build_args, pin=kit.toolchain.runtime_image),
         "recipe": recipe if recipe is not None else _recipe_sha256(),
     }
     parts = {name: _sha256(data[name]) for name in PARTS}
@@ -89,8 +65,8 @@ def kit_inputs(kit: Kit, revision: str, *, recipe: str | None = None) -> KitInpu
 
 def changed_parts(recorded: Mapping[str, str], now: KitInputs, *,
                   ignore: frozenset[str] = frozenset()) -> tuple[str, ...]:
-    """The parts (in PARTS order) whose recorded value (full or shortened hex) differs from
-    `now`'s; a part the record does not name counts as changed, `ignore`d ones never."""
+    """The parts whose recorded hex (full or short) differs from `now`'s; one the record lacks
+    counts as changed, an `ignore`d one never."""
     return tuple(name for name in PARTS if name not in ignore
                  and not now.parts[name].startswith(recorded.get(name) or "-"))
 
@@ -101,7 +77,10 @@ def cache_key(kit: Kit, inputs: KitInputs) -> str:
 
 
 def _image(toolchain: str, dockerfile: Path, base_image: str,
-           build_args: tuple[tuple[str, str], ...], cuda: str | None = None) -> dict[str, Any]:
+           build_args: tuple[tuple[str, str], ...], cuda: str | None = None,
+           pin: str = "") -> dict[str, Any]:
+    if pin:  # the image's bytes are the pin's: a later edit of its Dockerfile changes no kit
+        return {"id": toolchain, "pin": pin, **({"cuda": cuda} if cuda is not None else {})}
     data: dict[str, Any] = {"id": toolchain, "base_image": base_image,
                             "build_args": dict(build_args), "dockerfile": None, "copies": {}}
     if cuda is not None:
@@ -117,8 +96,8 @@ def _image(toolchain: str, dockerfile: Path, base_image: str,
 
 
 def copied_files(dockerfile: str) -> set[str]:
-    """The files a Dockerfile COPYs or ADDs from its build context (not `--from` a stage, not
-    a URL, not the builder's own CONTEXT_FILES)."""
+    """The files a Dockerfile COPYs or ADDs from its build context (not a stage, a URL, or the
+    builder's own CONTEXT_FILES)."""
     found: set[str] = set()
     for line in dockerfile.replace("\\\n", " ").splitlines():
         match = _COPY.match(line)

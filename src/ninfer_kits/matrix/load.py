@@ -1,8 +1,5 @@
-"""Reading matrix.toml: parse it, check every table and key, build the model.
-
-Everything is checked when the file is loaded, so that a typo fails `ninfer-kits matrix` in a
-second, naming the file, table, key and line, instead of failing a build an hour later.
-"""
+"""Reading matrix.toml: every table and key checked when the file loads, so that a typo fails
+`ninfer-kits matrix` in a second, naming file, line, table and key, not a build an hour later."""
 
 from __future__ import annotations
 
@@ -16,22 +13,28 @@ from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Final, TypeVar
 
-from ninfer_kits import resources
+from ninfer_kits.config import resources, settings
+from ninfer_kits.config.tables import (
+    Table,
+    did_you_mean,
+    parse,
+    printable,
+    quote,
+    unknown_name,
+)
 from ninfer_kits.errors import BadInput, ConfigError, Where
 from ninfer_kits.matrix.collisions import check_collisions
 from ninfer_kits.matrix.model import (
-    DEFAULT_GITHUB_API,
     DEFAULT_SNAPSHOT,
     EXTRA_RUNTIME_PACKAGES,
     LEDGER_MODES,
     PLACEHOLDERS,
     VERSION_PLACEHOLDERS,
-    B2Target,
     CudaVersion,
-    GitHubTarget,
     Kit,
     Matrix,
     Publish,
+    Registry,
     Signing,
     SourcesConfig,
     Toolchain,
@@ -50,19 +53,12 @@ from ninfer_kits.matrix.names import (
     relative_path_problem,
     version_core,
 )
-from ninfer_kits.remote import cleartext_token_problem
-from ninfer_kits.signatures import NAMESPACE, read_allowed_signers
-from ninfer_kits.tables import (
-    Table,
-    did_you_mean,
-    parse,
-    printable,
-    quote,
-    unknown_name,
-)
+from ninfer_kits.net.remote import cleartext_token_problem
+from ninfer_kits.oci.reference import check_prefix, parse_pin, parse_reference
+from ninfer_kits.release.signatures import NAMESPACE, read_allowed_signers
 
 SCHEMA_VERSION: Final = 1
-MATRIX_ENV: Final = "NINFER_KITS_MATRIX"
+MATRIX_ENV: Final = settings.MATRIX.name
 DEFAULT_MATRIX: Final = Path("matrix.toml")
 
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]*")
@@ -84,14 +80,11 @@ _T = TypeVar("_T")
 
 
 def default_matrix_path(environ: Mapping[str, str] | None = None) -> Path:
-    """$NINFER_KITS_MATRIX when set, else matrix.toml in the current directory, else (in
-    ninfer-kits.pyz, which carries one) the zipapp's own copy."""
-    value = (os.environ if environ is None else environ).get(MATRIX_ENV, "")
+    """$NINFER_KITS_MATRIX, else ./matrix.toml, else the copy ninfer-kits.pyz carries."""
+    value = settings.read(settings.MATRIX, environ)
     if value:
         return Path(value)
     if not DEFAULT_MATRIX.is_file():
-        from ninfer_kits import resources
-
         carried = resources.BUNDLED / DEFAULT_MATRIX.name
         if carried.is_file():
             return carried
@@ -99,7 +92,6 @@ def default_matrix_path(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def add_matrix_argument(parser: argparse.ArgumentParser) -> None:
-    """The `--matrix PATH` option every command that reads the matrix takes."""
     parser.add_argument(
         "--matrix", metavar="PATH", type=Path, default=None,
         help=f"the matrix file (default: ${MATRIX_ENV}, else ./{DEFAULT_MATRIX}, else the "
@@ -111,6 +103,11 @@ def load_matrix(path: str | os.PathLike[str] | None = None) -> Matrix:
     """Read and check a matrix file; ConfigError says where it is wrong, BadInput if unreadable."""
     path = default_matrix_path() if path is None else Path(path)
     return _build(parse(path, _read_text(path)))
+
+
+def matrix_from_text(path: Path, text: str) -> Matrix:
+    """The matrix `text` says, as if it were the file at `path` (checked before it is written)."""
+    return _build(parse(path, text))
 
 
 def _read_text(path: Path) -> str:
@@ -131,7 +128,8 @@ def _read_text(path: Path) -> str:
 
 
 def _build(root: Table) -> Matrix:
-    root.check_keys(required=("schema", "upstreams", "toolchains", "kits"), optional=("publish",))
+    root.check_keys(required=("schema", "upstreams", "toolchains", "kits"),
+                    optional=("publish", "registry"))
     schema = root.integer("schema")
     if schema != SCHEMA_VERSION:
         message = f"unsupported schema {schema} (this ninfer-kits reads schema {SCHEMA_VERSION})"
@@ -144,9 +142,11 @@ def _build(root: Table) -> Matrix:
     check_collisions(root.table("kits"), kits)
     publish = _read_publish(root.table("publish"), base_dir) if "publish" in root.data \
         else Publish()
+    registry = _read_registry(root.table("registry")) if "registry" in root.data else None
     return Matrix(
         path=root.source.path, schema=schema, upstreams=MappingProxyType(upstreams),
         toolchains=MappingProxyType(toolchains), kits=MappingProxyType(kits), publish=publish,
+        registry=registry,
     )
 
 
@@ -174,10 +174,11 @@ _UPSTREAM_OPTIONAL: Final = ("revision", "version_file", "version", "cmake_optio
 
 def _read_upstream(table: Table, base_dir: Path) -> Upstream:
     table.check_keys(_UPSTREAM_REQUIRED, _UPSTREAM_OPTIONAL)
-    version_file = _optional_relative_path(table, "version_file")
+    version_file = _relative_path(table, "version_file") if "version_file" in table.data \
+        else None
     return Upstream(
         id=table.id,
-        repository=_repository(table),
+        repository=read_repository(table),
         url=_url(table),
         branch=_branch(table),
         revision=_revision(table),
@@ -192,7 +193,7 @@ def _read_upstream(table: Table, base_dir: Path) -> Upstream:
     )
 
 
-def _repository(table: Table) -> str:
+def read_repository(table: Table) -> str:
     value = table.text("repository")
     if _REPOSITORY.fullmatch(value) is None:
         raise table.error("repository", f"invalid repository {quote(value)} (expected OWNER/NAME)")
@@ -266,10 +267,6 @@ def _relative_path(table: Table, key: str) -> str:
     return value
 
 
-def _optional_relative_path(table: Table, key: str) -> str | None:
-    return _relative_path(table, key) if key in table.data else None
-
-
 def _licenses(table: Table) -> tuple[str, ...]:
     licenses = table.texts("licenses")
     for pattern in licenses:
@@ -314,7 +311,7 @@ _TOOLCHAIN_REQUIRED: Final = (
     "dockerfile", "base_image", "cuda", "runtime_dockerfile", "runtime_base_image",
 )
 _TOOLCHAIN_OPTIONAL: Final = ("build_args", "runtime_build_args", "runtime_packages",
-                               "glibc_floor")
+                               "glibc_floor", "image", "runtime_image")
 _GLIBC_VERSION: Final = re.compile(r"2\.\d{1,3}(?:\.\d{1,3})?")
 
 
@@ -328,8 +325,31 @@ def _read_toolchain(table: Table, base_dir: Path) -> Toolchain:
         build_args=_build_args(table, "build_args", "base_image"),
         runtime_build_args=_build_args(table, "runtime_build_args", "runtime_base_image"),
         runtime_packages=_runtime_packages(table), glibc_floor=_glibc_floor(table),
+        image=_pin(table, "image"), runtime_image=_pin(table, "runtime_image"),
         base_dir=base_dir,
     )
+
+
+def _pin(table: Table, key: str) -> str:
+    """An image pinned by digest (NAME[:TAG]@sha256:…), or "" when the key is absent."""
+    if key not in table.data:
+        return ""
+    value = table.text(key)
+    try:
+        parse_pin(value)
+    except ValueError as error:
+        raise table.error(key, f"invalid pin {quote(value[:200])}: {error}") from None
+    return value
+
+
+def _read_registry(table: Table) -> Registry:
+    table.check_keys(("prefix",), ())
+    prefix = table.text("prefix").rstrip("/")
+    try:
+        check_prefix(prefix)
+    except ValueError as error:
+        raise table.error("prefix", f"registry prefix {quote(prefix[:200])}: {error}") from None
+    return Registry(prefix=prefix)
 
 
 def _glibc_floor(table: Table) -> str | None:
@@ -343,7 +363,7 @@ def _glibc_floor(table: Table) -> str | None:
 
 
 def _dockerfile(table: Table, key: str, base_dir: Path) -> str:
-    """The path as written, once the file it names is known to exist."""
+    """The path as written, once the file it names exists."""
     value = table.text(key)
     if any(c in value for c in "\0\n\r"):
         raise table.error(key, f"invalid path {quote(value)}")
@@ -406,8 +426,10 @@ def _runtime_packages(table: Table) -> tuple[str, ...]:
 
 def _image(table: Table, key: str) -> str:
     image = table.text(key)
-    if any(c.isspace() for c in image):
-        raise table.error(key, f"invalid image {quote(image)}: contains whitespace")
+    try:
+        parse_reference(image)
+    except ValueError as error:
+        raise table.error(key, f"invalid image {quote(image[:200])}: {error}") from None
     return image
 
 
@@ -499,8 +521,7 @@ def _check_version_placeholders(
 
 
 def _check_duplicates(section: Table, kits: Mapping[str, Kit]) -> None:
-    """No two kits build the same thing: one upstream for one arch in one toolchain with the
-    same CMake options (a kit's own cmake_options, or another toolchain, make a variant)."""
+    """No two kits build one upstream for one arch in one toolchain with the same CMake options."""
     builds: dict[tuple[str, str, str, tuple[tuple[str, str], ...]], str] = {}
     names: dict[tuple[str, str], str] = {}
     for kit in kits.values():
@@ -526,20 +547,19 @@ def _check_duplicates(section: Table, kits: Mapping[str, Kit]) -> None:
 # --------------------------------------------------------------------------- publish
 
 
-_B2_BUCKET = re.compile(r"[A-Za-z0-9-]{6,63}")
-_B2_NAME_BYTES: Final = 1024  # B2's limit on a file name, in UTF-8 bytes
-
-
 def _read_publish(table: Table, base_dir: Path) -> Publish:
-    """[publish]: optional [publish.github], [publish.b2] and [publish.signing], and the ledger
-    mode."""
+    """[publish]: a table per store (its kind in ninfer_kits/stores reads it), [publish.signing],
+    [publish.sources] and the ledger mode."""
+    from ninfer_kits import stores
+
     if "runner" in table.data:  # rebuild.yml's build runner is the repository's to choose
         raise table.error("runner", "the build runner is no longer set here: rebuild.yml builds "
                                     "on ubuntu-latest unless the repository variable "
                                     "NINFER_KITS_BUILD_RUNNER names a runner label")
-    table.check_keys((), ("github", "b2", "ledger", "signing", "sources"))
-    github = _read_github(table.table("github")) if "github" in table.data else None
-    b2 = _read_b2(table.table("b2")) if "b2" in table.data else None
+    tables = stores.with_tables()
+    table.check_keys((), (*(kind.name for kind in tables), "ledger", "signing", "sources"))
+    read = {kind.name: kind.read_table(table.table(kind.name)) for kind in tables
+            if kind.read_table is not None and kind.name in table.data}
     ledger = table.optional_text("ledger") or "commit"
     if ledger not in LEDGER_MODES:
         raise table.error("ledger", unknown_name("ledger mode", ledger, LEDGER_MODES))
@@ -547,15 +567,16 @@ def _read_publish(table: Table, base_dir: Path) -> Publish:
         else None
     sources = _read_sources(table.table("sources"), base_dir) if "sources" in table.data \
         else SourcesConfig()
-    return Publish(github=github, b2=b2, ledger=ledger, signing=signing, sources=sources)
+    targets = {name: read[name] for name in stores.names() if name in read}  # publishing order
+    return Publish(targets=targets, ledger=ledger, signing=signing, sources=sources)
 
 
 _KEYRING_LIMIT: Final = 1 << 20
 
 
 def _read_sources(table: Table, base_dir: Path) -> SourcesConfig:
-    """[publish.sources]: a mirror and a snapshot base URL (http only because the user names
-    the host here; apt checks every index's signature), and a keyring file beside matrix.toml."""
+    """[publish.sources]: a mirror and a snapshot URL (http allowed: the user names the host
+    here, and apt checks every index's signature), and a keyring file."""
     table.check_keys((), ("mirror", "keyring", "snapshot"))
     urls: dict[str, str] = {}
     for key in ("mirror", "snapshot"):
@@ -601,9 +622,8 @@ def archive_url_problem(url: str) -> str | None:
 
 
 def _read_signing(table: Table, base_dir: Path) -> Signing:
-    """[publish.signing]: the allowed_signers file beside matrix.toml (read now: a bad line
-    fails here, not in a user's fetch) and the identity, which it must list for our
-    namespace."""
+    """[publish.signing]: allowed_signers, read now (a bad line fails here, not in a user's
+    fetch), and the identity it must list for our namespace."""
     table.check_keys(("allowed_signers", "identity"))
     relative = _relative_path(table, "allowed_signers")
     path = base_dir / relative
@@ -625,22 +645,9 @@ def _read_signing(table: Table, base_dir: Path) -> Signing:
     return Signing(allowed_signers=path, identity=identity, relative=relative)
 
 
-def _read_github(table: Table) -> GitHubTarget:
-    table.check_keys(("repository",), ("api",))
-    repository = _repository(table)
-    if any(part in (".", "..") for part in repository.split("/")):
-        raise table.error("repository", f"invalid repository {quote(repository)} "
-                                         f"(expected OWNER/NAME)")
-    api = table.optional_text("api") or DEFAULT_GITHUB_API
-    problem = github_api_problem(api)
-    if problem:
-        raise table.error("api", f"invalid API base URL {quote(api)}: {problem}")
-    return GitHubTarget(repository=repository, api=api.rstrip("/"))
-
-
 def github_api_problem(url: str) -> str | None:
-    """Why `url` cannot be a GitHub REST API base URL, or None. Plain http would send the token
-    in clear, so it is accepted for loopback hosts only (a local test server)."""
+    """Why `url` cannot be a GitHub REST API base URL, or None (plain http: loopback only, or the
+    token would go in clear)."""
     if any(c.isspace() or not c.isprintable() for c in url):
         return "contains whitespace or a control character"
     parts = urllib.parse.urlsplit(url)
@@ -651,35 +658,3 @@ def github_api_problem(url: str) -> str | None:
     if parts.query or parts.fragment:
         return "must not have a query or a fragment"
     return cleartext_token_problem(url)
-
-
-def _read_b2(table: Table) -> B2Target:
-    table.check_keys(("bucket",), ("prefix",))
-    bucket = table.text("bucket")
-    if _B2_BUCKET.fullmatch(bucket) is None or bucket.lower().startswith("b2-"):
-        raise table.error("bucket", f"invalid B2 bucket name {quote(bucket)} (6 to 63 letters, "
-                                    f"digits and '-', not starting with 'b2-')")
-    prefix = table.data.get("prefix", "")
-    if not isinstance(prefix, str):
-        raise table.error("prefix", f"expected a string, got {type(prefix).__name__}")
-    problem = b2_prefix_problem(prefix)
-    if problem:
-        raise table.error("prefix", f"invalid key prefix {quote(prefix)}: {problem}")
-    return B2Target(bucket=bucket, prefix=prefix)
-
-
-def b2_prefix_problem(prefix: str) -> str | None:
-    """Why `prefix` cannot start the B2 file names `<prefix><tag>/<asset>`, or None."""
-    if not prefix:
-        return None
-    if any(not c.isprintable() or c == "\\" for c in prefix):
-        return "contains a control character or a backslash"
-    if prefix.startswith("/"):
-        return f"must not start with '/'; did you mean {quote(prefix.lstrip('/'))}?"
-    if not prefix.endswith("/"):
-        return f"must end with '/' (a folder of the bucket); did you mean {quote(prefix + '/')}?"
-    if any(part in ("", ".", "..") for part in prefix[:-1].split("/")):
-        return "must not contain an empty, '.' or '..' segment"
-    if len(prefix.encode("utf-8")) > _B2_NAME_BYTES // 2:
-        return f"longer than {_B2_NAME_BYTES // 2} bytes (B2 file names hold {_B2_NAME_BYTES})"
-    return None

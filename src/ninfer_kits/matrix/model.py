@@ -9,16 +9,17 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Final, TypeVar
 
-from ninfer_kits import resources, versions
+from ninfer_kits.config import resources
+from ninfer_kits.config.tables import quote, unknown_name
 from ninfer_kits.errors import BadInput, NinferKitsError
+from ninfer_kits.host import versions
 from ninfer_kits.matrix.names import (
     HEX_REVISION,
     arch_id,
     cmake_arch,
     version_core,
 )
-from ninfer_kits.signatures import Trust
-from ninfer_kits.tables import quote, unknown_name
+from ninfer_kits.release.signatures import Trust
 
 PLACEHOLDERS: Final = (
     "kit", "upstream", "arch", "arch_id", "cmake_arch",
@@ -26,7 +27,6 @@ PLACEHOLDERS: Final = (
 )
 VERSION_PLACEHOLDERS: Final = frozenset({"version", "version_core"})
 
-# The runtime image gets EXTRA_RUNTIME_PACKAGES from runtime_packages.
 EXTRA_RUNTIME_PACKAGES: Final = "EXTRA_RUNTIME_PACKAGES"
 
 _CUDA_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+){1,2}")
@@ -83,7 +83,7 @@ class Upstream:
 
     @property
     def is_local(self) -> bool:
-        """True when `url` is a folder on this machine rather than a git URL."""
+        """`url` is a folder on this machine, not a git URL."""
         return "://" not in self.url and _SCP_URL.match(self.url) is None
 
     @property
@@ -101,9 +101,7 @@ class Upstream:
 
 @dataclass(frozen=True, kw_only=True)
 class Toolchain:
-    """A build environment: its Dockerfile, base image, build arguments and CUDA version, and
-    the runtime image (Dockerfile, base, build arguments, extra apt packages) the smoke test
-    runs a finished kit in."""
+    """A build environment, and the runtime image the smoke test runs a finished kit in."""
 
     id: str
     dockerfile: str  # as written: relative to the matrix file's folder, or absolute
@@ -114,9 +112,11 @@ class Toolchain:
     build_args: tuple[tuple[str, str], ...] = ()  # for the toolchain image, in file order
     runtime_build_args: tuple[tuple[str, str], ...] = ()
     runtime_packages: tuple[str, ...] = ()
-    # The newest glibc a kit built in this toolchain's image may need (the glibc it links
-    # against, a sysroot's for an old floor): every build checks its kits against it.
+    # The newest glibc a kit built in its image may need (a sysroot's): every build checks it.
     glibc_floor: str | None = None
+    # Pins (NAME[:TAG]@sha256:…, docs/reproducibility.md), pulled, never built; "": built.
+    image: str = ""
+    runtime_image: str = ""
     base_dir: Path = field(default=Path(), compare=False)
 
     @property
@@ -129,8 +129,8 @@ class Toolchain:
 
     @property
     def runtime_image_build_args(self) -> tuple[tuple[str, str], ...]:
-        """runtime_build_args, plus EXTRA_RUNTIME_PACKAGES (space-joined) when runtime_packages
-        names any: what the runtime image is built with, besides BASE_IMAGE."""
+        """What the runtime image is built with besides BASE_IMAGE: runtime_build_args, and the
+        runtime_packages as EXTRA_RUNTIME_PACKAGES."""
         if not self.runtime_packages:
             return self.runtime_build_args
         return (*self.runtime_build_args,
@@ -140,20 +140,16 @@ class Toolchain:
 def merge_cmake_options(
     base: Sequence[tuple[str, str]], override: Sequence[tuple[str, str]]
 ) -> tuple[tuple[str, str], ...]:
-    """`base` with `override` applied: a name in both keeps its place and takes the override's
-    value; names only in `override` follow, in its order."""
+    """`base` with `override` applied: a name in both keeps its place, new names follow."""
     merged = dict(base)
     merged.update(override)
     return tuple(merged.items())
 
 
 def resolve_dockerfile(path: str, base_dir: Path) -> tuple[Path, tuple[Path, ...]]:
-    """The Dockerfile a matrix names, and every place looked at for it, in order.
-
-    An absolute path is itself; a relative one is relative to the matrix file's folder, and a
-    `dockerfiles/NAME` that is not there but that ninfer-kits ships is the shipped one, so that
-    a matrix anywhere can use the standard images. When nothing is found, the first place
-    looked at comes back (it is what an error names)."""
+    """The Dockerfile a matrix names (relative to the matrix's folder, else a shipped
+    `dockerfiles/NAME`, so that a matrix anywhere can use the standard images), and every place
+    looked at; the first place when nothing is found (what an error names)."""
     written = Path(path).expanduser()
     beside = written if written.is_absolute() else base_dir / written
     looked = [beside]
@@ -168,7 +164,7 @@ def resolve_dockerfile(path: str, base_dir: Path) -> tuple[Path, tuple[Path, ...
 
 @dataclass(frozen=True, kw_only=True)
 class RevisionFacts:
-    """What is known about the source being built: its revision (full or abbreviated), VERSION."""
+    """What is known of the source being built: its revision (full or abbreviated), VERSION."""
 
     revision: str | None = None
     version: str | None = None
@@ -202,11 +198,8 @@ class RevisionFacts:
 @dataclass(frozen=True, kw_only=True)
 class Kit:
     """One upstream built for one arch, with the names its release tag and asset get.
-
-    `cmake_options` are the kit's own (a variant of an upstream, such as the example engine
-    without separable compilation). `upstream` is the upstream as this kit builds it: its
-    `cmake_options` are the upstream's with the kit's applied over them (same name: the kit's
-    value, in the upstream's place; new names after), which is what the recipe hands CMake."""
+    `cmake_options` are the kit's own; `upstream` is the upstream as this kit builds it, the
+    kit's options over its own (merge_cmake_options): what the recipe hands CMake."""
 
     id: str
     upstream: Upstream
@@ -216,8 +209,7 @@ class Kit:
     tag: str
     asset: str
     cmake_options: tuple[tuple[str, str], ...] = ()
-    # Also build the portable flavour from the same compile: `<asset stem>-portable.tar.gz`,
-    # carrying every library but glibc's and the driver's in kit/lib (pipeline.repair).
+    # Also build the portable flavour from the same compile (docs/portable.md).
     portable: bool = False
 
     @property
@@ -229,7 +221,7 @@ class Kit:
         return cmake_arch(self.arch)
 
     def pinned_facts(self) -> RevisionFacts:
-        """The facts matrix.toml itself gives: the pinned revision and the expected version."""
+        """The facts matrix.toml gives: the pinned revision and the expected version."""
         return RevisionFacts(revision=self.upstream.revision, version=self.upstream.version)
 
     def values(self, facts: RevisionFacts | None = None) -> dict[str, str | None]:
@@ -249,7 +241,6 @@ class Kit:
         return render(self.tag, self.values(facts), partial=partial, what=what)
 
     def render_asset(self, facts: RevisionFacts | None = None, *, partial: bool = False) -> str:
-        """The asset file name; `partial` as for render_tag."""
         what = f"the asset of kit '{self.id}'"
         return render(self.asset, self.values(facts), partial=partial, what=what)
 
@@ -266,26 +257,16 @@ LEDGER_MODES: Final = ("commit", "pull-request")
 
 @dataclass(frozen=True, kw_only=True)
 class GitHubTarget:
-    """[publish.github]: the repository whose Releases get the kits, and its REST API's base URL
-    (GitHub Enterprise: `https://HOST/api/v3`)."""
+    """[publish.github]: the repository (OWNER/NAME) and its REST API. Here, not in its store's
+    module: fetch, the kit index and `--repository` read the project's GitHub home too."""
 
-    repository: str  # OWNER/NAME
+    repository: str
     api: str = DEFAULT_GITHUB_API
 
 
 @dataclass(frozen=True, kw_only=True)
-class B2Target:
-    """[publish.b2]: the Backblaze B2 bucket and the key prefix under which `<tag>/<asset>` go."""
-
-    bucket: str
-    prefix: str = ""  # empty, or ends with '/'
-
-
-@dataclass(frozen=True, kw_only=True)
 class Signing:
-    """[publish.signing]: releases are signed. `publish` signs SHA256SUMS with the key of
-    `identity`, and `fetch` and `verify` refuse a release whose SHA256SUMS.sig is missing or is
-    not a good signature by a key `allowed_signers` lists for `identity`."""
+    """[publish.signing]: releases are signed (docs/matrix.md, "Signed releases")."""
 
     allowed_signers: Path  # absolute: the file committed beside matrix.toml
     identity: str  # the principal the allowed_signers line names (release@ninfer-kits)
@@ -301,10 +282,7 @@ DEFAULT_SNAPSHOT = "https://snapshot.debian.org"
 
 @dataclass(frozen=True, kw_only=True)
 class SourcesConfig:
-    """[publish.sources]: where publish fetches the Debian source packages a portable kit owes.
-    `mirror` replaces the archives the kit recorded (their suites and components kept);
-    `keyring` is trusted beside the kit's recorded keyrings; `snapshot` is asked for a version
-    the archive no longer has (snapshot.debian.org's machine API)."""
+    """[publish.sources]: where owed sources come from (docs/matrix.md, "Copyleft sources")."""
 
     mirror: str | None = None
     keyring: Path | None = None  # absolute: given relative to matrix.toml
@@ -313,27 +291,37 @@ class SourcesConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class Publish:
-    """[publish]: where `ninfer-kits publish` puts a finished kit (no remote: a local folder),
-    and how the workflows land the ledger file releases/<tag>.toml (`commit` it to the branch,
-    or open a `pull-request`)."""
+    """[publish]: where `publish` puts a finished kit (no remote: a local folder), and how the
+    workflows land releases/<tag>.toml (`commit` or `pull-request`)."""
 
-    github: GitHubTarget | None = None
-    b2: B2Target | None = None
+    # Each store's [publish.NAME] table as its kind (ninfer_kits/stores) read it, in order
+    targets: Mapping[str, object] = field(default_factory=dict)
     ledger: str = "commit"
     signing: Signing | None = None
     sources: SourcesConfig = field(default_factory=SourcesConfig)
 
     @property
     def remotes(self) -> tuple[str, ...]:
-        """The configured remote stores, in publishing order (blob storage first)."""
-        return tuple(name for name, target in (("b2", self.b2), ("github", self.github))
-                     if target is not None)
+        """The configured remote stores, in publishing order."""
+        return tuple(self.targets)
+
+    @property
+    def github(self) -> GitHubTarget | None:
+        """[publish.github]: the project's GitHub home, which fetch and the kit index read."""
+        target = self.targets.get("github")
+        return target if isinstance(target, GitHubTarget) else None
+
+
+@dataclass(frozen=True)
+class Registry:
+    """[registry]: where `toolchain push` puts images, each `prefix`/ninfer-kits-<role>-<id>."""
+
+    prefix: str
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Matrix:
-    """The whole matrix.toml: upstreams, toolchains and kits, each in file order, and where
-    kits are published."""
+    """The whole matrix.toml, each table in file order."""
 
     path: Path
     schema: int
@@ -341,6 +329,7 @@ class Matrix:
     toolchains: Mapping[str, Toolchain]
     kits: Mapping[str, Kit]
     publish: Publish = field(default_factory=Publish)
+    registry: Registry | None = None
 
     def kit(self, name: str) -> Kit:
         return _lookup("kit", name, self.kits)
@@ -364,9 +353,6 @@ def _lookup(kind: str, name: str, known: Mapping[str, _T]) -> _T:
     if name not in known:
         raise BadInput(unknown_name(kind, name, list(known)))
     return known[name]
-
-
-# --------------------------------------------------------------------------- templates
 
 
 def template_placeholders(template: str) -> tuple[str, ...]:

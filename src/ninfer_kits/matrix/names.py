@@ -1,8 +1,5 @@
-"""What a valid value of the matrix looks like, and how messages quote what they name.
-
-Shared by the model, the loader and the pipeline (a revision, an arch, a tag, a path in a source
-tree); nothing here reads a file.
-"""
+"""What a valid value of the matrix looks like (a revision, an arch, a tag, a path in a source
+tree), shared by the model, the loader and the pipeline; nothing here reads a file."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Final
 
-from ninfer_kits.tables import quote
+from ninfer_kits.config.tables import quote
 
 ARCH_FORMS: Final = "sm_NN, sm_NNN, sm_NNa, sm_NNf, e.g. sm_86, sm_120a"
 

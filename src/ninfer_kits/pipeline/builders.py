@@ -1,10 +1,5 @@
-"""Builders: where the recipe in build/recipe.py runs. The local builder runs it on this host.
-
-A builder checks its toolchain before anything is fetched (preflight: a PreparedToolchain),
-then compiles an exported tree into an output folder and hands back the recipe's report. Both
-builders run the very same recipe; they differ only in where (this host, or a toolchain
-container). BUILDERS names every builder, and imports one only when it is chosen.
-"""
+"""Builders, where build/recipe.py runs: the registry (BUILDERS, each imported only when chosen)
+and the local builder. Every builder runs the very same recipe, on this host or in a container."""
 
 from __future__ import annotations
 
@@ -20,26 +15,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
-from ninfer_kits import children, resources
-from ninfer_kits.children import probe
+from ninfer_kits.config import resources, settings
+from ninfer_kits.config.tables import did_you_mean
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
+from ninfer_kits.host import children
+from ninfer_kits.host.children import probe
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import CudaVersion, Kit
-from ninfer_kits.pipeline.hostdeps import ensure_build_dependencies
+from ninfer_kits.pipeline.hostdeps import ensure_build_dependencies, search_path
 from ninfer_kits.pipeline.recipe_report import RecipeReport, read_recipe_report
 from ninfer_kits.pipeline.source import EXPORT_MTIME
-from ninfer_kits.tables import did_you_mean
 
-# Part of the tool, never taken from beside the matrix: the repository's build/recipe.py in a
-# checkout, the copy bundled into the package when installed (see ninfer_kits.resources).
-# Absolute, so that `anything / RECIPE` is RECIPE too.
+# Part of the tool, never taken from beside the matrix (config.resources); absolute.
 RECIPE: Final = resources.recipe_path()
 LOG_TAIL = 30
-MIN_CMAKE = (3, 28)
 NINJA_STATUS = re.compile(r"^\[(\d+)/(\d+)\]")
-# Hashed into every ccache entry: nvcc -lineinfo records each source file's mtime, which ccache
-# does not hash, so entries compiled from files of another time (before every export got
-# EXPORT_MTIME) must never be hit.
+# Hashed into every ccache entry: ccache does not hash the mtime nvcc -lineinfo records, so
+# entries compiled from files of another time must never be hit.
 CCACHE_NAMESPACE: Final = f"ninfer-kits-export-mtime-{EXPORT_MTIME}"
 DEFAULT_CCACHE_MAX_SIZE: Final = "2G"
 CCACHE_SIZE: Final = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]i?B?")  # max_size, as ccache reads it
@@ -47,16 +39,16 @@ CCACHE_SIZE: Final = re.compile(r"[0-9]+(\.[0-9]+)?[KMGT]i?B?")  # max_size, as 
 
 @dataclass(frozen=True, kw_only=True)
 class PreparedToolchain:
-    """What a builder will compile with, found (or made) before the compile starts. Not the
-    matrix's `Toolchain`, which describes the image; this is what a builder has in hand."""
+    """What a builder has in hand to compile with, found (or made) before the compile starts."""
 
     builder: str
     nvcc: str
     cuda_version: str
     base_image: str = ""  # docker builder: the base the toolchain image was built from
     base_image_digest: str = ""  # and its ID on the engine when it was built (image label)
-    image: str = ""  # the toolchain image's tag (docker builder)
+    image: str = ""  # the toolchain image's tag, or NAME@sha256:… when pinned (docker builder)
     image_id: str = ""
+    pin: str = ""  # the matrix's pin it was pulled by (NAME:TAG@sha256:…), "" when built here
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,8 +75,6 @@ class Compiled:
 
 @dataclass(frozen=True, kw_only=True)
 class BuilderOptions:
-    """What the command line says about the builder, whichever it is."""
-
     ccache: bool = True  # False: --no-ccache, a cold compile with no compiler cache at all
     ccache_volume: str | None = None  # docker builder only
     ccache_dir: Path | None = None  # the compiler cache's host folder (docker: loaded, saved)
@@ -115,16 +105,14 @@ class Builder(Protocol):
 
     def build_environment(self, kit: Kit, reporter: Reporter,
                           cache_dir: Path | None = None) -> AbstractContextManager[Path]:
-        """The root filesystem the kit was compiled in ("/" for this host): where the portable
-        repair finds the libraries the binaries were linked against, and their packages
-        (`cache_dir`: where a builder may keep it between builds)."""
+        """The root the kit was compiled in ("/" for this host), where the portable repair finds
+        what the binaries linked and its packages (`cache_dir`: where a builder may keep it)."""
         ...
 
     def smoke_test(self, kit: Kit, kit_roots: Sequence[Path], interpreter: str, log: Path,
                    reporter: Reporter) -> tuple[str, ...]:
-        """Prove every library and symbol version of each flavour's kit/ resolves in its runtime
-        image, and return a verdict per folder (also appended to `log`); "skipped (why)" when
-        this builder has no runtime image. CheckFailed names everything that is missing."""
+        """A verdict per kit/ folder that every library and symbol version resolves in the runtime
+        image (also appended to `log`; "skipped (why)" without one); else CheckFailed naming all."""
         ...
 
 
@@ -146,15 +134,14 @@ def required_cuda(kit: Kit) -> CudaVersion:
 
 
 class LocalBuilder:
-    """Runs the recipe on this host with the CUDA toolkit installed here, through ccache in
-    `<cache-dir>/ccache` (or `ccache_dir`) unless `ccache` is off."""
+    """The recipe on this host with its own CUDA toolkit, through ccache unless `ccache` is off."""
 
     name = "local"
 
     def __init__(self, nvcc: str | None = None, *, ccache: bool = True,
                  ccache_dir: Path | None = None,
                  ccache_max_size: str = DEFAULT_CCACHE_MAX_SIZE) -> None:
-        self.nvcc = nvcc or os.environ.get("NVCC") or os.environ.get("CUDACXX") or ""
+        self.nvcc = nvcc or settings.read(settings.NVCC) or settings.read(settings.CUDACXX) or ""
         self.ccache = ccache
         self.ccache_dir = ccache_dir.absolute() if ccache_dir is not None else None
         self.ccache_max_size = ccache_max_size
@@ -182,12 +169,6 @@ class LocalBuilder:
                 f"({nvcc}); install CUDA {needed} or newer and set NVCC, or build it in its "
                 f"toolchain image: ninfer-kits build {kit.id} --builder docker"
             )
-        for tool, package in (("cmake", "'ninfer-kits[local]'"), ("ninja", "ninja")):
-            if shutil.which(tool, path=tool_path()) is None:
-                raise EnvironmentFailure(f"{tool} not found: the local builder needs it "
-                                         f"(pip install {package}, or your distribution's "
-                                         f"package)")
-        _check_cmake(shutil.which("cmake", path=tool_path()) or "cmake")
         return PreparedToolchain(builder=self.name, nvcc=nvcc, cuda_version=version.text)
 
     def compile(self, request: CompileRequest, reporter: Reporter) -> Compiled:
@@ -196,7 +177,7 @@ class LocalBuilder:
                    *recipe_arguments(request, request.source, request.workspace / "cmake", out),
                    "--nvcc", self._find_nvcc()]
         env = dict(os.environ, SOURCE_DATE_EPOCH=str(request.source_date_epoch),
-                   PATH=tool_path())
+                   PATH=search_path())
         said = "none (--no-ccache)"
         if self.ccache:
             folder = self.ccache_dir or request.cache_dir / "ccache"
@@ -210,10 +191,8 @@ class LocalBuilder:
 
     def _ccache_environment(self, env: dict[str, str], folder: Path,
                             workspace: Path) -> dict[str, str]:
-        """ccache's settings for this build alone: the user's own CCACHE_* (a config file's
-        path, CCACHE_RECACHE, CCACHE_HASHDIR) would make hits depend on the shell it ran in.
-        The recipe's compile launcher makes every path relative to the build folder, so a
-        build in another work folder hits what this one cached."""
+        """ccache's settings for this build alone: the user's own CCACHE_* would make hits depend on
+        the shell it ran in."""
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -249,24 +228,6 @@ class LocalBuilder:
                                  "(install it at /usr/local/cuda or set NVCC=/path/to/nvcc)")
 
 
-def tool_path() -> str:
-    """PATH with this environment's bin/ first: `pip install 'ninfer-kits[local]'` puts CMake
-    there, also when the environment is not activated."""
-    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-
-
-def _check_cmake(cmake: str) -> None:
-    """The upstreams declare CMake >= 3.28 (C++20 module scanning); say so before fetching."""
-    output = probe([cmake, "--version"]).stdout
-    match = re.search(r"cmake version (\d+)\.(\d+)", output)
-    found = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
-    if found < MIN_CMAKE:
-        shown = ".".join(map(str, found)) if match else "of unknown version"
-        raise EnvironmentFailure(f"{cmake} is CMake {shown}; the upstreams need CMake "
-                       f"{'.'.join(map(str, MIN_CMAKE))} or newer: pip install "
-                       f"'ninfer-kits[local]' (or 'cmake>=3.28') into this environment")
-
-
 def _nvcc_version(nvcc: str) -> CudaVersion:
     output = probe([nvcc, "--version"]).stdout
     match = re.search(r"release \S+ V(\d+\.\d+(?:\.\d+)?)", output)
@@ -277,10 +238,8 @@ def _nvcc_version(nvcc: str) -> CudaVersion:
 
 def run_logged(command: list[str], *, env: dict[str, str], log: Path, reporter: Reporter,
                label: str) -> None:
-    """Run a command with its output in `log`, Ninja's [n/m] as progress, and the log's tail
-    in the error when it fails. The command runs in a session of its own that ends with this
-    call, also when it is interrupted (Ctrl-C, SIGTERM): every process in it is ended and the
-    output it wrote until then is in the log before the interrupt goes on (children)."""
+    """Run `command` with its output in `log`, Ninja's [n/m] as progress, the log's tail in the
+    error; in a session of its own that ends with this call, interrupted too (children)."""
     progress = reporter.progress(label)
     tail: deque[str] = deque(maxlen=LOG_TAIL)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -319,15 +278,10 @@ class CompileFailed(CheckFailed):
         self.log = log
 
 
-# --------------------------------------------------------------------------- the registry
-
-BuilderFactory = Callable[[BuilderOptions], Builder]
-
-
 @dataclass(frozen=True)
 class BuilderEntry:
-    """A builder by name: what it is, and where its factory lives (imported when chosen, so
-    that the local builder never pays for the docker SDK)."""
+    """A builder by name; its module is imported only when chosen (the local builder never pays
+    for the docker SDK)."""
 
     name: str
     summary: str

@@ -1,6 +1,5 @@
-"""BUILDINFO.txt's values for a build: the inputs' keys from the state (make_buildinfo), each
-flavour's own (sibling_buildinfo), and this run's (run_entries: the build machine's driver and
-GPU, the commit of the checkout that builds the kit)."""
+"""BUILDINFO.txt's values for a build: the inputs' keys, each flavour's own, and this run's (the
+machine's driver and GPU, the commit of the checkout that builds the kit): docs/buildinfo.md."""
 
 from __future__ import annotations
 
@@ -11,31 +10,38 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from ninfer_kits import __version__, buildinfo, nvidia_smi
-from ninfer_kits.atomic import hash_file
-from ninfer_kits.buildinfo import BuildInfo, toolchain_field
-from ninfer_kits.children import ProbeTimeout, probe
-from ninfer_kits.errors import EnvironmentFailure, need
+from ninfer_kits import __version__
+from ninfer_kits.errors import EnvironmentFailure
+from ninfer_kits.files.atomic import hash_file
+from ninfer_kits.host import nvidia_smi
+from ninfer_kits.host.children import ProbeTimeout, probe
 from ninfer_kits.inspector.floor import describe_device_code
 from ninfer_kits.inspector.inspection import Inspection
+from ninfer_kits.kit import buildinfo
+from ninfer_kits.kit.buildinfo import BuildInfo, toolchain_field
 from ninfer_kits.matrix.inputs import kit_inputs
-from ninfer_kits.pipeline.builders import Compiled
+from ninfer_kits.pipeline.builders import Compiled, PreparedToolchain
 from ninfer_kits.pipeline.pack import compressor
 from ninfer_kits.pipeline.repair import Bundled
-from ninfer_kits.pipeline.state import BuildState, Flavour, PipelineCheckout
+from ninfer_kits.pipeline.source import SourceTree
+from ninfer_kits.pipeline.state import (
+    Assembled,
+    BuildRequest,
+    Flavour,
+    PipelineCheckout,
+    Prepared,
+)
 
 LISTED_CHANGES: Final = 20  # changed files of a dirty pipeline checkout named in BUILDINFO
 
 
-def make_buildinfo(state: BuildState) -> BuildInfo:
-    """The inputs' part of BUILDINFO.txt: what the kit's bytes depend on and nothing else (the
-    pipeline checkout's commit and the base image's ID on the engine are run keys: a README
-    edit, or a base image made again from the same packages, must not change the tarball)."""
-    request, toolchain = state.request, need(state.toolchain, "toolchain")
-    source, compiled, inspection = (need(state.source, "source"), need(state.compiled, "compiled"),
-                                    need(state.inspection, "inspection"))
-    kit, report, floor = request.kit, compiled.report, inspection.floor
-    inputs = kit_inputs(kit, source.revision, recipe=state.recipe_sha256)
+def make_buildinfo(request: BuildRequest, prepared: Prepared, source: SourceTree,
+                   compiled: Compiled, assembled: Assembled, inspection: Inspection) -> BuildInfo:
+    """The inputs' part of BUILDINFO.txt, and nothing else: the checkout's commit and the base's
+    ID are run keys, so a README edit or a base made again does not change the tarball."""
+    toolchain, kit = prepared.toolchain, request.kit
+    report, floor = compiled.report, inspection.floor
+    inputs = kit_inputs(kit, source.revision, recipe=prepared.recipe_sha256)
     return BuildInfo(
         kit=kit.id, card=kit.card, upstream=kit.upstream.repository, upstream_url=source.url,
         tracked_ref=source.ref, revision=source.revision, version=source.version or "",
@@ -45,20 +51,19 @@ def make_buildinfo(state: BuildState) -> BuildInfo:
         builder=toolchain.builder, toolchain=toolchain_field(toolchain.builder, kit.toolchain.id),
         base_image=toolchain.base_image or "none (built on the host)",
         source_date_epoch=source.commit_time, pipeline_version=__version__,
-        recipe=need(state.recipe_sha256 or None, "recipe_sha256"),
+        recipe=prepared.recipe_sha256,
         inputs=inputs.digest, input_parts=inputs.short_parts(),
         python_version=platform.python_version(),
         zlib_version=compressor(),  # the key's old name: older ninfer-kits still read the file
         sass=", ".join(floor.sass) or "none", ptx=", ".join(floor.ptx) or "none",
         relocatable_device_code=describe_device_code(floor.relocatable) or "none",
-        **_flavour_keys(inspection, need(state.kit_root, "kit_root"), state.licenses),
+        **_flavour_keys(inspection, assembled.kit_root, assembled.licenses),
     )
 
 
 def sibling_buildinfo(plain: BuildInfo, sibling: Flavour) -> BuildInfo:
-    """A sibling tarball's own BUILDINFO.txt (the portable one's): the plain kit's inputs, its
-    own floor (the portable kit's: glibc and the driver, and the GPU), its binaries' hashes
-    after the change, and each library it carries with its package and licence."""
+    """Another flavour's own BUILDINFO.txt: the plain kit's inputs, its own floor, binaries'
+    hashes and licences, and each library it carries."""
     return dataclasses.replace(
         plain, flavour=sibling.name,
         bundled=tuple(_bundled_entry(item) for item in sibling.bundled),
@@ -66,15 +71,16 @@ def sibling_buildinfo(plain: BuildInfo, sibling: Flavour) -> BuildInfo:
 
 
 def _flavour_keys(inspection: Inspection, root: Path, licenses: tuple[str, ...]) -> dict[str, Any]:
-    """The BUILDINFO keys each flavour has of its own: its floor, its binaries' hashes (kit/bin)
-    and its licenses (the device code is the plain kit's in every flavour)."""
+    """The keys each flavour has of its own (the device code is the plain kit's in every one)."""
     floor = inspection.floor
     glibc = floor.floor("GLIBC")
     return dict(glibc_floor=glibc.version if glibc else "none",
                 sonames=", ".join(floor.sonames), runpath=":".join(floor.runpath) or "none",
                 symbol_floors=tuple(item.name for item in floor.prefix_floors),
                 floor=tuple((row.requirement, row.why) for row in floor.table),
-                binaries=tuple(_hashes_of(root / "bin")), licenses=licenses)
+                binaries=tuple((hash_file(path).sha256, f"kit/bin/{path.name}")
+                               for path in sorted((root / "bin").iterdir())),
+                licenses=licenses)
 
 
 def _bundled_entry(item: Bundled) -> tuple[str, str, str, str, str]:
@@ -84,15 +90,11 @@ def _bundled_entry(item: Bundled) -> tuple[str, str, str, str, str]:
             origin.license, item.notice)
 
 
-def _hashes_of(bin_dir: Path) -> list[tuple[str, str]]:
-    return [(hash_file(path).sha256, f"kit/bin/{path.name}") for path in sorted(bin_dir.iterdir())]
-
-
-def run_entries(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str], ...]:
-    """The `run.` keys of the published BUILDINFO.txt: this run's, not the inputs'."""
+def run_entries(started: float, toolchain: PreparedToolchain, compiled: Compiled,
+                checkout: PipelineCheckout, smoke: str) -> tuple[tuple[str, str], ...]:
+    """The `run.` keys of the published BUILDINFO.txt (`started`: time.monotonic() at the start)."""
     report = compiled.report
     driver, gpu = driver_and_gpu()
-    checkout, toolchain = need(state.checkout, "checkout"), need(state.toolchain, "toolchain")
     ccache = report.ccache
     return (
         ("jobs", str(report.jobs)),
@@ -100,10 +102,10 @@ def run_entries(state: BuildState, compiled: Compiled) -> tuple[tuple[str, str],
         ("configure_seconds", str(report.configure_seconds)),
         ("build_seconds", str(report.build_seconds)),
         ("build_folder", report.build_folder),
-        ("wall_seconds", f"{time.monotonic() - state.started:.1f}"),
+        ("wall_seconds", f"{time.monotonic() - started:.1f}"),
         ("driver", driver),
         ("gpu", gpu),
-        ("smoke", state.plain.smoke),
+        ("smoke", smoke),
         ("pipeline_revision", checkout.revision),
         ("base_image_digest", toolchain.base_image_digest or "none"),
         *((("pipeline_changes", checkout.changes),) if checkout.changes else ()),
@@ -132,12 +134,12 @@ def _one_line(text: str) -> str:
 
 
 def pipeline_checkout(project: Path) -> PipelineCheckout:
-    """The commit of the checkout that holds the matrix and builds the kit, and whether it has
-    uncommitted changes (tracked or not, ignored files aside), so a kit names what made it."""
+    """The commit of the checkout that builds the kit, `-dirty` with the changed files named."""
     try:
         head = probe(["git", "-C", str(project), "rev-parse", "HEAD"])
         status = probe(["git", "-C", str(project), "status", "--porcelain=v1", "-z",
-                        "--untracked-files=all"], env=_git_env())
+                        "--untracked-files=all"],  # no index lock in a checkout in use
+                       env=dict(os.environ, GIT_OPTIONAL_LOCKS="0"))
     except ProbeTimeout as error:
         raise EnvironmentFailure(f"reading the pipeline's revision: {error}") from None
     except FileNotFoundError:
@@ -154,8 +156,7 @@ def pipeline_checkout(project: Path) -> PipelineCheckout:
 
 
 def _changed_paths(porcelain: str) -> list[str]:
-    """The paths of `git status --porcelain=v1 -z`: `XY path`, and after a rename or copy the
-    source path as an entry of its own."""
+    """The paths of `git status --porcelain=v1 -z` (a rename's source is an entry of its own)."""
     entries, paths = iter(porcelain.split("\0")), set()
     for entry in entries:
         if len(entry) < 4:
@@ -164,8 +165,3 @@ def _changed_paths(porcelain: str) -> list[str]:
         if entry[0] in "RC":
             next(entries, None)
     return sorted(paths)
-
-
-def _git_env() -> dict[str, str]:
-    # `status` must not take the index lock of a checkout someone is working in.
-    return dict(os.environ, GIT_OPTIONAL_LOCKS="0")

@@ -1,32 +1,21 @@
-"""The licences of code compiled into a kit's binaries from outside the upstream's tree.
-
-inspector.compiled_in lists the files (device: the cubins' line tables; host: the compile's
-dependency output). Each is mapped to the package that installed it in the build environment
-(pipeline.provenance: dpkg's file lists, a wheel's RECORD; the path canonical inside the root),
-and the package to its licence: its own (the dpkg copyright file, the wheel's licence file), or,
-for header-only toolchain code whose package declares a licence its files do not carry (CCCL in
-the CUDA wheels), the part of data/compiled_licences.toml that claims the file. The texts go to
-kit/third_party/<package>/ and a section of kit/third_party/README names each package, its
-version and licence, and every file that reached the binaries, host or device.
-
-A file no package claims, a package whose licence cannot be determined, or a file of a package
-the table names that no part of it claims, fails the build naming it (provenance.LicenseUnknown):
-a kit must not carry code it cannot name the terms of.
-"""
+"""The licences of code compiled into a kit's binaries from outside the upstream's tree: each file's
+package (provenance), its licence and texts in kit/third_party/. A file whose terms cannot be
+named fails the build: docs/build.md, "Code compiled in from the toolchain"."""
 
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits import attestations, spdx
+from ninfer_kits.config.resources import data_file
+from ninfer_kits.config.tables import Table, read_data_file
 from ninfer_kits.errors import CheckFailed
+from ninfer_kits.kit import attestations, spdx
 from ninfer_kits.loader.rootfs import RootFS
-from ninfer_kits.pipeline.image_facts import read_image_facts
+from ninfer_kits.pipeline.image_facts import check_schema, read_image_facts
 from ninfer_kits.pipeline.provenance import (
     MANAGER_WORDS,
     LicenseUnknown,
@@ -34,9 +23,8 @@ from ninfer_kits.pipeline.provenance import (
     PackageIndex,
     licence_path,
     package_folder,
+    write_notice,
 )
-from ninfer_kits.resources import data_file
-from ninfer_kits.tables import Table, read_data_file
 
 SCHEMA = 1
 DATA_FILE = data_file("compiled_licences.toml")
@@ -84,8 +72,7 @@ class CompiledFile:
 
 @dataclass(frozen=True)
 class CompiledIn:
-    """One package (or one part of it, from the table) whose code reached the binaries: the
-    row the kit's third_party/README shows, and what an SBOM lists as a component."""
+    """One package (or part of one) whose code reached the binaries: a README row, an SBOM entry."""
 
     package: str
     version: str
@@ -100,9 +87,7 @@ def load_table(path: Path | None = None) -> LicenceTable:
     """The shipped table, or the file at `path`; BadInput names file, line, table and key."""
     root = read_data_file(path or DATA_FILE, "the compiled-in licence table")
     root.check_keys(("schema", "parts"))
-    if (schema := root.integer("schema")) != SCHEMA:
-        raise root.error("schema", f"unsupported schema {schema} (this ninfer-kits reads "
-                                   f"schema {SCHEMA})")
+    check_schema(root, SCHEMA)
     section = root.table("parts")
     parts = []
     for name in section.data:
@@ -128,8 +113,8 @@ def _part(table: Table) -> Part:
 
 def find_licences(files: Mapping[str, tuple[str, ...]], root: Path, table: LicenceTable
                   ) -> tuple[tuple[CompiledIn, ...], dict[str, bytes]]:
-    """The rows for `files` (path → where, from inspector.compiled_in.outside), and the licence
-    texts to ship: path under kit/ → bytes. LicenseUnknown names every file that fails."""
+    """The rows for `files` (path → where), and the licence texts to ship (path under kit/ →
+    bytes); LicenseUnknown names every file that fails."""
     rootfs = RootFS(root)
     index = PackageIndex(rootfs, read_image_facts(root))
     origins = index.origins(list(files))
@@ -194,32 +179,25 @@ def _leading_comment(rootfs: RootFS, path: str) -> str:
 
 def write_licences(kit_root: Path, rows: tuple[CompiledIn, ...], texts: dict[str, bytes],
                    upstream: str) -> tuple[str, ...]:
-    """The texts into kit_root, and the README's section (appended to the portable repair's,
-    or a README of its own); returns the files written, relative to kit/'s parent. A text the
-    repair wrote already must be the same bytes."""
+    """The texts and the README's section into kit_root (a text already there must be the same
+    bytes); the files written, relative to kit/'s parent."""
     for relative, data in sorted(texts.items()):
         dest = kit_root / relative
         if dest.exists() and dest.read_bytes() != data:
             raise CheckFailed(f"{dest}: holds another text than the licence of the code "
                               "compiled in (two packages of one name?)")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(data)
-        os.chmod(dest, 0o644)
-    listed = kit_root / attestations.COMPILED_IN  # what the SBOM lists as components
-    listed.parent.mkdir(parents=True, exist_ok=True)
-    listed.write_bytes(attestations.compiled_in_json(_components(rows)))
-    os.chmod(listed, 0o644)
+        write_notice(dest, data)
+    # what the SBOM lists as components
+    write_notice(kit_root / attestations.COMPILED_IN,
+                 attestations.compiled_in_json(_components(rows)))
     readme = kit_root / README
     before = readme.read_text(encoding="utf-8") + "\n" if readme.exists() else ""
-    readme.parent.mkdir(parents=True, exist_ok=True)
-    readme.write_text(before + render_section(rows, upstream, kit_root.name), encoding="utf-8")
-    os.chmod(readme, 0o644)
+    write_notice(readme, (before + render_section(rows, upstream, kit_root.name)).encode())
     return tuple(sorted({f"{kit_root.name}/{relative}" for relative in (*texts, README)}))
 
 
 def _components(rows: tuple[CompiledIn, ...]) -> list[attestations.CompiledIn]:
-    """One SBOM component per package: the table's parts of one package (cccl's cub, thrust,
-    libcudacxx) are one package to a purl, under all their licences."""
+    """One SBOM component per package: a package's parts are one purl, under all their licences."""
     merged: dict[tuple[str, str, str], list[CompiledIn]] = {}
     for row in rows:
         merged.setdefault((row.package, row.version, row.manager), []).append(row)
@@ -240,9 +218,7 @@ def _expression(table: Table) -> str:
 
 
 def _all_of(licences: Iterable[str]) -> str:
-    """The licence of a package whose parts have `licences`: one SPDX expression with each
-    term once (CCCL's parts repeat Apache-2.0 WITH LLVM-exception), or, where a part's
-    licence is the package's own words (Debian's names, no expression), those joined."""
+    """One SPDX expression, each term once; Debian's words (no expression) are joined instead."""
     named = sorted(set(licences))
     if all(spdx.is_expression(licence) for licence in named):
         return spdx.all_of(named)

@@ -1,25 +1,6 @@
-"""What the libraries a portable kit bundles oblige its distributor to do, and doing it.
-
-A portable kit redistributes the object code of every library it bundles. For a permissive
-licence the copyright file in kit/third_party/ is the whole duty (the repair writes it). GPL,
-LGPL and MPL also require the corresponding source to be offered with the object code (GPL-2
-section 3, LGPL-2.1 section 4, GPL-3 section 6, MPL-2.0 section 3.2). The kit meets that by
-publishing, beside itself, the Debian source package of exactly each bundled version: `.dsc`,
-orig and debian tarballs, as the archive holds them (docs/portable.md says why this and not a
-rebuilt LGPL FFmpeg).
-
-Which licence governs a shipped library is a verdict per source package, kept as data
-(data/copyleft.toml, validated on load): a Debian copyright file names the licences of build
-scripts and programs too, so reading copyleft off it flags libssl and libzstd. Every bundled
-package must have a verdict; one without stops the build (Unclassified), naming the package and
-the data file.
-
-The build fetches nothing (the duty arises when the kit is distributed): it records, in the
-kit folder's SOURCES.json (ninfer_kits.owed_sources), each owed Debian source package and where
-it comes from (the build root's apt archives and the keyrings they trust), and publish
-(publish.sources) fetches them. The source of a library built in the toolchain image is in
-the image: it is copied at build (built_sources), checked against the image's record.
-"""
+"""What the libraries a portable kit bundles oblige its distributor to do: a curated verdict per
+source package (data/copyleft.toml), and the record of the source packages owed (SOURCES.json),
+which publish fetches. Why so: docs/portable.md, "Copyleft"."""
 
 from __future__ import annotations
 
@@ -31,10 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ninfer_kits import kitdir, spdx
-from ninfer_kits.atomic import hash_file
+from ninfer_kits.config.resources import data_file
+from ninfer_kits.config.tables import Table, read_data_file
 from ninfer_kits.errors import CheckFailed
-from ninfer_kits.owed_sources import (
+from ninfer_kits.files.atomic import hash_file
+from ninfer_kits.kit import kitdir, spdx
+from ninfer_kits.kit.owed_sources import (
     Archive,
     Keyring,
     OwedPackage,
@@ -43,10 +26,8 @@ from ninfer_kits.owed_sources import (
     archive_stem,
     recordable,
 )
-from ninfer_kits.pipeline.image_facts import ImageFacts
+from ninfer_kits.pipeline.image_facts import ImageFacts, check_schema
 from ninfer_kits.pipeline.provenance import DPKG_STATUS, Origin
-from ninfer_kits.resources import data_file
-from ninfer_kits.tables import Table, read_data_file
 
 SCHEMA = 1
 DATA_FILE = data_file("copyleft.toml")
@@ -88,8 +69,6 @@ class Verdicts:
 
 @dataclass(frozen=True)
 class SourcePackage:
-    """A Debian source package some bundled libraries were built from."""
-
     name: str
     version: str  # as dpkg has it, epoch included ("7:7.1.5-0+deb13u1")
     binaries: tuple[str, ...]  # the bundled binary packages built from it, sorted
@@ -109,17 +88,11 @@ class Obligations:
     built: tuple[tuple[str, str], ...] = ()  # (name, version) built in the image, owing source
 
 
-# ---------------------------------------------------------------------------- the table
-
-
 def load_verdicts(path: Path | None = None) -> Verdicts:
     """The shipped verdicts, or the file at `path`; BadInput names file, line, table and key."""
     root = read_data_file(path or DATA_FILE, "the copyleft verdicts file")
     root.check_keys(("schema",), MANAGERS)
-    schema = root.integer("schema")
-    if schema != SCHEMA:
-        raise root.error("schema", f"unsupported schema {schema} (this ninfer-kits reads "
-                                   f"schema {SCHEMA})")
+    check_schema(root, SCHEMA)
     rows: list[Verdict] = []
     for manager in MANAGERS:
         section = root.table(manager, optional=True)
@@ -148,8 +121,8 @@ def _verdict(manager: str, table: Table) -> Verdict:
 
 
 def licence_expression(table: Table) -> tuple[str, str]:
-    """The row's `licence`, an SPDX expression in its one form, and its `name` (required with
-    a LicenseRef-…, which the SPDX list does not explain, refused without one)."""
+    """The row's `licence` as a normalised SPDX expression, and its `name` (required with a
+    LicenseRef-…, refused without one)."""
     try:
         licence = spdx.normalise(table.text("licence"))
     except spdx.NotAnExpression as error:
@@ -163,21 +136,11 @@ def licence_expression(table: Table) -> tuple[str, str]:
     return licence, name
 
 
-# ---------------------------------------------------------------------------- classifying
-
-
 def classify(origins: Iterable[Origin], root: Path, verdicts: Verdicts) -> Obligations:
-    """The verdict of each package the `origins` (the bundled libraries') come from, by Debian
-    source package (read from the dpkg status of `root`, or of the package root that holds
-    it), wheel, or library built in the image; Unclassified names every package the table
-    lacks, at once."""
+    """The verdict of each package the bundled `origins` come from (Debian source package, wheel
+    or built in the image); Unclassified names every package the table lacks, at once."""
     origins = list(origins)
-    by_source: dict[str, SourcePackage] = {}
-    for package_root in sorted({o.root for o in origins if o.manager == "dpkg"}):
-        binaries = {o.package for o in origins if o.manager == "dpkg" and o.root == package_root}
-        named = source_packages(root / package_root.lstrip("/"), binaries)
-        by_source |= {name: dataclasses.replace(package, root=package_root)
-                      for name, package in named.items()}
+    by_source = {package.name: package for package in dpkg_sources(origins, root)}
     keys = {("dpkg", name): name for name in by_source}
     keys |= {(o.manager, o.package): o.package for o in origins if o.manager != "dpkg"}
     missing, found = [], []
@@ -203,9 +166,18 @@ def classify(origins: Iterable[Origin], root: Path, verdicts: Verdicts) -> Oblig
     return Obligations(tuple(found), sources, built)
 
 
+def dpkg_sources(origins: Iterable[Origin], root: Path) -> list[SourcePackage]:
+    """The Debian source packages the dpkg `origins` come from, each root's from its own status."""
+    origins, found = list(origins), []
+    for package_root in sorted({o.root for o in origins if o.manager == "dpkg"}):
+        binaries = {o.package for o in origins if o.manager == "dpkg" and o.root == package_root}
+        found += [dataclasses.replace(package, root=package_root) for package in
+                  source_packages(root / package_root.lstrip("/"), binaries).values()]
+    return found
+
+
 def source_packages(root: Path, binaries: set[str]) -> dict[str, SourcePackage]:
-    """Source package name → SourcePackage, for the installed binary packages `binaries`, from
-    `root`'s dpkg status (Source: "name" or "name (version)", else the binary's own)."""
+    """Source package name → SourcePackage for the installed `binaries` (`root`'s dpkg status)."""
     status = root / DPKG_STATUS.lstrip("/")
     try:
         text = status.read_text(encoding="utf-8", errors="replace")
@@ -234,14 +206,9 @@ def source_packages(root: Path, binaries: set[str]) -> dict[str, SourcePackage]:
     return by_name
 
 
-# ---------------------------------------------------------------------------- the record
-
-
 def owed_record(obligations: Obligations, root: Path) -> OwedSources:
-    """What publish needs to fetch the owed Debian source packages without the build root:
-    each package, the apt archives of the root whose dpkg records name it (the image's, or a
-    package root's: a sysroot debootstrap made has its own) as deb-src coordinates, and the
-    keyrings they trust (their bytes). Reads files only."""
+    """What publish needs to fetch the owed source packages without the build root: each package,
+    its root's apt archives and the keyrings they trust (their bytes). Reads files only."""
     verdicts = dict(obligations.verdicts)
     packages = tuple(OwedPackage(p.name, p.version, p.binaries, verdicts[p.name].licence)
                      for p in obligations.sources)
@@ -269,10 +236,8 @@ def owed_record(obligations: Obligations, root: Path) -> OwedSources:
 
 
 def apt_archives(root: Path) -> tuple[tuple[Archive, ...], tuple[Keyring, ...]]:
-    """Each `deb` archive of `root`'s apt sources (sources.list, sources.list.d/*.list and
-    *.sources; a mirror list or a local folder too: publish then needs a mirror), and the
-    keyrings it trusts: its signed-by files, else the root's trusted.gpg and trusted.gpg.d/
-    (as apt does)."""
+    """Each `deb` archive of `root`'s apt sources, and the keyrings it trusts: its signed-by
+    files, else trusted.gpg and trusted.gpg.d/ (as apt does)."""
     apt = root / "etc/apt"
     entries: list[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = []
     for path in [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*.list"))]:
@@ -299,8 +264,7 @@ def apt_archives(root: Path) -> tuple[tuple[Archive, ...], tuple[Keyring, ...]]:
 
 
 def _keep(keyrings: dict[str, Keyring], path: Path) -> str:
-    """The keyring's name in the record (its file name; another file of the same name gets
-    a numbered one)."""
+    """The keyring's name in the record (another file of the same name gets a numbered one)."""
     data = path.read_bytes()
     suffix = ".asc" if path.suffix == ".asc" else ".gpg"
     stem = re.sub(r"[^A-Za-z0-9._+-]", "-", path.stem).lstrip("._+-") or "keyring"
@@ -344,15 +308,10 @@ def _deb822_entries(text: str) -> list[_Entry]:
     return [entry for entry in found if entry[1]]
 
 
-# ---------------------------------------------------------------------------- built in the image
-
-
 def built_sources(built: Sequence[tuple[str, str]], facts: ImageFacts, root: Path,
                   cache_dir: Path) -> tuple[SourceFile, ...]:
-    """The source of each library the image built, `built` as (name, version): the upstream
-    tarball it was built from (checked against its record) and the scripts that built it (as
-    <name>_<version>-<script>), copied from the image's `root` to
-    `cache_dir`/sources/<name>_<version>/."""
+    """The source of each library the image built (`built`: name, version): its tarball (checked
+    against its record) and build scripts, copied to `cache_dir`/sources/<name>_<version>/."""
     files: list[SourceFile] = []
     for library in (item for item in facts.built if (item.name, item.version) in built):
         folder = cache_dir / SOURCES / f"{library.name}_{library.version}"
@@ -370,9 +329,6 @@ def built_sources(built: Sequence[tuple[str, str]], facts: ImageFacts, root: Pat
             files.append(SourceFile(library.name, library.version, copy.name, copy,
                                     hashed.size, hashed.sha256))
     return tuple(files)
-
-
-# ---------------------------------------------------------------------------- the kit's notice
 
 
 README_HEAD = """\
@@ -399,8 +355,7 @@ for three years from the release's date to any third party.
 
 
 def readme_section(obligations: Obligations, tag: str) -> str:
-    """The third_party/README part that names each package whose source the release carries,
-    its version and licence, and the written offer."""
+    """The third_party/README part naming each package whose source is published, and the offer."""
     if not obligations.sources and not obligations.built:
         return ""
     verdicts = dict(obligations.verdicts)

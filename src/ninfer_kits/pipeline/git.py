@@ -1,11 +1,6 @@
-"""Running git for the source stage: its own settings (no hook of the user's or of a
-repository runs), an environment that points it at no other repository and never prompts, in a
-session of its own that ends with it (children), and credentials kept apart from URLs.
-
-Credentials in a URL (`https://user:TOKEN@host/…`) never reach a command line, where `ps`
-shows them to every user of the machine: git is given the URL without them, and an HTTP
-Authorization header through its environment (GIT_CONFIG_COUNT); messages are scrubbed.
-"""
+"""Running git for the source stage: settings of its own (no hook runs), no prompt, no repository
+but the one named, a session that ends with it. A URL's credentials never reach a command line
+(`ps` shows it): they go through git's environment as an HTTP header; messages are scrubbed."""
 
 from __future__ import annotations
 
@@ -16,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Final
 from urllib.parse import unquote
 
-from ninfer_kits import children
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
-from ninfer_kits.remote import REDACTED
+from ninfer_kits.host import children
+from ninfer_kits.net.remote import REDACTED
 
 _SSH_SCHEMES: Final = frozenset({"ssh", "git+ssh", "ssh+git"})
 
@@ -46,8 +41,8 @@ _GIT_CONFIG: Final = (
 
 
 def redact_url(url: str) -> str:
-    """The URL without the credentials it carries: `https://user:token@host/x` → `https://host/x`.
-    Not remote.redact (`https://***@host/x`): this is a location, and the mirror's cache key."""
+    """The URL without its credentials (`https://host/x`, not remote.redact's `https://***@host/x`):
+    a location, and the mirror's cache key."""
     return _split_credentials(url)[0]
 
 
@@ -66,9 +61,8 @@ def _environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def run(args: Sequence[str], *, stdin: str = "",
         env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """git to its end, in a session of its own that ends with it (children): on Ctrl-C
-    or SIGTERM, what it started (a remote helper, ssh, an upload-pack) ends before the build
-    goes on to let go of the mirror's lock."""
+    """git to its end, in a session of its own: on Ctrl-C or SIGTERM what it started ends before
+    the build lets go of the mirror's lock."""
     process = start(command(*args), stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         stdout, stderr = process.communicate(stdin.encode())
@@ -119,8 +113,7 @@ def _split_credentials(url: str) -> tuple[str, str]:
 
 
 def scrub(text: str, url: str) -> str:
-    """text with url's credentials removed, wherever git may have echoed them. Not remote.redact:
-    that knows no URL, this knows the one git was given, and its percent-decoded and Basic forms."""
+    """`text` without `url`'s credentials, in every form git may echo (percent-decoded, Basic)."""
     clean, userinfo = _split_credentials(url)
     if not userinfo:
         return text
@@ -140,13 +133,9 @@ def _basic_credentials(userinfo: str) -> str:
 
 
 def credentials_apart(url: str) -> tuple[str, dict[str, str]]:
-    """The URL to give git, and the environment that carries the credentials it had.
-
-    http(s): an `http.<url>.extraHeader` of `Authorization: Basic …`, set through git's
-    GIT_CONFIG_COUNT/KEY/VALUE variables, scoped to that URL: never on a command line (where
-    `ps` shows it to every user), never in the cache's config. `https://TOKEN@host/…` (GitHub's
-    form) sends the token as the user name with an empty password, as git itself would. Other
-    schemes keep the user name and drop the password (ssh cannot take one from a URL)."""
+    """The URL to give git, and the environment carrying its credentials: for http(s) an
+    `http.<url>.extraHeader` (`https://TOKEN@host/…` sends the token as the user name, as git
+    does); other schemes keep the user name and drop the password."""
     clean, userinfo = _split_credentials(url)
     if not userinfo:
         return url, {}

@@ -1,18 +1,6 @@
-"""The local builder's dependencies on this machine: all found before anything is fetched, or
-all named at once with ONE install line for the distribution it runs on.
-
-What is needed, how each is found and which package brings it on Debian/Ubuntu, Fedora/RHEL
-and Arch is data (data/build_deps.toml), validated when it loads; the distribution is read from
-/etc/os-release (ID, then ID_LIKE). Run as root on Debian or Ubuntu, the missing packages are
-installed with apt-get (non-interactive, saying what it installs) unless NINFER_KITS_NO_INSTALL
-is set; otherwise, and everywhere else, the error names them and the build exits with status 2.
-
-CMake (3.28 or newer: the `[local]` extra) and the CUDA toolkit (from NVIDIA) are checked here
-too, so that one run names everything, but are never installed.
-
-`python -m ninfer_kits.pipeline.hostdeps [--tests]` does the same for the build (and the test
-suite): `nox -s tests` runs it first.
-"""
+"""The local builder's dependencies on this machine (data/build_deps.toml): all checked before
+anything is fetched, named at once with one install line, installed as root on Debian or Ubuntu
+(docs/build.md, "What the build needs"). `python -m ninfer_kits.pipeline.hostdeps [--tests]`."""
 
 from __future__ import annotations
 
@@ -30,15 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ninfer_kits.children import probe
+from ninfer_kits.config import settings
+from ninfer_kits.config.resources import data_file
+from ninfer_kits.config.tables import Table, quote, read_data_file, table_name, unknown_name
 from ninfer_kits.errors import EnvironmentFailure
+from ninfer_kits.host.children import probe
 from ninfer_kits.log import Reporter
-from ninfer_kits.resources import data_file
-from ninfer_kits.tables import Table, quote, read_data_file, table_name, unknown_name
 
 DATA: Final = data_file("build_deps.toml")
 OS_RELEASE: Final = (Path("/etc/os-release"), Path("/usr/lib/os-release"))
-NO_INSTALL_ENV: Final = "NINFER_KITS_NO_INSTALL"
+NO_INSTALL_ENV: Final = settings.NO_INSTALL.name
 MIN_CMAKE: Final = (3, 28)
 PURPOSES: Final = ("build", "ccache", "tests")  # ccache: the local builder's, unless --no-ccache
 APT_TAIL = 20
@@ -52,8 +41,7 @@ _WORD = re.compile(r"-{0,2}[A-Za-z0-9][A-Za-z0-9+._=-]*")  # a word of the insta
 
 
 class MissingBuildDependencies(EnvironmentFailure):
-    """Something the build needs is not on this machine: the environment's failure, not the
-    user's input (exit status 3); the message names all of it and gives one install line."""
+    """Something the build needs is not here (exit status 3): all named, with one install line."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,9 +88,6 @@ class Catalog:
                 if distro in family.ids:
                     return family
         return None
-
-
-# --------------------------------------------------------------------------- the data file
 
 
 def load_catalog(path: Path = DATA) -> Catalog:
@@ -179,9 +164,6 @@ def _family(table: Table, deps: Sequence[Dependency]) -> Family:
                   note=table.text("note", empty=True) if "note" in table.data else "")
 
 
-# --------------------------------------------------------------------------- this machine
-
-
 def read_os_release(paths: Sequence[Path] = OS_RELEASE) -> dict[str, str]:
     """The first os-release file that exists, as a dict ({} when there is none)."""
     for path in paths:
@@ -203,16 +185,18 @@ def read_os_release(paths: Sequence[Path] = OS_RELEASE) -> dict[str, str]:
     return {}
 
 
-def search_path(environ: Mapping[str, str]) -> str:
-    """PATH with this environment's bin/ first, as the local builder runs tools (CMake from the
-    `[local]` extra is there, also when the environment is not activated)."""
-    return os.pathsep.join([str(Path(sys.executable).parent), environ.get("PATH", "")])
+def search_path(environ: Mapping[str, str] | None = None) -> str:
+    """PATH with this environment's bin/ first (CMake from the `[local]` extra is there, also when
+    the environment is not activated)."""
+    return os.pathsep.join([str(Path(sys.executable).parent),
+                            settings.read(settings.PATH, environ) or ""])
 
 
 def include_dirs(environ: Mapping[str, str]) -> list[Path]:
     multiarch = sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu"
-    listed = [part for var in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
-              for part in environ.get(var, "").split(os.pathsep) if part]
+    listed = [part for setting in (settings.CPATH, settings.C_INCLUDE_PATH,
+                                   settings.CPLUS_INCLUDE_PATH)
+              for part in (settings.read(setting, environ) or "").split(os.pathsep) if part]
     return [Path(p) for p in (*listed, "/usr/local/include", f"/usr/include/{multiarch}",
                               "/usr/include", "/usr/include/ffmpeg")]
 
@@ -221,7 +205,8 @@ def is_present(dep: Dependency, environ: Mapping[str, str]) -> bool:
     path = search_path(environ)
     if dep.command:
         return shutil.which(dep.command, path=path) is not None
-    pkg_config = environ.get("PKG_CONFIG") or shutil.which("pkg-config", path=path)
+    pkg_config = (settings.read(settings.PKG_CONFIG, environ)
+                  or shutil.which("pkg-config", path=path))
     if pkg_config:
         done = probe([pkg_config, "--exists", str(dep.pkg_config)], env=environ)
         return done.returncode == 0
@@ -243,16 +228,16 @@ def cmake_problem(environ: Mapping[str, str]) -> str | None:
 
 
 def nvcc_problem(nvcc: str, environ: Mapping[str, str]) -> str | None:
-    """The local builder's rule: NVCC/CUDACXX when set (and then only that), else
-    /usr/local/cuda/bin/nvcc, else nvcc on PATH."""
-    named = nvcc or environ.get("NVCC") or environ.get("CUDACXX") or ""
+    """NVCC/CUDACXX when set (and then only that), else /usr/local/cuda/bin/nvcc, else PATH."""
+    named = (nvcc or settings.read(settings.NVCC, environ)
+             or settings.read(settings.CUDACXX, environ) or "")
     if named:
         if os.access(named, os.X_OK):
             return None
         return (f"nvcc {named} (from NVCC/CUDACXX) is not an executable file; install the CUDA "
                 f"toolkit or point NVCC at its nvcc")
     if os.access("/usr/local/cuda/bin/nvcc", os.X_OK) or shutil.which(
-            "nvcc", path=environ.get("PATH", "")):
+            "nvcc", path=settings.read(settings.PATH, environ) or ""):
         return None
     return ("nvcc not found: the local builder needs the CUDA toolkit, 13.0 or newer, from "
             "NVIDIA (install it at /usr/local/cuda or set NVCC=/path/to/nvcc)")
@@ -308,9 +293,7 @@ def ensure_build_dependencies(reporter: Reporter, *, nvcc: str = "",
                               environ: Mapping[str, str] | None = None,
                               os_release: Sequence[Path] = OS_RELEASE,
                               is_root: bool | None = None) -> None:
-    """Return when everything is there; install the missing packages first when run as root
-    on Debian or Ubuntu (unless NINFER_KITS_NO_INSTALL is set); else MissingBuildDependencies
-    naming them."""
+    """Install what is missing as root on Debian or Ubuntu; else MissingBuildDependencies."""
     environ = os.environ if environ is None else environ
     findings = check(purposes=purposes, nvcc=nvcc, environ=environ, os_release=os_release)
     if findings.ok:
@@ -321,7 +304,7 @@ def ensure_build_dependencies(reporter: Reporter, *, nvcc: str = "",
         apt = shutil.which("apt-get", path=search_path(environ))
         if not root:
             raise MissingBuildDependencies(explain(findings, after="then run this again"))
-        if environ.get(NO_INSTALL_ENV):
+        if settings.read(settings.NO_INSTALL, environ):
             raise MissingBuildDependencies(
                 explain(findings, after=f"(not installed: {NO_INSTALL_ENV} is set)"))
         if apt is None:

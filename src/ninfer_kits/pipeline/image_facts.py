@@ -1,21 +1,6 @@
-"""What a toolchain image says about itself for the portable repair and the licences, in
-/etc/ninfer-kits/toolchain.toml (an ordinary image has none: every field is then empty).
-
-An image that compiles against a sysroot (dockerfiles/toolchain-sysroot-debian.Dockerfile)
-links libraries that are not the image's own: the sysroot's and those it built from source.
-The file names
-- `library_path`: folders the repair searches after the kit's own RUNPATH and before the
-  loader's cache and folders when it resolves what the kit needs (the sysroot's libraries are
-  what the kit linked, not the image's);
-- `package_roots`: folders holding a root of their own with dpkg records (the sysroot's Debian
-  packages): a file under one is looked up in that root's records;
-- `built`: a folder of records, one TOML file per library built in the image from a pinned
-  upstream tarball: its name, version, licence and licence files, the tarball and the scripts
-  that built it, and the sha256 of every file it installed.
-
-Both files are ours, written by the image's build; they are validated when read, and a wrong
-one fails the build naming the file, table and key (ConfigError).
-"""
+"""What a toolchain image says about itself in /etc/ninfer-kits/toolchain.toml (its sysroot's
+libraries, package roots and the libraries it built), validated when read; an ordinary image has
+none. The keys: docs/portable.md, "Older distributions"."""
 
 from __future__ import annotations
 
@@ -24,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits.tables import Table, read_data_file
+from ninfer_kits.config.tables import Table, read_data_file
 
 FACTS_FILE = "/etc/ninfer-kits/toolchain.toml"
 SCHEMA = 1
@@ -66,14 +51,18 @@ def read_image_facts(root: Path) -> ImageFacts:
     return _read(path, root)
 
 
+def check_schema(table: Table, schema: int) -> None:
+    """A data file's `schema` must be `schema`: this ninfer-kits reads no other."""
+    if (found := table.integer("schema")) != schema:
+        raise table.error("schema", f"unsupported schema {found} (this ninfer-kits reads "
+                                    f"schema {schema})")
+
+
 @functools.cache
 def _read(path: Path, root: Path) -> ImageFacts:
     table = read_data_file(path, "the toolchain image's facts file")
     table.check_keys(("schema",), ("library_path", "package_roots", "built"))
-    schema = table.integer("schema")
-    if schema != SCHEMA:
-        raise table.error("schema", f"unsupported schema {schema} (this ninfer-kits reads "
-                                    f"schema {SCHEMA})")
+    check_schema(table, SCHEMA)
     library_path = _folders(table, "library_path")
     package_roots = _folders(table, "package_roots")
     built: tuple[BuiltLibrary, ...] = ()

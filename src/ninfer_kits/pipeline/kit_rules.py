@@ -1,14 +1,14 @@
-"""What every kit must carry, and must not: the upstream's license, SASS for its arch and no
-other arch's device code, no search path the loader would read from the current directory, no
-glibc symbol newer than its toolchain's floor."""
+"""What every kit must carry, and must not: the upstream's license, SASS for its arch and no other
+arch's device code, no search path relative to the current directory, no glibc symbol newer
+than its toolchain's floor."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from ninfer_kits import versions
 from ninfer_kits.errors import CheckFailed
+from ninfer_kits.host import versions
 from ninfer_kits.inspector.floor import describe_device_code
 from ninfer_kits.inspector.inspection import Inspection
 from ninfer_kits.matrix import Kit, Toolchain
@@ -30,11 +30,8 @@ def copy_licenses(kit: Kit, source: Path, kit_root: Path) -> tuple[str, ...]:
 
 
 def check_archs(kit: Kit, inspection: Inspection) -> None:
-    """Per kit: some file carries SASS for the kit's arch that the CUDA runtime loads (a helper
-    without device code is fine), and no file carries loaded SASS or PTX for another arch (PTX
-    of the same arch is allowed: compute_86 for sm_86, compute_120a for sm_120a). Relocatable
-    entries (`__nv_relfatbin`, device-link inputs) do not give the kit its SASS, but their PTX
-    is JIT-linked by the CUDA runtime when the SASS does not fit: it must be of the kit's arch."""
+    """Some file carries loaded SASS for the kit's arch, and none loaded SASS or PTX of another
+    (the PTX of relocatable entries too: the runtime JIT-links it when the SASS does not fit)."""
     allowed = {("sass", kit.arch), ("ptx", f"compute_{kit.arch.removeprefix('sm_')}")}
     floor = inspection.floor
     if kit.arch not in floor.sass:
@@ -53,8 +50,8 @@ def check_archs(kit: Kit, inspection: Inspection) -> None:
 
 
 def check_search_paths(inspection: Inspection) -> None:
-    """No RUNPATH/RPATH entry may be empty or relative (other than $ORIGIN-based): the loader
-    would search the directory the user happens to run the kit from."""
+    """No RUNPATH/RPATH entry may be empty or relative (but $ORIGIN-based): the loader would
+    search the folder the kit is run from."""
     for info in inspection.files:
         for kind, paths in (("RUNPATH", info.runpath), ("RPATH", info.rpath)):
             bad = [p for p in paths if not p.startswith(("/", "$ORIGIN", "${ORIGIN}"))]
@@ -65,10 +62,8 @@ def check_search_paths(inspection: Inspection) -> None:
 
 
 def check_glibc_floor(toolchain: Toolchain, inspection: Inspection, flavour: str) -> None:
-    """A toolchain that builds for an older glibc than its own (a sysroot) says which one
-    (`glibc_floor`); a kit needing a newer symbol version took it from the build environment
-    (a library or an object compiled against the image's own glibc) and would not start where
-    the floor promises it does."""
+    """A kit of a toolchain with a `glibc_floor` needing a newer symbol took it from the image's
+    own glibc, and would not start where the floor says it does."""
     if toolchain.glibc_floor is None:
         return
     found = inspection.floor.floor("GLIBC")

@@ -1,9 +1,6 @@
-"""Which commit to build, and the repository that holds it. A URL or a repository is kept as a
-bare mirror in the cache, fetched under a lock (parallel builds of one upstream share it); a
-pinned revision already there is used without fetching, so a rebuild works offline. A folder
-inside a local repository (the built-in example) is built from that repository's last commit
-touching the folder.
-"""
+"""Which commit to build, and the repository that holds it: a bare mirror in the cache, fetched
+under a lock, used without fetching when it has the pinned revision (a rebuild works offline);
+a folder inside a local repository is built from its last commit touching it."""
 
 from __future__ import annotations
 
@@ -17,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ninfer_kits import locks
+from ninfer_kits.config.tables import did_you_mean
 from ninfer_kits.errors import BadInput, EnvironmentFailure, NinferKitsError
+from ninfer_kits.files import locks
 from ninfer_kits.matrix import Upstream
 from ninfer_kits.pipeline import git
-from ninfer_kits.tables import did_you_mean
 
 Log = Callable[[str], None]
 
@@ -122,13 +119,14 @@ def resolved(
         yield _find_in_subfolder(upstream, place, wanted=wanted, log=log)
         return
     mirror = _mirror_path(cache_dir, place.source)
-    with _locked(mirror):
+    mirror.parent.mkdir(parents=True, exist_ok=True)
+    # parallel builds of one upstream must not fetch into its mirror at once
+    with locks.held(mirror.with_name(f"{mirror.name}.lock"), wait=None):
         yield _find_in_mirror(upstream, place.source, mirror, wanted=wanted, log=log)
 
 
 def _commit_by_prefix(repo: Sequence[str], prefix: str) -> list[str]:
-    """Every commit whose SHA starts with prefix (rev-parse alone would also accept a ref
-    named like the prefix, and would not say whether it failed on no match or on several)."""
+    """Every commit whose SHA starts with prefix (rev-parse would also take a ref so named)."""
     listed = git.output([*repo, "rev-parse", f"--disambiguate={prefix}"], f"looking up {prefix}")
     if not listed:
         return []
@@ -204,7 +202,8 @@ def _find_in_subfolder(
             )
         sha = found
     _check_folder_at(upstream, repo, place, sha)
-    dirty = _has_changes(repo, place)
+    dirty = bool(git.output([*repo, "status", "--porcelain", "--untracked-files=normal", "--",
+                             place.subdir], f"git status in {place.top}"))
     if dirty:
         log(
             f"warning: {place.subdir} has uncommitted changes in {place.top}; building the "
@@ -236,14 +235,6 @@ def _check_folder_at(upstream: Upstream, repo: Sequence[str], place: _Subfolder,
         )
 
 
-def _has_changes(repo: Sequence[str], place: _Subfolder) -> bool:
-    status = git.output(
-        [*repo, "status", "--porcelain", "--untracked-files=normal", "--", place.subdir],
-        f"git status in {place.top}",
-    )
-    return bool(status)
-
-
 def _warn_if_shallow(repo: Sequence[str], place: _Subfolder, log: Log) -> None:
     # In a shallow clone (CI's default) the last commit touching the folder may lie beyond the
     # cut, and git names the cut instead: another revision and SOURCE_DATE_EPOCH for one tree.
@@ -264,14 +255,6 @@ def _mirror_path(cache_dir: Path, source: str) -> Path:
 def _safe_name(url: str) -> str:
     last = re.split(r"[/:\\]", url.rstrip("/"))[-1].removesuffix(".git")
     return re.sub(r"[^A-Za-z0-9._-]+", "-", last).strip(".-")[:40] or "repo"
-
-
-@contextlib.contextmanager
-def _locked(mirror: Path) -> Iterator[None]:
-    """Hold the mirror's lock: parallel builds of one upstream must not fetch into it at once."""
-    mirror.parent.mkdir(parents=True, exist_ok=True)
-    with locks.held(mirror.with_name(f"{mirror.name}.lock"), wait=None):
-        yield
 
 
 def _update_mirror(mirror: Path, source: str, log: Log) -> None:

@@ -1,21 +1,6 @@
-"""The pack stage: deterministic kit tarballs.
-
-A kit tarball must be the same bytes whoever builds it and whenever: entries sorted by path,
-one fixed mtime, owner 0/0 with empty names, normalized modes, no pax times, and gzip headers
-without name or time. Compression is BGZF-style: the tar stream is cut into 1 MiB blocks at
-fixed offsets, and a thread pool compresses each into a complete gzip member of its own with
-libdeflate (the `deflate` wheel, pinned; it releases the GIL while it compresses). The members,
-written in order, are one valid .tar.gz (gzip -d, tar xz, Python's gzip module and
-tarfile.open read a series of members as one stream; tarfile's stream mode "r|gz" stops after
-the first), and the output depends neither on the number of threads nor on the host's zlib.
-Each member's header records the member's length in an extra subfield of its own
-(inspector.decompress.FRAMED_ID; other readers skip it, as RFC 1952 says they must): knowing
-where a member ends, a reader takes it whole and inflates several at once, which a fetch over a
-fast link needs (one thread streaming zlib cannot keep up).
-The tarball lands through `ninfer_kits.atomic` (hashed as it is written, renamed into place
-whole), so a reader never sees half a kit. A kit's tarball (`pack_kit`) carries
-kit/MANIFEST.json, the list of its own files (ninfer_kits.kitmanifest), written just before.
-"""
+"""The pack stage: deterministic kit tarballs, gzipped in 1 MiB members of their own on every core,
+each recording its length (docs/reproducibility.md says why each choice). The tarball lands
+through files.atomic, and a kit's carries kit/MANIFEST.json, written just before."""
 
 from __future__ import annotations
 
@@ -31,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
-from ninfer_kits import kitmanifest
-from ninfer_kits.atomic import FILE_MODE, READ_SIZE, HashingSink, PackedFile, output
 from ninfer_kits.errors import BadInput, EnvironmentFailure
+from ninfer_kits.files.atomic import FILE_MODE, READ_SIZE, HashingSink, PackedFile, output
 from ninfer_kits.inspector.decompress import (
     FEXTRA,
     FRAMED_EXTRA,
@@ -41,6 +25,7 @@ from ninfer_kits.inspector.decompress import (
     FRAMED_ID,
     TRAILER,
 )
+from ninfer_kits.kit import kitmanifest
 from ninfer_kits.pipeline.parallel import usable_cores
 
 BLOCK_SIZE = 1 << 20  # one gzip member per MiB of tar: fixed, so the bytes never vary
@@ -66,8 +51,6 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class Entry:
-    """One member of the tarball: its archive name and what it is on disk."""
-
     name: str
     source: Path
     kind: str  # "dir", "file" or "symlink"
@@ -76,16 +59,8 @@ class Entry:
     target: str = ""
 
 
-# ---------------------------------------------------------------------------- the tree
-
-
-def _normalized_mode(st_mode: int) -> int:
-    return EXEC_MODE if st_mode & 0o111 else FILE_MODE
-
-
 def _check_link(root: Path, path: Path, name: str, target: str) -> None:
-    """Symlinks must stay inside the kit, both as written and as the file system resolves
-    them (a lexical check alone is fooled by a link through another link)."""
+    """Symlinks must stay inside the kit, as written and as resolved (a link through a link)."""
     if not target or posixpath.isabs(target):
         raise BadInput(f"{path}: symlink to an absolute path ({target!r}) cannot go in a kit")
     inside = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
@@ -97,7 +72,8 @@ def _check_link(root: Path, path: Path, name: str, target: str) -> None:
 def _entry(root: Path, path: Path, name: str) -> Entry:
     info = path.lstat()
     if stat.S_ISREG(info.st_mode):
-        return Entry(name, path, "file", info.st_size, _normalized_mode(info.st_mode))
+        mode = EXEC_MODE if info.st_mode & 0o111 else FILE_MODE
+        return Entry(name, path, "file", info.st_size, mode)
     if stat.S_ISLNK(info.st_mode):
         target = os.readlink(path)
         _check_link(root, path, name, target)
@@ -165,9 +141,6 @@ def _add(archive: tarfile.TarFile, entry: Entry, mtime: int) -> None:
         archive.addfile(_tarinfo(entry, size, mtime), handle)
 
 
-# ---------------------------------------------------------------------------- parallel gzip
-
-
 def _gzip_header(level: int, length: int) -> bytes:
     """A member's header: no name, no time, and its whole `length` in the extra field."""
     # What libdeflate itself writes in XFL (2: slowest, 4: fastest), and the OS byte of gzip -n.
@@ -180,8 +153,7 @@ def _gzip_header(level: int, length: int) -> bytes:
 
 
 def _deflate_version() -> str:
-    """The `deflate` wheel's version; imported here, not above, so that a missing compiled
-    compressor is said in one clear message (the stdlib-only ninfer-kits.pyz lacks it)."""
+    """The `deflate` wheel's version, imported here: its absence (the .pyz) is one message."""
     try:
         import deflate
     except ImportError as error:
@@ -191,9 +163,7 @@ def _deflate_version() -> str:
 
 
 def compressor(level: int = LEVEL) -> str:
-    """What compresses the tarball, for BUILDINFO.txt: its bytes depend on this alone (not on
-    the host's zlib), e.g. `libdeflate 1.26 (deflate 0.9.0), level 6, 1 MiB gzip members, each
-    with its length`: kits packed before the length was recorded (NK) said only `gzip members`."""
+    """What compresses the tarball, for BUILDINFO.txt (its bytes depend on this alone)."""
     version = _deflate_version()
     library = BUNDLED_LIBDEFLATE.get(version, "of unknown version")
     return (f"libdeflate {library} (deflate {version}), level {level}, "
@@ -201,9 +171,7 @@ def compressor(level: int = LEVEL) -> str:
 
 
 def gzip_member(block: bytes, level: int) -> bytes:
-    """One block as a complete gzip member: header (with the member's length), raw deflate
-    (the GIL released while libdeflate works), CRC-32 and size. A function of the block and the
-    level only."""
+    """One block as a complete gzip member recording its length: a function of block and level."""
     import deflate  # see _deflate_version
 
     body = deflate.deflate_compress(block, level)
@@ -213,12 +181,8 @@ def gzip_member(block: bytes, level: int) -> bytes:
 
 
 class ParallelGzip:
-    """A write-only stream that gzips what it is given, blocks compressed on a thread pool.
-
-    Blocks are cut at fixed offsets of the uncompressed stream, whatever the sizes of the
-    writes, each becomes a gzip member of its own, and the members are written in order: the
-    output is a function of the input bytes and the level only.
-    """
+    """A write-only gzip stream: fixed-size blocks compressed on a thread pool, written in order,
+    so the output depends on the input bytes and the level alone."""
 
     def __init__(self, sink: HashingSink, pool: ThreadPoolExecutor, threads: int, level: int,
                  total: int, progress: Progress | None) -> None:
@@ -289,8 +253,7 @@ def _check_paths(root: Path, dest: Path) -> None:
 
 def pack_tree(root: Path, dest: Path, *, mtime: int, threads: int | None = None,
               level: int = LEVEL, progress: Progress | None = None) -> PackedFile:
-    """Pack the folder `root` (named by its last component inside the archive) into the
-    gzip-compressed tar `dest`; the same tree gives the same bytes, whatever `threads` is."""
+    """Pack `root` (named by its last component) into the .tar.gz `dest`; same tree, same bytes."""
     threads = threads if threads is not None else usable_cores()
     if threads < 1 or level not in LEVELS or mtime < 0:
         raise ValueError(f"bad pack settings: threads={threads}, level={level}, mtime={mtime}")
@@ -311,9 +274,7 @@ def pack_tree(root: Path, dest: Path, *, mtime: int, threads: int | None = None,
 
 def pack_kit(root: Path, dest: Path, *, mtime: int, threads: int | None = None,
              level: int = LEVEL, progress: Progress | None = None) -> PackedFile:
-    """A kit's tarball: kit/MANIFEST.json written into the tree `root` (a folder named kit),
-    then the tree packed (`pack_tree`), so that the manifest is covered by the tarball's
-    sha256, and by the signature of SHA256SUMS."""
+    """`pack_tree` of a kit's tree, kit/MANIFEST.json written first (covered by the sha256)."""
     if root.name != kitmanifest.KIT:
         raise ValueError(f"{root}: a kit's tree is a folder named {kitmanifest.KIT}")
     kitmanifest.write(root)

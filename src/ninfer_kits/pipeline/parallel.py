@@ -19,7 +19,7 @@ def usable_cores() -> int:
 
 
 def in_parallel(work: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """`work` on every item, in order, on a thread per usable core (for work that leaves the
-    GIL: a subprocess, hashlib, zlib); the first error is raised."""
+    """`work` on every item, in order, a thread per usable core (for work that leaves the GIL);
+    the first error is raised."""
     with ThreadPoolExecutor(max_workers=usable_cores()) as pool:
         return list(pool.map(work, items))

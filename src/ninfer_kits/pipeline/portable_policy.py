@@ -1,12 +1,6 @@
-"""Which libraries a portable kit never carries, and which it carries only byte for byte
-(data/portable_policy.toml, validated on load).
-
-A portable kit bundles every shared library it needs except glibc's and the NVIDIA driver's: those
-are what every target provides, and a copy of them in the kit would break it. Each group of
-sonames says why, so that the repair log and the kit's notices can say it too. Some bundled
-libraries may not be edited (NVIDIA's EULA forbids modified CUDA object code): those are shipped
-as they are and must find their neighbours without a RUNPATH edit.
-"""
+"""Which libraries a portable kit never carries (glibc's, the driver's), and which it carries only
+byte for byte (NVIDIA's EULA forbids edited CUDA object code): data/portable_policy.toml, each
+group with its why for the repair log and the kit's notices."""
 
 from __future__ import annotations
 
@@ -15,8 +9,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits.resources import data_file
-from ninfer_kits.tables import Table, read_data_file
+from ninfer_kits.config.resources import data_file
+from ninfer_kits.config.tables import Table, read_data_file
+from ninfer_kits.pipeline.image_facts import check_schema
 
 SCHEMA = 1
 DATA_FILE = data_file("portable_policy.toml")
@@ -57,10 +52,7 @@ def load_policy(path: Path | None = None) -> Policy:
 
 def _validate(root: Table) -> Policy:
     root.check_keys(("schema", "never_bundled"), ("unmodified",))
-    schema = root.integer("schema")
-    if schema != SCHEMA:
-        raise root.error("schema", f"unsupported schema {schema} (this ninfer-kits reads "
-                                   f"schema {SCHEMA})")
+    check_schema(root, SCHEMA)
     never = _groups(root, "never_bundled")
     unmodified = _groups(root, "unmodified") if "unmodified" in root.data else ()
     return Policy(root.source.path, never, unmodified)

@@ -1,29 +1,6 @@
-"""Which package a library file came from, and under which licence, read from the build
-environment's own records under a root folder ("/" for this host, or an image's exported root).
-
-A portable kit redistributes the libraries it carries, so for each one it must name the package,
-its version and its licence, and ship the licence text. Two package managers are read:
-
-- dpkg: ROOT/var/lib/dpkg/info/*.list say which package installed which path, and
-  ROOT/var/lib/dpkg/status its version. Paths are compared as canonical paths inside the root:
-  since the usr-merge a list may record /lib/x86_64-linux-gnu/libz.so.1 while the loader reaches
-  the file as /usr/lib/x86_64-linux-gnu/libz.so.1.2.13. The licence text is
-  ROOT/usr/share/doc/<package>/copyright; the licence names come from its DEP-5 `License:` fields
-  when it is machine-readable, else from the licences its free text names.
-- Python wheels (NVIDIA ships the CUDA runtime as PyPI wheels, and a toolkit may be such a wheel
-  tree copied to a prefix): a *.dist-info folder beside the library, or in a dist-info/ folder of
-  one of its parent folders, whose RECORD lists the file (by its path relative to that folder,
-  or ending in it: nvidia/cu13/lib/libcudart.so.13 copied to /usr/local/cuda-13.0/lib/) with the
-  same sha256. Name, version and licence come from METADATA, the licence text from the
-  dist-info's License-File.
-- What a toolchain image says of itself (image_facts): a file it built from an upstream tarball
-  is claimed by that build's record (name, version, licence, the sha256 of each file), and a
-  file under one of its package roots (a sysroot of Debian packages) by that root's own dpkg
-  records, read as above inside it.
-
-A library no package claims, or whose licence cannot be determined, is an error: a kit must not
-carry what it cannot name the terms of.
-"""
+"""Which package a library file came from, and under which licence, from the build environment's
+own records (dpkg, a wheel's RECORD, an image's facts) under a root folder; a file no package
+claims is an error. What is read and why: docs/portable.md."""
 
 from __future__ import annotations
 
@@ -74,8 +51,7 @@ _NAMED_LICENCES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 
 
 class LicenseUnknown(CheckFailed):
-    """A library to be bundled whose licence cannot be determined: no package claims it, or its
-    package has no readable licence file, or that file names no licence."""
+    """A file whose licence cannot be determined: no package claims it, or none that we can name."""
 
 
 @dataclass(frozen=True)
@@ -130,8 +106,7 @@ class PackageIndex:
         self._package_origins: dict[str, Origin] = {}  # package (or dist-info) → its Origin
 
     def origins(self, paths: Iterable[str]) -> list[Origin | LicenseUnknown]:
-        """`origin` of each path, hashed in parallel (hashlib releases the GIL): the
-        package, or the LicenseUnknown saying why there is none."""
+        """`origin` of each path, in parallel, or the LicenseUnknown saying why there is none."""
         self._dpkg_index()  # read once, before the threads share them
         self._status_index()
         self._built_index()
@@ -145,15 +120,13 @@ class PackageIndex:
         return in_parallel(one, paths)
 
     def canonical(self, path: str) -> str | None:
-        """rootfs.canonical, asked once per path: the root does not change while it is read,
-        and every header of one name (types.h) is a candidate for every other."""
+        """rootfs.canonical, once per path (every header of one name is a candidate for each)."""
         if path not in self._canonical:
             self._canonical[path] = self.rootfs.canonical(path)
         return self._canonical[path]
 
     def origin(self, path: str) -> Origin:
-        """The package that installed the file at `path` (a path in the root), with its
-        licence; LicenseUnknown when there is none or it has no licence we can name."""
+        """The package that installed `path` (in the root) and its licence; else LicenseUnknown."""
         canonical = self.canonical(path)
         if canonical is None or not self.rootfs.is_file(canonical):
             raise LicenseUnknown(f"{path}: not a file in root {self.rootfs.root}")
@@ -178,8 +151,6 @@ class PackageIndex:
             f"{path} ({canonical}): no package claims it in root {self.rootfs.root}: it is in no "
             f"dpkg file list ({DPKG_INFO}/*.list) and no wheel RECORD (looked in {looked})"
             f"{differs}; its licence cannot be determined")
-
-    # ------------------------------------------------------------------------ the image's own
 
     def _built_index(self) -> dict[str, tuple[BuiltLibrary, str]]:
         if self._built is None:  # made whole, then published
@@ -209,8 +180,6 @@ class PackageIndex:
         return dataclasses.replace(found, root=package_root,
                                    license_file=package_root + found.license_file)
 
-    # ------------------------------------------------------------------------ dpkg
-
     def _dpkg_owner(self, path: str, canonical: str) -> tuple[str, str] | None:
         """(package, the path its list names the file by), or None."""
         index = self._dpkg_index()
@@ -223,8 +192,7 @@ class PackageIndex:
         return min(claims)[1:] if claims else None
 
     def _check_md5(self, path: str, canonical: str, package: str, listed: str) -> None:
-        """The file must be the one dpkg installed (its md5sums), not a copy put over it: the
-        package's licence covers only what the package shipped."""
+        """The file must be the one dpkg installed: its package's licence covers only that."""
         want = self._md5sums_of(package).get(listed.lstrip("/"))
         if want is None:
             return  # dpkg keeps no sum for it (older packages, conffiles): nothing to compare
@@ -299,11 +267,9 @@ class PackageIndex:
         # A list named without :arch is a package of one architecture (or "all").
         return next((version for got, version in rows if not arch or got == arch), None)
 
-    # ------------------------------------------------------------------------ wheels
-
     def _wheel_owner(self, canonical: str) -> tuple[_Wheel | None, str]:
-        """The wheel whose RECORD lists the file with its sha256, or None and the dist-info of
-        one that lists a file of that name with another sha256 ("" if none)."""
+        """The wheel whose RECORD lists the file with its sha256; else None and the dist-info of one
+        listing that name with another sha256 ("" if none)."""
         digest: str | None = None
         other_build = ""
         for base in _ancestors(posixpath.dirname(canonical)):
@@ -380,13 +346,9 @@ class PackageIndex:
         return next((c for c in candidates if self.rootfs.is_file(c)), None)
 
 
-# ---------------------------------------------------------------------------- licence texts
-
-
 def copyright_licence(text: str) -> str | None:
-    """The licences a Debian copyright file names: the DEP-5 `License:` short names of its
-    header and Files paragraphs (sorted, unique, ", "-joined) when it is machine-readable, else
-    the licences its free text names, marked as such; None when it names none."""
+    """The licences a Debian copyright file names (DEP-5 `License:` fields, else those its free
+    text names, marked so), ", "-joined; None when it names none."""
     paragraphs = list(_stanzas(text))
     if paragraphs and DEP5_FORMAT.search(paragraphs[0].get("format", "")):
         names: dict[str, str] = {}
@@ -431,8 +393,7 @@ def _digest(rootfs: RootFS, path: str, digest: hashlib._Hash) -> str:
 
 
 def _stanzas(text: str) -> Iterator[dict[str, str]]:
-    """RFC-822-style paragraphs (dpkg status, DEP-5): field names lowercased, continuation
-    lines joined with newlines."""
+    """RFC-822-style paragraphs: field names lowercased, continuation lines joined."""
     fields: dict[str, str] = {}
     last = ""
     for line in text.splitlines():
@@ -463,15 +424,20 @@ MANAGER_WORDS = {"dpkg": "Debian package", "wheel": "Python wheel",
 
 
 def package_folder(origin: Origin) -> str:
-    """The folder name under third_party/ for a package: dpkg names as they are, wheel names
-    normalized as PyPI does (PEP 503)."""
+    """The folder under third_party/ for a package (a wheel's name normalized, PEP 503)."""
     if origin.manager == "wheel":
         return re.sub(r"[-_.]+", "-", origin.package).lower()
     return origin.package
 
 
+def write_notice(path: Path, data: bytes) -> None:
+    """A licence or notice file of a kit, mode 0644 whatever the umask."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    path.chmod(0o644)
+
+
 def licence_path(rootfs: RootFS, origin: Origin) -> Path:
-    """The licence file of `origin` on this machine."""
     real = rootfs.real(origin.license_file)
     if real is None:
         raise LicenseUnknown(f"{origin.license_file}: gone from root {rootfs.root}")

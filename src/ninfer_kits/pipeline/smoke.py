@@ -1,11 +1,6 @@
-"""The smoke test's oracle: the dynamic loader itself, asked to trace every binary of a kit.
-
-`ld.so --list` stops at the first library it cannot find; in trace mode with LD_WARN set (what
-`ldd` does) the loader goes on, lists every library it cannot find and, with LD_VERBOSE, every
-symbol version a library it found does not define. Nothing of the kit runs: the loader maps the
-libraries and stops before the program starts. This module writes the command and reads its
-output; where it runs (a runtime image, a root) is the caller's business.
-"""
+"""The smoke test's oracle: the loader traces every binary of a kit as `ldd` does (trace mode with
+LD_WARN and LD_VERBOSE names every missing library and symbol version, not the first); nothing
+of the kit runs. This writes the command and reads its output; where it runs is the caller's."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The source stage: fetch an upstream, pick one commit, export that commit's tree.
-
-A build starts from a commit, never from a work tree, so that one revision gives the same
-source on every machine; `mirror` finds the commit (fetching it through `git`), and this module
-exports its tree. Submodules are out of scope: an export holds the upstream's own tree, nothing
-it links to.
-"""
+"""The source stage: export one commit's tree (never a work tree, so one revision gives the same
+source everywhere; submodules out of scope). `mirror` finds the commit."""
 
 from __future__ import annotations
 
@@ -19,21 +14,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
-from ninfer_kits import children
 from ninfer_kits.errors import BadInput, CheckFailed
+from ninfer_kits.files.tarsafe import UnsafeMember, extract_all
+from ninfer_kits.host import children
 from ninfer_kits.matrix import RevisionFacts, Upstream, relative_path_problem
 from ninfer_kits.pipeline import git
 from ninfer_kits.pipeline.mirror import Found, Log, resolved
-from ninfer_kits.tarsafe import UnsafeMember, extract_all
 
 _HEX_REVISION = re.compile(r"[0-9a-fA-F]{7,40}")
 
-# Every exported file's mtime: one fixed time (1980-01-01, the zip epoch), not the commit's.
-# nvcc -lineinfo writes each source file's mtime into the device code (the cubin's line table),
-# and a compiler cache or a kept build tree reuses an unchanged file's object across revisions:
-# stamped with the commit's time, that object would carry an older commit's time where a fresh
-# build writes the new one. With one fixed time, an object depends on the file's content alone.
-# (git archive gives a commit's files the commit time, and a tree's, `<sha>:<folder>`, now.)
+# Every exported file's mtime (1980-01-01), not the commit's nor git archive's (a tree's files
+# get now): nvcc -lineinfo writes it into the device code, and a cached object must depend on
+# the file's content alone (docs/build.md).
 EXPORT_MTIME: Final = 315_532_800
 
 # `git archive` honours export-ignore and export-subst from the tree's .gitattributes. A build
@@ -64,40 +56,19 @@ def fetch_source(
     upstream: Upstream, *, cache_dir: Path, dest: Path, revision: str | None = None,
     url: str | None = None, log: Log | None = None,
 ) -> SourceTree:
-    """Fetch the upstream, resolve the revision and export its tree into `dest`.
-
-    The revision is `revision`, else the upstream's pinned one, else the head of its branch;
-    `url` replaces the upstream's URL (a fork, a local checkout). `dest` must be new or empty.
-    """
-    say = log or _silent
+    """Export the upstream's tree at `revision` (else its pin, else its branch's head) into the new
+    or empty `dest`; `url` replaces the upstream's URL."""
+    say = log or (lambda _: None)
     upstream = _with_url(upstream, url)
     _check_dest(dest)
     wanted = _wanted_revision(upstream, revision)
     with resolved(upstream, cache_dir=cache_dir, wanted=wanted, log=say) as found:
-        if revision is not None and not _is_pinned(upstream, found.sha):
+        pinned = upstream.revision is not None and found.sha.startswith(upstream.revision.lower())
+        if revision is not None and not pinned:
             # matrix.toml's version is that of the revision it builds: another one (--revision,
             # as a maintainer trying an upstream patch) has the version its own file says.
             upstream = replace(upstream, version=None)
         return _export_tree(upstream, found, dest=dest, log=say)
-
-
-def _is_pinned(upstream: Upstream, sha: str) -> bool:
-    return upstream.revision is not None and sha.startswith(upstream.revision.lower())
-
-
-def resolve_revision(
-    upstream: Upstream, *, cache_dir: Path, revision: str | None = None,
-    url: str | None = None, log: Log | None = None,
-) -> str:
-    """The full SHA fetch_source would build, fetching as it would but exporting nothing."""
-    upstream = _with_url(upstream, url)
-    wanted = _wanted_revision(upstream, revision)
-    with resolved(upstream, cache_dir=cache_dir, wanted=wanted, log=log or _silent) as found:
-        return found.sha
-
-
-def _silent(_: str) -> None:
-    pass
 
 
 def _with_url(upstream: Upstream, url: str | None) -> Upstream:
@@ -159,7 +130,6 @@ def _export_tree(upstream: Upstream, found: Found, *, dest: Path, log: Log) -> S
 
 
 def _stamp(root: Path) -> None:
-    """Give every exported entry EXPORT_MTIME, whatever time `git archive` gave it."""
     times = (EXPORT_MTIME, EXPORT_MTIME)
     for folder, folders, files in os.walk(root):
         for name in (*files, *folders):
@@ -181,11 +151,8 @@ def _extract(objects: Path, treeish: str, into: Path) -> None:
 
 
 def _shadow_repository(scratch: Path, objects: Path) -> Path:
-    """A throwaway bare repository that borrows `objects` and exports trees as committed.
-
-    It carries none of the source repository's config or attributes, and writing to it
-    never touches a user's repository.
-    """
+    """A throwaway bare repository borrowing `objects`: none of the source repository's config or
+    attributes, and no write to a user's repository."""
     shadow = scratch / "shadow.git"
     git.output(["init", "--bare", "--quiet", "--template=", str(shadow)],
             "cannot create a scratch repository")

@@ -1,28 +1,16 @@
-"""The build: one matrix entry → a finished kit folder, dist/<release-tag>/ (ninfer_kits.kitdir).
-
-STAGES is the whole program, in order: check the toolchain, fetch the upstream at its revision,
-compile it with the recipe, assemble kit/ (binaries and licenses), inspect it (its floor; the
-arch and search-path rules), make each sibling flavour (the portable repair), ship the licences
-of the toolchain code compiled into the binaries (compiled-in), start the smoke
-test, write each flavour's BUILDINFO.txt, pack the tarballs, wait for the smoke verdict, write
-the checksums, and put the kit folder in dist/. Each stage (pipeline.stage_functions) takes the
-state so far (pipeline.state) and returns it with its own result added. The kit is a tuple of
-flavours (the plain kit, then a sibling such as the portable one, made by `repair`): every
-stage after it loops over them, so a new flavour is one more entry. The build runs in the
-kit's work folder, held by this process alone (pipeline.workspace); the kit folder is made in
-a staging folder next to dist/<tag>/ and moved into place by one rename at the end
-(kitdir.install), so dist/ never holds a partial kit, and never loses another kit's folder to
-a tag they share.
-"""
+"""The build's runner: run_stages is the whole build, in order (docs/build.md lists the stages).
+Each stage receives the results it needs, so one moved before its input fails the type check.
+The kit folder is staged beside dist/<tag>/ and renamed into place: dist/ never holds half a kit."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import time
+from concurrent.futures import Executor
 
-from ninfer_kits import children
-from ninfer_kits.kitdir import KitDir
+from ninfer_kits.host import children
+from ninfer_kits.kit.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.pipeline.stage_functions import (
     assemble,
@@ -32,35 +20,19 @@ from ninfer_kits.pipeline.stage_functions import (
     fetch,
     in_place,
     inspect_kit,
+    make_flavours,
     pack,
     preflight,
     publish_to_dist,
-    repair_portable,
     smoke_verdict,
     start_smoke_test,
     write_buildinfo,
 )
-from ninfer_kits.pipeline.state import BuildRequest, BuildState, Stage
+from ninfer_kits.pipeline.state import BuildContext, BuildRequest, Built
 from ninfer_kits.pipeline.workspace import held_workspace
 
-STAGES: tuple[tuple[str, Stage], ...] = (
-    ("preflight", preflight),
-    ("fetch", fetch),
-    ("compile", compile_kit),
-    ("assemble", assemble),
-    ("inspect", inspect_kit),
-    ("repair", repair_portable),
-    ("compiled-in", compiled_in),
-    ("smoke", start_smoke_test),
-    ("buildinfo", write_buildinfo),
-    ("pack", pack),
-    ("smoke verdict", smoke_verdict),
-    ("checksums", checksums),
-    ("dist", publish_to_dist),
-)
 
-
-def run_build(request: BuildRequest, reporter: Reporter) -> BuildState:
+def run_build(request: BuildRequest, reporter: Reporter) -> Built:
     started = time.monotonic()
     # Named before any stage runs, so that whatever fails, the cleanup knows what to remove.
     staging = request.dist_dir / f".staging-{request.kit.id}-{os.getpid()}"
@@ -68,17 +40,35 @@ def run_build(request: BuildRequest, reporter: Reporter) -> BuildState:
     try:
         with held_workspace(request.work_dir, request.kit.id) as workspace, \
                 children.background() as background:  # stopped early on an interrupt
-            state = BuildState(request=request, workspace=workspace, started=started,
-                               staging=staging, background=background)
+            build = BuildContext(request=request, workspace=workspace, staging=staging,
+                                 started=started, reporter=reporter)
             try:
-                for name, stage in STAGES:
-                    with reporter.step(name):
-                        state = stage(state, reporter)
-                placed = state.kit_dir
+                built = run_stages(build, background)
+                placed = built.kit_dir
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
     except KeyboardInterrupt as interrupt:  # after the last stage, as the work folder is let go
         if placed is not None:
             interrupt.add_note(in_place(placed.path))
         raise
-    return state
+    return built
+
+
+def run_stages(build: BuildContext, background: Executor) -> Built:
+    """Every stage in order, each a progress step; `background` runs the smoke test."""
+    prepared = build.step("preflight", preflight)
+    fetched = build.step("fetch", fetch)
+    compiled = build.step("compile", compile_kit, fetched.source)
+    assembled = build.step("assemble", assemble, compiled, fetched.source)
+    plain = build.step("inspect", inspect_kit, prepared.toolchain, assembled, fetched.asset)
+    repaired = build.step("repair", make_flavours, prepared.toolchain, plain, fetched.tag)
+    flavours = build.step("compiled-in", compiled_in, compiled, repaired)
+    smoke = build.step("smoke", start_smoke_test, background, compiled, flavours)
+    recorded = build.step("buildinfo", write_buildinfo, prepared, fetched.source, compiled,
+                          assembled, flavours)
+    packed = build.step("pack", pack, fetched.source, recorded, flavours)
+    verdicts = build.step("smoke verdict", smoke_verdict, smoke, flavours)
+    staged = build.step("checksums", checksums, prepared.toolchain, compiled, recorded, packed,
+                        verdicts)
+    kit_dir = build.step("dist", publish_to_dist, staged, fetched.tag)
+    return Built(kit_dir=kit_dir, inspection=plain.inspection)

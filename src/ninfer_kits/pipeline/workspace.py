@@ -1,13 +1,6 @@
-"""A kit's work folder (<work-dir>/<kit>/: source, build tree, log), held by one build at a time.
-
-Two builds of the same kit with the same work folder would empty and fill one build tree at
-once, and fail with messages that point nowhere near the cause. A build holds an exclusive
-flock on <work-dir>/<kit>.lock for as long as it runs, with its PID in the file; a second build
-of that kit finds the lock taken and stops at once (WorkFolderBusy, exit status 3), naming the
-process that holds it. The kernel drops the lock when the holder exits, however it exits; a
-build that ends (also interrupted: its children are ended first, children.py) empties the
-file before it lets go, so a PID found in a free lock file names a build that was killed outright.
-"""
+"""A kit's work folder (<work-dir>/<kit>/), held by one build at a time through a flock on
+<work-dir>/<kit>.lock: a second build of the kit stops at once naming the holder, rather than
+emptying the same build tree under the first."""
 
 from __future__ import annotations
 
@@ -16,8 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ninfer_kits import locks
 from ninfer_kits.errors import EnvironmentFailure
+from ninfer_kits.files import locks
 
 
 class WorkFolderBusy(EnvironmentFailure):

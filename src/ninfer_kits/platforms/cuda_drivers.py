@@ -1,5 +1,5 @@
-"""The driver's CUDA facts (data/cuda_drivers.toml, validated as it loads): which driver each
-CUDA release needs, and the driver floor of each CUDA major (minor version compatibility)."""
+"""The driver's CUDA facts (data/cuda_drivers.toml, validated on load): the driver each CUDA
+release needs, and each major's driver floor (minor version compatibility)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from ninfer_kits import versions
-from ninfer_kits.resources import data_file
-from ninfer_kits.tables import Table, read_data_file
-from ninfer_kits.versions import CUDA_VERSION, DRIVER_VERSION
+from ninfer_kits.config.resources import data_file
+from ninfer_kits.config.tables import Table, read_data_file
+from ninfer_kits.host import versions
+from ninfer_kits.host.versions import CUDA_VERSION, DRIVER_VERSION
 
 RELEASE_NAME: Final = re.compile(r"^(?:GA|Update [1-9]\d*)$")
 
@@ -41,8 +41,7 @@ class CudaDrivers:
         return found[-1] if found else None
 
     def cuda_of(self, driver: str) -> tuple[tuple[int, int] | None, bool]:
-        """The CUDA version a driver offers: the newest release whose minimum it meets, and
-        whether it may offer more (it is newer than every release in the table)."""
+        """The newest release whose minimum the driver meets, and whether it may offer more."""
         version = versions.parse(driver)
         newest = self.releases[0]
         for release in self.releases:
@@ -114,8 +113,7 @@ def _update(release: str) -> int:
 
 
 def kit_cuda_version(text: str | int) -> tuple[int, int | None]:
-    """The kit's CUDA version from BUILDINFO's cuda_version ("13.0.88") or the runtime's soname
-    major ("13", 13): (13, 0) or (13, None)."""
+    """"13.0.88" → (13, 0); a soname major ("13", 13) → (13, None)."""
     match = CUDA_VERSION.match(str(text).strip())
     if match is None:
         raise ValueError(f"not a CUDA version: {text!r}")
@@ -124,6 +122,5 @@ def kit_cuda_version(text: str | int) -> tuple[int, int | None]:
 
 
 def driver_minimum(kit_cuda: str, table: CudaDrivers | None = None) -> str | None:
-    """The oldest Linux driver that runs a kit of CUDA `kit_cuda` ("13.0.88"): its major's
-    floor (minor version compatibility), e.g. "580"; None when the table has none."""
+    """The oldest Linux driver for a kit of CUDA `kit_cuda`: its major's floor ("580")."""
     return (table or cuda_drivers()).major_floor(kit_cuda_version(kit_cuda)[0])

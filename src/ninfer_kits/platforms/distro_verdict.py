@@ -1,6 +1,5 @@
-"""Which known distributions meet a kit's floor: a verdict per distribution, requirement by
-requirement, derived from the kit's KitFloor alone and the facts of platforms.distros; every answer
-names the unconfirmed facts it rests on."""
+"""Which known distributions meet a kit's floor, requirement by requirement, from its KitFloor and
+platforms.distros alone; every answer names the unconfirmed facts it rests on."""
 
 from __future__ import annotations
 
@@ -8,7 +7,8 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ninfer_kits import versions
+from ninfer_kits.host import versions
+from ninfer_kits.host.runtime_facts import RuntimeFacts, runtime_facts
 from ninfer_kits.inspector.floor import BASE_VERSION, CUDART, KitFloor, SymbolVersion
 from ninfer_kits.platforms.distros import (
     DRIVER_SONAMES,
@@ -20,7 +20,6 @@ from ninfer_kits.platforms.distros import (
     DistroFacts,
     Provenance,
 )
-from ninfer_kits.runtime_facts import RuntimeFacts, runtime_facts
 
 MET, NOT_MET, NOT_KNOWN = "met", "not met", "not known"
 YES, NO, UNKNOWN = "yes", "no", "not known"
@@ -28,8 +27,6 @@ YES, NO, UNKNOWN = "yes", "no", "not known"
 
 @dataclass(frozen=True)
 class Reason:
-    """One requirement of the kit against one distribution."""
-
     requirement: str  # "glibc ≥ 2.38"
     status: str  # MET, NOT_MET or NOT_KNOWN
     text: str  # "glibc 2.34 < 2.38"
@@ -57,8 +54,7 @@ class Verdict:
 
     @property
     def unchecked(self) -> tuple[str, ...]:
-        """The unconfirmed facts the answer rests on: those of the unmet requirements for a no,
-        of every requirement otherwise."""
+        """The unconfirmed facts the answer rests on (for a no, the unmet requirements')."""
         deciding = [r for r in self.reasons if r.status == NOT_MET] if self.answer == NO \
             else list(self.reasons)
         return tuple(dict.fromkeys(key for reason in deciding for key in reason.unchecked))
@@ -77,8 +73,7 @@ class Verdict:
 
 def judge(floor: KitFloor, distro: Distro, *, arch: str = "x86-64",
           cuda_version: str | None = None, facts: RuntimeFacts | None = None) -> Verdict:
-    """Whether `distro` meets the kit's floor, requirement by requirement. `cuda_version` (the
-    kit's CUDA, from BUILDINFO) names the cuda-cudart package; without it the minor is left open."""
+    """`cuda_version` (BUILDINFO's) names the cuda-cudart package's minor."""
     facts = facts or runtime_facts()
     reasons = [*_machine(floor, arch), *_glibc_reason(floor, distro),
                *_libstdcxx_reasons(floor, distro, facts), *_soname_reasons(floor, distro, facts)]
@@ -137,8 +132,7 @@ def _libstdcxx_reasons(floor: KitFloor, distro: Distro, facts: RuntimeFacts) -> 
                               _unconfirmed(row.provenance, key)))
     need = floor.floor("GCC")
     if need is not None and need.version:
-        # libgcc_s of GCC N defines GCC_<N>.0.0 at most (a new node only when symbols are
-        # added): a need of a later major is not met.
+        # libgcc_s of GCC N defines GCC_<N>.0.0 at most: a later major is not met.
         met = int(need.version.split(".")[0]) <= versions.parse(row.gcc)[0]
         text = (f"libgcc_s.so.1 of GCC {row.gcc}" if met
                 else f"{need.name} (libgcc_s.so.1); it has the libgcc_s of GCC {row.gcc}")
@@ -258,15 +252,13 @@ def _as_reason(runtime: CudaRuntime) -> Reason:
 
 
 def _cudart_package(major: int, cuda_version: str | None) -> str:
-    """cuda-cudart-13-0 for a kit built with CUDA 13.0.x; any later 13.y provides the same
-    libcudart.so.13 (CUDA's minor-version compatibility)."""
+    """cuda-cudart-13-0 for a kit of CUDA 13.0.x (any later 13.y provides it too)."""
     kit = _kit_cuda(cuda_version, major)
     return f"cuda-cudart-{major}-{kit[1]}" if kit else f"cuda-cudart-{major}-<minor>"
 
 
 def _image(row: CudaFacts, major: int, cuda_version: str | None) -> str:
-    """nvidia/cuda:13.0.x-runtime-ubuntu24.04: the kit's CUDA minor, or the earliest image the
-    facts know when that is later (a newer 13.y runtime runs a 13.0 kit)."""
+    """nvidia/cuda:13.0.x-runtime-ubuntu24.04: the kit's minor, or the earliest image known."""
     since = versions.parse(row.image_since) if row.image else ()
     if not since or since[0] > major:
         return ""
@@ -278,7 +270,6 @@ def _image(row: CudaFacts, major: int, cuda_version: str | None) -> str:
 
 
 def _kit_cuda(cuda_version: str | None, major: int) -> tuple[int, ...] | None:
-    """(13, 0) from the kit's `13.0.88`, when it is of that major."""
     if not cuda_version or not versions.DOTTED.fullmatch(cuda_version):
         return None
     version = versions.parse(cuda_version)
@@ -289,7 +280,6 @@ def _kit_cuda(cuda_version: str | None, major: int) -> tuple[int, ...] | None:
 
 
 def floor_summary(floor: KitFloor, facts: RuntimeFacts | None = None) -> tuple[str, ...]:
-    """The kit's needs in short, in the order of the floor table."""
     facts = facts or runtime_facts()
     parts = ["/".join(floor.machines) or "unknown machine"]
     for prefix in ("GLIBC", "GLIBCXX", "CXXABI", "GCC"):

@@ -1,9 +1,6 @@
-"""The known distributions' runtime facts (data/distros.toml, validated on load: every key typed
-and formatted, and the libstdc++ and FFmpeg rows checked against runtime_facts.toml); which of
-them meet a kit's floor is platforms.distro_verdict's to judge.
-
-Each fact table says whether its values were confirmed (`checked`, `unchecked`) and where they
-come from (`source`), so that every answer can name the unconfirmed facts it rests on."""
+"""The known distributions' runtime facts (data/distros.toml, validated on load against
+runtime_facts.toml too); each fact table says whether its values were confirmed, so that every
+answer can name the unconfirmed facts it rests on. platforms.distro_verdict judges."""
 
 from __future__ import annotations
 
@@ -14,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits import versions
-from ninfer_kits.resources import data_file
-from ninfer_kits.runtime_facts import GCC_RELEASE, RuntimeFacts, runtime_facts
-from ninfer_kits.tables import Table, read_data_file
+from ninfer_kits.config.resources import data_file
+from ninfer_kits.config.tables import Table, read_data_file
+from ninfer_kits.host import versions
+from ninfer_kits.host.runtime_facts import GCC_RELEASE, RuntimeFacts, runtime_facts
 
 SCHEMA = 1
 DATA_FILE = data_file("distros.toml")
@@ -37,7 +34,6 @@ _REPO = re.compile(r"[a-z][a-z0-9]*")
 _IMAGE_OS = re.compile(r"[a-z]+[0-9.]*")
 _MACHINE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
-# Libraries that the NVIDIA driver brings, not a distribution: not judged here.
 DRIVER_SONAMES = frozenset({"libcuda.so.1", "libnvidia-ml.so.1"})
 GCC_SONAMES = frozenset({"libstdc++.so.6", "libgcc_s.so.1"})
 
@@ -47,8 +43,6 @@ GCC_SONAMES = frozenset({"libstdc++.so.6", "libgcc_s.so.1"})
 
 @dataclass(frozen=True)
 class Provenance:
-    """Whether a fact table's values were confirmed, and from what."""
-
     table: str  # "glibc", "libstdcxx", ...
     checked: bool
     unchecked: tuple[str, ...]  # keys not confirmed; all keys when checked is false and empty
@@ -138,7 +132,6 @@ def shipped_distros() -> DistroFacts:
 
 
 def load_distros(path: Path) -> DistroFacts:
-    """Read and validate a distributions file; ConfigError names file, line, table and key."""
     return validate(read_data_file(path, "the distributions file"))
 
 
@@ -228,9 +221,8 @@ def _libstdcxx(table: Table, facts: RuntimeFacts) -> LibstdcxxFacts:
 
 def _gcc_disagrees(gcc: tuple[int, ...], version: tuple[int, ...],
                    known: Sequence[tuple[tuple[int, ...], str]]) -> str | None:
-    """None when `version` is what GCC `gcc`'s libstdc++ provides by runtime_facts: the highest
-    version first provided by a release no newer than `gcc`; for a GCC major newer than any it
-    knows, at least the highest version it knows."""
+    """None when `version` is what GCC `gcc`'s libstdc++ provides by runtime_facts (for a GCC
+    newer than any known, at least the highest known); else why not."""
     releases = [(key, _release(name)) for key, name in known]
     if not releases:
         return None

@@ -1,6 +1,6 @@
-"""What each store holds of a release, and what publish makes of it: another kit under the tag
-and every conflict refused before anything changes, a release reproduced with this build's
-very tarballs found, and what a store lacks uploaded and verified."""
+"""What each store holds of a release, and what publish makes of it: conflicts refused before
+anything changes, a reproduced release kept, what a store lacks uploaded (docs/publish.md,
+stage 8)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from ninfer_kits import kitdir, reproduction
-from ninfer_kits.atomic import hash_file
-from ninfer_kits.checksums import SHA256, parse_sums
 from ninfer_kits.errors import CheckFailed
-from ninfer_kits.kitdir import KitDir
+from ninfer_kits.files.atomic import hash_file
+from ninfer_kits.kit import kitdir
+from ninfer_kits.kit.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.publish import plan
 from ninfer_kits.publish.store import Asset, Found, Presence, Release, Store
+from ninfer_kits.release import reproduction
+from ninfer_kits.release.checksums import SHA256, parse_sums
 
 
 class PublishConflict(CheckFailed):
-    """The tag is published already with other kit tarball bytes than this build's: the same
-    tag would name two kits. Nothing is changed (without --replace)."""
+    """The tag is published with other kit tarball bytes: one tag would name two kits."""
 
     def __init__(self, message: str, tag: str) -> None:
         super().__init__(message)
@@ -29,7 +29,7 @@ class PublishConflict(CheckFailed):
 
 class PublishRefused(CheckFailed):
     """A store holds something under this release that is not this kit, and publish will not
-    change it (without --replace; an immutable release, never)."""
+    change it."""
 
 
 def inspect_each(stores: Sequence[Store], release: Release,
@@ -60,7 +60,7 @@ def _state(found: Found) -> str:
 
 
 def refuse_conflicts(stores: Sequence[Store], found: Sequence[Found], replace: bool) -> None:
-    """Before anything changes on any store: refuse what publish must not change."""
+    """Refuse, before anything changes on any store, what publish must not change."""
     problems = []
     for store, held in zip(stores, found, strict=True):
         differ = held.names(Presence.DIFFERENT)
@@ -87,8 +87,8 @@ def refuse_conflicts(stores: Sequence[Store], found: Sequence[Found], replace: b
 
 
 def refuse_other_kit(stores: Sequence[Store], found: Sequence[Found], kit: KitDir) -> None:
-    """A tag published with other tarball bytes is another kit under the same name: refused
-    (exit 1), naming the kit, the tag and both sha256s, before anything changes."""
+    """PublishConflict (exit 1) for a tag published with other tarball bytes, naming the kit,
+    the tag and both sha256s."""
     problems = []
     for store, held in zip(stores, found, strict=True):
         if not held.published:
@@ -116,9 +116,7 @@ def reproducing_store(stores: Sequence[Store], found: Sequence[Found], kit: KitD
 def held_release(store: Store, held: Found, release: Release, scratch: Path,
                   reporter: Reporter) -> Release:
     """The release as `store` publishes it: this build's tarballs, and the store's own copy of
-    every other asset that differs (BUILDINFO.txt of the build that made it, and the sums that
-    list it). What the store holds stays; another store gets the same files; the ledger
-    records them."""
+    every other asset that differs (BUILDINFO.txt and the sums of the build that made it)."""
     assets = []
     for asset in release.assets:
         if held.assets[asset.name] is Presence.SAME:
@@ -140,8 +138,7 @@ def held_release(store: Store, held: Found, release: Release, scratch: Path,
 
 def _held_record(store: Store, assets: tuple[Asset, ...], scratch: Path,
                  reporter: Reporter) -> Asset | None:
-    """The store's REPRODUCTION.json, where its SHA256SUMS lists one and this build (published
-    without --reproduction: a forced rebuild) has none: the release keeps its record."""
+    """The store's REPRODUCTION.json, where a forced rebuild brings none: the release keeps it."""
     if any(asset.name == reproduction.NAME for asset in assets):
         return None
     sums = next(asset for asset in assets if asset.name == kitdir.SHA256SUMS)

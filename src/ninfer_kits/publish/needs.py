@@ -1,6 +1,5 @@
-"""What each tarball of a kit needs to run, and the known distributions where that is met:
-read from its ELF files as `inspect` reads them, judged as `floor` judges them, for the
-ledger's [[flavours]] and through it the kit index (a client chooses before it downloads)."""
+"""What each tarball needs to run and where that is met, read as `inspect` reads it and judged
+as `floor` judges it, for the ledger's [[flavours]] and the kit index."""
 
 from __future__ import annotations
 
@@ -8,11 +7,11 @@ from dataclasses import dataclass
 
 from ninfer_kits.inspector.floor import KitFloor
 from ninfer_kits.inspector.inspection import inspect_path
-from ninfer_kits.kitdir import Flavour, KitDir
-from ninfer_kits.ledger import LedgerFlavour, LedgerNeeds
+from ninfer_kits.kit.kitdir import Flavour, KitDir
 from ninfer_kits.platforms.cuda_drivers import driver_minimum
 from ninfer_kits.platforms.distro_verdict import UNKNOWN, YES, judge_all
 from ninfer_kits.platforms.distros import DistroFacts, shipped_distros
+from ninfer_kits.release.ledger import LedgerFlavour, LedgerNeeds
 
 GLIBC = "GLIBC"
 

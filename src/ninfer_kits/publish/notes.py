@@ -1,17 +1,15 @@
-"""Release notes, rendered from the kit's BUILDINFO.txt: what the kit is for, how to download
-and check it (its signature, when it is signed; its portable sibling, when it has one), whether
-an independent rebuild reproduced it (REPRODUCTION.json, when the release has one), what a
-machine needs to run it (the floor table), which upstream revision it is, and under which
-licenses it is redistributed."""
+"""Release notes, rendered from the kit's BUILDINFO.txt (what docs/publish.md's `plan` stage
+says they hold)."""
 
 from __future__ import annotations
 
 import re
 
-from ninfer_kits.buildinfo import BuildInfo
-from ninfer_kits.reproduction import NAME as REPRODUCTION
-from ninfer_kits.reproduction import Reproduction
-from ninfer_kits.signatures import NAMESPACE as SIGNATURE_NAMESPACE
+from ninfer_kits.kit import flavours
+from ninfer_kits.kit.buildinfo import BuildInfo
+from ninfer_kits.release.reproduction import NAME as REPRODUCTION
+from ninfer_kits.release.reproduction import Reproduction
+from ninfer_kits.release.signatures import NAMESPACE as SIGNATURE_NAMESPACE
 
 _FORGE_URL = re.compile(r"https://(?:github\.com|gitlab\.com|codeberg\.org)/[^/\s]+/[^/\s]+")
 
@@ -24,8 +22,7 @@ def title(info: BuildInfo, tag: str) -> str:
 
 
 def revision_url(info: BuildInfo) -> str:
-    """The upstream revision's page: from the URL it was fetched from when that is a forge's,
-    else from the repository the matrix names (OWNER/NAME on GitHub)."""
+    """The upstream revision's page: the forge it was fetched from, else the matrix's GitHub."""
     url = info.upstream_url.removesuffix("/").removesuffix(".git")
     base = url if _FORGE_URL.fullmatch(url) else f"https://github.com/{info.upstream}"
     return f"{base}/commit/{info.revision}"
@@ -40,7 +37,6 @@ def _cell(text: str) -> str:
 
 
 def _pyz_lines(base: str, tag: str, fetch_hint: str | None) -> list[str]:
-    """The one-line use of the release's ninfer-kits.pyz (when the release carries it)."""
     if fetch_hint is None:
         return []
     return ["Nothing to install but `python3` (≥ 3.11): `ninfer-kits.pyz` fetches the kit, "
@@ -52,21 +48,17 @@ def _pyz_lines(base: str, tag: str, fetch_hint: str | None) -> list[str]:
             f"{fetch_hint}", "```", ""]
 
 
-def _portable_lines(base: str, portable: str | None) -> list[str]:
-    """What the portable tarball is, and its download-and-check one-liner (when the kit has
-    one)."""
-    if portable is None:
-        return []
-    return [f"`{portable}` is the same build carrying its own libraries (`kit/lib/`, their "
-            f"copyright files in `kit/third_party/`): a machine needs only glibc and the NVIDIA "
-            f"driver (its own `kit/BUILDINFO.txt` has the exact floor):", "",
-            "```sh", f"curl -fLO {base}/{portable} && curl -fLO {base}/SHA256SUMS && "
-            f"sha256sum -c --ignore-missing SHA256SUMS && tar xzf {portable}", "```", ""]
+def _flavour_lines(base: str, flavour: str, tarball: str) -> list[str]:
+    """What another flavour's tarball is, and its download-and-check one-liner."""
+    kind = flavours.named(flavour)
+    purpose = kind.purpose if kind is not None else f"the {flavour} flavour of the same build"
+    return [f"`{tarball}` is {purpose}:", "",
+            "```sh", f"curl -fLO {base}/{tarball} && curl -fLO {base}/SHA256SUMS && "
+            f"sha256sum -c --ignore-missing SHA256SUMS && tar xzf {tarball}", "```", ""]
 
 
 def _signature_lines(base: str, signed: tuple[str, str] | None) -> list[str]:
-    """How to check SHA256SUMS.sig by hand (`signed`: the identity and the key's fingerprint,
-    when the release is signed)."""
+    """How to check SHA256SUMS.sig by hand (`signed`: identity and key fingerprint)."""
     if signed is None:
         return []
     identity, fingerprint = signed
@@ -79,8 +71,7 @@ def _signature_lines(base: str, signed: tuple[str, str] | None) -> list[str]:
 
 
 def _reproduction_lines(reproduced: Reproduction | None) -> list[str]:
-    """What the independent rebuild found (`reproduced`: the release's REPRODUCTION.json), or
-    that there was none: said either way, a difference with what differs."""
+    """What the independent rebuild found (`reproduced`), or that there was none."""
     if reproduced is None:
         return ["## Reproduced?", "", "Not independently reproduced: no second build was "
                 "compared with this kit before it was published.", ""]
@@ -103,21 +94,18 @@ def _forbidden_lines(forbidden: tuple[str, ...]) -> list[str]:
 
 
 def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
-           fetch_hint: str | None = None, portable: str | None = None,
+           fetch_hint: str | None = None, tarballs: tuple[tuple[str, str], ...] = (),
            signed: tuple[str, str] | None = None,
            reproduced: Reproduction | None = None, forbidden: tuple[str, ...] = ()) -> str:
-    """The Markdown body of the release. `download_base` is the folder URL the assets are
-    downloaded from (GitHub: https://github.com/OWNER/NAME/releases/download/TAG); `portable`
-    the portable tarball's name, when the release has one; `signed` the identity and key
-    fingerprint of its SHA256SUMS.sig, when it is signed; `reproduced` its REPRODUCTION.json,
-    when an independent rebuild was recorded."""
+    """The Markdown body of the release. `download_base`: the assets' folder URL; `tarballs`:
+    (flavour, tarball) of each other flavour; `signed`: identity and key fingerprint;
+    `reproduced`: its REPRODUCTION.json."""
     base = download_base.rstrip("/")
     version = f" {info.version}" if info.version else ""
     floor = "\n".join(f"| {_cell(requirement)} | {_cell(why)} |"
                       for requirement, why in info.floor) or "| (no floor recorded) | |"
     licenses = ", ".join(f"`{path}`" for path in info.licenses) or "(none recorded)"
-    # SHA256SUMS lists every file of the release (the pyz, SHA1SUMS, a portable tarball): the
-    # check skips those not downloaded
+    # SHA256SUMS lists every file of the release: the check skips those not downloaded
     check = "sha256sum -c --ignore-missing SHA256SUMS"
     lines = [
         *_forbidden_lines(forbidden),
@@ -143,7 +131,7 @@ def render(info: BuildInfo, *, tag: str, asset: str, download_base: str,
         "(`sha1sum -c SHA1SUMS`).",
         "",
         *_signature_lines(base, signed),
-        *_portable_lines(base, portable),
+        *(line for flavour, tarball in tarballs for line in _flavour_lines(base, flavour, tarball)),
         *_pyz_lines(base, tag, fetch_hint),
         *_reproduction_lines(reproduced),
         "## What a machine needs to run it",

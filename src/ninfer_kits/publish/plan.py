@@ -1,25 +1,22 @@
-"""The plan: which kit folder, which release it makes, checked before any store is touched.
-
-The tag and the asset name come from the kit folder, where the matrix rendered them at build
-time; publish checks that matrix.toml still renders the same ones for the revision built. The
-folder is read through `kitdir.read_kit_dir`: first its layout, so that a tarball too large for
-a store is refused before hours of hashing, then every hash against SHA256SUMS and SHA1SUMS.
-"""
+"""The plan: which kit folder, checked before any store is touched (sizes first, so that a
+tarball too large for a store is refused before hours of hashing), and the release it makes."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ninfer_kits import buildinfo, kitdir, reproduction
-from ninfer_kits.atomic import hash_file
-from ninfer_kits.buildinfo import BuildInfo
-from ninfer_kits.checksums import SHA256, parse_sums
 from ninfer_kits.errors import BadInput, NinferKitsError, need
-from ninfer_kits.kitdir import KitDir
+from ninfer_kits.files.atomic import hash_file
+from ninfer_kits.kit import buildinfo, kitdir
+from ninfer_kits.kit.buildinfo import BuildInfo
+from ninfer_kits.kit.flavours import beside
+from ninfer_kits.kit.kitdir import KitDir
 from ninfer_kits.matrix import Matrix, RevisionFacts
 from ninfer_kits.publish import notes
 from ninfer_kits.publish.store import Asset, Release
+from ninfer_kits.release import reproduction
+from ninfer_kits.release.checksums import SHA256, parse_sums
 
 TARBALL_TYPE = "application/gzip"
 TEXT_TYPE = "text/plain; charset=utf-8"
@@ -28,12 +25,12 @@ SOURCE_TYPE = "application/octet-stream"  # .dsc, .orig.tar.xz, .asc: one type f
 
 
 class AssetTooLarge(BadInput):
-    """An asset is larger than a store accepts (GitHub: under 2 GiB per file)."""
+    """An asset larger than a store accepts (GitHub: under 2 GiB per file)."""
 
 
 def find_kit_dir(target: str, dist_dir: Path, matrix: Matrix) -> Path:
-    """The kit folder `target` names: a folder path, or a kit of the matrix whose one finished
-    folder is in dist_dir (BUILDINFO.txt's `kit` key says which kit a folder holds)."""
+    """The kit folder `target` names: a path, or a kit of the matrix whose one finished folder
+    is in dist_dir (BUILDINFO.txt's `kit` says which)."""
     as_path = Path(target)
     if as_path.is_dir() and (as_path / kitdir.BUILDINFO).exists():
         return as_path
@@ -63,8 +60,8 @@ def _kit_of(folder: Path) -> str | None:
 
 
 def read_kit(folder: Path, matrix: Matrix, limits: Sequence[tuple[str, int | None]]) -> KitDir:
-    """The kit folder, checked: layout, every asset under each store's limit (`limits`: store
-    name and its largest asset), the names the matrix renders, then every hash."""
+    """The kit folder, checked: layout, each asset under `limits` (store → largest asset), the
+    names the matrix renders, then every hash."""
     unchecked = kitdir.read_kit_dir(folder, verify=False)
     if unchecked.sha1 is None:
         raise kitdir.KitDirInvalid(f"kit folder {folder}: {kitdir.SHA1SUMS} missing (a release "
@@ -96,23 +93,23 @@ def _check_names(kit: KitDir, matrix: Matrix) -> None:
                        f"kit {kit.kit} at revision {kit.info.revision[:12]}, but the folder "
                        f"holds {kit.tag!r} and {kit.asset!r}: rebuild the kit (or publish with "
                        f"the matrix it was built with)")
-    if entry.portable != (kit.portable is not None):
-        said = "portable = true" if entry.portable else "no portable = true"
-        held = f"holds {kit.portable.asset}" if kit.portable else "holds no portable tarball"
-        raise BadInput(f"{kit.path}: matrix.toml says {said} for kit {kit.kit}, but the folder "
-                       f"{held}: rebuild the kit (or publish with the matrix it was built with)")
+    for kind in beside():
+        wanted, held = kind.built_for(entry), kit.flavour(kind.name)
+        if wanted != (held is not None):
+            said = (f"no {kind.switch} = true" if not wanted else f"{kind.switch} = true"
+                    if kind.switch else f"every kit has the {kind.name} flavour")
+            holds = f"holds {held.asset}" if held else f"holds no {kind.name} tarball"
+            raise BadInput(f"{kit.path}: matrix.toml says {said} for kit {kit.kit}, but the "
+                           f"folder {holds}: rebuild the kit (or publish with the matrix it "
+                           f"was built with)")
 
 
 def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
               signature: Asset | None = None, *, record: Asset | None = None,
               sums: Asset | None = None, sources: tuple[Asset, ...] = ()) -> tuple[Asset, ...]:
-    """The release's assets in upload order: the kit's tarballs (the plain kit, then its
-    siblings), BUILDINFO.txt, SHA1SUMS, each tarball's SBOM and provenance, the source
-    packages of a portable kit's copyleft libraries, REPRODUCTION.json where the rebuild was
-    recorded, the tools (ninfer-kits.pyz), SHA256SUMS.sig where the release is signed, and
-    SHA256SUMS last (a client that finds SHA256SUMS finds everything it names, and its
-    signature). `sums`: the SHA256SUMS that lists `record` (publish's, in scratch) instead of
-    the kit folder's."""
+    """The release's assets in upload order, SHA256SUMS last: a client that finds it finds
+    everything it names, and its signature. `sums`: the SHA256SUMS listing `record` (publish's,
+    in scratch) instead of the kit folder's."""
     if record is None and kit.reproduction is not None:  # a release folder published again
         held = hash_file(kit.reproduction)
         record = Asset(name=kitdir.REPRODUCTION, path=held.path, size=held.size,
@@ -143,19 +140,18 @@ def assets_of(kit: KitDir, tools: tuple[Asset, ...] = (),
     return with_record(assets, record) if record is not None else assets
 
 
-# what assets_of puts after REPRODUCTION.json: the tools, the signature, SHA256SUMS
+# after REPRODUCTION.json in upload order
 _AFTER_RECORD = frozenset({kitdir.PYZ, kitdir.SIGNATURE, kitdir.SHA256SUMS})
 
 
 def with_record(assets: tuple[Asset, ...], record: Asset) -> tuple[Asset, ...]:
-    """`assets` (in upload order) with REPRODUCTION.json in its place: also where a rebuild
-    without a record keeps the one its store published."""
+    """`assets` with REPRODUCTION.json in its place."""
     at = next(index for index, asset in enumerate(assets) if asset.name in _AFTER_RECORD)
     return (*assets[:at], record, *assets[at:])
 
 
 def _attestations(kit: KitDir) -> tuple[Asset, ...]:
-    """Each tarball's SBOM and provenance (none in a kit built before them), as checked."""
+    """Each tarball's SBOM and provenance (none in a kit built before them)."""
     assets = []
     for name, listed in kit.attestations:
         hashed = hash_file(kit.path / name)
@@ -168,7 +164,6 @@ def _attestations(kit: KitDir) -> tuple[Asset, ...]:
 
 
 def _owed(kit: KitDir) -> tuple[Asset, ...]:
-    """SOURCES.json, where the kit owes Debian source packages: which, and where from."""
     if kit.owed_record is None:
         return ()
     hashed = hash_file(kit.owed_record)
@@ -180,9 +175,8 @@ def _owed(kit: KitDir) -> tuple[Asset, ...]:
 
 
 def _sources(kit: KitDir, fetched: set[str]) -> tuple[Asset, ...]:
-    """The source packages a portable kit's copyleft libraries oblige it to publish, by their
-    own names (a release's assets are flat; SHA256SUMS lists each as sources/<name>), that the
-    kit folder holds and publish did not fetch (`fetched`)."""
+    """The copyleft source packages the kit folder holds that publish did not fetch, by their
+    own names (assets are flat; SHA256SUMS lists them as sources/<name>)."""
     assets = []
     for listed in kit.sources:
         if listed.removeprefix(f"{kitdir.SOURCES}/") in fetched:
@@ -202,9 +196,7 @@ UNLISTED = frozenset({kitdir.SIGNATURE, kitdir.SHA256SUMS})
 
 def listed(kit: KitDir, assets: Iterable[Asset], fetched: Iterable[str] = ()
            ) -> dict[str, str]:
-    """The SHA256SUMS lines of `assets` (name as listed → sha256): every one but UNLISTED, a
-    source package under sources/<file> as the kit folder lists it, or as publish fetched it
-    (`fetched`: their asset names)."""
+    """Name as listed → sha256 of every asset but UNLISTED (sources as sources/<file>)."""
     sources = {name.removeprefix(f"{kitdir.SOURCES}/"): name for name in kit.sources}
     sources |= {name: f"{kitdir.SOURCES}/{name}" for name in fetched}
     return {sources.get(asset.name, asset.name): asset.sha256 for asset in assets
@@ -212,9 +204,8 @@ def listed(kit: KitDir, assets: Iterable[Asset], fetched: Iterable[str] = ()
 
 
 def check_listed(kit: KitDir, release: Release, fetched: Iterable[str] = ()) -> None:
-    """Every file of the release but the signature is in its SHA256SUMS with its own sha256,
-    so that checking the signature and `sha256sum -c` covers all a user downloads and runs;
-    KitDirInvalid naming each file that is not."""
+    """Every file but the signature is in SHA256SUMS with its own sha256, so the signature and
+    `sha256sum -c` cover all a user runs; KitDirInvalid naming each one that is not."""
     sums = release.asset(kitdir.SHA256SUMS)
     held = parse_sums(sums.path.read_text(encoding="utf-8"), SHA256, str(sums.path))
     wrong = sorted(name for name, sha256 in listed(kit, release.assets, fetched).items()
@@ -236,16 +227,15 @@ def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
                  signed: tuple[str, str] | None = None, *, record: Asset | None = None,
                  sums: Asset | None = None, sources: tuple[Asset, ...] = (),
                  forbidden: tuple[str, ...] = ()) -> Release:
-    """The release of `kit`; `signature` its SHA256SUMS.sig and `signed` (identity, key
-    fingerprint) where it is signed; `record` its REPRODUCTION.json and `sums` the SHA256SUMS
-    that lists it, where the rebuild was recorded; `forbidden` the licence policy's verdict on
-    each tarball it forbids (the notes then say the release must not be distributed)."""
+    """The release of `kit`; `signature` and `signed` where it is signed, `record` and `sums`
+    where the rebuild was recorded, `forbidden` the licence verdicts the notes then show."""
     info: BuildInfo = kit.info
     shown = record.path if record is not None else kit.reproduction
     return Release(tag=kit.tag, title=notes.title(info, kit.tag),
                    notes=notes.render(info, tag=kit.tag, asset=kit.asset,
                                       download_base=download_base, fetch_hint=fetch_hint,
-                                      portable=kit.portable.asset if kit.portable else None,
+                                      tarballs=tuple((flavour.name, flavour.asset)
+                                                     for flavour in kit.siblings),
                                       signed=signed,
                                       reproduced=reproduction.read(shown)
                                       if shown is not None else None,
@@ -255,9 +245,8 @@ def make_release(kit: KitDir, download_base: str, tools: tuple[Asset, ...] = (),
 
 
 def pyz_asset(folder: Path) -> Asset:
-    """ninfer-kits.pyz, built without a matrix or ledger so that its bytes depend only on this
-    ninfer-kits (a re-run of publish makes the same file; another version is a conflict)."""
-    from ninfer_kits import pyz
+    """ninfer-kits.pyz without matrix or ledger: its bytes depend only on this ninfer-kits."""
+    from ninfer_kits.release import pyz
 
     path, _build = pyz.build(folder / kitdir.PYZ, None)
     hashed = hash_file(path)

@@ -1,20 +1,7 @@
-"""Paying a portable kit's source debt at distribution: the Debian source packages its
-SOURCES.json records (owed_sources), fetched, checked and cached, for publish to upload.
-
-The fetch is the host's apt-get on a scratch configuration: deb-src lines for the recorded
-archives (or the mirror [publish.sources] names instead), each trusting only the keyrings the
-record carries (and the one [publish.sources] names), with lists, cache and state in a
-temporary folder: nothing of the host's apt state is read or written. Each file is checked
-against the size and sha256 the archive's signed Sources index gives (apt-get source
---print-uris) and against the .dsc's Checksums-Sha256, then kept in the cache folder under
-sources/<name>_<version>/ (rechecked when read: a second publish fetches nothing).
-
-The pool keeps only current versions. A version it no longer has is looked up in the
-distribution's snapshot archive (snapshot.debian.org's machine API: which archive and which
-dated snapshot first held the .dsc), then fetched from there the same way, its signature still
-checked (check-valid-until=no: a snapshot's Release has long expired). A package found nowhere
-stops the publish (SourcesUnreachable, exit 3) naming it and every URL tried; a file that does
-not match the index or the .dsc stops it too (SourceMismatch, exit 1).
+"""A portable kit's source debt paid at publish: the Debian source packages its SOURCES.json
+records, fetched by the host's apt-get on a scratch configuration (none of the host's apt state
+read or written), else from the snapshot archive, checked and cached (docs/portable.md,
+"Copyleft"). SourcesUnreachable is exit 3, SourceMismatch exit 1.
 """
 
 from __future__ import annotations
@@ -29,12 +16,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits.atomic import hash_file
-from ninfer_kits.children import ProbeTimeout, probe
 from ninfer_kits.errors import CheckFailed, EnvironmentFailure
 from ninfer_kits.fetch.http import Client, HttpFailure, NotFound, TooLarge
+from ninfer_kits.files.atomic import hash_file
+from ninfer_kits.host.children import ProbeTimeout, probe
+from ninfer_kits.kit.owed_sources import Archive, OwedPackage, OwedSources, SourceFile
 from ninfer_kits.matrix import SourcesConfig
-from ninfer_kits.owed_sources import Archive, OwedPackage, OwedSources, SourceFile
 
 STORE = "sources"  # the cache's folder of fetched source packages
 MANIFEST = "SHA256SUMS"  # in each cached package's folder: what the archive's index said
@@ -63,8 +50,8 @@ class _NotThere(Exception):
 
 def fetch_owed(record: OwedSources, config: SourcesConfig, cache_dir: Path,
                log: Callable[[str], None]) -> tuple[SourceFile, ...]:
-    """Every file of every package `record` owes, checked, from `cache_dir`/sources/ or
-    fetched there (the archives, then the snapshot archive), sorted by name."""
+    """Every file `record` owes, checked, from `cache_dir`/sources/ or fetched there (the
+    archives, then the snapshot archive), sorted by name."""
     store = cache_dir / STORE
     files: list[SourceFile] = []
     todo: list[OwedPackage] = []
@@ -99,8 +86,7 @@ def fetch_owed(record: OwedSources, config: SourcesConfig, cache_dir: Path,
 
 
 def _archives(record: OwedSources, config: SourcesConfig) -> tuple[Archive, ...]:
-    """The recorded http(s) archives, or the mirror in place of each recorded archive (its
-    suites and components)."""
+    """The recorded http(s) archives, or the mirror in place of each."""
     if config.mirror is None:  # a mirror list or a path of the build host: not for us
         return tuple(archive for archive in record.archives if archive.fetchable)
     mirrored = {Archive(config.mirror, a.suites, a.components, a.keyrings)
@@ -112,8 +98,7 @@ def _fetch_all(packages: Sequence[OwedPackage], archives: Sequence[Archive],
                record: OwedSources, config: SourcesConfig, store: Path,
                log: Callable[[str], None], files: list[SourceFile], *,
                snapshot: bool = False) -> list[OwedPackage]:
-    """Fetch `packages` from `archives` into the cache (their files added to `files`); the
-    packages the archives do not have."""
+    """Fetch `packages` into the cache (adding to `files`); those the archives lack."""
     missing = []
     with tempfile.TemporaryDirectory(prefix="ninfer-kits-apt-") as scratch:
         apt = _Apt(Path(scratch), archives, record, config, snapshot)
@@ -130,13 +115,9 @@ def _fetch_all(packages: Sequence[OwedPackage], archives: Sequence[Archive],
     return missing
 
 
-# ---------------------------------------------------------------------------- the snapshot
-
-
 def _snapshot_archives(package: OwedPackage, record: OwedSources, config: SourcesConfig,
                        log: Callable[[str], None]) -> tuple[tuple[Archive, ...], list[str]]:
-    """The snapshot archives that first held `package`'s .dsc, as archives with the recorded
-    suites and components; and the URLs asked. None found: ()."""
+    """The snapshot archives that first held `package`'s .dsc, and the URLs asked."""
     base = config.snapshot.rstrip("/")
     url = (f"{base}/mr/package/{urllib.parse.quote(package.name, safe='')}/"
            f"{urllib.parse.quote(package.version, safe='')}/srcfiles?fileinfo=1")
@@ -157,8 +138,8 @@ def _snapshot_archives(package: OwedPackage, record: OwedSources, config: Source
 
 
 def _first_seen(answer: Any, dsc: str) -> list[tuple[str, str]]:
-    """(archive name, first-seen timestamp) of each place snapshot's answer says held `dsc`,
-    every field checked; ValueError naming what is wrong."""
+    """(archive, first-seen timestamp) of each place snapshot says held `dsc`; ValueError
+    naming a field that is wrong."""
     if not isinstance(answer, dict) or not isinstance(answer.get("result"), list) or \
             not isinstance(answer.get("fileinfo"), dict):
         raise ValueError("the answer has no result list and fileinfo object")
@@ -191,12 +172,8 @@ def _valid_info(info: Any) -> bool:
             and info["size"] >= 0)
 
 
-# ---------------------------------------------------------------------------- the cache
-
-
 def _cached(folder: Path, package: OwedPackage) -> list[SourceFile] | None:
-    """The cached files of `package`, rechecked against the archive's hashes kept beside them
-    and the .dsc's; None when there are none (or they do not check: fetched again)."""
+    """The cached files of `package`, rechecked; None when absent or not checking."""
     try:
         listed = dict(line.split("  ", 1)[::-1] for line in
                       (folder / MANIFEST).read_text(encoding="utf-8").splitlines())
@@ -210,8 +187,8 @@ def _cached(folder: Path, package: OwedPackage) -> list[SourceFile] | None:
 
 def checked(folder: Path, package: OwedPackage,
             expected: dict[str, tuple[int | None, str]]) -> list[SourceFile]:
-    """The files of `folder` as SourceFiles, once each matches the archive's (size, sha256)
-    and the .dsc's Checksums-Sha256 names exactly the others with the same hashes."""
+    """The files of `folder`, once each matches the archive's size and sha256 and the .dsc
+    names exactly the others, with the same hashes."""
     names = sorted(os.listdir(folder))
     if sorted(expected) != [name for name in names if name != MANIFEST]:
         raise SourceMismatch(f"{folder}: holds {', '.join(names)}; the archive lists "
@@ -239,7 +216,7 @@ def checked(folder: Path, package: OwedPackage,
 
 
 def dsc_checksums(text: str) -> dict[str, str]:
-    """File name → sha256 from a .dsc's Checksums-Sha256 field (signed or not)."""
+    """File name → sha256 from a .dsc's Checksums-Sha256 (signed or not)."""
     match = re.search(r"^Checksums-Sha256:[ \t]*\n((?:[ \t]+\S.*\n?)+)", text, re.MULTILINE)
     if match is None:
         return {}
@@ -247,13 +224,9 @@ def dsc_checksums(text: str) -> dict[str, str]:
     return {row[2]: row[0] for row in rows if len(row) == 3}
 
 
-# ---------------------------------------------------------------------------- apt-get
-
-
 class _Apt:
     """The host's apt-get on a scratch configuration: deb-src lines for `archives`, each
-    trusting only its recorded keyrings (and the configured one); lists, cache and status in
-    `scratch`."""
+    trusting only its keyrings; lists, cache and status in `scratch`."""
 
     def __init__(self, scratch: Path, archives: Sequence[Archive], record: OwedSources,
                  config: SourcesConfig, snapshot: bool) -> None:
@@ -297,8 +270,7 @@ class _Apt:
         return done.returncode, done.stdout, done.stderr
 
     def update(self, log: Callable[[str], None]) -> None:
-        """Read the archives' source indexes. One that fails (unreachable, badly signed) is
-        logged, not fatal: a package it was needed for is then looked for elsewhere."""
+        """Read the archives' source indexes; one that fails is logged, not fatal."""
         code, out, err = self._run("update")
         if code != 0 or "W: " in err or "E: " in err:
             log(f"sources: apt-get update: {(err or out).strip()[-1500:]}")
@@ -338,7 +310,7 @@ class _Apt:
 
 
 def _deb_src(archive: Archive, keyrings: Path, extra: Sequence[Path], snapshot: bool) -> str:
-    """The deb-src lines of one archive, one per suite; a snapshot's Release expired long ago
+    """An archive's deb-src lines, one per suite; a snapshot's Release has long expired
     (check-valid-until=no), its signature is still checked."""
     keys = ",".join([str(keyrings / name) for name in archive.keyrings] + [str(p) for p in extra])
     options = ([f"signed-by={keys}"] if keys else []) + \

@@ -1,5 +1,5 @@
-"""What each stage of the publish does (the table in order is publish.stages): each takes the
-Outcome so far and returns it with its own result added; its docstring says what."""
+"""What each stage of the publish does (docs/publish.md lists them in order): each takes the
+Outcome so far and returns it with its own result added."""
 
 from __future__ import annotations
 
@@ -11,20 +11,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ninfer_kits import (
-    kitdir,
-    kitindex,
-    ledger,
-    licence_policy,
-    locks,
-    owed_sources,
-    reproduction,
-    signatures,
-)
-from ninfer_kits.atomic import hash_file, write_file
-from ninfer_kits.checksums import SHA256, parse_sums, render_sums
+from ninfer_kits import stores as store_kinds
 from ninfer_kits.errors import BadInput, CheckFailed, EnvironmentFailure, need
-from ninfer_kits.kitdir import KitDir
+from ninfer_kits.files import locks
+from ninfer_kits.files.atomic import hash_file, write_file
+from ninfer_kits.kit import kitdir, licence_policy, owed_sources
+from ninfer_kits.kit.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.publish import needs, plan, sources
 from ninfer_kits.publish.holdings import (
@@ -37,12 +29,12 @@ from ninfer_kits.publish.holdings import (
 )
 from ninfer_kits.publish.state import Outcome
 from ninfer_kits.publish.store import Asset, Presence, Release, Store, StoreRecord
-from ninfer_kits.publish.stores import NOTES_PREFERENCE
+from ninfer_kits.release import kitindex, ledger, reproduction, signatures
+from ninfer_kits.release.checksums import SHA256, parse_sums, render_sums
 
 
 def read_kit(state: Outcome, reporter: Reporter) -> Outcome:
-    """Read dist/<tag>/ (kitdir): its layout, sizes under every store's limit, the names the
-    matrix renders, every hash."""
+    """Read dist/<tag>/ (plan.read_kit)."""
     request = state.request
     limits = [(store.describe(), store.max_asset_size) for store in request.stores]
     read = plan.read_kit(request.kit_dir, request.matrix, limits)
@@ -51,14 +43,11 @@ def read_kit(state: Outcome, reporter: Reporter) -> Outcome:
 
 
 class SourcesNotFetched(BadInput):
-    """A portable kit an older ninfer-kits built without its copyleft libraries' sources (and
-    without SOURCES.json, which would say what to fetch): their licences forbid distributing
-    it."""
+    """A portable kit built without its copyleft sources: their licences forbid shipping it."""
 
 
 def refuse_withheld_sources(kit: KitDir) -> None:
-    """A portable kit whose build skipped the copyleft sources (its README says so) and that
-    records no SOURCES.json is not published: publish could not tell what it owes."""
+    """Refuse a portable kit whose build skipped the copyleft sources: its debt is unknown."""
     if not kit.sources and kit.owed is None and kitdir.sources_not_fetched(kit):
         portable = need(kit.portable, "portable")
         raise SourcesNotFetched(
@@ -70,9 +59,7 @@ def refuse_withheld_sources(kit: KitDir) -> None:
 
 
 def fetch_sources(state: Outcome, reporter: Reporter) -> Outcome:
-    """The Debian source packages the kit owes (its SOURCES.json): from the cache, else fetched
-    and checked (publish.sources), to be uploaded beside the kit. A dry run stays offline: it
-    names what a publish fetches."""
+    """The Debian sources the kit owes, cached or fetched; a dry run stays offline."""
     request, kit = state.request, state.kit
     if kit.owed_record is None:
         return state
@@ -102,8 +89,7 @@ def fetch_sources(state: Outcome, reporter: Reporter) -> Outcome:
 
 
 def judge_needs(state: Outcome, reporter: Reporter) -> Outcome:
-    """Each tarball's ELF files: what they need (glibc, symbol versions, sonames, SASS and
-    PTX), and the known distributions where that is met, for the ledger and the kit index."""
+    """What each tarball's ELF files need, and where that is met (publish.needs)."""
     judged = needs.judge(state.kit)
     for flavour in judged.flavours:
         reporter.info(f"{flavour.asset}: runs on {', '.join(flavour.meets or ()) or 'none'} "
@@ -111,20 +97,15 @@ def judge_needs(state: Outcome, reporter: Reporter) -> Outcome:
     return dataclasses.replace(state, judged=judged)
 
 
-DISTRIBUTING = ("github", "b2")  # the stores users download from
-
-
 def judge_licences(state: Outcome, reporter: Reporter) -> Outcome:
-    """Each tarball's components (its SBOM) against the licence policy: a kit the policy
-    forbids is refused before anything is uploaded where the store distributes (GitHub, B2);
-    to a folder or in a dry run it is a WARNING, and the release's notes say it must not be
-    distributed."""
+    """Each tarball's SBOM against the licence policy: refused where the store distributes
+    (GitHub, B2); a WARNING and a notes line to a folder or in a dry run."""
     verdicts = licence_policy.judge_kit(state.kit)
     forbidden = [verdict for verdict in verdicts if verdict.status == licence_policy.FORBIDDEN]
     for verdict in verdicts:
         if verdict not in forbidden:
             reporter.info(verdict.line())
-    distributing = [store.name for store in state.request.stores if store.name in DISTRIBUTING]
+    distributing = store_kinds.distributing(store.name for store in state.request.stores)
     if forbidden and distributing:
         raise licence_policy.LicenceForbidden(
             "\n".join(verdict.details() for verdict in forbidden) +
@@ -139,8 +120,7 @@ def judge_licences(state: Outcome, reporter: Reporter) -> Outcome:
 
 
 def lock(state: Outcome, reporter: Reporter) -> Outcome:
-    """One publish of a tag at a time on this machine (a flock under the cache dir), held with
-    a scratch folder beside it until the last stage."""
+    """One publish of a tag at a time on this machine, its scratch folder held to the end."""
     request, kit = state.request, state.kit
     state.held.enter_context(held_lock(request.lock_dir, kit.tag, request.wait, reporter))
     scratch = state.held.enter_context(
@@ -161,11 +141,9 @@ class ReproductionMismatch(BadInput):
 
 
 def record_reproduction(state: Outcome, reporter: Reporter) -> Outcome:
-    """With --reproduction: check that the record is of this very kit (its tag, and the
-    sha256 of each tarball it was compared with), then make REPRODUCTION.json in scratch (its
-    bytes as handed over; the next stage lists it in SHA256SUMS, so that the signature covers
-    it). A record that says `differs` or `failed` is published too, saying so: the release is
-    the build job's kit, checked; the record tells what the second build found."""
+    """With --reproduction: refuse a record of another kit, tag or tarball, then put its bytes
+    in scratch for SHA256SUMS to list. A `differs` or `failed` record is published too: the
+    release is the build job's kit; the record tells what the second build found."""
     request, kit = state.request, state.kit
     path = need(request.reproduction, "reproduction")
     data = _read_record(path)
@@ -193,11 +171,8 @@ def record_reproduction(state: Outcome, reporter: Reporter) -> Outcome:
 
 
 def list_release(state: Outcome, reporter: Reporter) -> Outcome:
-    """The release's SHA256SUMS, made in scratch (the kit folder stays as build made it): a
-    line for every file the release carries but the signature and SHA256SUMS itself. The kit
-    folder's SHA256SUMS lists what build made; the release adds SHA1SUMS, REPRODUCTION.json
-    and ninfer-kits.pyz, which README's first command runs. The lines come from the release's
-    own asset list, so a file the release gains later is listed (and signed) without more."""
+    """The release's SHA256SUMS, made in scratch from its own asset list (the kit folder stays
+    as build made it), so a file the release gains later is listed and signed without more."""
     request, kit = state.request, state.kit
     tools = (plan.pyz_asset(request.lock_dir.parent / "pyz"),)
     assets = plan.assets_of(kit, tools, record=state.record, sources=state.sources)
@@ -231,14 +206,12 @@ def _text_asset(name: str, path: Path) -> Asset:
 
 
 class SigningFailed(CheckFailed):
-    """SHA256SUMS could not be signed, or not so that allowed_signers accepts it: nothing was
-    uploaded."""
+    """SHA256SUMS could not be signed so that allowed_signers accepts it: nothing uploaded."""
 
 
 def sign_sums(state: Outcome, reporter: Reporter) -> Outcome:
-    """With [publish.signing]: sign SHA256SUMS (ssh-keygen -Y sign, in the scratch folder: the
-    kit folder is build's and stays as it made it), then check the signature against
-    allowed_signers as fetch will, so that a wrong key fails here, before any upload."""
+    """With [publish.signing]: sign SHA256SUMS in scratch, then check it as fetch will, so that
+    a wrong key fails before any upload."""
     request = state.request
     signing = request.matrix.publish.signing
     if signing is None:
@@ -297,9 +270,7 @@ def plan_release(state: Outcome, reporter: Reporter) -> Outcome:
 
 
 def inspect_stores(state: Outcome, reporter: Reporter) -> Outcome:
-    """Each store: what it holds already. Another kit under the tag, and every conflict, are
-    refused before anything changes; a release published with this build's very tarballs is
-    reproduced, keeping the store's own copy of every other asset."""
+    """What each store holds (publish.holdings): conflicts refused before anything changes."""
     request, kit, release = state.request, state.kit, state.release
     found = inspect_each(request.stores, release, reporter)
     reproduced, kept = False, tuple[str, ...]()
@@ -323,13 +294,12 @@ def inspect_stores(state: Outcome, reporter: Reporter) -> Outcome:
                                kept=kept, signed_by=signed_by(release))
 
 
-# fill_store runs once per store, as a step named after it ("b2", "github", "local")
+# run once per store, as a step named after it
 EACH_STORE = "<store>"
 
 
 def fill_store(state: Outcome, reporter: Reporter) -> Outcome:
-    """The next store in order (B2 first, then GitHub): put and verify every asset not there
-    yet, SHA256SUMS last, then finish (GitHub: publish the draft)."""
+    """The next store in order: put and verify each missing asset, SHA256SUMS last, finish."""
     index = len(state.records)  # the stores before it are done
     store, held = state.request.stores[index], state.found[index]
     put = upload_missing(store, held, state.release, reporter)
@@ -350,13 +320,12 @@ def record_ledger(state: Outcome, reporter: Reporter) -> Outcome:
 
 
 class IndexMismatch(CheckFailed):
-    """The kit index made from the ledger says of this release other files or hashes than
-    the stores hold: it is not written."""
+    """The index made from the ledger disagrees with the stores on this release: not written."""
 
 
 def write_index(state: Outcome, reporter: Reporter) -> Outcome:
-    """index.json and index.html beside the ledger files, made again from all of them, once
-    checked against this release as the stores hold it (nothing is written otherwise)."""
+    """index.json and index.html made again from the whole ledger, written only once they
+    agree with this release as the stores hold it."""
     folder, tag = need(state.request.ledger_dir, "ledger_dir"), state.kit.tag
     try:
         entries = ledger.read_all(folder)
@@ -378,19 +347,14 @@ GITHUB_DOWNLOAD = re.compile(r"^https://github\.com/(?P<repo>[^/]+/[^/]+)/releas
 
 
 def _fetch_hint(base: str) -> str | None:
-    """What `ninfer-kits.pyz fetch TAG` needs besides the tag: the repository (the pyz carries
-    no matrix); None when the notes' downloads are not GitHub's (then they show no pyz line)."""
+    """The repository `ninfer-kits.pyz fetch TAG` needs; None unless the notes show GitHub's."""
     match = GITHUB_DOWNLOAD.match(base)
     return f" --repository {match['repo']}" if match else None
 
 
 def _notes_store(stores: Sequence[Store]) -> Store:
     """The store whose download URLs the notes show (GitHub's, where there is one)."""
-    rank = {name: index for index, name in enumerate(NOTES_PREFERENCE)}
-    return min(stores, key=lambda store: rank.get(store.name, len(rank)))
-
-
-# ---------------------------------------------------------------- the lock stage
+    return min(stores, key=lambda store: store_kinds.notes_rank(store.name))
 
 
 class PublishBusy(EnvironmentFailure):
@@ -399,8 +363,8 @@ class PublishBusy(EnvironmentFailure):
 
 @contextmanager
 def held_lock(lock_dir: Path, tag: str, wait: float, reporter: Reporter) -> Iterator[None]:
-    """One publish of `tag` at a time on this machine: <lock_dir>/<tag>.lock (the holder's PID
-    in it). A second publish waits up to `wait` seconds, then stops naming the holder."""
+    """<lock_dir>/<tag>.lock, the holder's PID in it; a second publish waits up to `wait`
+    seconds, then stops naming the holder."""
     lock_dir.mkdir(parents=True, exist_ok=True)
     path = lock_dir / f"{tag}.lock"
 
@@ -416,9 +380,6 @@ def held_lock(lock_dir: Path, tag: str, wait: float, reporter: Reporter) -> Iter
         yield
 
 
-# ---------------------------------------------------------------- the ledger stage
-
-
 def ledger_entry(kit: KitDir, release: Release, records: Sequence[StoreRecord],
                  judged: needs.Judged, when: datetime.datetime) -> ledger.LedgerEntry:
     info = kit.info
@@ -427,9 +388,9 @@ def ledger_entry(kit: KitDir, release: Release, records: Sequence[StoreRecord],
         upstream_url=info.upstream_url, revision=info.revision, version=info.version,
         arch=info.arch, cuda_version=info.cuda_version, toolchain=info.toolchain,
         asset=kit.asset, published_at=when,
-        portable_asset=kit.portable.asset if kit.portable else None,
-        portable_sha256=kit.portable.sha256 if kit.portable else None,
-        portable_size=kit.portable.size if kit.portable else None,
+        tarballs=tuple(ledger.LedgerTarball(flavour=flavour.name, asset=flavour.asset,
+                                            sha256=flavour.sha256, size=flavour.size)
+                       for flavour in kit.siblings),
         stores=tuple(ledger.LedgerStore(name=record.store, location=record.location,
                                         details=record.details) for record in records),
         assets=tuple(ledger.LedgerAsset(
@@ -437,7 +398,7 @@ def ledger_entry(kit: KitDir, release: Release, records: Sequence[StoreRecord],
             urls=tuple((record.store, record.urls[asset.name]) for record in records
                        if asset.name in record.urls)) for asset in release.assets),
         floor=info.floor,
-        # what made the kit (BUILDINFO's `inputs`), for watch; a kit without it records none
+        # BUILDINFO's `inputs`, for watch
         inputs=None if info.inputs == "unknown" else info.inputs, input_parts=info.input_parts,
         signed_by=signed_by(release), reproduction=reproduction_of(release),
         driver_minimum=judged.driver_minimum,
@@ -445,8 +406,7 @@ def ledger_entry(kit: KitDir, release: Release, records: Sequence[StoreRecord],
 
 
 def reproduction_of(release: Release) -> ledger.LedgerReproduction | None:
-    """What the release's REPRODUCTION.json (as published: a reproduced release keeps the
-    store's own) says, for the ledger; None without one."""
+    """The published REPRODUCTION.json's words for the ledger; None without one."""
     asset = next((a for a in release.assets if a.name == reproduction.NAME), None)
     if asset is None:
         return None
@@ -456,8 +416,7 @@ def reproduction_of(release: Release) -> ledger.LedgerReproduction | None:
 
 
 def signed_by(release: Release) -> str | None:
-    """The fingerprint of the key of the release's SHA256SUMS.sig as published (a reproduced
-    release keeps the store's own), or None for an unsigned release."""
+    """The published SHA256SUMS.sig's key fingerprint; None unsigned."""
     signature = next((a for a in release.assets if a.name == kitdir.SIGNATURE), None)
     if signature is None:
         return None
@@ -465,8 +424,7 @@ def signed_by(release: Release) -> str | None:
 
 
 def write_ledger(path: Path, entry: ledger.LedgerEntry, reporter: Reporter) -> bool:
-    """Write releases/<tag>.toml unless it already records this very release; True when
-    written."""
+    """Write releases/<tag>.toml unless it records this very release; whether written."""
     if path.exists():
         try:
             if ledger.read(path).same_release(entry):

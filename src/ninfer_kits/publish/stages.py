@@ -1,28 +1,14 @@
 """The publish: one finished kit folder → the same release on every store, then its ledger
-entry.
-
-STAGES is the whole program, in order, beside the build's (pipeline.stages): read and check the
-kit folder, read what each of its tarballs needs to run and judge where that is met, judge its
-components' licences against the licence policy (refusing a kit it forbids where the store
-distributes: GitHub, B2), take the
-tag's lock, check each store's credentials, add the independent rebuild's REPRODUCTION.json
-(where the run hands one over), fetch the Debian source packages a portable kit owes
-(its SOURCES.json; publish.sources), make the release's SHA256SUMS (a line for every file it
-carries but the signature: the kit's, SHA1SUMS, the record, ninfer-kits.pyz), sign SHA256SUMS
-(where the matrix says releases are signed; checked against allowed_signers), plan the
-release, see what each store holds (refusing every conflict), fill each store in turn (B2
-first), record the ledger entry, and make the kit index again from the whole ledger. Nothing
-is uploaded before every check that can fail has passed. Each stage (publish.stage_functions)
-takes the Outcome so far (publish.state) and returns it with its own result added, as a step of
-the Reporter (a fold group on GitHub Actions). The kit's tarballs are its flavours (kitdir): a
-release is this kit when a store holds every one of them byte for byte.
+entry. STAGES is the whole program in order (docs/publish.md lists what each does); nothing is
+uploaded before every check that can fail has passed. Each stage takes the Outcome so far and
+returns it with its own result added, as a step of the Reporter.
 """
 
 from __future__ import annotations
 
 from contextlib import ExitStack
 
-from ninfer_kits import kitdir
+from ninfer_kits.kit import kitdir
 from ninfer_kits.log import Reporter
 from ninfer_kits.publish.stage_functions import (
     EACH_STORE,
@@ -62,8 +48,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
 
 
 def _steps(name: str, request: PublishRequest) -> tuple[str, ...]:
-    """The Reporter steps a stage runs as: one per store for EACH_STORE, none for the ledger
-    of a run that writes none (a dry run)."""
+    """The Reporter steps a stage runs as: one per store for EACH_STORE, none unwritten."""
     if name == EACH_STORE:
         return tuple(store.name for store in request.stores)
     if name == "reproduction" and request.reproduction is None:

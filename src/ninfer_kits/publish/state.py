@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ninfer_kits.errors import need
-from ninfer_kits.kitdir import KitDir
-from ninfer_kits.licence_policy import Verdict
+from ninfer_kits.kit.kitdir import KitDir
+from ninfer_kits.kit.licence_policy import Verdict
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import Matrix
 from ninfer_kits.publish.credentials import SigningKey
@@ -31,36 +31,29 @@ class PublishRequest:
     wait: float = 0.0  # seconds to wait for another publish of the same tag
     notes_base: str | None = None  # the download folder the notes show (default: GitHub's,
     # else B2's, else the local folder's)
-    # the key that signs SHA256SUMS when the matrix has [publish.signing]; None there only in
-    # a dry run or a publish to a local folder without one (unsigned, said so)
+    # the SHA256SUMS signing key; None only where unsigned is allowed (a dry run, a folder)
     signing_key: SigningKey | None = None
-    # REPRODUCTION.json from the reproduce job (`--reproduction`): published with the release
     reproduction: Path | None = None
-    # a dry run: offline, so the owed sources are named, not fetched
+    # a dry run: offline, owed sources named, not fetched
     dry_run: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
 class Outcome:
-    """The publish so far: each stage returns it with its own result added (as the build's
-    stages do with BuildState); after the last one, what the publish did."""
+    """The publish so far: each stage returns it with its own result added."""
 
     request: PublishRequest
     held: ExitStack  # the tag's lock and the scratch folder, let go after the last stage
     read: KitDir | None = None  # the kit folder, checked
     judged: Judged | None = None  # what each tarball needs, and where that is met
-    # the licence policy's verdict on each tarball (licence_policy), from its SBOM
     licences: tuple[Verdict, ...] = ()
     scratch: Path | None = None  # the store's own copies of a reproduced release's assets
-    # REPRODUCTION.json and the SHA256SUMS that lists it beside the kit's files, made in
-    # scratch (the kit folder stays as build made it); None: the kit folder's own
+    # REPRODUCTION.json and the SHA256SUMS listing it, in scratch; None: the kit folder's own
     record: Asset | None = None
-    # the release's SHA256SUMS, made in scratch: the kit folder's lines and a line for every
-    # other file the release carries but the signature (publish.stage_functions.list_release)
+    # the release's SHA256SUMS, in scratch (stage_functions.list_release)
     sums: Asset | None = None
     tools: tuple[Asset, ...] = ()  # ninfer-kits.pyz
-    # the Debian source packages' files the kit owes, fetched (publish.sources): assets of
-    # the release, listed in SHA256SUMS as sources/<file>
+    # the owed Debian sources' files, fetched: assets listed as sources/<file>
     sources: tuple[Asset, ...] = ()
     signature: Asset | None = None  # SHA256SUMS.sig, made in scratch, checked (signed releases)
     signed_sums: str | None = None  # the sha256 of the SHA256SUMS bytes it signs
@@ -91,8 +84,7 @@ class Outcome:
 
     @property
     def result(self) -> str:
-        """`published` (this run made or completed a release), or `reproduced` (the release
-        was there, published, with this build's tarballs byte for byte; no store changed)."""
+        """`published` (made or completed here), or `reproduced` (there already; unchanged)."""
         return REPRODUCED if self.reproduced and not self.changed_stores else PUBLISHED
 
 

@@ -1,11 +1,6 @@
-"""What every store speaks: the release to make, what a store already holds, and the protocol.
-
-A store is one place a release goes (GitHub Releases, a B2 bucket, a local folder). The driver
-(`stages`) never knows which: it asks each store what it holds (`inspect`), refuses conflicts
-before anything changes, then `put`s and `verify`s each missing asset in order (SHA256SUMS
-last) and `finish`es the store (GitHub: publishes the draft). Adding a store (S3, an OCI
-registry) is one module with these six methods.
-"""
+"""What every store speaks: the release to make, what a store holds, and the `Store` protocol
+the stages drive without knowing which store it is (adding one: DEVELOPING.md, "Adding a
+store")."""
 
 from __future__ import annotations
 
@@ -19,10 +14,9 @@ from ninfer_kits.errors import CheckFailed
 
 
 class ConcurrentPublish(CheckFailed):
-    """Another publish of this tag is uploading into the same release right now (GitHub's
-    `concurrency` keeps workflow runs apart; two publishes by hand, or act, do not).
-    `published_within(seconds)` waits for that one to publish; a new publish then compares
-    with what it published."""
+    """Another publish of this tag is uploading into the same release now (two by hand, or
+    act: GitHub's `concurrency` keeps workflow runs apart); `published_within(seconds)` waits
+    for it, and a new publish compares with what it published."""
 
     def __init__(self, message: str, published_within: Callable[[float], bool]) -> None:
         super().__init__(message)
@@ -83,7 +77,7 @@ class Found:
 
 @dataclass(frozen=True, kw_only=True)
 class StoreRecord:
-    """Where a finished release is on one store: for the ledger and the summary."""
+    """Where a finished release is on one store, for the ledger and the summary."""
 
     store: str  # "github", "b2", "local"
     location: str  # the release page, the bucket folder, the local folder
@@ -92,14 +86,14 @@ class StoreRecord:
 
 
 class VerifyFailed(CheckFailed):
-    """An asset on a store does not have the size or hash of the kit's file after upload."""
+    """An uploaded asset lacks the size or hash of the kit's file."""
 
 
 class Store(Protocol):
     """One place a release goes. Every method may be called again after a failure (a re-run);
     none may publish anything before `finish`."""
 
-    name: str  # "github", "b2", "local": the name --to takes and the ledger uses
+    name: str  # its kind's name (ninfer_kits/stores): what --to takes and the ledger uses
     max_asset_size: int | None  # the largest asset the store takes, in bytes
 
     def describe(self) -> str:
@@ -107,12 +101,11 @@ class Store(Protocol):
         ...
 
     def download_base(self, tag: str) -> str:
-        """The URL of the folder users download this tag's assets from (for the notes)."""
+        """The folder URL users download this tag's assets from (for the notes)."""
         ...
 
     def preflight(self) -> None:
-        """Check, changing nothing, that the credentials work and can write the target; raise
-        naming what is missing (a variable, a permission, the repository or bucket)."""
+        """Check, changing nothing, that the credentials can write; raise naming what lacks."""
         ...
 
     def inspect(self, release: Release) -> Found:
@@ -120,26 +113,21 @@ class Store(Protocol):
         ...
 
     def unpublish(self) -> None:
-        """With --replace only, on a published release about to change: hide it from users
-        until `finish` (GitHub: back to a draft; B2: SHA256SUMS hidden; local: moved aside)."""
+        """With --replace, on a published release about to change: hide it until `finish`."""
         ...
 
     def put(self, asset: Asset, *, replace: bool) -> None:
-        """Upload one asset (clearing a leftover of a failed upload, and with `replace` an
-        asset of the same name with other content)."""
+        """Upload one asset over a failed upload's leftover (`replace`: over other content)."""
         ...
 
     def verify(self, asset: Asset) -> None:
-        """Check the uploaded asset's size and hash as the store reports them (or by reading
-        it back); VerifyFailed when they differ."""
+        """Check the uploaded asset's size and hash; VerifyFailed when they differ."""
         ...
 
     def download(self, name: str, dest: Path) -> None:
-        """Copy asset `name` of the release `inspect` found into the file `dest` (a rebuild
-        that reproduced the release records the release's own files, not its own)."""
+        """Copy asset `name` of the release `inspect` found into `dest`."""
         ...
 
     def finish(self, release: Release) -> StoreRecord:
-        """Make the release visible (GitHub: publish the draft, last) and say where it is.
-        A published release that is complete is left as it is."""
+        """Make the release visible, last, and say where it is."""
         ...

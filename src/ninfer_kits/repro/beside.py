@@ -1,19 +1,6 @@
-"""The files beside a kit folder's tarballs, as a comparison judges them: the tarballs decide,
-and of the files beside them only what is derived from the tarballs alone.
-
-A kit folder's SHA256SUMS and SHA1SUMS decide by their lines for the tarballs (each tarball's
-hash: it follows from the tarball's bytes). Their other lines (BUILDINFO.txt, each tarball's
-SBOM and provenance, the copyleft sources, what publish adds) name files that record the run
-or the release as well as the kit: reported, expected to differ, never a difference of the
-kit; BUILDINFO.txt itself still compares, its lines above the run marker deciding.
-
-An SBOM (`<stem>.cdx.json`) or a provenance statement (`<stem>.intoto.json`) decides by its
-subject alone: the tarball's name and sha256 it describes (and the SBOM's serial number, made
-from them). The rest is made from BUILDINFO.txt with its run keys: the ninfer-kits checkout's
-commit (`…-dirty` when it had uncommitted changes), the toolchain image's digest, the
-ninfer-kits version that wrote it. Two builds of the same tarballs differ there only through
-the pipeline's own state, so those values are reported, expected, with their JSON paths.
-"""
+"""The files beside a kit folder's tarballs, judged by what in them follows from the tarballs
+alone: SHA256SUMS/SHA1SUMS by the tarballs' lines, an SBOM or provenance by its subject; the
+rest records the run, expected to differ (docs/repro.md, the table of what decides)."""
 
 from __future__ import annotations
 
@@ -21,15 +8,15 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from ninfer_kits.checksums import SHA256, parse_sums
 from ninfer_kits.errors import NinferKitsError
-from ninfer_kits.kitdir import (
+from ninfer_kits.kit.kitdir import (
     ATTESTATION_SUFFIXES,
     PROVENANCE_SUFFIX,
     SHA1SUMS,
     SHA256SUMS,
     TARBALL_SUFFIX,
 )
+from ninfer_kits.release.checksums import SHA256, parse_sums
 from ninfer_kits.repro import model
 from ninfer_kits.repro.model import Cause
 
@@ -47,8 +34,7 @@ def is_attestation(name: str) -> bool:
 
 
 def sums_causes(name: str, a: str, b: str) -> list[Cause] | None:
-    """SHA256SUMS or SHA1SUMS beside the tarballs: the tarballs' lines decide, the others are
-    reported as expected; None when either is not a checksum list (then it compares as text)."""
+    """SHA256SUMS/SHA1SUMS beside the tarballs; None when either is not one (then: as text)."""
     try:
         listed_a = parse_sums(a, SUMS_WIDTH[name], f"a: {name}")
         listed_b = parse_sums(b, SUMS_WIDTH[name], f"b: {name}")
@@ -78,8 +64,7 @@ def _sums_lines(listed: dict[str, str], names: list[str]) -> str:
 
 
 def attestation_causes(name: str, a: bytes, b: bytes, shown: int) -> list[Cause]:
-    """An SBOM or provenance document of both sides: its subject decides; every other value
-    that differs is what it records of the run (expected), the first `shown` of them listed."""
+    """An SBOM or provenance of both sides, the first `shown` differing values listed."""
     try:
         leaves_a, leaves_b = dict(_leaves(json.loads(a))), dict(_leaves(json.loads(b)))
     except (ValueError, RecursionError) as error:
@@ -131,9 +116,8 @@ def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
 
 
 def _item_labels(items: list[Any]) -> list[str]:
-    """A list's items by the name they carry (a component's bom-ref, a dependency's name), so
-    that one item more or less does not shift every path after it; by index where the names
-    do not tell them apart."""
+    """A list's items by the name they carry (a bom-ref), so that one item more or less does not
+    shift every path after it; by index where the names do not tell them apart."""
     for key in ITEM_NAMES:
         names = [item.get(key) if isinstance(item, dict) else None for item in items]
         if all(isinstance(name, str) for name in names) and len(set(names)) == len(names):

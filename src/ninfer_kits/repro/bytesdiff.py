@@ -1,15 +1,8 @@
-"""Where two byte regions differ, and what the differing bytes are: a path, a time, a string.
-
-Regions are compared a chunk at a time (a chunk that is equal costs one C comparison), and a
-chunk that differs is XORed as two big integers so that the differing runs are found by a
-regular expression over the result, never by a Python loop over bytes. Only the first few runs
-are kept: after that, the report says that more followed. So a section of hundreds of MB costs
-one pass over memory-mapped pages and a bounded amount of Python.
-
-The bytes around a difference are read as text, out to the nearest non-printable byte on each
-side: a build folder, a source path or a `__DATE__`/`__TIME__` string show up whole that way,
-whatever section holds them.
-"""
+"""Where two byte regions differ, and what the differing bytes read as (a path, a time, a
+string). Chunks are compared in C and a differing one XORed as two big integers, its runs found
+by a regex, and only the first runs kept: a section of hundreds of MB costs one pass over its
+pages and a bounded amount of Python. A difference is read out to the nearest non-printable
+byte on each side, so a build folder or a `__DATE__` string shows whole."""
 
 from __future__ import annotations
 
@@ -47,8 +40,8 @@ class Ranges:
 
 def differing(a: ByteSource, a_start: int, a_size: int, b: ByteSource, b_start: int,
               b_size: int, limit: int) -> Ranges:
-    """The first `limit` differing ranges of a[a_start:+a_size] and b[b_start:+b_size], compared
-    byte for byte from their starts; bytes past the shorter one count as one differing range."""
+    """The first `limit` differing ranges of a[a_start:+a_size] and b[b_start:+b_size]; bytes
+    past the shorter one are one range."""
     found: list[tuple[int, int]] = []
     common = min(a_size, b_size)
     position = 0
@@ -81,9 +74,8 @@ def _add(found: list[tuple[int, int]], start: int, end: int) -> None:
 
 
 def text_around(data: ByteSource, start: int, end: int, at: int) -> tuple[int, str]:
-    """The printable text around data[at] (where two regions first differ), within
-    data[start:end]: out to the nearest non-printable byte on each side, at most CONTEXT bytes
-    each way. Returns where the text starts and the text ('' when data[at] is not printable)."""
+    """(where it starts, the printable text around data[at] within data[start:end], at most
+    CONTEXT bytes each way); '' when data[at] is not printable."""
     if not start <= at < end:
         return at, ""
     lo = max(start, at - CONTEXT)
@@ -120,8 +112,7 @@ def read_as(text: str, offset: int) -> Reading:
 
 
 def first_difference(left: str, right: str) -> int:
-    """The first index where two strings differ (the shorter one's length if one is a prefix
-    of the other)."""
+    """The first index where two strings differ (the shorter one's length if a prefix)."""
     for index, (x, y) in enumerate(zip(left, right, strict=False)):
         if x != y:
             return index

@@ -1,15 +1,7 @@
-"""Which entry of a CUDA fatbin differs, and in it which kernel (SASS) or which lines (PTX).
-
-The entries and their payloads come from inspector/payload.py (shared with the reader of the
-sources compiled in); entries of two sides are paired here by (kind, arch) and their order among
-entries of that kind and arch, so a section that grew in one entry still pairs the rest. A
-payload that cannot be inflated is named and said to be compressed, its kernel not.
-
-A SASS payload is a cubin, itself an ELF: it is compared section by section by the caller's ELF
-comparison, and sections named `.text.<kernel>`, `.nv.info.<kernel>`, `.nv.constant0.<kernel>`
-name the kernel. PTX is text: its differing lines are shown, each under the `.entry` (kernel) or
-`.func` it belongs to.
-"""
+"""Which entry of a CUDA fatbin differs, and in it which kernel (SASS, a cubin compared by the
+caller's ELF comparison) or which lines (PTX, under their `.entry` or `.func`). Entries pair by
+(kind, arch) and their order within it, so a section that grew in one entry still pairs the
+rest; the payloads come from inspector/payload.py."""
 
 from __future__ import annotations
 
@@ -94,7 +86,7 @@ def _explain(a: ByteSource, left: Entry, b: ByteSource, right: Entry, number: in
              section: str, limits: Limits, cubin_diff: CubinDiff | None) -> list[Cause]:
     words = _words(left, number)
     try:
-        a_payload, b_payload = _payload(a, left, limits), _payload(b, right, limits)
+        a_payload, b_payload = inflated(a, left, limits.inflate), inflated(b, right, limits.inflate)
     except _CannotInflate as why:
         return [Cause(model.FATBIN_ENTRY, f"{words} differs; its payload is compressed and "
                                           f"was not decompressed ({why}): kernel not named",
@@ -146,8 +138,7 @@ def _sass(a_payload: bytes, b_payload: bytes, words: str, section: str, label: s
         shown = ", ".join(others) or "no section: the cubin's headers"
         causes.append(Cause(model.FATBIN_ENTRY, f"{words} differs, in no kernel's own section "
                                                 f"({shown})", section=section, entry=label))
-    # What the cubin comparison recognised beyond bytes (a symbol name, a path, a time) is
-    # worth its own line; its plain byte differences are what the entry's cause already says.
+    # What the cubin comparison recognised beyond bytes gets its own line.
     causes.extend(cause for cause in inner if cause.kind != model.BYTES)
     return causes
 
@@ -212,9 +203,8 @@ def _embedded(a_lines: tuple[str, ...], b_lines: tuple[str, ...]
 
 
 def _ptx_function(lines: list[str], index: int) -> str | None:
-    """The `.entry` or `.func` whose body holds line `index`: the last one declared above it,
-    while braces opened after it are still open (module-level lines, such as `.file`
-    directives after the last function, belong to none)."""
+    """The `.entry` or `.func` whose body holds line `index` (a module-level line, such as a
+    `.file` after the last function, belongs to none)."""
     name, depth = None, 0
     for line in lines[:index + 1]:
         match = PTX_FUNCTION.search(line)
@@ -224,7 +214,3 @@ def _ptx_function(lines: list[str], index: int) -> str | None:
         if depth <= 0 and "}" in line:
             name, depth = None, 0
     return name
-
-
-def _payload(data: ByteSource, entry: Entry, limits: Limits) -> bytes:
-    return inflated(data, entry, limits.inflate)

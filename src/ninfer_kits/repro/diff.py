@@ -1,43 +1,23 @@
-"""Compare two kits and explain every difference: `compare(a, b)`, then `render` or `to_json`.
-
-    comparison = compare(Path("dist-1/kit-tag"), Path("dist-2/kit-tag"))
-    print(render(comparison))          # what differs, where, and why: one block per member
-    comparison.identical               # apart from what differs between runs by design
-
-A and B are two kit tarballs, two kit folders dist/<tag>/, two unpacked folders (or a tarball
-and a folder), or two files. Members are compared by kind, mode, link target and sha256; a
-member whose bytes differ is explained by what it is:
-
-- an ELF file (elfdiff.py): the sections that differ and each one's cause (build-id, a FILE
-  symbol, an embedded path or time, a fatbin entry and its kernel, or bytes);
-- a text (BUILDINFO.txt, licences): the differing lines. BUILDINFO.txt's lines below the run
-  marker are this run's facts: expected to differ, reported as such and not counted as a
-  difference; so is a kit folder's build.log;
-- beside a kit folder's tarballs (repro.beside): SHA256SUMS and SHA1SUMS by their tarballs'
-  lines, the other lines reported as expected; an SBOM or provenance document by its subject
-  (the tarball's name and sha256), what else differs in it (the pipeline's commit, dirty or
-  not; the toolchain image's digest) reported as expected;
-- other data: paths and times where the bytes differ, else the first differing offset.
-
-For tarballs, what the members cannot explain is said of the tarball itself: tar header fields
-(mtime, owner), member order, the gzip header. Whatever is past a limit (Limits) is reported as
-not explained rather than read without bound.
-"""
+"""Compare two kits (tarballs, kit folders, folders, files) and explain every difference:
+`compare(a, b)`, then `render` or `to_json`. Each member is explained by what it is (ELF:
+elfdiff; beside a kit folder's tarballs: beside; text: line by line), and what the members
+cannot explain is said of the tarball itself. What decides and what is only reported:
+docs/repro.md."""
 
 from __future__ import annotations
 
 import posixpath
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from ninfer_kits import __version__
-from ninfer_kits.buildinfo import RUN_MARKER
 from ninfer_kits.errors import BadInput, NotAnElf
 from ninfer_kits.inspector.archive import size_words
 from ninfer_kits.inspector.elf import ELF_MAGIC
 from ninfer_kits.inspector.inputs import ByteSource, printable
-from ninfer_kits.kitdir import BUILD_LOG, BUILDINFO, SHA1SUMS, SHA256SUMS
+from ninfer_kits.kit.buildinfo import RUN_MARKER
+from ninfer_kits.kit.kitdir import BUILD_LOG, BUILDINFO, SHA1SUMS, SHA256SUMS
 from ninfer_kits.repro import beside, model, sides
 from ninfer_kits.repro.elfdiff import diff_data, diff_elf
 from ninfer_kits.repro.model import (
@@ -45,6 +25,7 @@ from ninfer_kits.repro.model import (
     EXPECTED,
     Cause,
     Comparison,
+    Extent,
     Limits,
     MemberDiff,
     SectionDiff,
@@ -63,8 +44,7 @@ HEADER_FIELDS = ("mtime", "uid", "gid", "uname", "gname")
 
 
 def compare(a: Path, b: Path, limits: Limits | None = None) -> Comparison:
-    """Compare two kits (or folders, or files); BadInput when either cannot be read as one or
-    the two are not alike."""
+    """Compare two kits, folders or files; BadInput when unreadable or not alike."""
     limits = limits or Limits()
     tree_a, tree_b = sides.read_tree(a, str(a)), sides.read_tree(b, str(b))
     _check_alike(tree_a, tree_b)
@@ -118,17 +98,14 @@ def _check_alike(tree_a: Tree, tree_b: Tree) -> None:
                        f"kit tarballs, two kit folders (dist/<tag>/), two folders or two files")
 
 
-# Files beside a kit's tarballs that a release of it may lack: build.log (never published),
-# SHA1SUMS, BUILDINFO.txt and the SBOM and provenance documents (not downloaded by fetch; none
-# beside a kit built before them). On one side only they are not a difference (the SHA256SUMS
-# of both still lists them); on both they compare.
+# Files beside a kit's tarballs that a release or a fetch may lack (so do the SBOMs and
+# provenance): on one side only not a difference (both SHA256SUMS still list them).
 ONE_SIDED = (BUILD_LOG, BUILDINFO, SHA1SUMS)
 
 
 def _kit_files(tree_a: Tree, tree_b: Tree) -> tuple[Tree, Tree, list[str]]:
-    """Two kit folders as far as they are the kit: what is not the kit's (a release's
-    RELEASE.md, ninfer-kits.pyz, kit/ unpacked) was left out when they were read, and a file
-    of ONE_SIDED that one of them lacks is dropped from the other; each is named in a note."""
+    """Two kit folders as far as they are the kit: a file of ONE_SIDED (or a tarball) only one
+    holds is dropped, and each thing left out named in a note."""
     if tree_a.layout != sides.KIT_FOLDER:
         return tree_a, tree_b, []
     notes = [f"not the kit's, not compared: {', '.join(tree.left_out)} in {side}"
@@ -138,8 +115,7 @@ def _kit_files(tree_a: Tree, tree_b: Tree) -> tuple[Tree, Tree, list[str]]:
     for name in (*ONE_SIDED, *sorted(n for n in one_side if beside.is_attestation(n))):
         if name in one_side:
             dropped["a" if name in tree_a.members else "b"].append(name)
-    # One tarball of two: a fetch takes one flavour. Both SHA256SUMS and BUILDINFO.txt still
-    # name the other, and they compare.
+    # One tarball of two: a fetch takes one flavour (both SHA256SUMS still name the other).
     roles_a = {archive.role for archive in tree_a.archives}
     roles_b = {archive.role for archive in tree_b.archives}
     trees: list[Tree] = []
@@ -199,8 +175,8 @@ def _paths(tree_a: Tree, tree_b: Tree) -> list[str]:
 
 def _implied_folder(path: str, left: Member | None, right: Member | None, tree_a: Tree,
                     tree_b: Tree) -> bool:
-    """A folder listed on one side only, where the other side holds members under it: a
-    tarball without folder entries against its unpacked folder. Not a difference."""
+    """A folder on one side only whose members the other holds (a tarball without folder
+    entries against its unpacked folder): not a difference."""
     if (left is None) == (right is None):
         return False
     present, other = (left, tree_b) if right is None else (right, tree_a)
@@ -245,14 +221,11 @@ def _member(path: str, left: Member | None, right: Member | None, causes: list[C
                       causes=tuple(causes), sections=sections)
 
 
-# --- the bytes of one member -------------------------------------------------------------------
-
-
 def _explain(path: str, a: ByteSource, b: ByteSource, left: Member, right: Member,
              limits: Limits, *, beside_tarballs: bool = False
              ) -> tuple[str, tuple[SectionDiff, ...], list[Cause]]:
     """What the member is ("elf", "text", "json", "data"), its differing sections, and the
-    causes. `beside_tarballs`: a file of a kit folder, beside its tarballs (repro.beside)."""
+    causes; `beside_tarballs`: a file of a kit folder (repro.beside)."""
     if beside_tarballs and beside.is_attestation(path):
         if max(len(a), len(b)) > limits.document:
             return "json", (), [Cause(model.NOT_EXPLAINED, f"larger than the "
@@ -320,13 +293,9 @@ def _split_run(lines: list[str]) -> tuple[list[str], list[str]]:
     return lines, []
 
 
-# --- the tarballs themselves ---------------------------------------------------------------------
-
-
 def _archive_diffs(tree_a: Tree, tree_b: Tree, found: dict[str, MemberDiff]
                    ) -> list[MemberDiff]:
-    """What two tarballs' own bytes say beyond their members: tar header fields, member order,
-    the compression header; and that they differ when no member explains why."""
+    """What two tarballs' own bytes say beyond their members (headers, order, compression)."""
     b_archives = {archive.path: archive for archive in tree_b.archives}
     diffs = []
     for archive in tree_a.archives:
@@ -360,7 +329,7 @@ def _archive_diffs(tree_a: Tree, tree_b: Tree, found: dict[str, MemberDiff]
 
 
 def _header_causes(tree_a: Tree, tree_b: Tree, prefix: str) -> list[Cause]:
-    """Tar header fields that differ, one cause per field, with the first member as example."""
+    """One cause per tar header field that differs, the first member as example."""
     counts: dict[str, int] = {}
     example: dict[str, tuple[str, str, str]] = {}
     for path, left in tree_a.members.items():
@@ -376,9 +345,6 @@ def _header_causes(tree_a: Tree, tree_b: Tree, prefix: str) -> list[Cause]:
                                         f"{counts[name]} member(s), e.g. {example[name][0]}",
                   a=example[name][1], b=example[name][2]) for name in HEADER_FIELDS
             if name in counts]
-
-
-# --- output ------------------------------------------------------------------------------------
 
 
 def to_json(comparison: Comparison) -> dict[str, Any]:
@@ -397,35 +363,21 @@ def to_json(comparison: Comparison) -> dict[str, Any]:
 
 
 def _member_json(member: MemberDiff) -> dict[str, Any]:
+    """A member as the schema has it: the dataclasses' own fields, but a section's ranges."""
     return {
-        "path": member.path,
-        "kind": member.kind,
-        "status": member.status,
-        "a": _side_json(member.a),
-        "b": _side_json(member.b),
+        "path": member.path, "kind": member.kind, "status": member.status,
+        "a": _fields(member.a), "b": _fields(member.b),
         "sections": [{
-            "name": section.name,
-            "a": None if section.a is None else {"offset": section.a.offset,
-                                                 "size": section.a.size},
-            "b": None if section.b is None else {"offset": section.b.offset,
-                                                 "size": section.b.size},
+            "name": section.name, "a": _fields(section.a), "b": _fields(section.b),
             "first_offset": section.first_offset,
-            "ranges": [list(pair) for pair in section.ranges],
-            "more_ranges": section.more,
+            "ranges": [list(pair) for pair in section.ranges], "more_ranges": section.more,
         } for section in member.sections],
-        "causes": [{
-            "kind": cause.kind, "section": cause.section, "detail": cause.detail,
-            "a": cause.a, "b": cause.b, "expected": cause.expected, "entry": cause.entry,
-            "kernel": cause.kernel,
-        } for cause in member.causes],
+        "causes": [asdict(cause) for cause in member.causes],
     }
 
 
-def _side_json(side: Side | None) -> dict[str, Any] | None:
-    if side is None:
-        return None
-    return {"kind": side.kind, "size": side.size, "mode": side.mode, "link": side.link,
-            "sha256": side.sha256}
+def _fields(value: Side | Extent | None) -> dict[str, Any] | None:
+    return None if value is None else asdict(value)
 
 
 def render(comparison: Comparison) -> str:

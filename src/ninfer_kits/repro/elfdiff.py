@@ -1,20 +1,6 @@
-"""Why two ELF files differ: which sections, and the cause of each difference where it is known.
-
-Sections are paired by name (and by order among sections of the same name: an object has many
-`.group`s), compared byte for byte, and each differing one is explained by what it is:
-
-- the build-id note: the two build-ids;
-- a symbol table: the STT_FILE symbols and other names that differ, and symbols whose values
-  or sizes differ (its string table then needs no words of its own);
-- a string table (`.strtab`, `.comment`, `.debug_str`, `.rodata.str*`): the differing strings,
-  each read as a path, a time or a plain string;
-- a fatbin (`.nv_fatbin`, `__nv_relfatbin`): the entry, and the kernel, that differs;
-- anything else (`.rodata`, `.debug_info`, `.text`): the text around each differing range,
-  read as a path or a time; failing that, "bytes differ" from the first differing offset, with
-  the function or object that holds it when the symbol table says.
-
-A cubin inside a fatbin goes through the same comparison, one level down.
-"""
+"""Why two ELF files differ: the sections, and each one's cause by what the section is (the
+build-id, a symbol or string table, a fatbin, else the text around each differing range).
+A cubin inside a fatbin goes through the same comparison, one level down."""
 
 from __future__ import annotations
 
@@ -113,8 +99,7 @@ def diff_elf(a: ByteSource, b: ByteSource, shown: str, limits: Limits, *, prefix
         if diff is not None:
             causes.extend(_explain(pair, left, right, diff))
         elif _names_differ(pair, left, differing_names):
-            # Same symbol entries, other names: only the string table's bytes differ (a FILE
-            # symbol's name of the same length), but the names are the symbol table's.
+            # Same entries, other names (only the string table's bytes differ): the symbols'.
             causes.extend(_symbols(pair, left, right))
         if len(causes) >= limits.causes:
             causes.append(_limit_reached(limits))
@@ -130,12 +115,8 @@ def diff_elf(a: ByteSource, b: ByteSource, shown: str, limits: Limits, *, prefix
 def _resized_strings(paired: list[tuple[Section | None, Section | None]],
                      diffs: dict[int, SectionDiff]) -> list[str]:
     """String tables whose size differs: every offset into them after the change moved."""
-    resized = []
-    for index in diffs:
-        left, right = paired[index]
-        if left and right and is_string_table(left) and left.size != right.size:
-            resized.append(left.name)
-    return resized
+    return [left.name for left, right in (paired[index] for index in diffs)
+            if left and right and is_string_table(left) and left.size != right.size]
 
 
 def _with_followers(causes: list[Cause], resized: list[str]) -> list[Cause]:
@@ -212,7 +193,8 @@ def _layout_causes(pair: _Pair, paired: list[tuple[Section | None, Section | Non
 
 
 def _explain(pair: _Pair, left: Section, right: Section, diff: SectionDiff) -> list[Cause]:
-    if left.name == BUILD_ID_SECTION or (left.type == SHT_NOTE and _has_build_id(pair, left)):
+    if left.name == BUILD_ID_SECTION or (
+            left.type == SHT_NOTE and build_id(pair.a, pair.la, left) is not None):
         return _build_id(pair, left, right)
     if left.type in (SHT_SYMTAB, SHT_DYNSYM):
         return _symbols(pair, left, right) or [_bytes(pair, left, diff)]
@@ -236,7 +218,7 @@ def _explain(pair: _Pair, left: Section, right: Section, diff: SectionDiff) -> l
 
 def _source_times(pair: _Pair, left: Section, right: Section, diff: SectionDiff) -> list[Cause]:
     """The source files whose modification time differs in two line tables (nvcc -lineinfo
-    writes them into each cubin); what else differs there (a path) is read as usual."""
+    writes them); what else differs there is read as usual."""
     a_files = file_entries(section_text(pair.a, pair.la, left))
     b_files = file_entries(section_text(pair.b, pair.lb, right))
     if a_files is None or b_files is None or len(a_files) != len(b_files):
@@ -271,10 +253,6 @@ def _utc(seconds: int) -> str:
 # --- build-id ----------------------------------------------------------------------------------
 
 
-def _has_build_id(pair: _Pair, section: Section) -> bool:
-    return build_id(pair.a, pair.la, section) is not None
-
-
 def _build_id(pair: _Pair, left: Section, right: Section) -> list[Cause]:
     a_id, b_id = build_id(pair.a, pair.la, left), build_id(pair.b, pair.lb, right)
     return [Cause(model.BUILD_ID, "the GNU build-id differs", section=pair.name(left.name),
@@ -282,9 +260,8 @@ def _build_id(pair: _Pair, left: Section, right: Section) -> list[Cause]:
 
 
 def _with_build_id_words(causes: list[Cause]) -> list[Cause]:
-    """A build-id the linker computed (--build-id=sha1, the default) follows from every other
-    difference; alone, it was set explicitly (--build-id=0x…) or computed from something
-    outside the file. Say which, now that the other causes are known."""
+    """The build-id's words, now that the other causes are known: a computed one follows from
+    them; alone, it was set explicitly or computed from something outside the file."""
     others = any(cause.kind != model.BUILD_ID for cause in causes)
     words = ("the GNU build-id differs: the linker derives it from the file's other bytes, so "
              "it follows from the other differences" if others else
@@ -367,15 +344,13 @@ def _values(a_symbols: list[Symbol], b_symbols: list[Symbol], where: str) -> lis
 
 
 def _strings(pair: _Pair, left: Section, right: Section) -> list[Cause] | None:
-    """The differing strings of two string tables, each read as a path, a time or a string;
-    None when the tables hold too many strings to compare one by one."""
+    """The differing strings of two string tables; None when there are too many to compare."""
     a_raw, b_raw = section_text(pair.a, pair.la, left), section_text(pair.b, pair.lb, right)
     if max(a_raw.count(b"\0"), b_raw.count(b"\0")) > pair.limits.strings:
         return None
     a_strings, b_strings = a_raw.split(b"\0"), b_raw.split(b"\0")
-    # Strings that moved are not differences: what is left on each side once the common ones
-    # are matched, each distinct string once, is paired in order (a build folder on one side
-    # with the build folder on the other).
+    # Strings that moved are not differences: what is left on each side, each distinct string
+    # once, is paired in order (a build folder on one side with the other's).
     a_only: dict[bytes, None] = {}
     b_only: dict[bytes, None] = {}
     for i1, i2, j1, j2 in differing_runs(a_strings, b_strings):
@@ -433,9 +408,8 @@ def _by_ranges(pair: _Pair, left: Section, right: Section, diff: SectionDiff) ->
 def _texts_at(a: ByteSource, a_region: tuple[int, int], b: ByteSource,
               b_region: tuple[int, int], ranges: tuple[tuple[int, int], ...],
               where: str | None, *, strings: bool) -> list[Cause]:
-    """The paths and times that hold differing ranges (relative to the regions' starts), each
-    string once however many ranges fall in it; with `strings`, other text of MIN_STRING
-    characters or more too (never in code, whose bytes are often printable by chance)."""
+    """The paths and times holding differing ranges, each once; with `strings`, other text of
+    MIN_STRING characters too (never in code, whose bytes are often printable by chance)."""
     causes: list[Cause] = []
     seen: set[int] = set()
     (a_start, a_end), (b_start, b_end) = a_region, b_region
@@ -455,8 +429,7 @@ def _texts_at(a: ByteSource, a_region: tuple[int, int], b: ByteSource,
 
 
 def diff_data(a: ByteSource, b: ByteSource, limits: Limits) -> list[Cause]:
-    """Why two files that are neither ELF nor text differ: paths and times where their bytes
-    differ, else where the bytes first differ."""
+    """Paths and times where two files (neither ELF nor text) differ, else where they first do."""
     found = differing(a, 0, len(a), b, 0, len(b), limits.ranges)
     causes = _texts_at(a, (0, len(a)), b, (0, len(b)), found.ranges, None, strings=True)
     if causes or not found:
@@ -485,7 +458,7 @@ def _bytes(pair: _Pair, left: Section, diff: SectionDiff) -> Cause:
 
 
 def _holder(pair: _Pair, section: Section, offset: int) -> str | None:
-    """The function or object whose bytes hold `offset` of `section`, by the symbol table."""
+    """The function or object holding `offset` of `section`, by the symbol table."""
     if pair.symbols_a is None:
         table = next((s for s in pair.la.sections if s.type == SHT_SYMTAB), None)
         pair.symbols_a = symbols(pair.a, pair.la, table) if table else []

@@ -1,31 +1,6 @@
-"""What a comparison of two kits finds: the values passed between its steps, and their names.
-
-Every difference carries a cause of a named kind, so that a program (the `repro` command, CI)
-can tell a temporary file name from a changed kernel without parsing sentences. The kinds:
-
-    build-id       the GNU build-id note differs (set explicitly, or derived by the linker
-                   from the other bytes, in which case it follows from the other causes)
-    file-symbol    a `.symtab` STT_FILE symbol differs: the source name the compiler saw
-                   (nvcc's temporary `tmpxft_<pid>_…cudafe1.cpp` without -objtemp)
-    symbol-name    another symbol's name differs (per-compile internal names)
-    symbol-value   same symbols, other values or sizes: code or data moved or changed size
-    embedded-path  differing bytes inside a '/'-separated string: a build folder, a source path
-    embedded-time  differing bytes inside a __DATE__/__TIME__ style string
-    string         a differing string that is neither a path nor a time
-    fatbin-entry   one entry of a CUDA fatbin differs: which (kind, arch), which kernel
-    bytes          bytes differ in a section, and no cause above was recognised
-    section-layout a section only on one side
-    text-lines     differing lines of a text member
-    run-facts      what records the run, not the kit: BUILDINFO.txt's lines below the run
-                   marker, a kit folder's SHA256SUMS lines of files other than the tarballs,
-                   an SBOM's or provenance's values beyond its subject: expected to differ
-    subject        an SBOM or provenance document describes another tarball (name, sha256)
-    build-log      the build log beside a kit: expected to differ
-    only-in-a / only-in-b    a member on one side only
-    member-type, mode, link-target    what the archive or folder says about a member
-    archive-header the tar headers or the compression header differ (time, owner, order)
-    not-explained  too large to compare here, or unreadable: only the sha256 says it differs
-"""
+"""What a comparison of two kits finds, and the named kind of each cause, so that a program
+(`repro`, CI) tells a temporary file name from a changed kernel without parsing sentences.
+The kinds: docs/repro.md, "Causes"."""
 
 from __future__ import annotations
 
@@ -55,20 +30,17 @@ LINK_TARGET = "link-target"
 ARCHIVE_HEADER = "archive-header"
 NOT_EXPLAINED = "not-explained"
 
-# How a member compares: it differs, it is on one side only, or only in what is expected to
-# differ between two runs (BUILDINFO.txt's run facts, the build log).
+# How a member compares (besides ONLY_IN_A/B): it differs, or only where runs differ by design.
 DIFFERS, EXPECTED = "differs", "expected"
 
 
 @dataclass(frozen=True)
 class Limits:
-    """How far a comparison reads, so that a kit of hundreds of MB costs bounded time and
-    memory: what is past a limit is said to be, never silently dropped."""
+    """How far a comparison reads: bounded time and memory; what is past a limit is said."""
 
     explain: int = 2 << 30  # the largest member compared section by section (else: sha256 only)
     text: int = 1 << 20  # the largest member compared line by line as text
-    # the largest SBOM or provenance compared value by value (its licence texts make an SBOM
-    # the largest text beside a kit: ~300 kB for the portable example's 40 libraries)
+    # the largest SBOM or provenance compared value by value (the portable example's: ~300 kB)
     document: int = 16 << 20
     ranges: int = 8  # differing byte ranges kept per section
     causes: int = 40  # causes kept per member
@@ -79,9 +51,8 @@ class Limits:
 
 @dataclass(frozen=True)
 class Cause:
-    """One recognised reason why a member differs, and where: `section` is an ELF section name
-    (nested as ".nv_fatbin › sass sm_86 › .text._Z1kPf" inside device code), or None for the
-    member as a whole. `a` and `b` are the two values, as text, when there are two to show."""
+    """One recognised reason why a member differs: `section` is an ELF section (nested as
+    ".nv_fatbin › sass sm_86 › .text._Z1kPf" in device code) or None; `a`, `b` the values."""
 
     kind: str
     detail: str
@@ -103,9 +74,8 @@ class Extent:
 
 @dataclass(frozen=True)
 class SectionDiff:
-    """One ELF section whose bytes (or size, or presence) differ. `ranges` are differing byte
-    ranges [start, end) relative to the section's start, the first few only (`more` says that
-    more followed); with sizes that differ they are where the aligned bytes differ."""
+    """One ELF section whose bytes, size or presence differ; `ranges`: the first differing
+    [start, end) from its start (`more`: more followed)."""
 
     name: str
     a: Extent | None
@@ -131,8 +101,7 @@ class Side:
 
 @dataclass(frozen=True)
 class MemberDiff:
-    """One member that differs (or differs only where expected). `kind` is what it is: "elf",
-    "text", "data", "archive", "symlink", "hardlink", "folder"."""
+    """One member that differs (or only where expected); `kind`: "elf", "text", "data", …"""
 
     path: str
     kind: str
@@ -145,8 +114,7 @@ class MemberDiff:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Two kits compared: `members` lists only those that differ (or differ where expected);
-    `same` counts the members found identical."""
+    """Two kits compared: `members` those that differ, `same` the count of the others."""
 
     a: str
     b: str
@@ -157,5 +125,5 @@ class Comparison:
 
     @property
     def identical(self) -> bool:
-        """Whether the kits are the same, apart from what differs between runs by design."""
+        """The same, apart from what differs between runs by design."""
         return all(member.status == EXPECTED for member in self.members)

@@ -1,17 +1,6 @@
-"""Two builds of one kit under deliberately different conditions, for `ninfer-kits repro`.
-
-Each build is a separate `ninfer-kits build` process, so that nothing of the first (a cache in
-memory, the working directory, the environment) reaches the second. What differs between them
-is what must not matter for a reproducible kit: the build folder (and its depth), the job
-count, the time zone, the locale, the umask, HOME and the user name, and the time of day (the
-second runs after the first); with the docker builder the second build also gets a fresh
-container (every build does); it gets no compiler cache with either builder (`--no-ccache`).
-The second build is pinned to the revision the first one built.
-
-The clock is not shifted further: under libfaketime (0.9.10, Debian 12) NVIDIA's cicc never
-returns (`faketime -f +400d cicc --version` hangs, FAKETIME_SKIP_CMDS included), so a faked
-clock cannot reach a CUDA build; SOURCE_DATE_EPOCH is what pins every time a build records.
-"""
+"""Two builds of one kit under deliberately different conditions, each a separate `ninfer-kits
+build` process so that nothing of the first reaches the second. What differs, and why the clock
+is not faked: docs/repro.md."""
 
 from __future__ import annotations
 
@@ -22,7 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits import buildinfo, children, kitdir
 from ninfer_kits.errors import (
     EXIT_BAD_INPUT,
     EXIT_ENVIRONMENT,
@@ -30,6 +18,8 @@ from ninfer_kits.errors import (
     CheckFailed,
     EnvironmentFailure,
 )
+from ninfer_kits.host import children
+from ninfer_kits.kit import buildinfo, kitdir
 
 
 @dataclass(frozen=True)
@@ -57,8 +47,7 @@ class Built:
 
 
 def two_conditions(base: Path, builder: str) -> tuple[Conditions, Conditions]:
-    """The first build as a maintainer's shell would run it; the second unlike it in every way
-    that must not matter."""
+    """The first build as a maintainer's shell runs it; the second unlike it where nothing must."""
     first = Conditions(
         name="first", folder=base / "a", jobs=1, umask=0o022,
         env={"TZ": "UTC", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(base / "a-home"),
@@ -84,15 +73,13 @@ def build_under(conditions: Conditions, kit: str, common: Sequence[str],
                "--cache-dir", str(folder / "cache"), *conditions.extra]
     log(f"build {conditions.describe()}")
     env = {**os.environ, **conditions.env}
-    # In a session of its own, so that a terminal's Ctrl-C reaches repro alone, which hands it
-    # (or a SIGTERM) on to the build and waits for it: the build's own cleanup runs (its
-    # children, its build.log, its lock, its container), and nothing of it outlives repro.
+    # In a session of its own: Ctrl-C reaches repro alone, which hands it on to the build and
+    # waits, so the build's own cleanup runs and nothing of it outlives repro.
     process = children.start(command, cwd=folder, env=env, stdout=sys.stderr,
                              stderr=subprocess.STDOUT, umask=conditions.umask)
     code = children.wait_handing_on(process)
     if code != 0:
-        # The build's own status, as README's table has it: bad input stays 2, the environment
-        # (no engine, the network) stays 3; a failed build or check is 1.
+        # The build's own status: bad input stays 2, the environment 3; anything else is 1.
         failure = {EXIT_BAD_INPUT: BadInput, EXIT_ENVIRONMENT: EnvironmentFailure}.get(
             code, CheckFailed)
         raise failure(f"repro: the {conditions.name} build of {kit} failed (exit "

@@ -1,20 +1,7 @@
-"""The two things compared, read as trees of members: a kit tarball, a kit folder dist/<tag>/,
-an unpacked folder, or one file.
-
-Reading is in two passes, so that two kits of hundreds of MB cost neither memory nor disk when
-they are the same (the case that matters): the first pass lists every member with its kind,
-mode, link, size and sha256 (a tarball streamed once through KitArchive, whose checks refuse
-hostile members; small members are kept in memory), and only members whose hashes differ are
-read again: from a folder in place, from a tarball copied into a temporary folder that the
-caller's `with` block removes.
-
-A kit folder's tarballs are listed inside it: member `kit/bin/ninfer` of the plain tarball is
-`<asset>/kit/bin/ninfer`, so two kit folders compare member by member, and their files beside
-the tarballs (BUILDINFO.txt with its run facts, SHA256SUMS, SHA1SUMS, build.log, each
-tarball's SBOM and provenance) compare too, as repro.beside judges them. Nothing else of the
-folder is the kit's: what a release adds (RELEASE.md, ninfer-kits.pyz, the tarball unpacked in
-kit/) and the copyleft sources/ are left out of the tree and named in `Tree.left_out`.
-"""
+"""The two things compared, read as trees of members. Two passes, so that two large kits that
+are the same cost neither memory nor disk: the first lists and hashes every member, the second
+reads again only those whose hashes differ (docs/repro.md, "Causes"). What of a kit folder is
+not the kit's is left out and named in `Tree.left_out`."""
 
 from __future__ import annotations
 
@@ -28,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from ninfer_kits.buildinfo import PORTABLE_SUFFIX
 from ninfer_kits.errors import BadInput
+from ninfer_kits.files.trees import walk
 from ninfer_kits.inspector.archive import HEAD_BYTES, KitArchive, TarHeader, archive_format
 from ninfer_kits.inspector.inputs import ByteSource, look, open_regular, printable
-from ninfer_kits.kitdir import (
+from ninfer_kits.kit.flavours import beside
+from ninfer_kits.kit.kitdir import (
     ATTESTATION_SUFFIXES,
     BUILDINFO,
     FIXED_FILES,
@@ -40,7 +28,6 @@ from ninfer_kits.kitdir import (
     TARBALL_SUFFIX,
 )
 from ninfer_kits.repro.model import Side
-from ninfer_kits.trees import walk
 
 KEEP = 1 << 20  # members up to this size are kept in memory by the first pass
 BLOCK = 1 << 20
@@ -71,7 +58,7 @@ class Archive:
     """A tarball of one side: its path in the tree, its file, and what its bytes say."""
 
     path: str  # "" for a tarball compared as such; the asset's name in a kit folder
-    role: str  # "kit" or "portable" in a kit folder: how two kit folders' tarballs pair
+    role: str  # "kit" or a flavour's name in a kit folder: how two kit folders' tarballs pair
     file: Path
     sha256: str
     head: bytes  # the compression header (gzip: mtime, flags, OS)
@@ -88,8 +75,7 @@ class Tree:
 
 
 def read_tree(path: Path, shown: str) -> Tree:
-    """List what `path` holds, as a tree of members; BadInput when it is missing or neither a
-    folder nor a regular file."""
+    """What `path` holds as a tree of members; BadInput unless a folder or a regular file."""
     mode = look(path, shown).st_mode
     if stat.S_ISDIR(mode):
         if _is_kit_folder(path):
@@ -105,8 +91,7 @@ def read_tree(path: Path, shown: str) -> Tree:
 
 
 def _is_kit_folder(path: Path) -> bool:
-    """dist/<tag>/ or a release of it: a tarball beside BUILDINFO.txt or SHA256SUMS (kitdir.py
-    says the rest)."""
+    """dist/<tag>/ or a release of it: a tarball beside BUILDINFO.txt or SHA256SUMS."""
     names = os.listdir(path)
     return (BUILDINFO in names or SHA256SUMS in names) and any(
         name.endswith(TARBALL_SUFFIX) for name in names)
@@ -131,13 +116,12 @@ def _kit_folder(path: Path, shown: str) -> Tree:
 
 
 def role(asset: str) -> str:
-    """What a kit folder's tarball is: the plain kit or its portable sibling."""
-    return "portable" if asset.endswith(PORTABLE_SUFFIX) else "kit"
+    """What a kit folder's tarball is: the plain kit ("kit") or another flavour's (its name)."""
+    return next((kind.name for kind in beside() if asset.endswith(kind.suffix)), "kit")
 
 
 def _folder(root: Path) -> Iterator[tuple[str, Member]]:
-    """Every entry under `root` (symlinks not followed), sorted, with '/'-separated paths
-    (trees.walk: however deep the tree, no recursion)."""
+    """Every entry under `root` (symlinks not followed), sorted, with '/'-separated paths."""
     entries = walk(root)
     while True:
         try:
@@ -165,29 +149,23 @@ def _entry(path: Path, name: str, status: os.stat_result) -> dict[str, Member]:
 
 
 def _file(path: Path, name: str, status: os.stat_result) -> Member:
-    digest = hashlib.sha256()
-    kept = bytearray()
-    with open_regular(path) as file:
-        size = 0
-        while block := os.read(file.fd, BLOCK):
-            digest.update(block)
-            if size + len(block) <= KEEP:
-                kept += block
-            size += len(block)
-    return Member(name, Side("file", size=size, mode=stat.S_IMODE(status.st_mode),
-                             sha256=digest.hexdigest()),
-                  Origin(path), bytes(kept) if size <= KEEP else None)
+    sink = _digest_file(path)
+    return Member(name, Side("file", size=sink.size, mode=stat.S_IMODE(status.st_mode),
+                             sha256=sink.hash.hexdigest()),
+                  Origin(path), None if sink.kept is None else bytes(sink.kept))
 
 
 class _Digest:
-    """A sink for Member.copy_to: hashes what passes, keeps it when it is small."""
+    """A sink (for Member.copy_to too): hashes what passes, keeps it when it is small."""
 
     def __init__(self) -> None:
         self.hash = hashlib.sha256()
         self.kept: bytearray | None = bytearray()
+        self.size = 0
 
     def write(self, block: bytes | memoryview) -> int:
         self.hash.update(block)
+        self.size += len(block)
         if self.kept is not None:
             if len(self.kept) + len(block) <= KEEP:
                 self.kept += block
@@ -213,16 +191,16 @@ def _tarball(path: Path, shown: str, prefix: str) -> tuple[Archive, dict[str, Me
                 origin = Origin(path, member.name, tarball=True)
                 small = None if sink.kept is None else bytes(sink.kept)
             members[name] = Member(name, side, origin, small, member.header)
-    return Archive(prefix, role(path.name), path, _hash_file(path), _compression_head(path),
-                   tuple(order)), members
+    return Archive(prefix, role(path.name), path, _digest_file(path).hash.hexdigest(),
+                   _compression_head(path), tuple(order)), members
 
 
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
+def _digest_file(path: Path) -> _Digest:
+    sink = _Digest()
     with open_regular(path) as file:
         while block := os.read(file.fd, BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
+            sink.write(block)
+    return sink
 
 
 def _compression_head(path: Path) -> bytes:
@@ -241,8 +219,7 @@ class Contents:
         self._copies: dict[tuple[Path, str], Path] = {}
 
     def fetch(self, members: list[Member]) -> None:
-        """Copy the tarball members among `members` (that are not kept in memory) out of their
-        tarballs, one streaming pass per tarball."""
+        """Copy the members not kept in memory out of their tarballs, one pass per tarball."""
         wanted: dict[Path, set[str]] = {}
         for member in members:
             origin = member.origin

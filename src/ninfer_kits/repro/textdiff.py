@@ -1,9 +1,5 @@
-"""Differing lines of two texts, as a few hunks: for text members and for PTX.
-
-Common leading and trailing lines are cut off first (C-speed list comparisons), so that two
-long texts with one changed line cost almost nothing; difflib sees only what is left, and only
-the first hunks are kept.
-"""
+"""Differing lines of two texts, as a few hunks (text members, PTX): common leading and trailing
+lines are cut off first, so that difflib sees only what is left."""
 
 from __future__ import annotations
 
@@ -18,8 +14,8 @@ T = TypeVar("T", bound=Hashable)
 
 @dataclass(frozen=True)
 class Hunk:
-    """a_count lines of a from line a_start (0-based) became b_count lines of b from b_start;
-    a_lines and b_lines are the first few of them."""
+    """a_count lines of a from a_start (0-based) became b_count of b from b_start; a_lines and
+    b_lines are the first few."""
 
     a_start: int
     a_count: int

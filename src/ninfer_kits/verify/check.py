@@ -1,7 +1,5 @@
-"""The verify job: a kit on disk against a target, as the dynamic loader and the CUDA driver
-would answer — every program's libraries and symbol versions resolved on the target
-(loader.resolve), the floor's rows judged (verify.report), then the driver and the GPUs, which
-only a host has (verify.gpu_host, judged by verify.gpu). `verify` and `fetch` both run it."""
+"""The verify job, which `verify` and `fetch` run: a kit on disk against a target, as the dynamic
+loader (loader.resolve, verify.report) and the CUDA driver (verify.gpu) would answer."""
 
 from __future__ import annotations
 
@@ -24,8 +22,7 @@ from ninfer_kits.verify.target import Target
 
 def verify(kit: KitOnDisk, target: Target) -> VerifyReport:
     inside = target.kit_root.rstrip("/") + "/kit/"
-    # The kit's own files have their symbols checked by name too; the target's libraries are
-    # its distribution's, consistent among themselves, and reading them all would be slow.
+    # Only the kit's files have their symbols checked: the target's are consistent, and many.
     resolver = Resolver(target.setup, check_symbols=lambda path: path.startswith(inside))
     resolutions = tuple(resolve_program(resolver, kit, target, program)
                         for program in kit.programs)
@@ -47,7 +44,6 @@ NO_DRIVER = "no NVIDIA driver here (no kernel module, no libcuda.so.1, no nvidia
 
 
 def driver_rows(kit: KitOnDisk, floor: KitFloor, target: Target) -> list[Row]:
-    """The NVIDIA driver and the GPUs: only a host has them (verify.gpu_host probes this one)."""
     cuda = _kit_cuda(kit, floor)
     if cuda is None and not floor.sass and not floor.ptx and not set(floor.sonames) & {
             gpu_host.LIBCUDA}:
@@ -84,5 +80,4 @@ def _kit_cuda(kit: KitOnDisk, floor: KitFloor) -> str | None:
 
 
 def _status(status: str) -> str:
-    """gpu's statuses in the report's words: what could not be found out is not checked."""
     return NOT_CHECKED if status == gpu.UNKNOWN else status

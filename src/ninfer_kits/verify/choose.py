@@ -1,12 +1,7 @@
-"""`fetch --auto`'s choice: the published kit and flavour that will run on a target, judged
-from the needs the kit index (or the ledger) records, before anything is downloaded, the way
-verify judges a kit on disk: each flavour's libraries and symbol versions resolved by the
-target's own loader (loader.resolve, from a dynamic section made of those needs), then the
-driver and the GPUs (verify.gpu), which only a host has.
-
-The newest release of each kit is a candidate; its plain flavour is chosen when the target has
-its libraries, else its portable one. Among kits that run, SASS for the GPU (no JIT at start)
-comes before PTX, then the newest. When none runs, the nearest is named with what it lacks."""
+"""`fetch --auto`'s choice: the published kit and flavour that will run on a target, judged before
+anything is downloaded from the needs the kit index records, as verify judges a kit on disk (a
+dynamic section made of those needs, resolved by loader.resolve). The order: docs/fetch.md,
+"Which kit?"."""
 
 from __future__ import annotations
 
@@ -14,14 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ninfer_kits.inspector.elf import ElfInfo, VersionNeed
-from ninfer_kits.ledger import LedgerEntry, LedgerFlavour, LedgerNeeds
+from ninfer_kits.kit.flavours import rank
 from ninfer_kits.loader.resolve import DEFAULT_LOADERS, Resolution, Resolver
+from ninfer_kits.release.ledger import LedgerEntry, LedgerFlavour, LedgerNeeds
 from ninfer_kits.verify import gpu
 from ninfer_kits.verify.gpu_host import GpuReport
 from ninfer_kits.verify.report import OK
 from ninfer_kits.verify.target import Target
 
-# Kits are built for x86-64 Linux; a kit of another machine will carry it in its needs.
 MACHINE, ELF_CLASS_64 = "x86-64", 64
 PROGRAM = "kit/bin/ninfer"  # where a kit's program is, below the folder it is unpacked into
 NO_DRIVER = "none here (no kernel module, no libcuda.so.1, no nvidia-smi)"
@@ -51,15 +46,13 @@ class Choice:
 
     @property
     def nearest(self) -> Judged | None:
-        """Where nothing runs: the flavour with the fewest unmet requirements (the first of
-        them in the order judged: newest kit first, plain before portable)."""
+        """Where nothing runs: the first flavour judged with the fewest unmet requirements."""
         if not self.judged:
             return None
         return min(self.judged, key=lambda judged: len(judged.unmet))
 
 
 def candidates(entries: Sequence[LedgerEntry], kit: str | None = None) -> list[LedgerEntry]:
-    """The newest release of each kit (of `kit` only, when given), newest first."""
     newest: dict[str, LedgerEntry] = {}
     for entry in sorted(entries, key=lambda entry: entry.published_at):
         if kit is None or entry.kit == kit:
@@ -69,14 +62,14 @@ def candidates(entries: Sequence[LedgerEntry], kit: str | None = None) -> list[L
 
 def choose(entries: Sequence[LedgerEntry], target: Target, host: GpuReport | None,
            kit: str | None = None) -> Choice:
-    """The flavour to fetch for `target` (`host`: its driver and GPUs; None for a root or an
-    image, where the driver is the container runtime's to bring)."""
+    """`host`: its driver and GPUs; None for a root or an image (the runtime brings them)."""
     resolver = Resolver(target.setup)
     judged: list[Judged] = []
     chosen: list[Judged] = []
     for entry in candidates(entries, kit):
         flavours = [judge(entry, flavour, resolver, target, host)
-                    for flavour in entry.flavour_facts()]
+                    for flavour in sorted(entry.flavour_facts(),
+                                          key=lambda facts: rank(facts.flavour))]
         judged += flavours
         running = next((flavour for flavour in flavours if flavour.runs), None)
         if running is not None:
@@ -112,8 +105,7 @@ def judge(entry: LedgerEntry, flavour: LedgerFlavour, resolver: Resolver, target
 
 
 def dynamic_section(needs: LedgerNeeds) -> ElfInfo:
-    """A program's dynamic section as the flavour's programs have it together: the sonames it
-    needs from the system, the symbol versions from each, its RUNPATH."""
+    """One dynamic section standing for all the flavour's programs."""
     return ElfInfo(path=PROGRAM, elf_class=ELF_CLASS_64, machine=MACHINE, type="DYN",
                    interpreter=DEFAULT_LOADERS[MACHINE], soname=None, needed=needs.sonames,
                    rpath=(), runpath=needs.runpath, build_id=None,

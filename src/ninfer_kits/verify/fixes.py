@@ -1,9 +1,6 @@
-"""What to do about a library the target lacks, in the target's own terms: a package of ITS
-distribution (data/distros.toml for FFmpeg, libcurl, the CUDA runtime and libstdc++;
-data/soname_packages.toml for the rest, per distribution, validated on load), or — where that
-distribution has no package of that soname — that it has none, and what to do instead (the
-kit's portable flavour, which carries it). A distribution without facts here gets no guessed
-package name: the fix says so, and how to find one."""
+"""What to do about a library the target lacks, in the target's own terms: a package of its
+distribution (data/distros.toml, data/soname_packages.toml), or that it has none and what to do
+instead. A distribution without facts gets no guessed package name: the fix says how to find one."""
 
 from __future__ import annotations
 
@@ -11,6 +8,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from ninfer_kits.config.resources import data_file
+from ninfer_kits.config.tables import Table, read_data_file
 from ninfer_kits.inspector.floor import CUDART
 from ninfer_kits.platforms.distros import (
     FFMPEG_SONAME,
@@ -19,8 +18,6 @@ from ninfer_kits.platforms.distros import (
     Distro,
     shipped_distros,
 )
-from ninfer_kits.resources import data_file
-from ninfer_kits.tables import Table, read_data_file
 
 DATA_FILE = data_file("soname_packages.toml")
 
@@ -47,20 +44,15 @@ class PackageFacts:
 
 @dataclass(frozen=True)
 class System:
-    """The target's distribution: how it calls itself, its loader family, and the facts known
-    for it (None: a distribution this tool has no facts for)."""
-
     name: str  # "Ubuntu 24.04" (distros.toml) or os-release's PRETTY_NAME
     family: str  # loader family: debian, redhat, arch, generic
-    distro: Distro | None
+    distro: Distro | None  # None: no facts for it
 
 
 @dataclass(frozen=True)
 class Advice:
-    """What the fixes may name besides packages: the kit and whether it has a portable flavour."""
-
     kit: str = ""  # the kit's name (BUILDINFO `kit`), "" when not known
-    portable: bool = False  # the kit has a portable sibling
+    portable: bool = False  # the kit has a portable flavour
 
 
 @functools.cache
@@ -102,8 +94,7 @@ def _validate(root: Table, distro_ids: set[str]) -> PackageFacts:
 
 def system_of(os_id: str, id_like: tuple[str, ...], version_id: str, pretty_name: str,
               family: str) -> System:
-    """The distros.toml row for an os-release: its ID (or one it is like) and VERSION_ID (or
-    its major, "9.4" being RHEL 9); a rolling distribution by ID alone."""
+    """The distros.toml row for an os-release ("9.4" is RHEL 9; rolling ones by ID alone)."""
     for candidate in (os_id, *id_like):
         for distro in shipped_distros().distros:
             if distro.os_id != candidate or not candidate:
@@ -130,7 +121,6 @@ def _install(system: System, package: str) -> str:
 
 
 def _instead(system: System, soname: str, advice: Advice) -> str:
-    """What to do when the distribution has no package of `soname`."""
     kit = advice.kit or "KIT"
     if advice.portable:
         return (f"use the kit's portable flavour, which carries {soname} "
@@ -140,7 +130,6 @@ def _instead(system: System, soname: str, advice: Advice) -> str:
 
 
 def fix_for(soname: str, system: System | None = None, advice: Advice | None = None) -> str:
-    """One fix line for a library `soname` the target lacks."""
     system = system or System("this system", "generic", None)
     advice = advice or Advice()
     distro = system.distro
@@ -208,9 +197,7 @@ def _from_distro(soname: str, distro: Distro, system: System, advice: Advice) ->
 
 
 def _ffmpeg_package(packages: str, sonames: tuple[str, ...], soname: str) -> str:
-    """The package of one FFmpeg soname: distros.toml lists one per soname in the same order
-    (Debian, Ubuntu, Fedora), or one package for all of them (Arch's ffmpeg); a parenthesised
-    remark ("(universe)") may follow."""
+    """distros.toml lists one package per soname in order, or one for all (Arch's ffmpeg)."""
     words = packages.split("(")[0].split()
     if len(words) == len(sonames):
         return words[sonames.index(soname)]
@@ -218,7 +205,6 @@ def _ffmpeg_package(packages: str, sonames: tuple[str, ...], soname: str) -> str
 
 
 def too_old(soname: str, system: System | None, advice: Advice | None) -> str:
-    """A library the target has, too old for the kit: its newer version is another release's."""
     system = system or System("this system", "generic", None)
     advice = advice or Advice()
     return (f"{system.name}'s {soname} is older than the kit's: run it on a newer release, or "
@@ -226,8 +212,6 @@ def too_old(soname: str, system: System | None, advice: Advice | None) -> str:
 
 
 def another_build(soname: str, what: str, system: System | None, advice: Advice | None) -> str:
-    """A library the target has of another build than the kit's (built with another TLS
-    library, or without the functions or versions the kit uses): newer would not help."""
     system = system or System("this system", "generic", None)
     advice = advice or Advice()
     return (f"the kit was linked against a build of {soname} that {what}, and {system.name}'s "
@@ -235,6 +219,5 @@ def another_build(soname: str, what: str, system: System | None, advice: Advice 
 
 
 def kit_lacks(path: str, what: str) -> str:
-    """The kit's own copy of a library lacks what its programs were linked against."""
     return (f"the kit's own {path} lacks {what}, which its programs were linked against: the "
             f"kit is inconsistent; rebuild it (or put back the library it was built with)")

@@ -1,17 +1,9 @@
 """Will a kit's CUDA runtime and device code run on this host's driver and GPUs, as the CUDA
-driver would decide (`check_driver`, `check_gpu`, `check_gpus`, `check_gpu_side`), given what
-verify.gpu_host found and the driver facts of platforms.cuda_drivers.
+driver would decide, from what verify.gpu_host found and platforms.cuda_drivers' facts.
 
-The driver must offer the kit's CUDA major (minor version compatibility: any 13.x runtime on a
-580+ driver); each GPU runs the kit natively when some SASS arch reaches its compute capability,
-through PTX JIT (a slower first start) when some PTX arch does and the driver is new enough to
-compile that PTX, and not at all otherwise. The arch rules are the floor's (`inspector.floor`:
-`sm_XY` on X.Y and later X minors, `sm_XYa` on X.Y only, `sm_XYf` on the X family from X.Y,
-`compute_XY` JIT-compiled for X.Y or higher, `compute_XYa`/`f` only for that arch / family).
-PTX counts from `.nv_fatbin` and, unlike the floor's table, from `__nv_relfatbin` too: the CUDA
-runtime JIT-links relocatable device code when the device-linked image has no code for the GPU
-(seen on an H200; see `check_gpu`).
-"""
+The arch rules are the floor's (inspector.floor); unlike the floor's table, the PTX of
+`__nv_relfatbin` counts too: the runtime JIT-links it where the device-linked SASS does not fit
+(docs/verify.md, "Verified on")."""
 
 from __future__ import annotations
 
@@ -31,7 +23,6 @@ from ninfer_kits.platforms.cuda_drivers import CudaDrivers, cuda_drivers, kit_cu
 from ninfer_kits.verify.gpu_host import Gpu, GpuReport
 from ninfer_kits.verify.report import CANNOT_RUN, MISSING, OK, TOO_OLD
 
-# Statuses: verify's report's own words, plus what the probe could not find out.
 UNKNOWN: Final = "unknown"
 
 How = Literal["native", "ptx-jit", "none", "unknown"]
@@ -39,8 +30,6 @@ How = Literal["native", "ptx-jit", "none", "unknown"]
 
 @dataclass(frozen=True)
 class DriverCheck:
-    """The driver against the kit's CUDA runtime: a row of verify's report."""
-
     requirement: str
     found: str
     status: str  # OK, TOO_OLD, MISSING, CANNOT_RUN (cuInit fails), UNKNOWN
@@ -49,8 +38,6 @@ class DriverCheck:
 
 @dataclass(frozen=True)
 class GpuCheck:
-    """One GPU against the kit's device code: a row of verify's report, and how it runs."""
-
     gpu: Gpu
     how: How  # "native" (SASS), "ptx-jit" (the driver compiles PTX at start), "none", "unknown"
     code: str | None  # the arch that serves it: "sm_86", "compute_86"
@@ -62,8 +49,7 @@ class GpuCheck:
 
 @dataclass(frozen=True)
 class GpuSide:
-    """The whole GPU side: the driver row, then one row a GPU. `runs` says whether the kit can
-    run here (on at least one GPU), None when that is unknown."""
+    """The driver row, then one row a GPU; `runs` is None when unknown."""
 
     driver: DriverCheck
     gpus: tuple[GpuCheck, ...]
@@ -82,8 +68,7 @@ class GpuSide:
 
 def check_driver(report: GpuReport, kit_cuda: str | int,
                  table: CudaDrivers | None = None) -> DriverCheck:
-    """Does the driver run the kit's CUDA runtime? Minor version compatibility: CUDA 13.x needs
-    a driver offering CUDA 13.0 or later (580 or newer); a newer major's driver runs it too."""
+    """Minor version compatibility: CUDA 13.x needs a driver offering CUDA 13.0 or later."""
     table = table or cuda_drivers()
     major, _ = kit_cuda_version(kit_cuda)
     floor = table.major_floor(major)
@@ -116,8 +101,8 @@ def check_driver(report: GpuReport, kit_cuda: str | int,
 
 def _offered_cuda(report: GpuReport,
                   table: CudaDrivers) -> tuple[tuple[int, int] | None, bool]:
-    """The CUDA version the driver offers: libcuda's own word first (a forward-compatibility
-    libcuda offers more than its kernel module's branch), else the driver's version looked up."""
+    """libcuda's own word first (a forward-compatibility libcuda offers more than its branch),
+    else the driver's version looked up."""
     if report.driver_cuda is not None:
         return report.driver_cuda, False
     if report.driver_version is not None:
@@ -143,19 +128,9 @@ def check_gpu(gpu: Gpu, sass: Sequence[str], ptx: Sequence[str],
               relocatable: Sequence[str] = (), *, kit_cuda: str | int | None = None,
               driver_cuda: tuple[int, int] | None = None,
               table: CudaDrivers | None = None) -> GpuCheck:
-    """How one GPU runs the kit's device code: `sass` and `ptx` as the CUDA runtime loads them
-    (KitFloor.sass, .ptx: `.nv_fatbin`), `relocatable` the archs of the device-link inputs
-    (KitFloor.relocatable: `__nv_relfatbin`, from separable compilation).
-
-    SASS that reaches the GPU's compute capability runs natively. Else PTX that reaches it is
-    JIT-compiled by the driver when the program starts: loaded PTX, or else the relocatable
-    PTX, which the CUDA runtime JIT-compiles and links when the device-linked image has no code
-    for the GPU (nvcc's link.stub hands the runtime every object's relocatable fatbin with the
-    linked one; seen on an H200: a separable-compilation sm_86 build with no PTX in
-    `.nv_fatbin` ran, and failed with "PTX JIT compilation was disabled" under
-    CUDA_DISABLE_PTX_JIT=1). The driver (`driver_cuda`) must be at least the CUDA version that
-    generated the PTX (`kit_cuda`, the kit's toolkit: a 580 driver cannot compile CUDA 13.1's
-    PTX)."""
+    """Native when SASS reaches the GPU; else PTX JIT from loaded PTX, or else from
+    `relocatable`'s (`__nv_relfatbin`), where the driver is at least `kit_cuda` (a 580 driver
+    cannot compile CUDA 13.1's PTX)."""
     relocatable_ptx = [arch for arch in relocatable if arch.startswith("compute_")]
     requirement = gpu_requirement(sass, ptx, relocatable)
     cap = gpu.capability
@@ -194,8 +169,7 @@ def check_gpu(gpu: Gpu, sass: Sequence[str], ptx: Sequence[str],
     every_ptx = [*ptx, *relocatable_ptx]
     no_ptx = ("no PTX it can JIT-compile for it" + _listed(every_ptx) if every_ptx else
               "no PTX, so the driver cannot JIT-compile kernels for it")
-    # What the first launch says (seen on the H200): a device-linked program without code for
-    # the GPU cannot find its kernel's symbol.
+    # What the first launch says (seen on the H200).
     error = "named symbol not found" if relocatable else \
         "no kernel image is available for execution on the device"
     return GpuCheck(gpu, "none", None, requirement,
@@ -217,9 +191,7 @@ def check_gpus(report: GpuReport, sass: Sequence[str], ptx: Sequence[str],
 def check_gpu_side(report: GpuReport, kit_cuda: str | int, sass: Sequence[str],
                    ptx: Sequence[str], relocatable: Sequence[str] = (),
                    table: CudaDrivers | None = None) -> GpuSide:
-    """The driver row and one row a GPU, for a kit of CUDA `kit_cuda` (BUILDINFO's
-    cuda_version, or the libcudart.so.N major) with device code `sass`/`ptx` (loaded) and
-    `relocatable` (the archs of its `__nv_relfatbin` entries, SASS and PTX)."""
+    """`kit_cuda`: BUILDINFO's cuda_version, or the libcudart.so.N major."""
     table = table or cuda_drivers()
     missing = next((problem for problem in report.problems if "GPU" in problem), "")
     return GpuSide(driver=check_driver(report, kit_cuda, table),
@@ -230,8 +202,7 @@ def check_gpu_side(report: GpuReport, kit_cuda: str | int, sass: Sequence[str],
 
 def gpu_requirement(sass: Sequence[str], ptx: Sequence[str],
                     relocatable: Sequence[str] = ()) -> str:
-    """"An NVIDIA GPU of compute capability 8.6 or a later 8.x": the floor's wording, over the
-    SASS and PTX that can run (relocatable PTX included: the runtime JIT-links it)."""
+    """The floor's wording, relocatable PTX included."""
     linkable = [arch for arch in relocatable if arch.startswith("compute_")]
     reaches = [reach for arch in (*sass, *ptx, *linkable) if (reach := _reach(arch)) is not None]
     label = ", or ".join(_describe_reach(reach) for reach in _union(reaches))
@@ -248,7 +219,7 @@ def _runs_on(arch: str, capability: tuple[int, int]) -> bool:
 
 
 def _newest(archs: Sequence[str]) -> str:
-    """Of the PTX that fits, the newest arch: what the CUDA runtime picks to JIT-compile."""
+    """What the CUDA runtime picks to JIT-compile: the newest PTX that fits."""
     def number(arch: str) -> int:
         match = GPU_ARCH.match(arch)
         return int(match["number"]) if match else 0

@@ -1,27 +1,13 @@
-"""The host side of `verify`: the NVIDIA driver and each GPU this host has, as the CUDA
-runtime would see them (`probe_host`).
+"""The host side of `verify`: the NVIDIA driver and each GPU, as the CUDA runtime would see them.
 
-Cheapest and most certain first, each step only when the earlier ones left something unknown:
-
-1. `/proc/driver/nvidia/version`: the kernel module's version (a read of procfs, cannot block);
-2. `libcuda.so.1` through ctypes: `cuDriverGetVersion` (the CUDA version this driver offers, e.g.
-   13000; a forward-compatibility libcuda can offer more than the kernel module's branch), then
-   `cuInit` and each device's name and compute capability. These are the GPUs the CUDA runtime
-   itself sees (CUDA_VISIBLE_DEVICES applies);
-3. `libnvidia-ml.so.1` (NVML) through ctypes: driver version, CUDA version, GPUs;
-4. `nvidia-smi --query-gpu=driver_version,compute_cap,name --format=csv,noheader`.
-
-Steps 2 and 3 run in a child Python process (a hung or crashing driver library cannot take
-`verify` with it) and every child is a probe with a limit (children.probe); a probe that fails
-says why, and what stays unknown ends up in `GpuReport.problems` ("… unknown, because …"),
-never as an exception.
-"""
+The order of the probes and why (cheapest and most certain first; the driver libraries in a
+bounded child process): docs/verify.md. What stays unknown ends in `GpuReport.problems`, with
+why, never as an exception."""
 
 from __future__ import annotations
 
 import ctypes
 import json
-import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -29,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from ninfer_kits import nvidia_smi as smi
-from ninfer_kits.children import ProbeTimeout, probe
-from ninfer_kits.versions import DRIVER_VERSION
+from ninfer_kits.config import settings
+from ninfer_kits.host import nvidia_smi as smi
+from ninfer_kits.host.children import ProbeTimeout, probe
+from ninfer_kits.host.versions import DRIVER_VERSION
 
 PROC_VERSION: Final = Path("/proc/driver/nvidia/version")
 LIBCUDA: Final = "libcuda.so.1"
 LIBNVML: Final = "libnvidia-ml.so.1"
 SMI_FIELDS: Final = ("driver_version", "compute_cap", "name")
-SMI_QUERY: Final = smi.query_args(SMI_FIELDS)
 DEFAULT_TIMEOUT: Final = 20.0  # seconds per probe: cuInit on a host of 8 GPUs can take several
 
 
@@ -49,8 +35,8 @@ NVML_DRIVER_BUFFER: Final = 80  # NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
 NVML_NAME_BUFFER: Final = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE
 NAME_BUFFER: Final = 256
 
-# "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (…)  …"
-# and the proprietary module's "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  …"
+# "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  …" (and the
+# proprietary module's "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  …")
 NVRM_LINE: Final = re.compile(
     r"^NVRM version:.*?Kernel Module(?: for \S+)?\s+(?P<version>\d+\.\d+(?:\.\d+)?)(?:\s|$)",
     re.MULTILINE)
@@ -79,24 +65,20 @@ class Gpu:
 
 @dataclass(frozen=True)
 class GpuReport:
-    """What the host has. `driver_version` is the driver's own number (580.159.04);
-    `driver_cuda` the CUDA version its libcuda offers ((13, 0)), None when neither libcuda nor
-    NVML said. `cuda_error`: libcuda loaded but cuInit failed with something other than "no
-    device" (a user-space/kernel driver mismatch, …): the kit's CUDA runtime fails the same way.
-    `problems`: what stayed unknown and why, one line each."""
+    """What the host has; `problems`: what stayed unknown and why, one line each."""
 
-    driver_version: str | None
+    driver_version: str | None  # 580.159.04
     driver_source: str  # "/proc/driver/nvidia/version", "libnvidia-ml.so.1", "nvidia-smi", ""
-    driver_cuda: tuple[int, int] | None
+    driver_cuda: tuple[int, int] | None  # what its libcuda offers: (13, 0)
     gpus: tuple[Gpu, ...]
     gpu_source: str  # "libcuda.so.1", "libnvidia-ml.so.1", "nvidia-smi", ""
+    # cuInit failed but not for "no device": the kit's CUDA runtime fails the same way
     cuda_error: str | None
     problems: tuple[str, ...]
     no_driver: bool = False  # nothing of a driver at all: no module, no libcuda, no nvidia-smi
 
 
 def parse_proc_version(text: str) -> str | None:
-    """The driver version in /proc/driver/nvidia/version, or None when no NVRM line has one."""
     match = NVRM_LINE.search(text)
     return match["version"] if match else None
 
@@ -109,9 +91,8 @@ def parse_cuda_version(value: int) -> tuple[int, int] | None:
 
 
 def parse_nvidia_smi(text: str) -> tuple[str | None, tuple[Gpu, ...], tuple[str, ...]]:
-    """`nvidia-smi --query-gpu=driver_version,compute_cap,name --format=csv,noheader`: one
-    line a GPU, "580.159.04, 9.0, NVIDIA H200" (the name last: it is the only field that could
-    hold a comma). Returns the driver version, the GPUs and the lines it could not read."""
+    """"580.159.04, 9.0, NVIDIA H200" a GPU (the name last: only it may hold a comma): the
+    driver version, the GPUs and the lines not read."""
     driver: str | None = None
     gpus: list[Gpu] = []
     unread: list[str] = []
@@ -133,8 +114,7 @@ def parse_nvidia_smi(text: str) -> tuple[str | None, tuple[Gpu, ...], tuple[str,
 def probe_host(*, proc_version: Path = PROC_VERSION, libcuda: str | None = LIBCUDA,
                libnvml: str | None = LIBNVML, nvidia_smi: str | None = smi.PROGRAM,
                timeout: float = DEFAULT_TIMEOUT) -> GpuReport:
-    """Find this host's driver and GPUs (see the module's docstring). A library or program
-    given as None is not tried; a library name without a slash is found as dlopen finds it."""
+    """This host's driver and GPUs; a library or program given as None is not tried."""
     driver: str | None = None
     driver_source = ""
     driver_cuda: tuple[int, int] | None = None
@@ -235,7 +215,7 @@ def _read_small(path: Path) -> tuple[str | None, str]:
 
 
 def _visible_note() -> str:
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = settings.read(settings.CUDA_VISIBLE_DEVICES)
     return "" if visible is None else f", with CUDA_VISIBLE_DEVICES={smi.shown(visible)!r}"
 
 
@@ -249,7 +229,7 @@ def _int(value: object) -> int:
 
 
 def _gpus(raw: object) -> tuple[Gpu, ...]:
-    """The child's list, checked: it is another process's output."""
+    """The child's list, checked (another process's output)."""
     if not isinstance(raw, list):
         return ()
     gpus: list[Gpu] = []
@@ -291,7 +271,6 @@ _CHILD = ("import sys; sys.path.insert(0, sys.argv[1]); "
 
 
 def _probe_in_child(kind: Literal["cuda", "nvml"], library: str, timeout: float) -> _Answer:
-    """Run `_libcuda_facts` or `_nvml_facts` in a child Python, within `timeout` seconds."""
     package_parent = str(Path(__file__).resolve().parents[2])
     command = [sys.executable, "-I", "-c", _CHILD, package_parent, kind, library]
     try:
@@ -315,7 +294,6 @@ def _probe_in_child(kind: Literal["cuda", "nvml"], library: str, timeout: float)
 
 
 def _child_main(kind: str, library: str) -> None:
-    """The child's whole job: probe one library, print one JSON object."""
     facts = _libcuda_facts(library) if kind == "cuda" else _nvml_facts(library)
     sys.stdout.write(json.dumps(facts))
 
@@ -328,7 +306,6 @@ def _load(library: str) -> ctypes.CDLL | str:
 
 
 def _function(lib: ctypes.CDLL, name: str, restype: Any, *argtypes: Any) -> Any:
-    """A C function with its signature set (ctypes would otherwise guess ints)."""
     function = getattr(lib, name)
     function.restype = restype
     function.argtypes = list(argtypes)
@@ -336,7 +313,6 @@ def _function(lib: ctypes.CDLL, name: str, restype: Any, *argtypes: Any) -> Any:
 
 
 def _libcuda_facts(library: str) -> dict[str, Any]:
-    """libcuda through its C API (cuda.h): the CUDA version, then cuInit and every device."""
     lib = _load(library)
     if isinstance(lib, str):
         return {"load_error": lib}
@@ -399,7 +375,6 @@ def _cuda_error_name(lib: ctypes.CDLL, code: int) -> str:
 
 
 def _nvml_facts(library: str) -> dict[str, Any]:
-    """NVML's C API (nvml.h): driver version, CUDA version, each device's name and capability."""
     lib = _load(library)
     if isinstance(lib, str):
         return {"load_error": lib}

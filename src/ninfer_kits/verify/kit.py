@@ -1,11 +1,6 @@
-"""The kit to verify, on disk: an unpacked kit (the folder holding kit/), a kit archive, or a kit
-folder, dist/<tag>/ or a release of it (its SHA256SUMS is checked first, and before it the
-SHA256SUMS.sig beside it: signatures.check_sums, required where the matrix says releases are
-signed), and the REPRODUCTION.json beside it where the release has one (listed in SHA256SUMS,
-its hash checked, of the tarball SHA256SUMS lists: what an independent rebuild found). An
-unpacked kit's files are checked against kit/MANIFEST.json: the one in the tarball beside it
-where there is one (kitmanifest.check_unpacked). Archives
-are unpacked with the hardened streaming reader into a private temporary
+"""The kit to verify, on disk: an unpacked kit, a kit archive, or a kit folder or release of it,
+its SHA256SUMS (and signature, REPRODUCTION.json, MANIFEST.json) checked first, as
+docs/verify.md lists. Archives are unpacked with the hardened reader into a private temporary
 folder, which goes when the `with` ends."""
 
 from __future__ import annotations
@@ -18,13 +13,13 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits import buildinfo, reproduction
-from ninfer_kits.atomic import hash_file
-from ninfer_kits.checksums import SHA256, parse_sums
 from ninfer_kits.errors import BadInput
+from ninfer_kits.files.atomic import hash_file
+from ninfer_kits.files.trees import remove_tree, walk
 from ninfer_kits.inspector.archive import KitArchive, archive_format
 from ninfer_kits.inspector.elf import ElfInfo, is_elf, read_elf
-from ninfer_kits.kitdir import (
+from ninfer_kits.kit import buildinfo
+from ninfer_kits.kit.kitdir import (
     BUILD_LOG,
     BUILDINFO,
     REPRODUCTION,
@@ -35,9 +30,10 @@ from ninfer_kits.kitdir import (
     check_listed,
     read_kit_dir,
 )
-from ninfer_kits.kitmanifest import check_unpacked
-from ninfer_kits.signatures import Trust, check_sums
-from ninfer_kits.trees import remove_tree, walk
+from ninfer_kits.kit.kitmanifest import check_unpacked
+from ninfer_kits.release import reproduction
+from ninfer_kits.release.checksums import SHA256, parse_sums
+from ninfer_kits.release.signatures import Trust, check_sums
 
 
 @dataclass(frozen=True)
@@ -48,24 +44,21 @@ class KitOnDisk:
     files: tuple[ElfInfo, ...]  # every ELF of the kit (programs and kit/lib), paths kit/...
     info: buildinfo.BuildInfo | None
     checked: str  # "SHA256SUMS ok (…)" or why nothing was checked
-    # the release's REPRODUCTION.json, checked against SHA256SUMS; None: there is none
+    # REPRODUCTION.json, checked against SHA256SUMS; None: there is none
     reproduction: reproduction.Reproduction | None = None
 
 
 @dataclass(frozen=True)
 class SignaturePolicy:
-    """How the SHA256SUMS.sig beside a kit is judged: `trust` from the matrix's
-    [publish.signing] (None: not required), `insecure` for --insecure-no-signature, `warn` for
-    the loud warning that gives."""
+    """How the SHA256SUMS.sig beside a kit is judged."""
 
-    trust: Trust | None = None
-    insecure: bool = False
+    trust: Trust | None = None  # [publish.signing]; None: not required
+    insecure: bool = False  # --insecure-no-signature
     warn: Callable[[str], None] | None = None
 
     def check(self, folder: Path) -> str:
-        """The words for the signature of folder/SHA256SUMS (BadSignature when required and
-        missing or bad). A kit folder exactly as `build` made it is no release: only publish
-        signs, so none is asked of it (a release never holds build.log)."""
+        """The words for folder/SHA256SUMS's signature (BadSignature when required and not
+        good); none is asked of a kit folder as `build` made it: only publish signs."""
         signature = folder / SIGNATURE
         if not signature.exists() and _built_here(folder):
             return (f"unsigned: a kit folder as build made it ({BUILD_LOG} beside it), not a "
@@ -79,7 +72,6 @@ class SignaturePolicy:
 
 
 def _built_here(folder: Path) -> bool:
-    """Whether `folder` is a kit folder exactly as `build` makes it (its layout alone)."""
     try:
         read_kit_dir(folder, verify=False, built=True)
     except (KitDirInvalid, BadInput):
@@ -90,9 +82,8 @@ def _built_here(folder: Path) -> bool:
 @contextmanager
 def open_kit(path: Path, *, checked: str | None = None,
              signature: SignaturePolicy | None = None) -> Iterator[KitOnDisk]:
-    """The kit at `path`, its checksums checked where there are any, and SHA256SUMS's
-    signature before them (`signature`: how); `checked`: the words of a caller that has just
-    checked the files beside kit/ itself (fetch), which are not hashed again."""
+    """The kit at `path`, its signature and checksums checked first; `checked`: the words of
+    a caller that checked the files beside kit/ itself (fetch)."""
     policy = signature or SignaturePolicy()
     if not os.path.lexists(path):
         raise BadInput(f"{path}: no such file or folder")
@@ -100,8 +91,7 @@ def open_kit(path: Path, *, checked: str | None = None,
         tarballs = sorted(path.glob("*.tar.gz"))
         if (path / "kit" / "bin").is_dir() or path.name == "kit":
             root = path if (path / "kit").is_dir() else path.parent
-            # fetch's DEST, or a release's files with the tarball unpacked beside them: what
-            # SHA256SUMS lists that is here is checked, kit/ is read as it is
+            # fetch's DEST, or a release unpacked beside its tarball
             if checked is None:
                 if root == path and (path / SHA256SUMS).is_file():
                     signed = policy.check(path)
@@ -113,9 +103,8 @@ def open_kit(path: Path, *, checked: str | None = None,
             yield _read(str(path), root, checked, _reproduction(root))
             return
         if tarballs and ((path / SHA256SUMS).is_file() or (path / BUILDINFO).is_file()):
-            # every file and hash of a kit folder, as `build` makes it or a release of it (a
-            # second tarball must be the kit's portable sibling); the plain kit is verified
-            # the signature first; without SHA256SUMS, read_kit_dir says what is missing
+            # a kit folder or release: the signature first, then every file; the plain kit is
+            # verified (without SHA256SUMS, read_kit_dir says what is missing)
             sums_signed = policy.check(path) if (path / SHA256SUMS).is_file() else ""
             finished = read_kit_dir(path)
             with _unpacked(finished.tarball) as root:
@@ -139,8 +128,7 @@ def open_kit(path: Path, *, checked: str | None = None,
 
 
 def _listed_tarballs(folder: Path) -> tuple[Path, ...]:
-    """The tarballs here that SHA256SUMS lists (check_listed has checked each): whose
-    kit/MANIFEST.json vouches for the kit/ unpacked beside them."""
+    """The tarballs SHA256SUMS lists: their MANIFEST.json vouches for the kit/ beside them."""
     sums_path = folder / SHA256SUMS
     sums = parse_sums(sums_path.read_text(encoding="utf-8", errors="replace"), SHA256,
                       str(sums_path), KitDirInvalid)
@@ -167,8 +155,7 @@ def _unpacked(archive_path: Path) -> Iterator[Path]:
                                  member.mode & 0o755)
                     with os.fdopen(fd, "wb") as sink:
                         member.copy_to(sink)
-        # Links last: no member is ever written through one (a chain of links that each look
-        # harmless, `t -> .` then `s -> t/../..`, would otherwise lead a write out of workdir).
+        # Links last, so that no write goes through one (`t -> .` then `s -> t/../..`).
         for target, link in links:
             target.parent.mkdir(parents=True, exist_ok=True)
             if os.path.lexists(target):
@@ -184,9 +171,8 @@ def _unpacked(archive_path: Path) -> Iterator[Path]:
 
 
 def _reproduction(folder: Path) -> reproduction.Reproduction | None:
-    """The REPRODUCTION.json in `folder`, once SHA256SUMS lists it with its hash and it names
-    the tarball SHA256SUMS lists (KitDirInvalid otherwise: it is not this release's); None
-    without one. A record that does not read is bad input naming the file and key."""
+    """The REPRODUCTION.json, once SHA256SUMS vouches for it and it names this release's
+    tarball (KitDirInvalid otherwise); None without one."""
     path = folder / REPRODUCTION
     if not path.is_file():
         return None

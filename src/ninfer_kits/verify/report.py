@@ -7,22 +7,22 @@ import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ninfer_kits import versions
 from ninfer_kits.errors import EXIT_WILL_NOT_RUN
+from ninfer_kits.host import versions
+from ninfer_kits.host.runtime_facts import runtime_facts
 from ninfer_kits.inspector.floor import KitFloor, SymbolVersion, highest_needed
 from ninfer_kits.inspector.inputs import printable
+from ninfer_kits.kit.flavours import PORTABLE
 from ninfer_kits.loader.resolve import Found, NotFound, Resolution, VersionGap
 from ninfer_kits.loader.symbols import UnboundSymbol
 from ninfer_kits.platforms.distros import DRIVER_SONAMES
-from ninfer_kits.reproduction import NOT_REPRODUCED, Reproduction
-from ninfer_kits.runtime_facts import runtime_facts
+from ninfer_kits.release.reproduction import NOT_REPRODUCED, Reproduction
 from ninfer_kits.verify.fixes import Advice, System, another_build, fix_for, kit_lacks, too_old
 from ninfer_kits.verify.kit import KitOnDisk
 
 OK, MISSING, TOO_OLD, NOT_CHECKED = "ok", "missing", "too old", "not checked"
-# A library of the right name that is not the build the kit was linked against: it defines
-# other versions (libcurl.so.4 with CURL_GNUTLS_3 where the kit needs CURL_OPENSSL_4), or none
-# of the kit's symbols, or has no symbol version table at all. Newer would not help.
+# The right name, another build (libcurl.so.4 with CURL_GNUTLS_3, not CURL_OPENSSL_4): newer
+# would not help.
 ANOTHER_BUILD = "another build"
 NOT_INSTALLED = "not installed here (not in ld.so.cache nor in the system folders)"
 SHOWN_SEARCHED = 6  # libraries named in a row for an unbound symbol (--json has them all)
@@ -34,10 +34,8 @@ GLIBC_FIX = ("a distribution with glibc ≥ {version} (Ubuntu 24.04 has 2.39, De
 
 @dataclass(frozen=True)
 class Places:
-    """How the rows name a file: the kit's own by its path in the kit (`kit/lib/libk.so.1`,
-    as the programs are named), never by where verify happened to read it (a private folder
-    an archive was unpacked into, or the folder a root is given the kit at); others by their
-    path on the target."""
+    """How rows name a file: the kit's own by its path in the kit (`kit/lib/libk.so.1`), never
+    where verify read it; others by their path on the target."""
 
     kit_root: str = ""  # the folder holding kit/, as the target sees it
 
@@ -48,7 +46,7 @@ class Places:
         return path
 
     def text(self, words: str) -> str:
-        """`words` (a loader's "RUNPATH of /opt/ninfer-kit/kit/lib/x") with kit paths shown."""
+        """`words` with kit paths shown as `kit/...`."""
         root = self.kit_root.rstrip("/")
         return words.replace(root + "/kit/", "kit/") if root else words
 
@@ -79,8 +77,6 @@ class VerifyReport:
 
     @property
     def reproduced(self) -> str:
-        """"independently reproduced on <date> by <run>", what differed, or that there was no
-        independent rebuild."""
         if self.reproduction is None:
             return NOT_REPRODUCED
         return self.reproduction.words()
@@ -91,20 +87,17 @@ class VerifyReport:
 
     @property
     def exit_code(self) -> int:
-        """0, or EXIT_WILL_NOT_RUN: what this table judges is the target, never the kit's
-        soundness (a refused checksum or signature raised CheckFailed before)."""
+        """0 or EXIT_WILL_NOT_RUN: this table judges the target, never the kit's soundness."""
         return 0 if self.met else EXIT_WILL_NOT_RUN
 
 
 def library_rows(floor: KitFloor, resolutions: Sequence[Resolution],
                  system: System | None = None, kit: KitOnDisk | None = None,
                  places: Places | None = None) -> list[Row]:
-    """glibc, then every library the kit links, then anything missing further down, then
-    symbols nothing defines, then kit files no program of the kit can load. `system` (the
-    target's distribution) and the kit (its name, whether it has a portable flavour) shape the
-    fixes; `places` how files are named."""
+    """glibc, the kit's libraries, what is missing further down, unbound symbols, then kit
+    files no program can load; `system` and `kit` shape the fixes."""
     advice = Advice(kit.info.kit if kit and kit.info else "",
-                    bool(kit and kit.info and kit.info.portable_asset not in ("", "none")))
+                    bool(kit and kit.info and kit.info.asset_of(PORTABLE.name) is not None))
     places = places or Places()
     glibc = runtime_facts().glibc_sonames
     found = _found_by_name(resolutions)
@@ -145,9 +138,7 @@ def library_rows(floor: KitFloor, resolutions: Sequence[Resolution],
 
 def symbol_rows(resolutions: Sequence[Resolution], system: System | None, advice: Advice,
                 places: Places) -> list[Row]:
-    """One row per file and library for the symbols nothing in the scope defines: the
-    program would stop at the first call ("symbol lookup error"), or at once with
-    LD_BIND_NOW=1."""
+    """One row per file and library for the symbols nothing in the scope defines."""
     groups: dict[tuple[str, str, str], list[UnboundSymbol]] = {}
     for res in resolutions:
         provider = {f.name: f.path for f in res.found}
@@ -160,8 +151,7 @@ def symbol_rows(resolutions: Sequence[Resolution], system: System | None, advice
 
 def _symbol_row(needed_by: str, library: str, path: str, items: Sequence[UnboundSymbol],
                 system: System | None, advice: Advice, places: Places) -> Row:
-    """The symbols one file needs from one library (`path`: where it was found; "" for
-    unversioned ones, which any library of the scope could have defined)."""
+    """`path`: where the library was found; "" for unversioned symbols (any could define them)."""
     names = list(dict.fromkeys(_symbol_name(item) for item in items))
     them = "it" if len(names) == 1 else "them"
     what = ("symbol " if len(names) == 1 else "symbols ") + _some(names, 5)
@@ -192,9 +182,7 @@ def _some(names: Sequence[str], shown: int) -> str:
 
 
 def _foreign_rows(kit: KitOnDisk | None, floor: KitFloor) -> list[Row]:
-    """A kit file of another ELF class or machine than the kit's programs (a 32-bit library in
-    a 64-bit kit): no program of the kit can load it — the loader skips it ("wrong ELF class:
-    ELFCLASS32") whether something needs it now or dlopen()s it later."""
+    """Kit files of another ELF class or machine than its programs, which none can load."""
     if kit is None:
         return []
     programs = {str(p.relative_to(kit.root)) for p in kit.programs}
@@ -211,8 +199,7 @@ def _foreign_rows(kit: KitOnDisk | None, floor: KitFloor) -> list[Row]:
 
 
 def _program_machines(kit: KitOnDisk | None) -> tuple[str, ...]:
-    """The machines of the kit's programs: what the target must be (a library of another
-    machine in the kit does not widen that; it gets a row of its own)."""
+    """What the target must be: the machines of the kit's programs (not its libraries')."""
     if kit is None:
         return ()
     programs = {str(p.relative_to(kit.root)) for p in kit.programs}
@@ -221,7 +208,6 @@ def _program_machines(kit: KitOnDisk | None) -> tuple[str, ...]:
 
 def _loader_rows(machines: tuple[str, ...], floor: KitFloor,
                  resolutions: Sequence[Resolution]) -> list[Row]:
-    """The program interpreter (PT_INTERP), in a row of its own when the target lacks it."""
     machine = "/".join(machines) or "x86-64"
     return [Row(f"the dynamic loader {path}", f"no {path}: not a glibc {machine} system",
                 MISSING, GLIBC_FIX.format(version=_glibc_need(floor)))
@@ -235,7 +221,6 @@ def _glibc_need(floor: KitFloor) -> str:
 
 
 def _not_found(item: NotFound, places: Places, absent: str = "") -> str:
-    """`not found`, and what the loader skipped on the way (a 32-bit library of that name)."""
     text = "not found" + absent
     if item.skipped:
         skipped = ", ".join(places.text(s) for s in item.skipped)
@@ -245,7 +230,6 @@ def _not_found(item: NotFound, places: Places, absent: str = "") -> str:
 
 
 def _kit_fix(item: NotFound, floor: KitFloor) -> str:
-    """A library the kit carries itself, which the loader does not take from the kit."""
     if item.name not in floor.provided_in_kit:
         return ""
     if item.skipped:
@@ -289,10 +273,8 @@ def _glibc_row(machines: tuple[str, ...], floor: KitFloor, found: dict[str, Foun
 
 
 def glibc_release(resolutions: Sequence[Resolution]) -> str:
-    """The glibc release of the libc.so.6 the programs map: its own banner ("release version
-    2.31"), which is the release even where it defines no GLIBC_<release> version (a release
-    that adds no symbol adds none: no x86-64 libc.so.6 defines GLIBC_2.19, 2.20 or 2.21); else
-    the highest GLIBC_ version it defines."""
+    """libc.so.6's banner, which names releases that add no GLIBC_ version (docs/verify.md);
+    else the highest GLIBC_ version it defines."""
     release = next((r.libc_release for r in resolutions if r.libc_release), "")
     return release or _highest(libc_defs(resolutions), "GLIBC")
 
@@ -309,8 +291,7 @@ def _library_row(floor: KitFloor, soname: str, found: Found | None, missing: Not
     cudart = soname.startswith("libcudart.so.")
     if cudart:
         requirement = f"CUDA {soname.rsplit('.', 1)[1]} runtime — {requirement}"
-    # A RUNPATH folder of the build machine's CUDA toolkit is worth naming in the CUDA
-    # runtime's row alone: any other library missing here is simply not installed.
+    # The build machine's CUDA RUNPATH is named in the CUDA runtime's row alone.
     absent = sorted({f"{s.kind} {s.folder}" for r in resolutions for s in r.stale}) if cudart \
         else []
     if found is None:
@@ -323,7 +304,6 @@ def _library_row(floor: KitFloor, soname: str, found: Found | None, missing: Not
                    _driver_fix(soname) or fix_for(soname, system, advice))
     where = f"{places.file(found.path)} ({places.text(found.via)})"
     if absent:
-        # The kit's RUNPATH names the build machine's toolkit: say where it was found instead.
         where += f"; the kit's {', '.join(absent)} does not exist here"
     if gaps:
         return _gap_row(requirement, gaps, system, advice, places)

@@ -3,12 +3,12 @@ its loader's setup (ninfer_kits.loader) and its distribution for the fix lines."
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ninfer_kits.config import settings
 from ninfer_kits.errors import BadInput
 from ninfer_kits.loader.facts import KIT_MOUNT, OsRelease, family_of, loader_setup, os_release
 from ninfer_kits.loader.resolve import LoaderSetup
@@ -32,9 +32,8 @@ class Target:
 @contextmanager
 def open_target(kit_root: Path, *, root: Path | None = None, image: str | None = None,
                 ld_library_path: tuple[str, ...] | None = None) -> Iterator[Target]:
-    """This host (the default), a root folder, or a Docker image's filesystem."""
     if image is not None:
-        from ninfer_kits.engine import connect, exported_image
+        from ninfer_kits.host.engine import connect, exported_image
 
         with exported_image(connect(), image, _wanted) as folder:
             yield _in_root(folder, kit_root, f"image {image}", "image", ld_library_path or ())
@@ -47,7 +46,7 @@ def open_target(kit_root: Path, *, root: Path | None = None, image: str | None =
         yield _in_root(root, kit_root, f"root {root}", "root", ld_library_path or ())
         return
     rootfs = RootFS(Path("/"))
-    env_path = tuple(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p)
+    env_path = tuple(p for p in (settings.read(settings.LD_LIBRARY_PATH) or "").split(":") if p)
     release = os_release(rootfs)
     yield Target(f"this host ({release.pretty_name or 'unknown distribution'})", "host",
                  str(kit_root.resolve()),
@@ -62,9 +61,7 @@ def target_system(release: OsRelease) -> System:
 
 def _in_root(folder: Path, kit_root: Path, what: str, mode: str,
              ld_library_path: tuple[str, ...]) -> Target:
-    """A root or an image: the NVIDIA container runtime brings the driver's libraries
-    (libcuda.so.1) into a container from the host, so where the root has none they are the
-    driver's to supply, not missing."""
+    """A root or an image: libcuda.so.1 and such are the container runtime's to bring."""
     rootfs = RootFS(folder, ((KIT_MOUNT, kit_root.resolve()),))
     release = os_release(rootfs)
     return Target(f"{what} ({release.pretty_name or 'unknown distribution'})", mode, KIT_MOUNT,

@@ -1,28 +1,21 @@
-"""`ninfer-kits watch`: say which kits need a rebuild, and hand the workflow its build matrix.
-
-Exit status: 0 when every upstream was read (stale kits or not: the matrix says which); 1 when
-the head of one or more upstreams could not be read (each is reported, the others are still
-compared and written to the matrix); 3 when that was the network's or GitHub's failure (no
-answer, a 5xx), as for every command; 2 for bad input (the matrix, a ledger file that does not
-parse, the state file).
-"""
+"""`ninfer-kits watch`: say which kits need a rebuild, and hand the workflow its build matrix
+(exit statuses: docs/watch.md)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from ninfer_kits import remote
+from ninfer_kits.config import settings
 from ninfer_kits.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, BadInput
 from ninfer_kits.log import Reporter
 from ninfer_kits.matrix import DEFAULT_GITHUB_API, Kit, add_matrix_argument, load_matrix
 from ninfer_kits.matrix.inputs import cache_key
 from ninfer_kits.matrix.names import HEX_REVISION
-from ninfer_kits.remote import GITHUB_API_ENV
+from ninfer_kits.net import remote
 from ninfer_kits.watch.heads import DEFAULT_MAX_WAIT, HeadClient, HeadError, StateFile
 from ninfer_kits.watch.plan import Stale, kit_releases, plan
 
@@ -34,7 +27,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kits", nargs="*", metavar="KIT",
                         help="watch only these kits (`all`, or none: every kit)")
     parser.add_argument("--api", metavar="URL", default=None,
-                        help=f"GitHub's REST API (default: ${GITHUB_API_ENV}, else "
+                        help=f"GitHub's REST API (default: ${settings.GITHUB_API.name}, else "
                              f"{DEFAULT_GITHUB_API})")
     parser.add_argument("--state", type=Path, metavar="FILE", default=None,
                         help="the ETag cache (JSON), read and rewritten atomically: an unchanged "
@@ -65,8 +58,9 @@ def execute(args: argparse.Namespace) -> int:
     ledger_dir = args.ledger_dir or matrix.path.parent / "releases"
     releases = kit_releases(ledger_dir)
     state = StateFile(args.state)
-    api = args.api or os.environ.get(GITHUB_API_ENV) or DEFAULT_GITHUB_API
-    given = "--api" if args.api else f"${GITHUB_API_ENV}" if os.environ.get(GITHUB_API_ENV) else ""
+    named = settings.read(settings.GITHUB_API)
+    api = args.api or named or DEFAULT_GITHUB_API
+    given = "--api" if args.api else f"${settings.GITHUB_API.name}" if named else ""
     token = remote.token_for(api, given)  # never shown, whatever the server says back
     client = HeadClient(api, state, token, max_wait=args.max_wait)
 
@@ -127,7 +121,7 @@ def _entry(kit: Kit, item: Stale) -> dict[str, Any]:
 
 
 def _github_output(document: dict[str, Any], count: int) -> None:
-    path = os.environ.get("GITHUB_OUTPUT")
+    path = settings.read(settings.GITHUB_OUTPUT)
     if not path:
         raise BadInput("--github-output: $GITHUB_OUTPUT is not set")
     with open(path, "a", encoding="utf-8") as output:

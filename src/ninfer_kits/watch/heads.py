@@ -1,14 +1,6 @@
-"""A tracked branch's head through GitHub's REST API, cheaply and politely.
-
-`GET /repos/{owner}/{name}/commits/{branch}` with `Accept: application/vnd.github.sha` answers
-the bare SHA. The answer's ETag is kept in the state file (JSON, written atomically) with the
-SHA; the next run sends it as If-None-Match, and an unchanged branch answers 304, which GitHub
-does not count against the rate limit. A 403 or 429 with Retry-After, or with
-X-RateLimit-Remaining 0, is waited out (retry.py's reading of it) when the wait fits in
-`max_wait` seconds, else it is this upstream's error. A dropped connection, a timeout or a 5xx
-is tried again with RetryPolicy's backoff, a few times, before the upstream counts as failed.
-A renamed repository answers 301: followed, and reported so that matrix.toml can be updated.
-The token is sent, never printed.
+"""A tracked branch's head through GitHub's REST API, cheaply and politely: the bare SHA with
+an ETag kept in the state file, so an unchanged branch answers 304, which costs no rate limit;
+rate limits waited out within `max_wait`, failures retried, a rename followed (docs/watch.md).
 """
 
 from __future__ import annotations
@@ -24,10 +16,10 @@ from urllib.parse import quote
 
 import requests
 
-from ninfer_kits.atomic import write_file
 from ninfer_kits.errors import BadInput
-from ninfer_kits.remote import Secret
-from ninfer_kits.retry import RetryPolicy, limit_wait, server_wait
+from ninfer_kits.files.atomic import write_file
+from ninfer_kits.net.remote import Secret
+from ninfer_kits.net.retry import RetryPolicy, limit_wait, server_wait
 
 STATE_FORMAT = 1
 SHA_MEDIA_TYPE = "application/vnd.github.sha"
@@ -39,8 +31,8 @@ _REPO_URL = re.compile(r"/repos/([^/]+/[^/]+)/")
 
 
 class HeadError(Exception):
-    """One upstream's head could not be read; the message names it and says why. `service`:
-    the network or GitHub failed (no answer, a 5xx), not the upstream (exit 3, not 1)."""
+    """One upstream's head could not be read, and why. `service`: the network or GitHub failed,
+    not the upstream (exit 3, not 1)."""
 
     def __init__(self, message: str, *, service: bool = False) -> None:
         super().__init__(message)
@@ -129,10 +121,9 @@ class HeadClient:
         raise self._explain(response, repository, branch)
 
     def _get(self, url: str, headers: dict[str, str], what: str) -> requests.Response:
-        """The answer to one GET. A dropped connection, a timeout or a 5xx is tried again after
-        RetryPolicy's backoff (ATTEMPTS tries in all, about 7 s of waiting), then it is the
-        service's failure (HeadError with `service`; a 5xx's answer comes back for _explain);
-        a rate limit is waited out within max_wait."""
+        """One GET's answer: a drop, timeout or 5xx tried again with RetryPolicy's backoff
+        (ATTEMPTS in all, about 7 s), then HeadError with `service`; a rate limit waited out
+        within max_wait."""
         waited = 0.0
         for attempt in range(ATTEMPTS):
             last = attempt + 1 == ATTEMPTS

@@ -1,16 +1,7 @@
-"""Which kits are stale: the matrix's pins and the upstreams' heads against the ledger.
-
-A kit is stale when the ledger (releases/*.toml) has no release of it ("missing release"), when
-none of its releases was built from the revision matrix.toml pins ("new pin") or, unpinned, from
-its branch's head ("new head"), or when the newest release built from that revision was built
-with another toolchain than the matrix names now ("toolchain changed"; a kit built with the
-local builder records the host, no matrix toolchain, and is not judged on it: the scheduled
-workflow builds with the docker builder), or from other inputs than the matrix and ninfer-kits
-give it today ("inputs changed: toolchain tc, cmake_options": ninfer_kits.matrix.inputs; a release
-recorded before inputs were is not judged on them, so an upgrade rebuilds nothing; a host build
-is not judged on the toolchain's images). A dispatch may `force` the chosen kits. Any release of the
-revision counts, not only the kit's newest: after a dispatch built an older revision, the head,
-released before, is not built again (its tag is taken, and publish would refuse the new build).
+"""Which kits are stale, and why: the matrix's pins and the upstreams' heads against the ledger
+(the reasons: docs/watch.md). Any release of the revision counts, not only the newest: after a
+dispatch built an older revision, the head released before is not built again (its tag is
+taken, and publish would refuse the new build).
 """
 
 from __future__ import annotations
@@ -19,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ninfer_kits import ledger
-from ninfer_kits.buildinfo import HOST_TOOLCHAIN
-from ninfer_kits.ledger import LedgerEntry
+from ninfer_kits.kit.buildinfo import HOST_TOOLCHAIN
 from ninfer_kits.matrix import Kit
 from ninfer_kits.matrix.inputs import IMAGE_PARTS, KitInputs, changed_parts, kit_inputs
+from ninfer_kits.release import ledger
+from ninfer_kits.release.ledger import LedgerEntry
 
 
 @dataclass(frozen=True)
@@ -35,8 +26,7 @@ class Stale:
 
 
 def kit_releases(ledger_dir: Path) -> dict[str, list[LedgerEntry]]:
-    """Each kit's published releases, newest first (by when published, then tag, as fetch
-    orders them); BadInput names a file that does not parse."""
+    """Each kit's releases, newest first; BadInput names a file that does not parse."""
     found: dict[str, list[LedgerEntry]] = {}
     for entry in reversed(ledger.read_all(ledger_dir)):
         found.setdefault(entry.kit, []).append(entry)
@@ -55,10 +45,9 @@ def _same(revision: str, wanted: str) -> bool:
 def plan(kits: Sequence[Kit], heads: Mapping[str, str],
          releases: Mapping[str, Sequence[LedgerEntry]],
          revision: str | None = None, *, force: bool = False) -> list[Stale]:
-    """The stale kits among `kits`, in order. `heads`: upstream id → branch head (absent for an
-    upstream whose head is unknown: pinned, local or failed); `revision` overrides both (a
-    dispatch that asks for one); `releases`: each kit's releases, newest first (kit_releases);
-    `force`: every kit whose revision is known is stale (a dispatch that asks for it)."""
+    """The stale kits among `kits`, in order. `heads`: upstream → head (absent: pinned, local or
+    failed); `revision` overrides both; `releases`: kit_releases'; `force`: every kit whose
+    revision is known is stale."""
     stale: list[Stale] = []
     for kit in kits:
         upstream = kit.upstream
@@ -91,11 +80,10 @@ def plan(kits: Sequence[Kit], heads: Mapping[str, str],
 
 
 def _changed_inputs(kit: Kit, released: LedgerEntry, now: KitInputs) -> tuple[str, ...]:
-    """What differs between the inputs `released` was built from and today's, as a reason
-    names them; () when they are the same or the release recorded none."""
+    """The input parts that differ between `released` and today; () if same or unrecorded."""
     if released.inputs is None or released.inputs == now.digest:
         return ()
-    # A host build used no image of the matrix: its toolchain's parts say nothing of it.
+    # a host build used no image of the matrix
     host = released.toolchain == HOST_TOOLCHAIN
     if not released.input_parts:
         return () if host else ("(which parts the ledger does not record)",)

@@ -1,17 +1,6 @@
-"""Backblaze B2 through b2sdk: `<prefix><tag>/<asset>` in the configured bucket, first of all
-stores (blob storage before the GitHub release).
-
-- Preflight: the key authorizes, may write files (and list them, to compare) in this bucket
-  under this prefix, and the bucket exists.
-- Every upload carries its SHA-1: a small file's is checked by B2 as the file's `content_sha1`;
-  a large one goes up in parts, each with its SHA-1, and the whole file's SHA-1 is set by us as
-  the file info `large_file_sha1` (B2 reports `content_sha1` "none" for a large file). The
-  sha256 goes along as the file info `sha256`.
-- Verify: the file's size, SHA-1 (content_sha1, else large_file_sha1) and sha256 as B2 lists
-  them. An unfinished large file of ours (an interrupted upload) is cancelled before the file
-  is uploaded again, and after an upload that failed.
-- B2 has no drafts: SHA256SUMS, uploaded last, is what makes a release complete there; with
-  --replace it is hidden first, so that it never names a file being replaced.
+"""The `b2` store's client on b2sdk: `<prefix><tag>/<asset>` in the bucket, every upload with
+its SHA-1 (docs/publish.md, stage 9). B2 has no drafts: SHA256SUMS, uploaded last, makes a
+release complete, and --replace hides it first so that it never names a file being replaced.
 """
 
 from __future__ import annotations
@@ -39,9 +28,10 @@ from b2sdk.v2.exception import (
 )
 
 from ninfer_kits.errors import BadInput
-from ninfer_kits.kitdir import SHA256SUMS
+from ninfer_kits.kit.kitdir import SHA256SUMS
 from ninfer_kits.log import Reporter
-from ninfer_kits.matrix import B2Target
+from ninfer_kits.net.remote import Secret
+from ninfer_kits.net.retry import RetryPolicy, ServiceFailed, Transient
 from ninfer_kits.publish.store import (
     Asset,
     Found,
@@ -50,16 +40,14 @@ from ninfer_kits.publish.store import (
     StoreRecord,
     VerifyFailed,
 )
-from ninfer_kits.remote import Secret
-from ninfer_kits.retry import RetryPolicy, ServiceFailed, Transient
+from ninfer_kits.stores.b2 import B2Target
 
 T = TypeVar("T")
 
 MAX_ASSET_SIZE = 10 * 10**12  # B2's largest file: 10 TB
 LARGE_FILE_SHA1 = "large_file_sha1"
 SHA256_INFO = "sha256"
-# What publish needs the key to do: list (compare what is there), write (upload, hide), and
-# delete (cancel an unfinished large file: B2 counts that as writeFiles).
+# list (compare), write (upload, hide), delete (cancel an unfinished large file: writeFiles)
 NEEDED_CAPABILITIES = ("listFiles", "writeFiles")
 
 
@@ -92,8 +80,6 @@ class B2Store:
             return self._retry.call(f"B2: {what}", operation, transient, self._reporter)
         except B2Error as error:
             raise ServiceFailed(f"B2: {what}: {error}") from None
-
-    # ----------------------------------------------------------------------- preflight
 
     def preflight(self) -> None:
         bucket = self.target.bucket
@@ -136,11 +122,8 @@ class B2Store:
             self.preflight()
         return self._bucket
 
-    # ----------------------------------------------------------------------- inspect
-
     def _listed(self, name: str) -> Any | None:
-        """The latest visible version of `<prefix><tag>/<name>`, or None (a hidden file is
-        absent: listing file names shows only what a download by name would find)."""
+        """The latest visible version of `<prefix><tag>/<name>`, or None (hidden: absent)."""
         folder = f"{self.target.prefix}{self._tag}/"
         return self._call(f"listing {folder}", lambda: next(
             (version for version, _ in self.bucket.ls(folder, recursive=True)
@@ -176,8 +159,6 @@ class B2Store:
             self._reporter.info(f"B2: cancelling the unfinished large file {item.file_name}")
             self._call(f"cancelling {item.file_name}",
                        lambda: self._api.cancel_large_file(file_id))  # noqa: B023
-
-    # ----------------------------------------------------------------------- changes
 
     def unpublish(self) -> None:
         if self._listed(SHA256SUMS) is not None:
@@ -233,9 +214,6 @@ class B2Store:
                      ("prefix", f"{self.target.prefix}{release.tag}/")))
 
 
-# --------------------------------------------------------------------------- helpers
-
-
 class _Listener:
     """b2sdk's progress-listener interface, onto our Progress."""
 
@@ -260,8 +238,8 @@ class _Listener:
 
 
 def _sha1(listed: Any) -> str | None:
-    """The whole file's SHA-1: content_sha1 for a small file, large_file_sha1 for a large one
-    (b2sdk prefixes an unverified content_sha1 with 'unverified:')."""
+    """The whole file's SHA-1: content_sha1 (small) or large_file_sha1 (b2sdk prefixes an
+    unverified one with 'unverified:')."""
     sha1 = getattr(listed, "content_sha1", None)
     if sha1 and sha1 != "none":
         return str(sha1).removeprefix("unverified:")
@@ -283,8 +261,7 @@ def transient(error: BaseException) -> Transient | None:
     """Whether a failed B2 call may pass when tried again, and the wait asked for."""
     if isinstance(error, TooManyRequests):
         return Transient("rate limited (HTTP 429)", error.retry_after_seconds)
-    # AlreadyFailed, MaxRetriesExceeded: b2sdk gave up on a part after its own retries; one more
-    # try of ours cancels the unfinished file and starts the upload again.
+    # b2sdk gave up on a part: one more try of ours cancels the file and starts again
     if isinstance(error, ServiceError | RequestTimeout | B2ConnectionError | B2RequestTimeout
                   | MaxRetriesExceeded | AlreadyFailed):
         return Transient(f"{type(error).__name__}", getattr(error, "retry_after_seconds", None))

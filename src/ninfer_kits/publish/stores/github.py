@@ -1,20 +1,6 @@
-"""GitHub Releases through PyGithub: a draft release, filled and verified, published last.
-
-- Preflight: the repository exists and the token may push to it (what it lacks is named). An
-  installation token (Actions' GITHUB_TOKEN) reads as push: false; it is recognised by
-  `GET /installation/repositories` answering, and a create without a tag checks the write.
-- The release is found by listing (a draft is invisible by tag); none → a draft is created.
-  A create that a retry answers with 422 `already_exists` was our own earlier success: the
-  draft is found by listing again.
-- Each asset is uploaded, then verified: state `uploaded`, the size, and the sha256 from the
-  asset's `digest` where the server gives one, else by downloading it back. An asset left in
-  state `starter` by a failed upload is deleted first. An upload that a retry answers with
-  422 `already_exists` is checked the same way: our own earlier upload, or a conflict.
-- The draft is published (PATCH draft=false) only when every asset is there and verified.
-  A published release is never changed, except with --replace (back to a draft first), and
-  an immutable one never.
-
-Every call goes through github_client.py's client, retry classification and messages.
+"""The `github` store's client on PyGithub, through net.github_client: a draft release, filled
+and verified, published last (docs/publish.md, stages 4 and 10). A create or upload that a
+retry answers 422 `already_exists` was our own earlier success, checked as such.
 """
 
 from __future__ import annotations
@@ -34,9 +20,11 @@ from github.GitReleaseAsset import GitReleaseAsset
 from github.Repository import Repository
 
 from ninfer_kits.errors import BadInput, CheckFailed
-from ninfer_kits.github_client import client, failure, transient
 from ninfer_kits.log import Progress, Reporter
 from ninfer_kits.matrix import GitHubTarget
+from ninfer_kits.net.github_client import client, failure, transient
+from ninfer_kits.net.remote import Secret
+from ninfer_kits.net.retry import RetryPolicy, ServiceFailed, once
 from ninfer_kits.publish.store import (
     Asset,
     ConcurrentPublish,
@@ -46,9 +34,7 @@ from ninfer_kits.publish.store import (
     StoreRecord,
     VerifyFailed,
 )
-from ninfer_kits.publish.stores import download_base
-from ninfer_kits.remote import Secret
-from ninfer_kits.retry import RetryPolicy, ServiceFailed, once
+from ninfer_kits.stores.github import download_base
 
 T = TypeVar("T")
 
@@ -86,8 +72,6 @@ class GitHubStore:
     def download_base(self, tag: str) -> str:
         return download_base(self.target, tag)
 
-    # ----------------------------------------------------------------------- calls
-
     def _call(self, what: str, operation: Callable[[], T]) -> T:
         try:
             return self._retry.call(f"GitHub: {what}", operation, transient, self._reporter)
@@ -103,8 +87,6 @@ class GitHubStore:
             self.preflight()
         assert self._repo is not None
         return self._repo
-
-    # ----------------------------------------------------------------------- preflight
 
     def preflight(self) -> None:
         name = self.target.repository
@@ -140,10 +122,8 @@ class GitHubStore:
         self._repo = repo
 
     def _installation(self) -> bool:
-        """Is the token a GitHub App installation token? For one, GitHub answers `permissions`
-        with push false (or none) whatever it was granted; only an installation may list
-        `/installation/repositories` (a user's token gets 403 or 401 there), which is how
-        semantic-release/github's verify tells them apart."""
+        """Is the token an App installation token (whose `permissions` say push false whatever
+        it was granted)? Only one may list `/installation/repositories`."""
         url = f"{self.target.api}/installation/repositories"
         try:
             self._retry.call("GitHub: asking whether the token is an installation's",
@@ -157,10 +137,9 @@ class GitHubStore:
         return True
 
     def _probe_write(self, repo: Repository) -> None:
-        """Can this token create releases? A create without a tag changes nothing: GitHub
-        answers 422 (missing tag_name) to a token that may write, and 404 or 403 (naming the
-        permission it wants) to one that may not. `permissions` above is the user's, not the
-        token's: a fine-grained token can lack Contents: write on a repository its user owns."""
+        """Can this token create releases? A create without a tag changes nothing: 422 (no
+        tag_name) when it may, 404 or 403 when not. `permissions` are the user's, not a
+        fine-grained token's."""
         url = f"{repo.url}/releases"
         try:
             self._retry.call(f"GitHub: checking that the token can write {repo.full_name}",
@@ -186,11 +165,8 @@ class GitHubStore:
         raise ServiceFailed(f"GitHub: {repo.full_name} accepted a release without a tag; "
                             f"this is not a GitHub API publish can trust")
 
-    # ----------------------------------------------------------------------- inspect
-
     def wait_for_the_other(self, timeout: float, poll: float = 2.0) -> bool:
-        """Whether the release of our tag got published within `timeout` seconds (by the other
-        publish that ConcurrentPublish says of): then a new publish compares with it."""
+        """Whether the other publish (ConcurrentPublish) published our tag within `timeout`."""
         deadline = time.monotonic() + timeout
         while True:
             found = self._find_release()
@@ -201,8 +177,7 @@ class GitHubStore:
             self._retry.sleep(poll)  # a real wait: the other publish takes real time
 
     def _find_release(self) -> GitRelease | None:
-        """The release of our tag: a published one if there is one (by tag: one request), else
-        the oldest draft (drafts are invisible by tag: found by listing)."""
+        """Our tag's published release (one request), else its oldest draft (by listing)."""
         def by_tag() -> GitRelease | None:
             try:
                 return self.repo.get_release(self._tag)
@@ -252,8 +227,7 @@ class GitHubStore:
         if remote is None or remote.state != UPLOADED:
             return Presence.ABSENT
         digest = _attribute(remote, "digest")
-        # the digest GitHub computed (sha256:<hex>); without one, the bytes read back (retried),
-        # also when the size differs: a conflict names both sha256s
+        # GitHub's digest; without one, the bytes read back, so a conflict names both sha256s
         sha256 = digest.removeprefix("sha256:") if digest else self._download_sha256(remote)
         if sha256 == asset.sha256:
             return Presence.SAME
@@ -280,8 +254,6 @@ class GitHubStore:
             return digest.hexdigest()
 
         return self._call(f"downloading {remote.name} back to check it", download)
-
-    # ----------------------------------------------------------------------- changes
 
     def unpublish(self) -> None:
         release = self._release
@@ -390,11 +362,8 @@ class GitHubStore:
                      ("release_id", str(current.id))))
 
 
-# --------------------------------------------------------------------------- helpers
-
-
 class _Reading(io.FileIO):
-    """The asset's file as an upload body: reports progress as it is read."""
+    """The asset's file as an upload body, reporting progress."""
 
     def __init__(self, path: str, total: int, progress: Progress) -> None:
         super().__init__(path, "rb")

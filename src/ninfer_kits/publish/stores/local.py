@@ -1,19 +1,15 @@
-"""A local folder as a store: <folder>/<tag>/ holds the assets and RELEASE.md (the title and
-the notes). It is the default when matrix.toml configures no remote, and what --dry-run writes:
-the exact release the remotes would get.
-
-Its "draft" is <folder>/.<tag>.draft/, filled and checked there, then put in place with one
-rename (publishing); a published folder is moved back to the draft name for --replace.
-"""
+"""A local folder as a store: <folder>/<tag>/ holds the assets and RELEASE.md; the default
+without a remote, and what --dry-run writes. Its draft is <folder>/.<tag>.draft/, put in place
+with one rename (docs/publish.md, "A local folder, and the ledger")."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from ninfer_kits.atomic import fsync_dir, hash_file, replacing
 from ninfer_kits.errors import EnvironmentFailure
-from ninfer_kits.outputs import check_output_folder
+from ninfer_kits.files.atomic import fsync_dir, hash_file, replacing
+from ninfer_kits.files.outputs import check_output_folder
 from ninfer_kits.publish.store import Asset, Found, Presence, Release, StoreRecord, VerifyFailed
 
 NOTES_FILE = "RELEASE.md"
@@ -46,7 +42,7 @@ class LocalStore:
         return f"the local release folder {self.folder} (--out)"
 
     def preflight(self) -> None:
-        # as build's --dist and fetch's --dest: not writable or full is the environment's (3)
+        # not writable or full is the environment's (3), as elsewhere
         check_output_folder(self.folder, self._label, what="the release's files")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -107,3 +103,4 @@ def _presence(path: Path, asset: Asset) -> Presence:
         return Presence.DIFFERENT
     packed = hash_file(path)
     return Presence.SAME if packed.sha256 == asset.sha256 else Presence.DIFFERENT
+

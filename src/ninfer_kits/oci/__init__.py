@@ -1,0 +1,1 @@
+"""Images in OCI registries: references, pins by digest, and moving images through the engine."""

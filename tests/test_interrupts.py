@@ -67,22 +67,27 @@ def ctrl_c_once(pid_file: Path) -> threading.Thread:
 # terminal's Ctrl-C does not reach it), and one that ignores SIGTERM (SIGKILL must end it).
 TREE = f"""
 {sys.executable} -c 'import os; os.setpgid(0, 0); os.execvp("sleep", ["sleep", "300"])' &
-echo "job $!"
-(trap '' TERM; exec sleep 301) & echo "stubborn $!"
+echo "job $!" > "$1"
+(trap '' TERM; exec sleep 301) & echo "stubborn $!" >> "$1"
 printf 'last line\\r\\nunfinished'
 sleep 302
 """
 
 
-def test_ending_the_session_ends_every_process_in_it() -> None:
-    process = children.start(["sh", "-c", TREE])
+def test_ending_the_session_ends_every_process_in_it(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pids"
+    process = children.start(["sh", "-c", TREE, "tree", str(pid_file)])
     assert process.stdout is not None
     with process.stdout:
-        output = children.OutputLines(process.stdout)
-        lines = iter(output)
+        lines: list[str] = []
+        output = children.OutputLines(process.stdout, lines.append)
         try:
-            pids = {name: int(pid) for name, pid in (next(lines).split() for _ in range(2))}
             deadline = time.monotonic() + 20
+            while not pid_file.is_file() or pid_file.read_text().count("\n") < 2:
+                assert time.monotonic() < deadline, "the tree never started"
+                time.sleep(0.02)
+            pids = {name: int(pid) for name, pid in
+                    (line.split() for line in pid_file.read_text().splitlines())}
             while os.getpgid(pids["job"]) != pids["job"]:  # the job has made its group
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
@@ -97,7 +102,8 @@ def test_ending_the_session_ends_every_process_in_it() -> None:
         took = time.monotonic() - started
         # What the session wrote before it ended is still read: \r\n as \n, and the last line
         # that it never finished.
-        assert list(output.rest()) == ["last line\n", "unfinished"]
+        output.drain()
+        assert lines == ["last line\n", "unfinished"]
     assert process.returncode == -signal.SIGTERM
     assert children.session_members(process.pid) == []
     assert not any(alive(pid) for pid in pids.values())
@@ -246,3 +252,25 @@ def test_an_interrupted_fetch_ends_git_and_every_helper(tmp_path: Path,
         finally:
             os.close(fd)
     assert list((tmp_path / "cache" / "git").glob("*.lock"))
+
+
+def test_an_interrupt_never_loses_a_line_already_read(tmp_path: Path) -> None:
+    """Interrupts at arbitrary moments of a child's fast output: the log holds every line the
+    child wrote up to its end, in order, with no gap (a chunk read from the pipe when the
+    signal came was once dropped: the log of an interrupted build was empty)."""
+    counter = "import itertools\nfor i in itertools.count(): print(i, flush=True)"
+    for attempt in range(20):
+        log = tmp_path / f"{attempt}.log"
+        timer = threading.Timer(0.05 + (attempt % 10) * 0.02,
+                                lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                run_logged([sys.executable, "-c", counter], env=dict(os.environ), log=log,
+                           reporter=Reporter(io.StringIO(), mode="plain"), label="counting")
+        finally:
+            timer.join()
+        lines = log.read_text().splitlines()
+        assert lines, f"attempt {attempt}: an empty log"
+        gap = next((number for number, line in enumerate(lines) if line != str(number)), None)
+        assert gap is None, f"attempt {attempt}: line {gap} of the log is {lines[gap]!r}"

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
@@ -239,44 +238,47 @@ def _die_with_parent() -> Callable[[], None] | None:
 
 
 class OutputLines:
-    """A child's output pipe as text lines, unbuffered and queued, so that nothing read is lost
-    when reading stops (an interrupt) and `rest` gets what ended processes left."""
+    """A child's output pipe handed to `take` a text line at a time, unbuffered. An interrupt
+    comes only while waiting for output: a chunk once read always reaches `take` (one that came
+    between the read and its lines was lost: an interrupted build's log was empty)."""
 
-    def __init__(self, pipe: IO[bytes]) -> None:
+    def __init__(self, pipe: IO[bytes], take: Callable[[str], None]) -> None:
         self._fd = pipe.fileno()
+        self._take_line = take
         self._decoder = io.IncrementalNewlineDecoder(
             codecs.getincrementaldecoder("utf-8")("replace"), translate=True)
         self._pending = ""
-        self._ready: deque[str] = deque()
         self._ended = False
 
-    def __iter__(self) -> Iterator[str]:
-        while True:
-            while self._ready:
-                yield self._ready.popleft()
-            if self._ended:
-                return
-            self._take(os.read(self._fd, CHUNK))
+    def follow(self) -> None:
+        """Every line until the pipe ends."""
+        while not self._ended:
+            select.select([self._fd], [], [])  # an interrupt here has read nothing
+            self._read()
 
-    def rest(self, seconds: float = DRAIN) -> Iterator[str]:
-        """The lines left, reading the pipe at most `seconds` (others may hold it open)."""
+    def drain(self, seconds: float = DRAIN) -> None:
+        """The lines left, reading the pipe at most `seconds` (others may hold it open), then
+        the last line if it was never finished."""
         deadline = time.monotonic() + seconds
-        while True:
-            while self._ready:
-                yield self._ready.popleft()
+        while not self._ended:
             left = deadline - time.monotonic()
-            if self._ended or left <= 0 or not select.select([self._fd], [], [], left)[0]:
+            if left <= 0 or not select.select([self._fd], [], [], left)[0]:
                 break
-            self._take(os.read(self._fd, CHUNK))
+            self._read()
+        self._unfinished()
+
+    def _read(self) -> None:
+        with deferred_signals():  # the pipe is readable: this does not block
+            chunk = os.read(self._fd, CHUNK)
+            self._ended = not chunk
+            lines = (self._pending + self._decoder.decode(chunk, final=self._ended)).split("\n")
+            self._pending = lines.pop()
+            for line in lines:
+                self._take_line(line + "\n")
+            if self._ended:
+                self._unfinished()
+
+    def _unfinished(self) -> None:
         if self._pending:
             line, self._pending = self._pending, ""
-            yield line
-
-    def _take(self, chunk: bytes) -> None:
-        self._ended = not chunk
-        lines = (self._pending + self._decoder.decode(chunk, final=self._ended)).split("\n")
-        self._pending = lines.pop()
-        self._ready.extend(line + "\n" for line in lines)
-        if self._ended and self._pending:
-            self._ready.append(self._pending)
-            self._pending = ""
+            self._take_line(line)

@@ -255,16 +255,14 @@ def run_logged(command: list[str], *, env: dict[str, str], log: Path, reporter: 
         process = children.start(command, env=env)
         assert process.stdout is not None
         with process.stdout:
-            output = children.OutputLines(process.stdout)
+            output = children.OutputLines(process.stdout, take)
             try:
-                for line in output:
-                    take(line)
+                output.follow()
                 code = process.wait()
             finally:  # also interrupted: no process of the build outlives it, and nothing
                 with children.deferred_signals():  # writes into the work folder once it is
                     children.end_session(process)  # let go; what they wrote is in the log
-                    for line in output.rest():
-                        take(line)
+                    output.drain()
     if code != 0:
         raise CompileFailed(label, code, tuple(tail), log)
     progress.update(detail="done")

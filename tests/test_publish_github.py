@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -644,3 +644,57 @@ def test_a_publish_racing_another_into_one_draft_waits_then_compares(tmp_path: P
     buildinfo = release.asset(kitdir.BUILDINFO)
     assert buildinfo is not None and buildinfo.data == theirs
     assert len([r for r in server.snapshot().of("o/r") if r.tag_name == TAG]) == 1
+
+
+def test_a_publish_whose_own_draft_lost_the_race_deletes_it_then_compares(
+        tmp_path: Path) -> None:
+    """Two publishes of one revision at once, each with a draft of its own (each looked before
+    the other's draft existed): the other publishes first, so publishing ours is refused (422:
+    the tag is another release's). Ours is deleted, and the publish waits, then compares with
+    what the other published: the same kit tarball, exit 0; one release, no draft left."""
+    program = compile_program(tmp_path)
+    first = make_kit(tmp_path / "a", program, info=info_for(run=(("jobs", "1"),)))
+    second = make_kit(tmp_path / "b", program, info=info_for(run=(("jobs", "2"),)))
+    with GitHubServer() as server:
+        server.add_repo("o/r")
+        server.add_token(CANARY)
+        server.observe(check_published_releases)
+        # The other's create (its second POST to /releases: the first is the preflight's write
+        # probe) waits until ours made its draft; our first upload waits until the other has
+        # published.
+        their_create, our_upload = threading.Event(), threading.Event()
+        held_create = server.faults.hold(their_create, method="POST", path=r"/releases$", nth=2)
+        held_upload = server.faults.hold(our_upload, method="POST", path=r"^/api/uploads/")
+        matrix = matrix_file(tmp_path, github=GitHubTarget(repository="o/r",
+                                                           api=server.base_url))
+        env = {"GITHUB_TOKEN": CANARY}
+
+        def publish(kit: kitdir.KitDir, name: str) -> subprocess.Popen[str]:
+            return cli_started("publish", kit.path, "--matrix", matrix, "--cache-dir",
+                               tmp_path / f"cache-{name}", "--ledger-dir",
+                               tmp_path / f"ledger-{name}", env=env)
+
+        def wait_until(what: str, done: Callable[[], bool]) -> None:
+            deadline = time.monotonic() + 60
+            while not done():
+                assert time.monotonic() < deadline, what
+                time.sleep(0.05)
+
+        other = publish(first, "a")
+        wait_until("the other never created its draft", lambda: held_create.seen >= 2)
+        ours = publish(second, "b")
+        wait_until("ours never uploaded", lambda: held_upload.seen >= 1)
+        their_create.set()
+        _, other_said = other.communicate(timeout=120)
+        assert other.returncode == 0, other_said
+        our_upload.set()
+        _, said = ours.communicate(timeout=120)
+    assert ours.returncode == 0, said
+    assert "was published from another draft meanwhile; deleting this publish's draft" in said
+    assert "waiting for it to publish" in said, said
+    assert CANARY not in said + other_said
+    releases = [r for r in server.snapshot().of("o/r") if r.tag_name == TAG]
+    assert [r.draft for r in releases] == [False], releases
+    buildinfo = releases[0].asset(kitdir.BUILDINFO)
+    assert buildinfo is not None
+    assert buildinfo.data == (first.path / kitdir.BUILDINFO).read_bytes()

@@ -350,8 +350,7 @@ class GitHubStore:
         current = self._draft(release) if self._release is None else self._release
         if current.draft:
             self._reporter.info(f"GitHub: publishing the draft {release.tag}")
-            current = self._call(f"publishing {release.tag}", lambda: current.update_release(
-                name=release.title, message=release.notes, draft=False, prerelease=False))
+            current = self._publish_draft(current, release)
             self._release = current
         assets = self._list_assets()
         return StoreRecord(
@@ -360,6 +359,26 @@ class GitHubStore:
                   for asset in release.assets if asset.name in assets},
             details=(("repository", self.target.repository), ("api", self.target.api),
                      ("release_id", str(current.id))))
+
+
+    def _publish_draft(self, draft: GitRelease, release: Release) -> GitRelease:
+        """The draft published; when another publish's own draft of the tag was published
+        first (each made one, neither seeing the other's), ours is deleted and the race is
+        settled as any other (ConcurrentPublish)."""
+        try:
+            return self._retry.call(f"GitHub: publishing {release.tag}", lambda: (
+                draft.update_release(name=release.title, message=release.notes, draft=False,
+                                     prerelease=False)), transient, self._reporter)
+        except GithubException as error:
+            if not _already_exists(error):
+                raise self._failure(f"publishing {release.tag}", error) from None
+        self._reporter.info(f"GitHub: {release.tag} was published from another draft "
+                            f"meanwhile; deleting this publish's draft (id {draft.id})")
+        self._call(f"deleting the draft {release.tag}", draft.delete_release)
+        self._release = None
+        raise ConcurrentPublish(f"GitHub: release {release.tag} was published by another "
+                                f"publish while this one uploaded into its own draft",
+                                self.wait_for_the_other)
 
 
 class _Reading(io.FileIO):

@@ -9,11 +9,13 @@ from __future__ import annotations
 import fcntl
 import io
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator, KeysView, Mapping
 from pathlib import Path
 
 import pytest
@@ -258,19 +260,75 @@ def test_an_interrupt_never_loses_a_line_already_read(tmp_path: Path) -> None:
     """Interrupts at arbitrary moments of a child's fast output: the log holds every line the
     child wrote up to its end, in order, with no gap (a chunk read from the pipe when the
     signal came was once dropped: the log of an interrupted build was empty)."""
-    counter = "import itertools\nfor i in itertools.count(): print(i, flush=True)"
+    counter = ("import itertools, sys\nprint(0, flush=True)\nopen(sys.argv[1], 'w').close()\n"
+               "for i in itertools.count(1): print(i, flush=True)")
     for attempt in range(20):
-        log = tmp_path / f"{attempt}.log"
-        timer = threading.Timer(0.05 + (attempt % 10) * 0.02,
-                                lambda: os.kill(os.getpid(), signal.SIGINT))
-        timer.start()
+        log, started = tmp_path / f"{attempt}.log", tmp_path / f"{attempt}.started"
+
+        def interrupt(delay: float = (attempt % 10) * 0.01, started: Path = started) -> None:
+            deadline = time.monotonic() + 60
+            while not started.exists() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(delay)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        interrupter = threading.Thread(target=interrupt)
+        interrupter.start()
         try:
             with pytest.raises(KeyboardInterrupt):
-                run_logged([sys.executable, "-c", counter], env=dict(os.environ), log=log,
-                           reporter=Reporter(io.StringIO(), mode="plain"), label="counting")
+                run_logged([sys.executable, "-c", counter, str(started)], env=dict(os.environ),
+                           log=log, reporter=Reporter(io.StringIO(), mode="plain"),
+                           label="counting")
         finally:
-            timer.join()
+            interrupter.join()
         lines = log.read_text().splitlines()
-        assert lines, f"attempt {attempt}: an empty log"
+        assert lines, f"attempt {attempt}: an empty log (line 0 was written before the interrupt)"
         gap = next((number for number, line in enumerate(lines) if line != str(number)), None)
         assert gap is None, f"attempt {attempt}: line {gap} of the log is {lines[gap]!r}"
+
+
+class _InterruptingEnvironment(Mapping[str, str]):
+    """os.environ, sending this process Ctrl-C when it is read: while `children.start` starts
+    its child (Popen copies it), at the moment an interrupt once lost the child."""
+
+    def __getitem__(self, key: str) -> str:
+        return os.environ[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(os.environ)
+
+    def __len__(self) -> int:
+        return len(os.environ)
+
+    def keys(self) -> KeysView[str]:
+        os.kill(os.getpid(), signal.SIGINT)
+        return os.environ.keys()
+
+
+def _sleepers(seconds: str) -> list[int]:
+    return [int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit()
+            and alive(int(entry.name))
+            and _cmdline(entry.name) == ["sleep", seconds]]
+
+
+def _cmdline(pid: str) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def test_an_interrupt_while_a_child_starts_ends_it_or_hands_it_to_a_caller_holding_them() -> None:
+    """Nobody would hold a child started as the interrupt came: `start` ends it before the
+    interrupt goes on; a caller holding interrupts itself gets the child, then the interrupt."""
+    seconds = f"{300 + secrets.randbelow(10**6) / 10**6:.6f}"
+    with pytest.raises(KeyboardInterrupt):
+        children.start(["sleep", seconds], env=_InterruptingEnvironment())
+    assert _sleepers(seconds) == []
+    process = None
+    with pytest.raises(KeyboardInterrupt), children.deferred_signals():
+        process = children.start(["sleep", seconds], env=_InterruptingEnvironment())
+        assert process.poll() is None
+    assert process is not None and _sleepers(seconds) == [process.pid]
+    children.end_session(process, grace=0)
+    assert _sleepers(seconds) == []

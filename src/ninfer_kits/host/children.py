@@ -44,11 +44,18 @@ def start(command: Sequence[str], *, env: Mapping[str, str] | None = None,
           stdout: Stream = subprocess.PIPE, stderr: Stream = subprocess.STDOUT,
           umask: int = -1) -> subprocess.Popen[bytes]:
     """`command` leading a new session; stdout and stderr in one pipe (OutputLines) unless
-    told; killed with this process on Linux, from the main thread."""
-    with deferred_signals():  # an interrupt here would leave a child no one knows about
-        return subprocess.Popen(list(command), stdin=stdin, stdout=stdout, stderr=stderr,
-                                env=None if env is None else dict(env), cwd=cwd, umask=umask,
-                                start_new_session=True, preexec_fn=_die_with_parent())
+    told; killed with this process on Linux, from the main thread. An interrupt while it starts
+    ends it again (the caller never holds it), unless the caller holds interrupts itself
+    (deferred_signals around this call): then the caller gets it, and the interrupt after."""
+    held_outside = bool(_HELD)
+    with deferred_signals() as caught:
+        process = subprocess.Popen(list(command), stdin=stdin, stdout=stdout, stderr=stderr,
+                                   env=None if env is None else dict(env), cwd=cwd,
+                                   umask=umask, start_new_session=True,
+                                   preexec_fn=_die_with_parent())
+        if caught and not held_outside:
+            end_session(process)
+    return process
 
 
 class ProbeTimeout(EnvironmentFailure):
@@ -200,20 +207,29 @@ def stoppable(stop: Callable[[], None]) -> Iterator[threading.Event]:
             del _STOPPERS[key]
 
 
+_HELD: list[list[int]] = []  # the signals the outermost deferred_signals block caught so far
+
+
 @contextmanager
-def deferred_signals() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held back until the block is done (main thread only)."""
+def deferred_signals() -> Iterator[list[int]]:
+    """Ctrl-C and SIGTERM held back until the block is done (main thread only); within another
+    such block, the outermost holds them. Yields the signals held so far."""
     previous = {signum: signal.getsignal(signum) for signum in INTERRUPTS}
     if threading.current_thread() is not threading.main_thread() or \
             None in previous.values():  # (None: a handler not set from Python)
-        yield
+        yield []
+        return
+    if _HELD:
+        yield _HELD[0]
         return
     caught: list[int] = []
     for signum in INTERRUPTS:
         signal.signal(signum, lambda number, _frame: caught.append(number))
+    _HELD.append(caught)
     try:
-        yield
+        yield caught
     finally:
+        _HELD.pop()
         for signum, handler in previous.items():
             assert handler is not None
             signal.signal(signum, handler)

@@ -7,6 +7,7 @@ import importlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -252,17 +253,23 @@ def run_logged(command: list[str], *, env: dict[str, str], log: Path, reporter: 
             if status:
                 progress.update(int(status.group(1)), int(status.group(2)))
 
-        process = children.start(command, env=env)
-        assert process.stdout is not None
-        with process.stdout:
-            output = children.OutputLines(process.stdout, take)
-            try:
-                output.follow()
-                code = process.wait()
-            finally:  # also interrupted: no process of the build outlives it, and nothing
-                with children.deferred_signals():  # writes into the work folder once it is
-                    children.end_session(process)  # let go; what they wrote is in the log
-                    output.drain()
+        process: subprocess.Popen[bytes] | None = None
+        output: children.OutputLines | None = None
+        try:
+            with children.deferred_signals():  # an interrupt while it starts comes after this
+                process = children.start(command, env=env)  # block, the process known
+                assert process.stdout is not None
+                output = children.OutputLines(process.stdout, take)
+            output.follow()
+            code = process.wait()
+        finally:  # also interrupted: no process of the build outlives it, and nothing writes
+            if process is not None:  # into the work folder once it is let go; what they
+                with children.deferred_signals():  # wrote is in the log
+                    children.end_session(process)
+                    if output is not None:
+                        output.drain()
+                    if process.stdout is not None:
+                        process.stdout.close()
     if code != 0:
         raise CompileFailed(label, code, tuple(tail), log)
     progress.update(detail="done")

@@ -118,12 +118,22 @@ mirror="${mirror%/}"
 
 # Debian's keyring too: an Ubuntu host (a GitHub-hosted runner) has debootstrap's scripts for
 # Debian's suites but not the keys they check the archive with.
-if ! command -v debootstrap >/dev/null 2>&1 \
-        || [[ ! -f /usr/share/keyrings/debian-archive-keyring.gpg ]]; then
-    log "installing debootstrap and debian-archive-keyring with apt"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq --no-install-recommends debootstrap debian-archive-keyring >&2
+# Several of these scripts may run at once (the tests make base images in parallel): one
+# installs, the others wait for it (a second apt-get beside the first fails at once).
+lacks_tools() {
+    ! command -v debootstrap >/dev/null 2>&1 || [[ ! -f /usr/share/keyrings/debian-archive-keyring.gpg ]]
+}
+if lacks_tools; then
+    exec 9>/run/lock/ninfer-kits-make-base-image.lock
+    flock 9
+    if lacks_tools; then
+        log "installing debootstrap and debian-archive-keyring with apt"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+        apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
+            debootstrap debian-archive-keyring >&2
+    fi
+    exec 9>&-
 fi
 
 workdir="$(mktemp -d /var/tmp/ninfer-kits-base.XXXXXX)"

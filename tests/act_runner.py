@@ -280,14 +280,25 @@ class ActRun:
 
     @property
     def failure(self) -> str:
-        """What an assertion on a failed run shows: each failed job's own log (its tail), then
-        the run's; a run's tail alone is its summary job, which only says a leg failed."""
+        """What an assertion on a failed run shows: each failed job's failed steps (their own
+        output, wherever they are in the log), its tail, then the run's tail. A matrix leg
+        whose steps all passed may still say "failed": act gives every leg of a matrix the
+        result of the first leg that failed, so the failed steps are what names the culprit
+        (a step that failed with continue-on-error is not one)."""
         failed = {job for job, result in self.jobs.items() if result != "success"}
         parts = []
         for job in sorted(failed):
-            text = "\n".join(str(line.get("msg", "")) for line in self.lines
-                             if line.get("job") == job)
-            parts.append(f"--- job {job} ---\n{text[-5000:]}")
+            lines = [line for line in self.lines if line.get("job") == job]
+            continued = {str(line.get("step")) for line in lines
+                         if line.get("msg") == "Failed but continue next step"}
+            steps = sorted({str(line.get("step")) for line in lines
+                            if line.get("stepResult") == "failure"} - continued)
+            for step in steps:
+                text = "\n".join(str(line.get("msg", "")) for line in lines
+                                 if str(line.get("step")) == step)
+                parts.append(f"--- job {job}, failed step {step!r} ---\n{text[-4000:]}")
+            text = "\n".join(str(line.get("msg", "")) for line in lines)
+            parts.append(f"--- job {job} (failed steps: {steps or 'none'}) ---\n{text[-3000:]}")
         return "\n".join([*parts, f"--- the run's last lines ---\n{self.text[-3000:]}"])
 
     def step_output(self, job_id: str, step: str) -> list[str]:

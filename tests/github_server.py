@@ -87,7 +87,7 @@ MAX_ASSET_SIZE = 2 * GIB  # "Each file included in a release must be under 2 GiB
 HOUR = 3600
 Layout = Literal["ghes", "dotcom"]
 FaultAction = Literal["status", "drop", "secondary_rate_limit", "too_many_requests", "delay",
-                      "hold", "apply_then_status", "apply_then_drop"]
+                      "hold", "hold_upload", "apply_then_status", "apply_then_drop"]
 SECONDARY_MESSAGE = ("You have exceeded a secondary rate limit. Please wait a few minutes before "
                      "you try again. If you reach out to GitHub Support for help, please include "
                      "the request ID {}.")
@@ -225,6 +225,8 @@ class Fault:
     - "delay": wait `seconds`, then answer as usual;
     - "hold": wait until `gate` is set (at most `seconds`), then answer as usual: a client held
       mid-request for as long as a test needs, however slowly the machine runs;
+    - "hold_upload": an upload whose asset is made (listed, state `starter`) and whose body is
+      then not read until `gate` is set: an upload in flight, as another client sees it;
     - "apply_then_status", "apply_then_drop": do what the request asks, then answer `status`, or
       reset the connection, instead of the real answer.
 
@@ -286,6 +288,9 @@ class Faults:
 
     def hold(self, gate: threading.Event, seconds: float = 120, **match: Any) -> Fault:
         return self.add(Fault("hold", gate=gate, seconds=seconds, **match))
+
+    def hold_upload(self, gate: threading.Event, seconds: float = 120, **match: Any) -> Fault:
+        return self.add(Fault("hold_upload", gate=gate, seconds=seconds, **match))
 
     def apply_then_status(self, status: int = 502, **match: Any) -> Fault:
         return self.add(Fault("apply_then_status", status=status, **match))
@@ -1375,6 +1380,8 @@ class GitHubServer:
                 return refusal
             req.read_body()
             return refusal
+        if fault is not None and fault.action == "hold_upload":
+            (fault.gate or threading.Event()).wait(fault.seconds)
         data = req.read_body()
         with self._lock:
             if rel.assets.get(asset.id) is not asset or repo.releases.get(rel.id) is not rel:

@@ -701,3 +701,46 @@ def test_a_publish_whose_own_draft_lost_the_race_deletes_it_then_compares(
     buildinfo = releases[0].asset(kitdir.BUILDINFO)
     assert buildinfo is not None
     assert buildinfo.data == (first.path / kitdir.BUILDINFO).read_bytes()
+
+
+def test_a_publish_whose_upload_in_flight_another_deleted_uploads_it_again(
+        tmp_path: Path) -> None:
+    """Two publishes of one revision at once, in one draft: the other publish's first upload is
+    in flight (its asset listed, state `starter`, as a failed upload's is) when this one looks,
+    deletes it as unfinished, uploads the whole kit and publishes. The other's upload then ends
+    in 404 (its asset is gone): it looks again, finds the file there, and settles the race as
+    any other (the same kit tarball: wait, compare), exit 0 both; one whole release."""
+    program = compile_program(tmp_path)
+    first = make_kit(tmp_path / "a", program, info=info_for(run=(("jobs", "1"),)))
+    second = make_kit(tmp_path / "b", program, info=info_for(run=(("jobs", "2"),)))
+    with GitHubServer() as server:
+        server.add_repo("o/r")
+        server.add_token(CANARY)
+        server.observe(check_published_releases)
+        in_flight = threading.Event()
+        held = server.faults.hold_upload(in_flight, method="POST", path=r"^/api/uploads/")
+        matrix = matrix_file(tmp_path, github=GitHubTarget(repository="o/r",
+                                                           api=server.base_url))
+        env = {"GITHUB_TOKEN": CANARY}
+        other = cli_started("publish", first.path, "--matrix", matrix, "--cache-dir",
+                            tmp_path / "cache-a", "--ledger-dir", tmp_path / "ledger-a", env=env)
+        deadline = time.monotonic() + 60
+        while not [a for r in server.snapshot().of("o/r") for a in r.assets
+                   if a.state == "starter"]:
+            assert other.poll() is None, other.communicate()[1]
+            assert time.monotonic() < deadline, "the other publish never started an upload"
+            time.sleep(0.05)
+        ours = cli("publish", second.path, "--matrix", matrix, "--cache-dir",
+                   tmp_path / "cache-b", "--ledger-dir", tmp_path / "ledger-b", env=env)
+        in_flight.set()
+        _, other_said = other.communicate(timeout=120)
+    assert ours.returncode == 0, ours.stderr
+    assert held.fired == 1
+    assert other.returncode == 0, other_said
+    assert "waiting for it to publish" in other_said, other_said
+    assert CANARY not in other_said + ours.stderr + ours.stdout
+    [release] = [r for r in server.snapshot().of("o/r") if r.tag_name == TAG]
+    assert not release.draft and all(a.state == "uploaded" for a in release.assets), release
+    buildinfo = release.asset(kitdir.BUILDINFO)
+    assert buildinfo is not None
+    assert buildinfo.data == (second.path / kitdir.BUILDINFO).read_bytes()

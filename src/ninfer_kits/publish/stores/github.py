@@ -312,7 +312,9 @@ class GitHubStore:
                                             lambda: _upload(release, asset, progress),
                                             transient, self._reporter)
             except GithubException as error:
-                if not _already_exists(error):
+                if error.status == 404:
+                    self._check_still_ours(release)
+                elif not _already_exists(error):
                     raise self._failure(f"uploading {asset.name}", error) from None
                 existing = self._list_assets().get(asset.name)
                 if existing is None:
@@ -330,6 +332,16 @@ class GitHubStore:
             return
         raise ServiceFailed(f"GitHub: uploading {asset.name}: the server kept answering that "
                             f"it exists, and kept losing it")
+
+    def _check_still_ours(self, release: GitRelease) -> None:
+        """After an upload answered 404: another publish deleted the file in flight (its state
+        is `starter` to everyone else, as a failed upload's is), so it is looked for again, or
+        deleted the draft it uploads into (its own, losing the race): settled as any race."""
+        found = self._find_release()
+        if found is None or found.id != release.id:
+            raise ConcurrentPublish(f"GitHub: the draft of {self._tag} was deleted by another "
+                                    f"publish while this one uploaded into it",
+                                    self.wait_for_the_other) from None
 
     def verify(self, asset: Asset) -> None:
         uploaded = self._uploaded.get(asset.name)

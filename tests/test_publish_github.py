@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from ninfer_kits.kit import kitdir
 from ninfer_kits.matrix import GitHubTarget
 from ninfer_kits.net.retry import RetryPolicy, ServiceFailed
 from ninfer_kits.publish.holdings import PublishConflict, PublishRefused
+from ninfer_kits.publish.store import ConcurrentPublish
 from ninfer_kits.release import ledger
 from test_publish_support import (
     ASSET,
@@ -265,11 +267,23 @@ def test_a_rerun_after_a_partial_failure_completes_the_release(server: GitHubSer
 def test_other_content_on_the_draft_is_refused_unless_replace(server: GitHubServer,
                                                               kit: kitdir.KitDir,
                                                               tmp_path: Path) -> None:
+    """A draft with other content may be another publish's, filling it: the race is settled
+    as any (the command waits for a publish); a draft nobody publishes, unchanged for the
+    quiet time, is refused as it stands."""
     server.add_release("o/r", TAG, draft=True, assets={ASSET: b"not this kit"})
     mark = len(server.events)
-    with pytest.raises(PublishRefused, match=rf"nothing was changed:\n  GitHub o/r .*: {ASSET} "
-                       r"is there with other content than the kit's; give --replace"):
+    with pytest.raises(ConcurrentPublish, match=r"the draft of the tag holds other content "
+                       r"than the kit's: another publish may be filling it") as race:
         run(server, kit, tmp_path)
+    assert isinstance(race.value.unsettled, PublishRefused)
+    assert re.fullmatch(rf"nothing was changed:\n  GitHub o/r .*: {ASSET} is there with other "
+                        r"content than the kit's; give --replace to replace it",
+                        str(race.value.unsettled))
+    assert not race.value.published_within(0)
+    store = race.value.published_within.__self__  # type: ignore[attr-defined]
+    started = time.monotonic()
+    assert not store.wait_for_the_other(60, poll=0.05, quiet=0.5)
+    assert time.monotonic() - started < 30  # the quiet time, not the whole wait
     assert changes(server, mark) == []
     outcome = run(server, kit, tmp_path, replace=True)
     assert_complete(server, kit)
@@ -744,3 +758,48 @@ def test_a_publish_whose_upload_in_flight_another_deleted_uploads_it_again(
     buildinfo = release.asset(kitdir.BUILDINFO)
     assert buildinfo is not None
     assert buildinfo.data == (second.path / kitdir.BUILDINFO).read_bytes()
+
+
+def test_a_publish_meeting_another_publishs_full_draft_waits_then_compares(
+        tmp_path: Path) -> None:
+    """Two publishes of one revision at once: the other has filled its draft (its BUILDINFO.txt
+    differs in the run section) and is about to publish it when this one looks. This one
+    waits for it, then compares with what it published: the same kit tarball, exit 0."""
+    program = compile_program(tmp_path)
+    first = make_kit(tmp_path / "a", program, info=info_for(run=(("jobs", "1"),)))
+    second = make_kit(tmp_path / "b", program, info=info_for(run=(("jobs", "2"),)))
+    with GitHubServer() as server:
+        server.add_repo("o/r")
+        server.add_token(CANARY)
+        server.observe(check_published_releases)
+        publishing = threading.Event()
+        held = server.faults.hold(publishing, method="PATCH", path=r"/releases/\d+$")
+        matrix = matrix_file(tmp_path, github=GitHubTarget(repository="o/r",
+                                                           api=server.base_url))
+        env = {"GITHUB_TOKEN": CANARY}
+        other = cli_started("publish", first.path, "--matrix", matrix, "--cache-dir",
+                            tmp_path / "cache-a", "--ledger-dir", tmp_path / "ledger-a", env=env)
+        deadline = time.monotonic() + 60
+        while held.seen < 1:
+            assert other.poll() is None, other.communicate()[1]
+            assert time.monotonic() < deadline, "the other publish never published its draft"
+            time.sleep(0.05)
+        looked = len(server.requests("GET", r"/releases/tags/"))
+        ours = cli_started("publish", second.path, "--matrix", matrix, "--cache-dir",
+                           tmp_path / "cache-b", "--ledger-dir", tmp_path / "ledger-b", env=env)
+        while len(server.requests("GET", r"/releases/tags/")) < looked + 3:  # looked, waits
+            assert ours.poll() is None, ours.communicate()[1]
+            assert time.monotonic() < deadline, "this publish never looked twice"
+            time.sleep(0.05)
+        publishing.set()
+        _, other_said = other.communicate(timeout=120)
+        _, said = ours.communicate(timeout=120)
+    assert other.returncode == 0, other_said
+    assert ours.returncode == 0, said
+    assert "another publish may be filling it: waiting for it to publish" in said, said
+    assert CANARY not in said + other_said
+    [release] = [r for r in server.snapshot().of("o/r") if r.tag_name == TAG]
+    assert not release.draft
+    buildinfo = release.asset(kitdir.BUILDINFO)
+    assert buildinfo is not None
+    assert buildinfo.data == (first.path / kitdir.BUILDINFO).read_bytes()

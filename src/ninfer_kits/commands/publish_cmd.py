@@ -185,6 +185,8 @@ def _run_settling_a_race(request: PublishRequest, reporter: Reporter,
         reporter.warning(f"{race}: waiting for it to publish (at most {RACE_WAIT:.0f} s), "
                          f"then comparing with what it published")
         if not race.published_within(RACE_WAIT):
+            if race.unsettled is not None:
+                raise race.unsettled from None
             raise
     return run_publish(dataclasses.replace(request, stores=new_stores()), reporter)
 

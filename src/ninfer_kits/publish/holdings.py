@@ -5,7 +5,7 @@ stage 8)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ninfer_kits.errors import CheckFailed
@@ -14,7 +14,7 @@ from ninfer_kits.kit import kitdir
 from ninfer_kits.kit.kitdir import KitDir
 from ninfer_kits.log import Reporter
 from ninfer_kits.publish import plan
-from ninfer_kits.publish.store import Asset, Found, Presence, Release, Store
+from ninfer_kits.publish.store import Asset, ConcurrentPublish, Found, Presence, Release, Store
 from ninfer_kits.release import reproduction
 from ninfer_kits.release.checksums import SHA256, parse_sums
 
@@ -62,6 +62,7 @@ def _state(found: Found) -> str:
 def refuse_conflicts(stores: Sequence[Store], found: Sequence[Found], replace: bool) -> None:
     """Refuse, before anything changes on any store, what publish must not change."""
     problems = []
+    filling: list[tuple[Store, Callable[[float], bool]]] = []
     for store, held in zip(stores, found, strict=True):
         differ = held.names(Presence.DIFFERENT)
         if held.published and not held.complete:
@@ -82,8 +83,19 @@ def refuse_conflicts(stores: Sequence[Store], found: Sequence[Found], replace: b
                             f"{'is' if len(differ) == 1 else 'are'} there with other content "
                             f"than the kit's; give --replace to replace "
                             f"{'it' if len(differ) == 1 else 'them'}")
-    if problems:
-        raise PublishRefused("nothing was changed:\n  " + "\n  ".join(problems))
+            if held.published_within is not None:
+                filling.append((store, held.published_within))
+    if not problems:
+        return
+    refusal = PublishRefused("nothing was changed:\n  " + "\n  ".join(problems))
+    if len(filling) == len(problems) == 1:
+        # another publish of the tag, a step ahead, filling its draft: the race is settled as
+        # any (wait, compare); a draft that nobody publishes was left behind, and is refused
+        store, published_within = filling[0]
+        raise ConcurrentPublish(f"{store.describe()}: the draft of the tag holds other content "
+                                f"than the kit's: another publish may be filling it",
+                                published_within, unsettled=refusal)
+    raise refusal
 
 
 def refuse_other_kit(stores: Sequence[Store], found: Sequence[Found], kit: KitDir) -> None:

@@ -18,9 +18,11 @@ class ConcurrentPublish(CheckFailed):
     act: GitHub's `concurrency` keeps workflow runs apart); `published_within(seconds)` waits
     for it, and a new publish compares with what it published."""
 
-    def __init__(self, message: str, published_within: Callable[[float], bool]) -> None:
+    def __init__(self, message: str, published_within: Callable[[float], bool],
+                 unsettled: CheckFailed | None = None) -> None:
         super().__init__(message)
         self.published_within = published_within
+        self.unsettled = unsettled  # what to say when nothing was published: no race, then
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +68,9 @@ class Found:
     notes: tuple[str, ...] = ()  # what the store noticed (a second draft, leftovers it will clear)
     # the sha256 of an asset there with other content, where the store knows it
     held_sha256: Mapping[str, str] = field(default_factory=dict)
+    # an unpublished release (GitHub's draft) that another publish may be filling: waits at
+    # most the seconds given for it to be published, and says whether it was
+    published_within: Callable[[float], bool] | None = None
 
     def names(self, presence: Presence) -> tuple[str, ...]:
         return tuple(name for name, state in self.assets.items() if state is presence)

@@ -41,6 +41,9 @@ T = TypeVar("T")
 MAX_ASSET_SIZE = 2 * 1024**3 - 1  # "each file included in a release must be under 2 GiB"
 DOWNLOAD_CHUNK = 1 << 20
 UPLOADED = "uploaded"
+# A publish filling a draft changes it every few seconds (or uploads one file for longer: a
+# big tarball); a draft unchanged this long was left behind by one that ended.
+QUIET_DRAFT = 120.0
 
 
 class ReleaseConflict(CheckFailed):
@@ -165,14 +168,20 @@ class GitHubStore:
         raise ServiceFailed(f"GitHub: {repo.full_name} accepted a release without a tag; "
                             f"this is not a GitHub API publish can trust")
 
-    def wait_for_the_other(self, timeout: float, poll: float = 2.0) -> bool:
-        """Whether the other publish (ConcurrentPublish) published our tag within `timeout`."""
+    def wait_for_the_other(self, timeout: float, poll: float = 2.0,
+                           quiet: float = QUIET_DRAFT) -> bool:
+        """Whether the other publish (ConcurrentPublish) published our tag within `timeout`;
+        a draft that stays as it is for `quiet` seconds has no publish filling it."""
         deadline = time.monotonic() + timeout
+        last, since = None, time.monotonic()
         while True:
             found = self._find_release()
             if found is not None and not found.draft:
                 return True
-            if time.monotonic() >= deadline:
+            now = _draft_state(found)
+            if now != last:
+                last, since = now, time.monotonic()
+            if time.monotonic() >= min(deadline, since + quiet):
                 return False
             self._retry.sleep(poll)  # a real wait: the other publish takes real time
 
@@ -221,7 +230,9 @@ class GitHubStore:
         held = {name: self._held_sha256.get(name, "") for name, state in presence.items()
                 if state is Presence.DIFFERENT}
         return Found(published=published, assets=presence, immutable=immutable, notes=notes,
-                     held_sha256={name: sha256 for name, sha256 in held.items() if sha256})
+                     held_sha256={name: sha256 for name, sha256 in held.items() if sha256},
+                     published_within=None if self._release is None or published
+                     else self.wait_for_the_other)
 
     def _presence(self, remote: GitReleaseAsset | None, asset: Asset) -> Presence:
         if remote is None or remote.state != UPLOADED:
@@ -428,6 +439,14 @@ def _attribute(obj: Any, name: str) -> Any:
         return getattr(obj, name)
     except AttributeError:
         return None
+
+
+def _draft_state(release: GitRelease | None) -> tuple[object, ...]:
+    """What changes while a publish fills a draft: its assets, their states and sizes."""
+    if release is None:
+        return ()
+    return (release.id, tuple(sorted((asset.name, asset.state, asset.size)
+                                     for asset in release.assets)))
 
 
 def _already_exists(error: GithubException) -> bool:

@@ -663,44 +663,65 @@ def test_a_publish_racing_another_into_one_draft_waits_then_compares(tmp_path: P
     assert len([r for r in server.snapshot().of("o/r") if r.tag_name == TAG]) == 1
 
 
+class Race:
+    """Two builds of one revision (their BUILDINFO.txt differs in its run section only: two
+    workflow runs) published to one local GitHub at once; `first` is the other publish's."""
+
+    def __init__(self, tmp: Path, server: GitHubServer) -> None:
+        program = compile_program(tmp)
+        self.tmp, self.server = tmp, server
+        self.first = make_kit(tmp / "a", program, info=info_for(run=(("jobs", "1"),)))
+        self.second = make_kit(tmp / "b", program, info=info_for(run=(("jobs", "2"),)))
+        server.add_repo("o/r")
+        server.add_token(CANARY)
+        server.observe(check_published_releases)
+        self.matrix = matrix_file(tmp, github=GitHubTarget(repository="o/r",
+                                                           api=server.base_url))
+
+    def publish(self, kit: kitdir.KitDir) -> subprocess.Popen[str]:
+        name = kit.path.parent.name
+        return cli_started("publish", kit.path, "--matrix", self.matrix, "--cache-dir",
+                           self.tmp / f"cache-{name}", "--ledger-dir",
+                           self.tmp / f"ledger-{name}", env={"GITHUB_TOKEN": CANARY})
+
+    @staticmethod
+    def wait_until(what: str, done: Callable[[], bool],
+                   running: subprocess.Popen[str] | None = None) -> None:
+        deadline = time.monotonic() + 60
+        while not done():
+            assert running is None or running.poll() is None, running.communicate()[1]
+            assert time.monotonic() < deadline, what
+            time.sleep(0.05)
+
+    def one_release_with(self, kit: kitdir.KitDir, *said: str) -> None:
+        """One release of the tag, published and whole, with `kit`'s BUILDINFO.txt; no token
+        in what the publishes said."""
+        assert CANARY not in "".join(said)
+        [release] = [r for r in self.server.snapshot().of("o/r") if r.tag_name == TAG]
+        assert not release.draft and all(a.state == "uploaded" for a in release.assets), release
+        buildinfo = release.asset(kitdir.BUILDINFO)
+        assert buildinfo is not None
+        assert buildinfo.data == (kit.path / kitdir.BUILDINFO).read_bytes()
+
+
 def test_a_publish_whose_own_draft_lost_the_race_deletes_it_then_compares(
         tmp_path: Path) -> None:
     """Two publishes of one revision at once, each with a draft of its own (each looked before
     the other's draft existed): the other publishes first, so publishing ours is refused (422:
     the tag is another release's). Ours is deleted, and the publish waits, then compares with
     what the other published: the same kit tarball, exit 0; one release, no draft left."""
-    program = compile_program(tmp_path)
-    first = make_kit(tmp_path / "a", program, info=info_for(run=(("jobs", "1"),)))
-    second = make_kit(tmp_path / "b", program, info=info_for(run=(("jobs", "2"),)))
     with GitHubServer() as server:
-        server.add_repo("o/r")
-        server.add_token(CANARY)
-        server.observe(check_published_releases)
+        race = Race(tmp_path, server)
         # The other's create (its second POST to /releases: the first is the preflight's write
         # probe) waits until ours made its draft; our first upload waits until the other has
         # published.
         their_create, our_upload = threading.Event(), threading.Event()
         held_create = server.faults.hold(their_create, method="POST", path=r"/releases$", nth=2)
         held_upload = server.faults.hold(our_upload, method="POST", path=r"^/api/uploads/")
-        matrix = matrix_file(tmp_path, github=GitHubTarget(repository="o/r",
-                                                           api=server.base_url))
-        env = {"GITHUB_TOKEN": CANARY}
-
-        def publish(kit: kitdir.KitDir, name: str) -> subprocess.Popen[str]:
-            return cli_started("publish", kit.path, "--matrix", matrix, "--cache-dir",
-                               tmp_path / f"cache-{name}", "--ledger-dir",
-                               tmp_path / f"ledger-{name}", env=env)
-
-        def wait_until(what: str, done: Callable[[], bool]) -> None:
-            deadline = time.monotonic() + 60
-            while not done():
-                assert time.monotonic() < deadline, what
-                time.sleep(0.05)
-
-        other = publish(first, "a")
-        wait_until("the other never created its draft", lambda: held_create.seen >= 2)
-        ours = publish(second, "b")
-        wait_until("ours never uploaded", lambda: held_upload.seen >= 1)
+        other = race.publish(race.first)
+        race.wait_until("the other never created its draft", lambda: held_create.seen >= 2)
+        ours = race.publish(race.second)
+        race.wait_until("ours never uploaded", lambda: held_upload.seen >= 1)
         their_create.set()
         _, other_said = other.communicate(timeout=120)
         assert other.returncode == 0, other_said
@@ -709,12 +730,7 @@ def test_a_publish_whose_own_draft_lost_the_race_deletes_it_then_compares(
     assert ours.returncode == 0, said
     assert "was published from another draft meanwhile; deleting this publish's draft" in said
     assert "waiting for it to publish" in said, said
-    assert CANARY not in said + other_said
-    releases = [r for r in server.snapshot().of("o/r") if r.tag_name == TAG]
-    assert [r.draft for r in releases] == [False], releases
-    buildinfo = releases[0].asset(kitdir.BUILDINFO)
-    assert buildinfo is not None
-    assert buildinfo.data == (first.path / kitdir.BUILDINFO).read_bytes()
+    race.one_release_with(race.first, said, other_said)
 
 
 def test_a_publish_whose_upload_in_flight_another_deleted_uploads_it_again(
@@ -724,40 +740,23 @@ def test_a_publish_whose_upload_in_flight_another_deleted_uploads_it_again(
     deletes it as unfinished, uploads the whole kit and publishes. The other's upload then ends
     in 404 (its asset is gone): it looks again, finds the file there, and settles the race as
     any other (the same kit tarball: wait, compare), exit 0 both; one whole release."""
-    program = compile_program(tmp_path)
-    first = make_kit(tmp_path / "a", program, info=info_for(run=(("jobs", "1"),)))
-    second = make_kit(tmp_path / "b", program, info=info_for(run=(("jobs", "2"),)))
     with GitHubServer() as server:
-        server.add_repo("o/r")
-        server.add_token(CANARY)
-        server.observe(check_published_releases)
+        race = Race(tmp_path, server)
         in_flight = threading.Event()
         held = server.faults.hold_upload(in_flight, method="POST", path=r"^/api/uploads/")
-        matrix = matrix_file(tmp_path, github=GitHubTarget(repository="o/r",
-                                                           api=server.base_url))
-        env = {"GITHUB_TOKEN": CANARY}
-        other = cli_started("publish", first.path, "--matrix", matrix, "--cache-dir",
-                            tmp_path / "cache-a", "--ledger-dir", tmp_path / "ledger-a", env=env)
-        deadline = time.monotonic() + 60
-        while not [a for r in server.snapshot().of("o/r") for a in r.assets
-                   if a.state == "starter"]:
-            assert other.poll() is None, other.communicate()[1]
-            assert time.monotonic() < deadline, "the other publish never started an upload"
-            time.sleep(0.05)
-        ours = cli("publish", second.path, "--matrix", matrix, "--cache-dir",
-                   tmp_path / "cache-b", "--ledger-dir", tmp_path / "ledger-b", env=env)
+        other = race.publish(race.first)
+        race.wait_until("the other publish never started an upload", lambda: bool(
+            [a for r in server.snapshot().of("o/r") for a in r.assets if a.state == "starter"]),
+            other)
+        ours = race.publish(race.second)
+        _, said = ours.communicate(timeout=120)
         in_flight.set()
         _, other_said = other.communicate(timeout=120)
-    assert ours.returncode == 0, ours.stderr
+    assert ours.returncode == 0, said
     assert held.fired == 1
     assert other.returncode == 0, other_said
     assert "waiting for it to publish" in other_said, other_said
-    assert CANARY not in other_said + ours.stderr + ours.stdout
-    [release] = [r for r in server.snapshot().of("o/r") if r.tag_name == TAG]
-    assert not release.draft and all(a.state == "uploaded" for a in release.assets), release
-    buildinfo = release.asset(kitdir.BUILDINFO)
-    assert buildinfo is not None
-    assert buildinfo.data == (second.path / kitdir.BUILDINFO).read_bytes()
+    race.one_release_with(race.second, said, other_said)
 
 
 def test_a_publish_meeting_another_publishs_full_draft_waits_then_compares(
@@ -765,41 +764,21 @@ def test_a_publish_meeting_another_publishs_full_draft_waits_then_compares(
     """Two publishes of one revision at once: the other has filled its draft (its BUILDINFO.txt
     differs in the run section) and is about to publish it when this one looks. This one
     waits for it, then compares with what it published: the same kit tarball, exit 0."""
-    program = compile_program(tmp_path)
-    first = make_kit(tmp_path / "a", program, info=info_for(run=(("jobs", "1"),)))
-    second = make_kit(tmp_path / "b", program, info=info_for(run=(("jobs", "2"),)))
     with GitHubServer() as server:
-        server.add_repo("o/r")
-        server.add_token(CANARY)
-        server.observe(check_published_releases)
+        race = Race(tmp_path, server)
         publishing = threading.Event()
         held = server.faults.hold(publishing, method="PATCH", path=r"/releases/\d+$")
-        matrix = matrix_file(tmp_path, github=GitHubTarget(repository="o/r",
-                                                           api=server.base_url))
-        env = {"GITHUB_TOKEN": CANARY}
-        other = cli_started("publish", first.path, "--matrix", matrix, "--cache-dir",
-                            tmp_path / "cache-a", "--ledger-dir", tmp_path / "ledger-a", env=env)
-        deadline = time.monotonic() + 60
-        while held.seen < 1:
-            assert other.poll() is None, other.communicate()[1]
-            assert time.monotonic() < deadline, "the other publish never published its draft"
-            time.sleep(0.05)
+        other = race.publish(race.first)
+        race.wait_until("the other publish never published its draft", lambda: held.seen >= 1,
+                        other)
         looked = len(server.requests("GET", r"/releases/tags/"))
-        ours = cli_started("publish", second.path, "--matrix", matrix, "--cache-dir",
-                           tmp_path / "cache-b", "--ledger-dir", tmp_path / "ledger-b", env=env)
-        while len(server.requests("GET", r"/releases/tags/")) < looked + 3:  # looked, waits
-            assert ours.poll() is None, ours.communicate()[1]
-            assert time.monotonic() < deadline, "this publish never looked twice"
-            time.sleep(0.05)
+        ours = race.publish(race.second)
+        race.wait_until("this publish never looked twice", lambda: len(  # looked, waits
+            server.requests("GET", r"/releases/tags/")) >= looked + 3, ours)
         publishing.set()
         _, other_said = other.communicate(timeout=120)
         _, said = ours.communicate(timeout=120)
     assert other.returncode == 0, other_said
     assert ours.returncode == 0, said
     assert "another publish may be filling it: waiting for it to publish" in said, said
-    assert CANARY not in said + other_said
-    [release] = [r for r in server.snapshot().of("o/r") if r.tag_name == TAG]
-    assert not release.draft
-    buildinfo = release.asset(kitdir.BUILDINFO)
-    assert buildinfo is not None
-    assert buildinfo.data == (first.path / kitdir.BUILDINFO).read_bytes()
+    race.one_release_with(race.first, said, other_said)
